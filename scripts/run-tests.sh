@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the tests of one build tree, or totals several runs.
+#   run-tests.sh BUILD             run BUILD/test/*_test (Check) and test/*.test.sh (integration)
+#   run-tests.sh --summary-of CMD...  run each command (each a run-tests.sh run), then print
+#                                  the total as "N passed, N failed" and fail if any failed.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "${1:-}" = "--summary-of" ]; then
+	shift
+	results=$(mktemp)
+	trap 'rm -f "$results"' EXIT
+	status=0
+	for cmd in "$@"; do
+		ROCEMU_RESULTS=$results bash -c "$cmd" || status=1
+	done
+	read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$results")
+	[ "$failed" -eq 0 ] || status=1
+	[ "$passed" -gt 0 ] || { echo "no test ran" >&2; status=1; }
+	echo
+	echo "${passed} passed, ${failed} failed"
+	exit $status
+fi
+
+build=${1:?usage: run-tests.sh BUILD | --summary-of CMD...}
+passed=0
+failed=0
+failed_names=()
+
+record() { # name status checks_passed checks_failed
+	passed=$((passed + $3))
+	failed=$((failed + $4))
+	[ "$2" -eq 0 ] && [ "$4" -eq 0 ] || failed_names+=("$1")
+}
+
+for t in "$build"/test/*_test; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	out=$(cd "$here" && "$t" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | sed "s/^/[$name] /"
+	line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
+	checks=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+	bad=$(sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1 \2/' <<<"$line" | awk '{print $1 + $2}')
+	if [ -z "$line" ]; then checks=0; bad=1; fi
+	record "$name" "$rc" $((checks - bad)) "$bad"
+done
+
+# Integration tests: shell scripts that start real programs. Exit 0 pass, 77 skip.
+for t in "$here"/test/*.test.sh; do
+	[ -f "$t" ] || continue
+	name=$(basename "$t")
+	out=$(ROCEMU_BUILD="$here/$build" bash "$t" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | sed "s/^/[$name] /"
+	case $rc in
+	0) record "$name" 0 1 0 ;;
+	77) echo "[$name] skipped" ;;
+	*) record "$name" "$rc" 0 1 ;;
+	esac
+done
+
+echo "== $build: ${passed} passed, ${failed} failed${failed_names:+ (${failed_names[*]})}"
+if [ -n "${ROCEMU_RESULTS:-}" ]; then echo "$passed $failed" >>"$ROCEMU_RESULTS"; fi
+[ "$failed" -eq 0 ]
