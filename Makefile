@@ -27,9 +27,9 @@ TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c)
 PROGRAMS     := $(BUILD)/rocemuctl
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
                 $(BUILD)/test/decode_test
-TEST_COMMON  := $(BUILD)/test/testutil.o
+TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 
-.PHONY: all check test-run asan fuzz fuzz-build clean
+.PHONY: all check test-run asan fuzz fuzz-build demo clean
 all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(PROGRAMS)
 
 $(BUILD)/%.o: %.c
@@ -52,11 +52,11 @@ $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMR
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
 $(TESTS):
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) -lz
 
 # The sanitizer build lives in its own tree so both can exist side by side.
 ASAN_VARS := BUILD=build/asan OPT=-O1 \
-             SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+             SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all'
 
 test-run: all $(TESTS)
 	scripts/run-tests.sh $(BUILD)
@@ -81,6 +81,9 @@ build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c) $(wildcard 
 
 fuzz: fuzz-build
 	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+demo:
+	scripts/demo.sh
 
 clean:
 	rm -rf build

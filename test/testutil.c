@@ -54,6 +54,7 @@ int testutil_read_expected(const char *dir, struct testutil_expected *rows, int 
 		if (line[0] == '#' || line[0] == '\n')
 			continue;
 		line[strcspn(line, "\n")] = '\0';
+		r->opcodes[0] = '\0';
 		if (sscanf(line, "%255[^\t]\t%ld\t%ld\t%511[^\n]", r->file, &r->packets,
 			   &r->icrc_valid, r->opcodes) < 3)
 			continue;

@@ -1,0 +1,52 @@
+/* Registration of memory handed over as a file descriptor (a client's memfd): the daemon
+ * maps the pages itself, so it never depends on the client's address space. */
+#include "memreg/memreg_int.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#define OFF_T_MAX ((off_t)((UINT64_C(1) << (sizeof(off_t) * 8 - 1)) - 1))
+
+/* [offset, offset + len) must be a valid range of a regular file (memfds are). */
+static int check_file(int fd, off_t offset, size_t len)
+{
+	struct stat st;
+
+	if (offset < 0 || len > (uint64_t)(OFF_T_MAX - offset))
+		return -EINVAL;
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (offset > st.st_size || (off_t)len > st.st_size - offset)
+		return -EOVERFLOW;
+	return 0;
+}
+
+int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova, int access,
+	      struct mr **out)
+{
+	size_t page_size = pd->client->table->page_size;
+	size_t in_page, map_len;
+	void *map;
+	int err;
+
+	err = mr_check_args(iova, len, access);
+	if (!err)
+		err = check_file(fd, offset, len);
+	if (err)
+		return err;
+	in_page = (size_t)offset & (page_size - 1);
+	if ((iova & (page_size - 1)) != in_page || len > SIZE_MAX - in_page - (page_size - 1))
+		return -EINVAL;
+	map_len = (in_page + len + page_size - 1) & ~(page_size - 1);
+	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   offset - (off_t)in_page);
+	if (map == MAP_FAILED)
+		return -errno;
+	err = mr_register(pd, (uintptr_t)map + in_page, len, iova, access, map, out);
+	if (err)
+		munmap(map, map_len);
+	return err;
+}

@@ -1,0 +1,88 @@
+/* memreg internals shared by the module's files (and by its test for white-box checks).
+ *
+ * Everything here runs on the daemon's one thread: nothing locks, and an MR is fully
+ * built before it is published in the index array and fully unpublished before it is torn
+ * down. */
+#ifndef ROCEMU_MEMREG_INT_H
+#define ROCEMU_MEMREG_INT_H
+
+#include "memreg/memreg.h"
+
+#include <stdbool.h>
+#include <sys/queue.h>
+
+struct mr_table {
+	struct mr **slots;      /* index -> MR, NULL when free; calloc'ed, so untouched pages
+				 * of a large table cost no memory */
+	uint32_t max_regions;
+	uint32_t region_count;
+	uint32_t next_index;    /* the allocator's cursor: one past the last index handed out */
+	size_t page_size;
+	uint64_t max_pinned;    /* 0 = no cap */
+	uint64_t pinned;
+	uint8_t random[64];     /* getrandom() output not yet used for key bytes */
+	unsigned random_left;
+	LIST_HEAD(, mr) mrs;    /* every published MR: the munlock overlap scan walks it */
+	LIST_HEAD(, mr_client) clients;
+};
+
+struct mr_client {
+	struct mr_table *table;
+	uint64_t pin_cap;       /* 0 = only the table's cap applies */
+	uint64_t pinned;
+	LIST_ENTRY(mr_client) link;
+	LIST_HEAD(, mr_pd) pds;
+};
+
+struct mr_pd {
+	struct mr_client *client;
+	LIST_ENTRY(mr_pd) link;
+	LIST_HEAD(, mr) mrs;
+};
+
+struct mr {
+	struct mr_pd *pd;
+	uint32_t key;           /* both lkey and rkey */
+	int access;
+	bool valid;             /* cleared first thing on teardown */
+	uint64_t iova;
+	uint64_t length;
+	size_t page_offset;     /* iova and host address share it */
+	size_t npages;
+	void **pages;           /* host address of each page of the iova span: the MTT */
+	uintptr_t lock_start;   /* the page-rounded host span we mlock'ed and charged */
+	size_t lock_len;
+	void *map;              /* mr_reg_fd's mapping (lock_start, lock_len), else NULL */
+	LIST_ENTRY(mr) table_link;
+	LIST_ENTRY(mr) pd_link;
+};
+
+/* table.c: the key space. */
+int mr_table_reserve_key(struct mr_table *table, uint32_t *key);
+void mr_table_publish(struct mr_table *table, struct mr *mr);
+void mr_table_unpublish(struct mr_table *table, struct mr *mr);
+struct mr *mr_table_slot(const struct mr_table *table, uint32_t key);
+
+/* pin.c: pinned-byte budgets and the page locks behind them. */
+int mr_pin_check(const struct mr_client *client, uint64_t bytes);
+void mr_pin_charge(struct mr_client *client, uint64_t bytes);
+void mr_pin_uncharge(struct mr_client *client, uint64_t bytes);
+int mr_pin_lock(const struct mr_table *table, uintptr_t start, size_t len);
+void mr_pin_unlock(const struct mr_table *table, uintptr_t start, size_t len);
+
+/* region.c: registration shared by mr_reg and mr_reg_fd, and teardown shared by mr_dereg,
+ * mr_client_free and mr_table_free. map, when not NULL, is the mapping made for the MR:
+ * it must be exactly the page-rounded span of [addr, addr + len), and is unmapped with it. */
+int mr_check_args(uint64_t iova, size_t len, int access);
+int mr_register(struct mr_pd *pd, uintptr_t addr, size_t len, uint64_t iova, int access,
+		void *map, struct mr **out);
+void mr_invalidate(struct mr *mr);
+void mr_destroy(struct mr *mr);
+
+/* Whether [va, va + len) lies inside the MR, for any 64-bit va and len (len > 0). */
+static inline bool mr_range_ok(const struct mr *mr, uint64_t va, uint64_t len)
+{
+	return va >= mr->iova && len <= mr->length && va - mr->iova <= mr->length - len;
+}
+
+#endif

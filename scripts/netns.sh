@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24) and rocemu-b
+# (198.18.0.2/24, the benchmarking range) joined by a veth pair, MTU 9000 by default.
+#   netns.sh up [--mtu N]     create them (fails if they exist; run down first)
+#   netns.sh down             remove everything; safe to run twice
+#   netns.sh status           show them
+set -eu
+
+NS_A=rocemu-a
+NS_B=rocemu-b
+IF_A=veth-rocemu-a
+IF_B=veth-rocemu-b
+ADDR_A=198.18.0.1/24
+ADDR_B=198.18.0.2/24
+
+usage() {
+	echo "usage: $0 up [--mtu N] | down | status" >&2
+	exit 2
+}
+
+ns_exists() { ip netns list | grep -qw "^$1"; }
+
+up() {
+	local mtu=9000
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--mtu) [ $# -ge 2 ] || usage; mtu=$2; shift 2 ;;
+		*) usage ;;
+		esac
+	done
+	case $mtu in
+	'' | *[!0-9]*) echo "netns: --mtu takes a number of bytes, got '$mtu'" >&2; exit 2 ;;
+	esac
+	if [ "$mtu" -lt 1280 ] || [ "$mtu" -gt 65535 ]; then
+		echo "netns: --mtu $mtu is outside 1280..65535" >&2
+		exit 2
+	fi
+	if ns_exists $NS_A || ns_exists $NS_B; then
+		echo "netns: $NS_A or $NS_B exists already; run '$0 down' first" >&2
+		exit 1
+	fi
+	trap 'down >/dev/null 2>&1' ERR
+	ip netns add $NS_A
+	ip netns add $NS_B
+	ip link add $IF_A netns $NS_A type veth peer name $IF_B netns $NS_B
+	for side in "$NS_A $IF_A $ADDR_A" "$NS_B $IF_B $ADDR_B"; do
+		set -- $side
+		ip -n "$1" link set lo up
+		ip -n "$1" link set "$2" mtu "$mtu" up
+		ip -n "$1" addr add "$3" dev "$2"
+	done
+	trap - ERR
+	echo "netns: $NS_A ($IF_A ${ADDR_A%/*}) <-> $NS_B ($IF_B ${ADDR_B%/*}), MTU $mtu"
+}
+
+down() {
+	local ns
+	for ns in $NS_A $NS_B; do
+		ns_exists "$ns" && ip netns delete "$ns"
+	done
+	return 0
+}
+
+status() {
+	local ns
+	for ns in $NS_A $NS_B; do
+		if ns_exists "$ns"; then
+			ip -n "$ns" -brief addr show
+		else
+			echo "$ns: absent"
+		fi
+	done
+}
+
+[ $# -ge 1 ] || usage
+cmd=$1
+shift
+case $cmd in
+up) up "$@" ;;
+down) [ $# -eq 0 ] || usage; down ;;
+status) status ;;
+*) usage ;;
+esac

@@ -1,0 +1,372 @@
+/* wire: opcode table, build/parse round trips, and one test per malformation. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test/frames.h"
+#include "wire/wire.h"
+
+static uint8_t frame[9000];
+
+static const struct wire_path path = {
+	.src_mac = { 2, 0, 0, 0, 0, 1 },
+	.dst_mac = { 2, 0, 0, 0, 0, 2 },
+	.src_ip = 0x010012c6, /* 198.18.0.1 in network order on a little-endian host */
+	.dst_ip = 0x020012c6,
+	.src_port = 0xc0de,
+	.ttl = 64,
+};
+
+/* Parses a heap copy of exactly len bytes, so ASan catches any read past the capture. */
+static enum wire_status parse_exact(const uint8_t *f, size_t len, struct wire_pkt *pkt)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	enum wire_status st;
+
+	memcpy(copy, f, len);
+	st = wire_parse(copy, len, pkt);
+	free(copy);
+	return st;
+}
+
+START_TEST(test_opcode_table_header_sizes)
+{
+	static const struct { uint8_t op; unsigned after_udp; bool payload; } rows[] = {
+		{ 0x06, 28, true }, { 0x07, 12, true }, { 0x08, 12, true }, { 0x09, 16, true },
+		{ 0x0a, 28, true }, { 0x0b, 32, true }, { 0x0c, 28, false }, { 0x11, 16, false },
+		{ 0x12, 24, false }, { 0x13, 40, false }, { 0x0d, 16, true }, { 0x0e, 12, true },
+		{ 0x26, 28, true }, { 0x2b, 32, true }, { 0x64, 20, true }, { 0x65, 24, true },
+		{ 0x81, 28, false }, { 0x16, 16, true }, { 0x00, 12, true }, { 0x05, 16, true },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct wire_opcode_info *op = wire_opcode_info(rows[i].op);
+
+		ck_assert_msg(op != NULL, "opcode 0x%02x", rows[i].op);
+		ck_assert_uint_eq(WIRE_BTH_LEN + op->hdr_len, rows[i].after_udp);
+		ck_assert_int_eq(op->payload, rows[i].payload);
+	}
+}
+END_TEST
+
+START_TEST(test_opcode_table_unknowns)
+{
+	static const uint8_t unknown[] = { 0x15, 0x18, 0x1f, 0x2c, 0x2d, 0x40, 0x4a, 0x63, 0x66,
+					   0x80, 0x82, 0xff };
+	int known = 0;
+
+	for (size_t i = 0; i < sizeof(unknown); i++)
+		ck_assert_ptr_null(wire_opcode_info(unknown[i]));
+	for (int op = 0; op < 256; op++)
+		known += wire_opcode_info((uint8_t)op) != NULL;
+	/* RC 0x00-0x14 and 0x16-0x17, UC 12, UD 2, CNP */
+	ck_assert_int_eq(known, 23 + 12 + 2 + 1);
+	ck_assert_str_eq(wire_opcode_info(0x0a)->name, "RC_RDMA_WRITE_ONLY");
+	ck_assert_int_eq(wire_opcode_info(0x27)->pos, WIRE_POS_MIDDLE);
+	ck_assert_int_eq(wire_opcode_info(0x27)->transport, WIRE_UC);
+}
+END_TEST
+
+static size_t build_write(uint8_t op, size_t payload_len, struct wire_ext *ext)
+{
+	struct wire_bth bth = { .opcode = op, .pkey = 0xffff, .dest_qp = 0x123456,
+				.ack_req = true, .psn = 0xfffffe };
+	static uint8_t payload[4200];
+
+	for (size_t i = 0; i < payload_len; i++)
+		payload[i] = (uint8_t)(i ^ 0x5a);
+	return wire_build(frame, sizeof(frame), &path, 7, &bth, ext, payload, payload_len);
+}
+
+START_TEST(test_write_round_trip)
+{
+	static const uint8_t ops[] = { 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b };
+	static const size_t sizes[] = { 0, 1, 2, 3, 4, 5, 1023, 1024, 4096 };
+	struct wire_ext ext = { .reth = { 0xfffffffffffff000ull, 0xabcdef12, 0x80000000u },
+				.imm = 0xdeadbeef };
+
+	for (size_t o = 0; o < sizeof(ops); o++)
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			struct wire_pkt pkt;
+			size_t len = build_write(ops[o], sizes[s], &ext);
+
+			ck_assert_uint_gt(len, 0);
+			ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+			ck_assert(wire_icrc_ok(frame, &pkt));
+			ck_assert_uint_eq(frames_reference_icrc(frame, len), pkt.icrc);
+			ck_assert_uint_eq(pkt.bth.opcode, ops[o]);
+			ck_assert_uint_eq(pkt.bth.psn, 0xfffffe);
+			ck_assert_uint_eq(pkt.bth.dest_qp, 0x123456);
+			ck_assert(pkt.bth.ack_req);
+			ck_assert_uint_eq(pkt.payload_len, sizes[s]);
+			ck_assert_uint_eq(pkt.bth.pad, (4 - sizes[s] % 4) % 4);
+			ck_assert_uint_eq(len % 2, 0);
+			for (size_t i = 0; i < sizes[s]; i++)
+				ck_assert_uint_eq(frame[pkt.payload_off + i], (uint8_t)(i ^ 0x5a));
+			if (pkt.op->headers & WIRE_HDR_RETH) {
+				ck_assert_uint_eq(pkt.ext.reth.va, 0xfffffffffffff000ull);
+				ck_assert_uint_eq(pkt.ext.reth.rkey, 0xabcdef12);
+				ck_assert_uint_eq(pkt.ext.reth.length, 0x80000000u);
+			}
+			if (pkt.op->headers & WIRE_HDR_IMMDT)
+				ck_assert_uint_eq(pkt.ext.imm, 0xdeadbeef);
+		}
+}
+END_TEST
+
+START_TEST(test_ack_and_nak)
+{
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_ACK, .pkey = 0xffff, .dest_qp = 17,
+				.psn = 42 };
+	struct wire_ext ext = { .aeth = { WIRE_SYN_NAK_REM_ACCESS, 0x00abcd } };
+	struct wire_pkt pkt;
+	char name[48];
+	size_t len = wire_build(frame, sizeof(frame), &path, 1, &bth, &ext, NULL, 0);
+
+	ck_assert_uint_eq(len, WIRE_BASE_LEN + WIRE_AETH_LEN + WIRE_ICRC_LEN);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+	ck_assert_uint_eq(pkt.ext.aeth.syndrome, 0x62);
+	ck_assert_uint_eq(pkt.ext.aeth.msn, 0xabcd);
+	ck_assert_int_eq(wire_aeth_type(0x62), WIRE_AETH_NAK);
+	ck_assert_int_eq(wire_aeth_type(WIRE_SYN_ACK), WIRE_AETH_ACK);
+	ck_assert_str_eq(wire_syndrome_name(0x62, name, sizeof(name)), "NAK remote access error");
+	ck_assert_str_eq(wire_syndrome_name(0x60, name, sizeof(name)), "NAK PSN sequence error");
+	/* an ACK carries no payload */
+	ck_assert_uint_eq(wire_build(frame, sizeof(frame), &path, 1, &bth, &ext, "x", 1), 0);
+}
+END_TEST
+
+START_TEST(test_builder_refusals)
+{
+	struct wire_bth bth = { .opcode = 0x15 };
+	struct wire_ext ext = { 0 };
+
+	ck_assert_uint_eq(wire_build(frame, sizeof(frame), &path, 1, &bth, &ext, NULL, 0), 0);
+	bth.opcode = WIRE_OP_RC_WRITE_ONLY;
+	ck_assert_uint_eq(wire_build(frame, 40, &path, 1, &bth, &ext, NULL, 0), 0);
+	ck_assert_uint_eq(wire_build(frame, 80, &path, 1, &bth, &ext, frame, 100), 0);
+	ck_assert_uint_eq(wire_put_headers(frame, sizeof(frame), &path, 1, &bth, &ext, 70000), 0);
+}
+END_TEST
+
+START_TEST(test_ipv4_header_fields)
+{
+	struct wire_ext ext = { 0 };
+	size_t len = build_write(WIRE_OP_RC_WRITE_MIDDLE, 1024, &ext);
+	const uint8_t *ip = frame + 14;
+	uint32_t sum = 0;
+
+	ck_assert_uint_eq(len, WIRE_BASE_LEN + 1024 + 4);
+	ck_assert_uint_eq(ip[6] & 0x40, 0x40); /* DF */
+	ck_assert_uint_eq((unsigned)(ip[2] << 8 | ip[3]), len - 14);
+	for (int i = 0; i < 20; i += 2)
+		sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	ck_assert_uint_eq(sum, 0xffff);
+	ck_assert_uint_eq((unsigned)(frame[36] << 8 | frame[37]), 4791);
+}
+END_TEST
+
+START_TEST(test_every_truncation_is_safe)
+{
+	struct wire_ext ext = { .reth = { 0x1000, 0x100, 64 } };
+	size_t len = build_write(WIRE_OP_RC_WRITE_ONLY_IMM, 64, &ext);
+	struct wire_pkt pkt;
+
+	for (size_t cut = 0; cut < len; cut++) {
+		enum wire_status st = parse_exact(frame, cut, &pkt);
+
+		ck_assert_msg(st != WIRE_OK, "accepted a frame cut to %zu bytes", cut);
+		ck_assert(!(pkt.layers & WIRE_HAVE_ALL));
+		if (cut >= 14 + 20 + 4)
+			ck_assert_int_eq(st, WIRE_TRUNCATED);
+		else
+			ck_assert_int_eq(st, WIRE_NOT_ROCE);
+	}
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+}
+END_TEST
+
+static void set16(size_t off, unsigned v)
+{
+	frame[off] = (uint8_t)(v >> 8);
+	frame[off + 1] = (uint8_t)v;
+}
+
+START_TEST(test_malformations)
+{
+	struct wire_ext ext = { .reth = { 0x1000, 0x100, 5 } };
+	struct wire_pkt pkt;
+	size_t len;
+
+	len = build_write(WIRE_OP_RC_WRITE_ONLY, 5, &ext);
+	set16(38, 8 + 12 + 16 + 8 + 4 + 4); /* UDP length larger than the IP payload */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_UDP_LENGTH);
+	set16(38, 8 + 12 + 16); /* smaller */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_UDP_LENGTH);
+	set16(38, 16); /* too small for BTH + ICRC, consistent with IP */
+	set16(16, 20 + 16);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_SHORT_BTH);
+	set16(16, 20 + 4); /* IP length shorter than IP + UDP headers */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_IP_LENGTH);
+
+	len = build_write(WIRE_OP_RC_WRITE_ONLY, 5, &ext);
+	frame[20] |= 0x20; /* More Fragments */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_FRAGMENT);
+	frame[20] = 0x00;
+	frame[21] = 0x10; /* fragment offset */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_FRAGMENT);
+
+	len = build_write(WIRE_OP_RC_WRITE_ONLY, 5, &ext);
+	frame[43] |= 0x01; /* TVer */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_TVER);
+	frame[43] &= 0xf0;
+	frame[42] = 0x15;
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_UNKNOWN_OPCODE);
+	ck_assert(pkt.layers & WIRE_HAVE_BTH);
+
+	len = build_write(WIRE_OP_RC_WRITE_ONLY, 0, &ext);
+	frame[43] = 0x10; /* pad 1 with no payload */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_BAD_PAD);
+
+	len = build_write(WIRE_OP_RC_WRITE_ONLY, 8, &ext);
+	frame[42] = WIRE_OP_RC_ACK; /* 8 + 12 bytes after an AETH: payload on an ACK */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_UNEXPECTED_PAYLOAD);
+	frame[42] = WIRE_OP_RC_WRITE_MIDDLE + 0x20; /* UC WRITE_MIDDLE: fine */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	frame[42] = 0x13; /* COMPARE_SWAP needs 28 bytes, 24 follow */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_SHORT_HEADERS);
+}
+END_TEST
+
+START_TEST(test_unaligned_body_is_bad_pad)
+{
+	struct wire_ext ext = { .reth = { 0x1000, 0x100, 4 } };
+	struct wire_pkt pkt;
+	size_t len = build_write(WIRE_OP_RC_WRITE_ONLY, 4, &ext);
+
+	/* one byte less of payload, lengths adjusted, ICRC ignored: 3 bytes, pad 0 */
+	set16(16, (unsigned)(len - 14 - 1));
+	set16(38, (unsigned)(len - 34 - 1));
+	ck_assert_int_eq(parse_exact(frame, len - 1, &pkt), WIRE_BAD_PAD);
+}
+END_TEST
+
+START_TEST(test_other_frames_are_not_roce)
+{
+	struct wire_ext ext = { 0 };
+	struct wire_pkt pkt;
+	size_t len = build_write(WIRE_OP_RC_WRITE_MIDDLE, 8, &ext);
+
+	set16(36, 4792);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_NOT_ROCE);
+	set16(36, 4791);
+	frame[23] = 6; /* TCP */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_NOT_ROCE);
+	frame[23] = 17;
+	set16(12, 0x0806); /* ARP */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_NOT_ROCE);
+	set16(12, 0x0800);
+	frame[14] = 0x44; /* IHL 4 */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_NOT_ROCE);
+}
+END_TEST
+
+START_TEST(test_vlan_ipv6_and_options)
+{
+	struct wire_pkt pkt;
+	size_t len;
+
+	len = frames_make(frame, 6, 5, 0x0a, 21);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ip_version, 6);
+	ck_assert_uint_eq(pkt.payload_len, 21);
+	ck_assert_uint_eq(pkt.dst_ip[15], 2);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+
+	len = frames_make(frame, 4, 8, 0x0a, 10);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ip_hdr_len, 32);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+
+	/* insert an 802.1Q tag after the MAC addresses */
+	len = frames_make(frame, 4, 5, 0x0a, 10);
+	memmove(frame + 16, frame + 12, len - 12);
+	frame[12] = 0x81;
+	frame[13] = 0x00;
+	frame[14] = 0x20;
+	frame[15] = 0x07;
+	ck_assert_int_eq(parse_exact(frame, len + 4, &pkt), WIRE_OK);
+	ck_assert(pkt.vlan);
+	ck_assert_uint_eq(pkt.vlan_tci, 0x2007);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+
+	len = frames_make(frame, 6, 5, 0x0a, 21);
+	frame[14 + 6] = 44; /* fragment header */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_FRAGMENT);
+}
+END_TEST
+
+START_TEST(test_ethernet_padding_is_ignored)
+{
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_ACK, .dest_qp = 1 };
+	struct wire_ext ext = { .aeth = { WIRE_SYN_ACK, 1 } };
+	struct wire_pkt pkt;
+	size_t len = wire_build(frame, sizeof(frame), &path, 1, &bth, &ext, NULL, 0);
+
+	memset(frame + len, 0, 64);
+	ck_assert_int_eq(parse_exact(frame, len + 6, &pkt), WIRE_OK);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+}
+END_TEST
+
+START_TEST(test_psn_serial_arithmetic)
+{
+	ck_assert_int_eq(wire_psn_diff(5, 5), 0);
+	ck_assert_int_eq(wire_psn_diff(0, 0xffffff), 1);
+	ck_assert_int_eq(wire_psn_diff(0xffffff, 0), -1);
+	ck_assert_int_eq(wire_psn_diff(0x7fffff, 0), 0x7fffff);
+	ck_assert_int_eq(wire_psn_diff(0x800000, 0), -0x800000);
+	ck_assert_int_eq(wire_psn_diff(3, 0xfffffe), 5);
+}
+END_TEST
+
+START_TEST(test_status_names_are_distinct)
+{
+	for (int a = 0; a < WIRE_STATUS_COUNT; a++)
+		for (int b = a + 1; b < WIRE_STATUS_COUNT; b++)
+			ck_assert_str_ne(wire_status_name(a), wire_status_name(b));
+	ck_assert_str_eq(wire_status_name(WIRE_STATUS_COUNT), "unknown status");
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("wire");
+	TCase *tc = tcase_create("wire");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_opcode_table_header_sizes);
+	tcase_add_test(tc, test_opcode_table_unknowns);
+	tcase_add_test(tc, test_write_round_trip);
+	tcase_add_test(tc, test_ack_and_nak);
+	tcase_add_test(tc, test_builder_refusals);
+	tcase_add_test(tc, test_ipv4_header_fields);
+	tcase_add_test(tc, test_every_truncation_is_safe);
+	tcase_add_test(tc, test_malformations);
+	tcase_add_test(tc, test_unaligned_body_is_bad_pad);
+	tcase_add_test(tc, test_other_frames_are_not_roce);
+	tcase_add_test(tc, test_vlan_ipv6_and_options);
+	tcase_add_test(tc, test_ethernet_padding_is_ignored);
+	tcase_add_test(tc, test_psn_serial_arithmetic);
+	tcase_add_test(tc, test_status_names_are_distinct);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
