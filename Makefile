@@ -74,13 +74,15 @@ FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_f
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=all
 
-fuzz-build: $(FUZZ_HARNESSES)
+fuzz-build: $(FUZZ_HARNESSES) $(BUILD)/make_seeds
+$(BUILD)/make_seeds: $(BUILD)/test/fuzz/make_seeds.o $(BUILD)/test/frames.o $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS) -lz
 build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c) $(wildcard */*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(ISAL_LIBS)
 
 fuzz: fuzz-build
-	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+	ROCEMU_SEED_TOOL=$(BUILD)/make_seeds scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
 
 demo:
 	scripts/demo.sh

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs each libFuzzer harness for SECONDS on its corpus in test/fuzz/corpus/NAME/ (seeded
-# from the shared captures when those exist), with ASan and UBSan; fails on any finding.
+# Runs each libFuzzer harness for SECONDS with ASan and UBSan; fails on any finding.
+# Inputs: the committed corpus test/fuzz/corpus/NAME/ (made without the shared captures, so
+# none of their bytes are in the repository) and, when they exist, one seed per frame of the
+# shared captures. New inputs go to build/fuzz/corpus/NAME/, never into the repository.
 #   fuzz.sh SECONDS HARNESS...
 set -eu
 seconds=$1
@@ -31,12 +33,20 @@ for path in sys.argv[2:]:
 PY
 fi
 
+# Frames of every known opcode, built by wire/ itself.
+if [ -n "${ROCEMU_SEED_TOOL:-}" ] && [ ! -d "$seed_dir/own" ]; then
+	mkdir -p "$seed_dir/own"
+	"$ROCEMU_SEED_TOOL" "$seed_dir/own"
+fi
+
 for harness in "$@"; do
 	name=$(basename "$harness")
-	corpus=$here/test/fuzz/corpus/$name
+	corpus=$here/build/fuzz/corpus/$name
 	mkdir -p "$corpus" "$here/build/fuzz/artifacts/$name"
 	seeds=()
-	[ -d "$seed_dir/frames" ] && seeds=("$seed_dir/frames")
+	[ -d "$here/test/fuzz/corpus/$name" ] && seeds+=("$here/test/fuzz/corpus/$name")
+	[ -d "$seed_dir/own" ] && seeds+=("$seed_dir/own")
+	[ -d "$seed_dir/frames" ] && seeds+=("$seed_dir/frames")
 	echo "== $name: ${seconds}s"
 	if ! "$harness" -max_total_time="$seconds" -max_len=9100 -print_final_stats=1 \
 		-artifact_prefix="$here/build/fuzz/artifacts/$name/" "$corpus" "${seeds[@]}" \

@@ -1,0 +1,223 @@
+/* The private protocol between librocemu and rocemud (both sides of one build).
+ *
+ * Control: one request and one reply per SOCK_SEQPACKET message on the daemon's UNIX
+ * socket; file descriptors travel as SCM_RIGHTS beside them. Every message starts with a
+ * struct proto_hdr and has exactly the size of its op's struct.
+ *
+ * Data: each QP and CQ has a ring in a memfd the daemon creates and passes to the client.
+ * Indices are free-running u32 counters; slot = index & (entries - 1). The producer writes
+ * the entry, then stores its index with release order; the consumer loads the index with
+ * acquire order, then reads. The client rings the QP's doorbell (an eventfd) after posting;
+ * the daemon signals the CQ's eventfd after adding completions. The daemon trusts nothing
+ * the client writes into a ring: indices and entries are checked before use. */
+#ifndef ROCEMU_PROTO_H
+#define ROCEMU_PROTO_H
+
+#include <stdint.h>
+
+#define PROTO_VERSION 1
+#define PROTO_MAX_MSG 256
+#define PROTO_MAX_SGE 4
+#define PROTO_MAX_RING 4096   /* entries per SQ, RQ or CQ */
+
+enum proto_op {
+	PROTO_HELLO = 1,
+	PROTO_QUERY_PORT,
+	PROTO_ALLOC_PD,
+	PROTO_DEALLOC_PD,
+	PROTO_REG_MR,        /* + 1 fd: the memfd holding the pages */
+	PROTO_DEREG_MR,
+	PROTO_CREATE_CQ,     /* reply + 2 fds: ring memfd, notify eventfd */
+	PROTO_DESTROY_CQ,
+	PROTO_CREATE_QP,     /* reply + 2 fds: ring memfd, doorbell eventfd */
+	PROTO_MODIFY_QP,
+	PROTO_QUERY_QP,
+	PROTO_DESTROY_QP,
+	PROTO_OP_COUNT
+};
+
+struct proto_hdr {
+	uint32_t op;
+	int32_t status;      /* replies: 0 or a negative errno */
+};
+
+/* Replies carry this much of the daemon's explanation of a failure. */
+#define PROTO_ERRMSG 96
+
+struct proto_reply {
+	struct proto_hdr hdr;
+	char errmsg[PROTO_ERRMSG];
+};
+
+struct proto_hello {
+	struct proto_hdr hdr;
+	uint32_t version;
+	uint32_t pad;
+};
+
+struct proto_hello_reply {
+	struct proto_reply r;
+	uint32_t version;
+	uint32_t max_qp;
+	uint32_t max_qp_wr;
+	uint32_t max_cqe;
+	uint32_t max_mr;
+	uint32_t max_sge;
+	uint64_t max_mr_size;
+	uint64_t pin_limit;
+};
+
+struct proto_port_reply {
+	struct proto_reply r;
+	uint32_t state;      /* enum ibv_port_state */
+	uint32_t max_mtu;    /* enum ibv_mtu */
+	uint32_t active_mtu;
+	uint32_t ipv4;       /* network byte order */
+	char ifname[16];
+};
+
+/* Requests that name one object: DEALLOC_PD, DEREG_MR, DESTROY_CQ, DESTROY_QP, QUERY_QP,
+ * QUERY_PORT and ALLOC_PD (handle unused). */
+struct proto_handle {
+	struct proto_hdr hdr;
+	uint32_t handle;
+	uint32_t pad;
+};
+
+struct proto_handle_reply {
+	struct proto_reply r;
+	uint32_t handle;
+	uint32_t pad;
+};
+
+struct proto_reg_mr {
+	struct proto_hdr hdr;
+	uint32_t pd;
+	uint32_t access;     /* IBV_ACCESS_* */
+	uint64_t iova;
+	uint64_t length;
+	uint64_t fd_offset;  /* where iova lies in the memfd */
+};
+
+struct proto_reg_mr_reply {
+	struct proto_reply r;
+	uint32_t handle;
+	uint32_t lkey;
+	uint32_t rkey;
+	uint32_t pad;
+};
+
+struct proto_create_cq {
+	struct proto_hdr hdr;
+	uint32_t cqe;
+	uint32_t pad;
+};
+
+struct proto_create_cq_reply {
+	struct proto_reply r;
+	uint32_t handle;
+	uint32_t entries;    /* a power of two >= cqe */
+	uint64_t ring_bytes;
+};
+
+struct proto_create_qp {
+	struct proto_hdr hdr;
+	uint32_t pd;
+	uint32_t send_cq;
+	uint32_t recv_cq;
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t sq_sig_all;
+};
+
+struct proto_create_qp_reply {
+	struct proto_reply r;
+	uint32_t handle;
+	uint32_t qpn;
+	uint32_t sq_entries;
+	uint32_t rq_entries;
+	uint64_t ring_bytes;
+	uint64_t rq_offset;  /* where the RQ ring starts in the memfd */
+};
+
+/* MODIFY_QP request and QUERY_QP reply body: the attributes rocemu understands. */
+struct proto_qp_attr {
+	uint32_t state;      /* enum ibv_qp_state */
+	uint32_t path_mtu;   /* enum ibv_mtu */
+	uint32_t dest_qpn;
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	uint32_t access;     /* IBV_ACCESS_REMOTE_* the QP accepts */
+	uint32_t dest_ipv4;  /* network byte order */
+	uint8_t timeout;
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+	uint8_t min_rnr_timer;
+	uint32_t pad;
+};
+
+struct proto_modify_qp {
+	struct proto_hdr hdr;
+	uint32_t handle;
+	uint32_t attr_mask;  /* enum ibv_qp_attr_mask bits */
+	struct proto_qp_attr attr;
+};
+
+struct proto_query_qp_reply {
+	struct proto_reply r;
+	struct proto_qp_attr attr;
+};
+
+/* Ring control block: each index on its own cache line, written by one side only. */
+struct proto_ring_ctl {
+	uint32_t prod;
+	uint8_t pad0[60];
+	uint32_t cons;
+	uint8_t pad1[60];
+};
+
+struct proto_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+/* A send work request, as the client library writes it. */
+struct proto_swqe {
+	uint64_t wr_id;
+	uint32_t opcode;     /* IBV_WR_RDMA_WRITE or IBV_WR_RDMA_WRITE_WITH_IMM */
+	uint32_t flags;      /* IBV_SEND_SIGNALED */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm;        /* network byte order, as ibv_send_wr */
+	uint32_t num_sge;
+	uint32_t pad;
+	struct proto_sge sge[PROTO_MAX_SGE];
+};
+
+struct proto_rwqe {
+	uint64_t wr_id;
+};
+
+struct proto_cqe {
+	uint64_t wr_id;
+	uint32_t status;     /* enum ibv_wc_status */
+	uint32_t opcode;     /* enum ibv_wc_opcode */
+	uint32_t byte_len;
+	uint32_t imm;        /* network byte order */
+	uint32_t qp_num;
+	uint32_t wc_flags;   /* IBV_WC_WITH_IMM */
+	uint32_t vendor_err;
+	uint32_t pad;
+};
+
+/* Ring memfd layouts. QP: ctl, SQ entries, then (at rq_offset) ctl, RQ entries.
+ * CQ: ctl, CQ entries. */
+static inline uint64_t proto_ring_bytes(uint32_t entries, uint64_t entry_size)
+{
+	uint64_t bytes = sizeof(struct proto_ring_ctl) + entries * entry_size;
+
+	return (bytes + 4095) & ~(uint64_t)4095;
+}
+
+#endif

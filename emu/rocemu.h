@@ -1,0 +1,118 @@
+/* librocemu: the verbs-shaped API applications use to drive rocemud, the emulated HCA.
+ *
+ * It reuses rdma-core's own types from <infiniband/verbs.h> (only the header: nothing links
+ * libibverbs): IBV_ACCESS_* flags, struct ibv_qp_attr with enum ibv_qp_attr_mask, struct
+ * ibv_send_wr / ibv_recv_wr / ibv_sge, struct ibv_wc with enum ibv_wc_status, enum ibv_mtu
+ * and enum ibv_qp_state. Code written for verbs ports by renaming the calls.
+ *
+ * Control operations travel over the daemon's UNIX socket; work requests and completions
+ * travel through rings shared with the daemon, with an eventfd doorbell each way.
+ *
+ * Error convention: functions returning int give 0 or a positive errno value (as verbs
+ * does); constructors return NULL and set errno. rocemu_strerror_detail() may add the
+ * daemon's explanation of the last failure on a context. None of the objects is
+ * thread-safe: use one thread per context, or lock around calls. */
+#ifndef ROCEMU_H
+#define ROCEMU_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ROCEMU_DEFAULT_SOCKET_DIR "/run/rocemu"
+
+struct rocemu_context;
+struct rocemu_pd;
+struct rocemu_cq;
+
+struct rocemu_mr {
+	struct rocemu_pd *pd;
+	void *addr;
+	size_t length;
+	uint32_t lkey;
+	uint32_t rkey;
+	uint32_t handle;
+};
+
+struct rocemu_qp {
+	struct rocemu_context *context;
+	struct rocemu_pd *pd;
+	uint32_t qp_num;
+	enum ibv_qp_state state;
+	uint32_t handle;
+};
+
+struct rocemu_device_attr {
+	uint32_t max_qp;
+	uint32_t max_qp_wr;
+	uint32_t max_cqe;
+	uint32_t max_mr;
+	uint64_t max_mr_size;
+	uint32_t max_sge;
+	uint64_t pin_limit;      /* bytes this client may pin (0 = no limit of its own) */
+};
+
+struct rocemu_port_attr {
+	enum ibv_port_state state;
+	enum ibv_mtu max_mtu;    /* the largest the link allows */
+	enum ibv_mtu active_mtu; /* after the daemon's -m cap */
+	union ibv_gid gid;       /* IPv4-mapped: ::ffff:a.b.c.d */
+	uint32_t ipv4;           /* network byte order */
+	char ifname[16];
+};
+
+struct rocemu_qp_init_attr {
+	struct rocemu_cq *send_cq;
+	struct rocemu_cq *recv_cq;
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	int sq_sig_all;
+};
+
+/* Connects to the daemon's socket: path, else $ROCEMU_SOCKET, else the only socket in
+ * ROCEMU_DEFAULT_SOCKET_DIR. */
+struct rocemu_context *rocemu_open(const char *path);
+int rocemu_close(struct rocemu_context *ctx);
+const char *rocemu_socket_path(const struct rocemu_context *ctx);
+/* The daemon's words on the last failed call of this context ("" when none). */
+const char *rocemu_last_error(const struct rocemu_context *ctx);
+
+int rocemu_query_device(struct rocemu_context *ctx, struct rocemu_device_attr *attr);
+int rocemu_query_port(struct rocemu_context *ctx, struct rocemu_port_attr *attr);
+
+struct rocemu_pd *rocemu_alloc_pd(struct rocemu_context *ctx);
+int rocemu_dealloc_pd(struct rocemu_pd *pd);
+
+/* Registers [addr, addr + length) for the IBV_ACCESS_* flags in access; iova = addr. The
+ * pages spanning the buffer are moved in place onto memory shared with the daemon (the
+ * contents are kept, the addresses do not change), so the daemon writes incoming data
+ * straight into the application's buffer. See the README for the caveats. */
+struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length, int access);
+int rocemu_dereg_mr(struct rocemu_mr *mr);
+
+struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe);
+int rocemu_destroy_cq(struct rocemu_cq *cq);
+/* Up to num completions into wc; returns how many (0 when empty), or -1 with errno set
+ * when the daemon is gone. */
+int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc);
+/* Sleeps until the CQ has a completion or timeout_ms passes (-1: no limit); 0 when there
+ * is one, ETIMEDOUT, or EPIPE when the daemon went away. */
+int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
+
+struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
+/* As ibv_modify_qp for an RC QP: attr->ah_attr.grh.dgid is the peer's IPv4-mapped GID. */
+int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
+int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr);
+int rocemu_destroy_qp(struct rocemu_qp *qp);
+
+/* RDMA WRITE and WRITE WITH IMMEDIATE (IBV_WR_RDMA_WRITE[_WITH_IMM]) work requests. */
+int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+/* Receive work requests, consumed by incoming WRITE WITH IMMEDIATE. */
+int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* The IPv4-mapped GID of an IPv4 address (network byte order), and back (0 if not one). */
+void rocemu_gid_from_ipv4(union ibv_gid *gid, uint32_t ipv4);
+uint32_t rocemu_gid_to_ipv4(const union ibv_gid *gid);
+
+#endif
