@@ -22,15 +22,17 @@ module_objs = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 LIB_ICRC   := $(BUILD)/libicrc.a
 LIB_WIRE   := $(BUILD)/libwire.a
 LIB_MEMREG := $(BUILD)/libmemreg.a
+LIB_ROCEMU := $(BUILD)/librocemu.a
+EV_LIBS    := -lev
 
 TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c)
-PROGRAMS     := $(BUILD)/rocemuctl
+PROGRAMS     := $(BUILD)/rocemuctl $(BUILD)/rocemud $(BUILD)/rdma-write
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
-                $(BUILD)/test/decode_test
+                $(BUILD)/test/decode_test $(BUILD)/test/lib_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 
 .PHONY: all check test-run asan fuzz fuzz-build demo clean
-all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(PROGRAMS)
+all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(LIB_ROCEMU) $(PROGRAMS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -39,6 +41,7 @@ $(BUILD)/%.o: %.c
 $(LIB_ICRC): $(call module_objs,icrc)
 $(LIB_WIRE): $(call module_objs,wire)
 $(LIB_MEMREG): $(call module_objs,memreg)
+$(LIB_ROCEMU): $(call module_objs,emu/lib)
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -46,9 +49,17 @@ $(BUILD)/lib%.a:
 $(BUILD)/rocemuctl: $(BUILD)/tools/rocemuctl.o $(TOOLS_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) $(ISAL_LIBS)
 
+# The daemon: emu/daemon composes memreg and wire.
+$(BUILD)/rocemud: $(call module_objs,emu/daemon) $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(EV_LIBS) $(PCAP_LIBS) $(ISAL_LIBS)
+
+$(BUILD)/rdma-write: $(BUILD)/tools/rdma-write.o $(LIB_ROCEMU)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^
+
 $(BUILD)/test/icrc_test: $(BUILD)/test/icrc_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/wire_test: $(BUILD)/test/wire_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMREG)
+$(BUILD)/test/lib_test: $(BUILD)/test/lib_test.o $(TEST_COMMON) $(LIB_ROCEMU)
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
 $(TESTS):

@@ -9,7 +9,7 @@
  * travel through rings shared with the daemon, with an eventfd doorbell each way.
  *
  * Error convention: functions returning int give 0 or a positive errno value (as verbs
- * does); constructors return NULL and set errno. rocemu_strerror_detail() may add the
+ * does); constructors return NULL and set errno. rocemu_last_error() may add the
  * daemon's explanation of the last failure on a context. None of the objects is
  * thread-safe: use one thread per context, or lock around calls. */
 #ifndef ROCEMU_H
@@ -73,6 +73,8 @@ struct rocemu_qp_init_attr {
 /* Connects to the daemon's socket: path, else $ROCEMU_SOCKET, else the only socket in
  * ROCEMU_DEFAULT_SOCKET_DIR. */
 struct rocemu_context *rocemu_open(const char *path);
+/* Closing the socket makes the daemon destroy everything the client owned; the PDs, MRs,
+ * CQs and QPs still held are freed here and must not be used afterwards. */
 int rocemu_close(struct rocemu_context *ctx);
 const char *rocemu_socket_path(const struct rocemu_context *ctx);
 /* The daemon's words on the last failed call of this context ("" when none). */

@@ -1,0 +1,40 @@
+/* The control socket's request handlers (ops.c), called from the dispatch table in ctl.c.
+ * A handler returns 0 or a negative errno, fills rep (and rep->fds) on success, and says
+ * why in reply_error() on failure. */
+#ifndef ROCEMU_DAEMON_CTL_H
+#define ROCEMU_DAEMON_CTL_H
+
+#include "emu/daemon/daemon.h"
+
+struct reply {
+	union {
+		struct proto_reply r;
+		uint8_t bytes[PROTO_MAX_MSG];
+	} u;
+	size_t len;
+	int fds[2];
+	int nfds;
+	bool close_first; /* fds[0] is ours only to hand over (a ring memfd): close it after */
+};
+
+struct request {
+	const uint8_t *msg;
+	int fd;           /* the one descriptor that came with it, or -1 */
+};
+
+void reply_error(struct reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int op_hello(struct client *c, const struct request *req, struct reply *rep);
+int op_query_port(struct client *c, const struct request *req, struct reply *rep);
+int op_alloc_pd(struct client *c, const struct request *req, struct reply *rep);
+int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep);
+int op_reg_mr(struct client *c, const struct request *req, struct reply *rep);
+int op_dereg_mr(struct client *c, const struct request *req, struct reply *rep);
+int op_create_cq(struct client *c, const struct request *req, struct reply *rep);
+int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep);
+int op_create_qp(struct client *c, const struct request *req, struct reply *rep);
+int op_modify_qp(struct client *c, const struct request *req, struct reply *rep);
+int op_query_qp(struct client *c, const struct request *req, struct reply *rep);
+int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep);
+
+#endif

@@ -1,0 +1,274 @@
+/* rocemud internals: the emulated HCA composed from memreg/ and wire/, driven by libev.
+ * One thread; every object below is touched only from the event loop. */
+#ifndef ROCEMU_DAEMON_H
+#define ROCEMU_DAEMON_H
+
+#include <ev.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <pcap/pcap.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include "emu/proto.h"
+#include "emu/rocemu.h"
+#include "memreg/memreg.h"
+#include "wire/wire.h"
+
+#define DEV_MAX_QP 16384          /* QPN slots; qpn = generation << 14 | slot */
+#define DEV_QP_SLOT_BITS 14
+#define DEV_TX_BATCH 64
+#define DEV_FRAME_MAX (WIRE_BASE_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
+#define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
+#define QP_ACKREQ_EVERY 64
+
+/* Counters with rxe's hw_counters names first, then rocemu's own. X(name, help) */
+#define DEV_COUNTERS(X)                                                                  \
+	X(sent_pkts, "RoCE packets sent")                                                \
+	X(rcvd_pkts, "RoCE packets received and accepted for a QP")                      \
+	X(duplicate_request, "duplicate request packets (re-ACKed, not executed again)")  \
+	X(out_of_seq_request, "request packets ahead of the expected PSN")              \
+	X(rcvd_rnr_err, "RNR NAKs received")                                             \
+	X(send_rnr_err, "RNR NAKs sent (WRITE WITH IMMEDIATE without a receive WQE)")    \
+	X(rcvd_seq_err, "PSN sequence error NAKs received")                              \
+	X(retry_exceeded_err, "work requests failed after retry_cnt retransmissions")     \
+	X(retry_rnr_exceeded_err, "work requests failed after rnr_retry RNR retries")     \
+	X(completer_retry_err, "retransmissions started (timeout or sequence NAK)")      \
+	X(send_err, "frames the kernel refused to send")                                 \
+	X(link_downed, "times the link was seen going down")                             \
+	X(rdma_sends, "RDMA WRITE messages sent")                                        \
+	X(rdma_recvs, "RDMA WRITE messages received")                                    \
+	X(drop_malformed, "dropped: malformed RoCEv2 packet (see rocemuctl decode)")     \
+	X(drop_not_ours, "dropped: destination IP is not this device")                   \
+	X(drop_bad_icrc, "dropped: ICRC mismatch")                                       \
+	X(drop_unknown_qp, "dropped: destination QP 0 or unknown")                       \
+	X(drop_transport, "dropped: opcode not of the QP's transport, or unsupported")   \
+	X(drop_qp_state, "dropped: QP not in a state to receive")                         \
+	X(drop_wrong_peer, "dropped: source IP is not the QP's peer")                    \
+	X(drop_bad_pkey, "dropped: P_Key mismatch")                                      \
+	X(drop_stale_ack, "dropped: ACK or NAK for a PSN not outstanding")               \
+	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
+	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \
+	X(nak_rem_access_sent, "remote access error NAKs sent (rkey, PD, access, bounds)") \
+	X(acks_sent, "ACKs sent")                                                        \
+	X(timeouts, "retransmission timer expiries")                                     \
+	X(cq_overflow, "completions lost to a full CQ")
+
+struct dev_counters {
+#define COUNTER_FIELD(name, help) uint64_t name;
+	DEV_COUNTERS(COUNTER_FIELD)
+#undef COUNTER_FIELD
+};
+
+struct client;
+struct qp;
+
+struct cq {
+	struct client *client;
+	uint32_t handle;
+	uint32_t entries;
+	struct proto_ring_ctl *ctl;
+	struct proto_cqe *ring;
+	size_t ring_bytes;
+	int notify_fd;
+	bool notify_pending;
+	bool overflowed;
+	int users;                   /* QPs using it */
+	STAILQ_ENTRY(cq) notify_link;
+};
+
+/* A send work request, copied from the client's ring and checked once. */
+struct send_wqe {
+	uint64_t wr_id;
+	uint32_t opcode;             /* IBV_WR_* */
+	bool signaled;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm;
+	uint32_t num_sge;
+	struct proto_sge sge[PROTO_MAX_SGE];
+	uint64_t length;
+	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
+	bool started;                /* first_psn is assigned */
+	uint32_t first_psn;
+	uint32_t npkts;
+};
+
+struct qp {
+	struct dev *dev;
+	struct client *client;
+	uint32_t handle;
+	uint32_t qpn;
+	struct mr_pd *pd;
+	struct cq *send_cq;
+	struct cq *recv_cq;
+	enum ibv_qp_state state;
+	bool sq_sig_all;
+	struct proto_qp_attr attr;   /* as last modified */
+	uint32_t pmtu;               /* bytes */
+	uint8_t peer_mac[6];
+	struct wire_path path;
+
+	/* rings shared with the client */
+	void *ring_map;
+	size_t ring_bytes;
+	struct proto_ring_ctl *sq_ctl;
+	struct proto_swqe *sq;
+	uint32_t sq_entries;
+	struct proto_ring_ctl *rq_ctl;
+	struct proto_rwqe *rq;
+	uint32_t rq_entries;
+	int doorbell_fd;
+	ev_io doorbell;
+
+	/* requester: WQEs [comp_idx, fetch_idx) are copied; [send_idx...) not all sent */
+	struct send_wqe *wqes;       /* sq_entries, by ring slot */
+	uint32_t fetch_idx;
+	uint32_t send_idx;
+	uint32_t send_pkt;           /* packet of wqes[send_idx] to send next */
+	uint32_t comp_idx;
+	uint32_t snd_nxt;            /* next PSN to send */
+	uint32_t snd_una;            /* oldest unacknowledged PSN */
+	uint32_t snd_max;            /* one past the highest PSN ever sent */
+	uint8_t retry_left;
+	uint8_t rnr_left;
+	ev_timer retry_timer;
+	ev_timer rnr_timer;
+	bool rnr_wait;
+
+	/* responder */
+	uint32_t rcv_psn;            /* expected PSN */
+	uint32_t msn;
+	bool nak_seq_sent;
+	bool in_write;
+	bool write_imm;
+	uint64_t write_va;
+	uint32_t write_rkey;
+	uint64_t write_left;
+	uint32_t write_len;
+	uint32_t rq_cons;
+
+	LIST_ENTRY(qp) client_link;
+};
+
+struct handle_table {
+	void **items;
+	uint32_t cap;
+	uint32_t count;
+};
+
+struct client {
+	struct dev *dev;
+	int fd;
+	ev_io watcher;
+	pid_t pid;
+	uid_t uid;
+	struct mr_client *mrc;
+	struct handle_table pds, mrs, cqs, qps;
+	LIST_ENTRY(client) link;
+};
+
+struct dev {
+	struct ev_loop *loop;
+	char ifname[IF_NAMESIZE];
+	int ifindex;
+	uint8_t mac[6];
+	uint32_t ipv4;               /* network byte order */
+	unsigned link_mtu;
+	bool loopback;
+	enum ibv_mtu max_mtu;
+	enum ibv_mtu active_mtu;
+	uint16_t ip_id;
+
+	pcap_t *pcap;
+	ev_io rx_watcher;
+	int tx_fd;
+	int udp_guard_fd;
+	int ctl_fd;
+	ev_io ctl_watcher;
+	char sock_path[108];
+	ev_prepare flush_watcher;
+
+	/* frames built this loop iteration, sent together before the loop sleeps */
+	unsigned tx_count;
+	struct mmsghdr tx_msgs[DEV_TX_BATCH];
+	struct iovec tx_iov[DEV_TX_BATCH];
+	uint8_t (*tx_frames)[DEV_FRAME_MAX];
+	STAILQ_HEAD(, cq) notify_list;
+
+	struct mr_table *mrs;
+	struct qp *qps[DEV_MAX_QP];
+	uint32_t qp_cursor;
+	uint32_t qp_generation;
+	uint32_t qp_count;
+	LIST_HEAD(, client) clients;
+	struct dev_counters cnt;
+	bool verbose;
+};
+
+/* net.c: the interface, frame I/O and neighbours */
+int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen);
+void net_close(struct dev *dev);
+uint8_t *net_tx_slot(struct dev *dev);
+void net_tx_commit(struct dev *dev, size_t len);
+void net_flush(struct dev *dev);
+int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6]);
+void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
+enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
+bool net_link_up(struct dev *dev);
+unsigned net_mtu_bytes(enum ibv_mtu mtu);
+
+/* handles.c */
+int handle_add(struct handle_table *t, void *item, uint32_t *handle);
+void *handle_get(const struct handle_table *t, uint32_t handle);
+void handle_del(struct handle_table *t, uint32_t handle);
+void handle_free(struct handle_table *t);
+
+/* ctl.c: the control socket and clients */
+int ctl_open(struct dev *dev, const char *path, char *err, size_t errlen);
+void ctl_close(struct dev *dev);
+void client_destroy(struct client *c);
+
+/* objects.c: CQs and QPs and their rings */
+struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err);
+int cq_destroy(struct cq *cq);
+void cq_push(struct cq *cq, const struct proto_cqe *cqe);
+void cq_flush_notify(struct dev *dev);
+struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fds[2],
+		     int *err);
+int qp_destroy(struct qp *qp);
+struct qp *dev_find_qp(struct dev *dev, uint32_t qpn);
+
+/* qp.c: the verbs state machine */
+void qp_reset(struct qp *qp);
+int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
+	      char *err, size_t errlen);
+void qp_to_error(struct qp *qp);
+
+/* req.c: requester and completer */
+void req_doorbell_cb(struct ev_loop *loop, ev_io *w, int revents);
+void req_pump(struct qp *qp);
+void req_on_ack(struct qp *qp, const struct wire_pkt *pkt);
+void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void req_flush(struct qp *qp);
+
+/* resp.c: responder */
+void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
+void resp_flush_rq(struct qp *qp);
+
+/* tx helpers shared by requester and responder (rx.c) */
+void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
+void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
+
+/* log.c */
+void log_init(bool to_stderr, bool verbose);
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* At most a few lines a second for anything a remote peer or a client can trigger. */
+void log_limited(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,173 @@
+/* rocemud: plays an RDMA HCA (RoCEv2) on one Ethernet interface. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "emu/daemon/daemon.h"
+
+struct options {
+	const char *ifname;
+	const char *addr;
+	const char *socket;
+	int pmtu;
+	bool foreground;
+	bool verbose;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-m PMTU] [-d] [-v]\n"
+		"  -i IFACE   the Ethernet interface to play the HCA on\n"
+		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
+		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
+		"  -m PMTU    cap the path MTU: 256, 512, 1024, 2048 or 4096\n"
+		"  -d         stay in the foreground and log to stderr\n"
+		"  -v         log debug messages\n", ROCEMU_DEFAULT_SOCKET_DIR);
+}
+
+static enum ibv_mtu mtu_from_bytes(int bytes)
+{
+	switch (bytes) {
+	case 256: return IBV_MTU_256;
+	case 512: return IBV_MTU_512;
+	case 1024: return IBV_MTU_1024;
+	case 2048: return IBV_MTU_2048;
+	case 4096: return IBV_MTU_4096;
+	default: return 0;
+	}
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	int c;
+
+	while ((c = getopt(argc, argv, "i:a:s:m:dvh")) != -1) {
+		switch (c) {
+		case 'i': o->ifname = optarg; break;
+		case 'a': o->addr = optarg; break;
+		case 's': o->socket = optarg; break;
+		case 'm':
+			o->pmtu = atoi(optarg);
+			if (!mtu_from_bytes(o->pmtu)) {
+				fprintf(stderr, "rocemud: -m %s: the path MTU is one of 256, 512, "
+						"1024, 2048, 4096\n", optarg);
+				return -1;
+			}
+			break;
+		case 'd': o->foreground = true; break;
+		case 'v': o->verbose = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: return -1;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "rocemud: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (!o->ifname) {
+		fprintf(stderr, "rocemud: -i IFACE is required\n");
+		return -1;
+	}
+	return 0;
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)revents;
+	log_info("signal %d: shutting down", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct dev *dev = w->data;
+
+	(void)loop;
+	(void)revents;
+	net_flush(dev);
+	cq_flush_notify(dev);
+}
+
+static int dev_start(struct dev *dev, const struct options *o)
+{
+	char err[256], path[108];
+
+	if (net_open(dev, o->ifname, o->addr, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemud: %s\n", err);
+		return -1;
+	}
+	if (o->pmtu && mtu_from_bytes(o->pmtu) < dev->active_mtu)
+		dev->active_mtu = mtu_from_bytes(o->pmtu);
+	dev->mrs = mr_table_new(MR_MAX_REGIONS, 0);
+	if (!dev->mrs) {
+		fprintf(stderr, "rocemud: cannot create the MR table: %s\n", strerror(errno));
+		return -1;
+	}
+	if (o->socket)
+		snprintf(path, sizeof(path), "%s", o->socket);
+	else
+		snprintf(path, sizeof(path), "%s/%s.sock", ROCEMU_DEFAULT_SOCKET_DIR, o->ifname);
+	if (ctl_open(dev, path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemud: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static void dev_stop(struct dev *dev)
+{
+	while (!LIST_EMPTY(&dev->clients))
+		client_destroy(LIST_FIRST(&dev->clients));
+	ctl_close(dev);
+	net_close(dev);
+	if (dev->mrs)
+		mr_table_free(dev->mrs);
+}
+
+int main(int argc, char **argv)
+{
+	static struct dev dev;
+	struct options o = { 0 };
+	ev_signal sigint, sigterm;
+	int status = 1;
+
+	if (parse_options(argc, argv, &o) < 0) {
+		usage(stderr);
+		return 2;
+	}
+	log_init(true, o.verbose);
+	dev.verbose = o.verbose;
+	dev.loop = EV_DEFAULT;
+	LIST_INIT(&dev.clients);
+	STAILQ_INIT(&dev.notify_list);
+	signal(SIGPIPE, SIG_IGN);
+	if (dev_start(&dev, &o) < 0)
+		goto out;
+	if (!o.foreground) {
+		if (daemon(0, 0) < 0) {
+			fprintf(stderr, "rocemud: cannot detach: %s\n", strerror(errno));
+			goto out;
+		}
+		log_init(false, o.verbose);
+	}
+	log_info("rocemud on %s (%s), MTU %u, socket %s", dev.ifname, o.addr ? o.addr : "first IPv4",
+		 net_mtu_bytes(dev.active_mtu), dev.sock_path);
+	ev_signal_init(&sigint, on_signal, SIGINT);
+	ev_signal_init(&sigterm, on_signal, SIGTERM);
+	ev_signal_start(dev.loop, &sigint);
+	ev_signal_start(dev.loop, &sigterm);
+	ev_prepare_init(&dev.flush_watcher, on_prepare);
+	dev.flush_watcher.data = &dev;
+	ev_prepare_start(dev.loop, &dev.flush_watcher);
+	ev_run(dev.loop, 0);
+	status = 0;
+out:
+	dev_stop(&dev);
+	return status;
+}

@@ -1,0 +1,353 @@
+/* The interface: its address and MTU, libpcap receive, AF_PACKET batched send, the peer's
+ * MAC address, and keeping the kernel from answering RoCE packets itself. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if_arp.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "emu/daemon/daemon.h"
+
+#define PCAP_BUFFER_BYTES (32 << 20)
+#define RESOLVE_TRIES 100          /* 10 ms apart: a second for ARP to answer */
+#define DISCARD_PORT 9
+
+unsigned net_mtu_bytes(enum ibv_mtu mtu)
+{
+	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
+}
+
+/* The largest IB MTU whose biggest packet (IPv4, UDP, BTH, RETH, ImmDt, ICRC: 64 bytes
+ * around the payload) fits the link MTU. */
+enum ibv_mtu net_mtu_for_link(unsigned link_mtu)
+{
+	for (enum ibv_mtu m = IBV_MTU_4096; m > IBV_MTU_256; m--)
+		if (net_mtu_bytes(m) + 64 <= link_mtu)
+			return m;
+	return IBV_MTU_256;
+}
+
+/* The interface's own address, or on a loopback interface any address of its subnet (all
+ * of 127.0.0.0/8 is local), so two daemons can share lo on 127.0.0.1 and 127.0.0.2. */
+static bool address_matches(const struct ifaddrs *i, uint32_t want)
+{
+	uint32_t have = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+	uint32_t mask = i->ifa_netmask ?
+			((const struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr : 0xffffffff;
+
+	if (have == want)
+		return true;
+	return (i->ifa_flags & IFF_LOOPBACK) && (have & mask) == (want & mask);
+}
+
+static int find_address(struct dev *dev, const char *ifname, const char *addr, char *err,
+			size_t errlen)
+{
+	struct ifaddrs *ifa, *i;
+	struct in_addr want;
+	bool named = false;
+
+	if (addr && inet_pton(AF_INET, addr, &want) != 1) {
+		snprintf(err, errlen, "-a %s is not an IPv4 address", addr);
+		return -1;
+	}
+	if (getifaddrs(&ifa) < 0) {
+		snprintf(err, errlen, "cannot list interfaces: %s", strerror(errno));
+		return -1;
+	}
+	for (i = ifa; i; i = i->ifa_next) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)i->ifa_addr;
+
+		if (strcmp(i->ifa_name, ifname))
+			continue;
+		named = true;
+		if (!sin || sin->sin_family != AF_INET)
+			continue;
+		if (addr && !address_matches(i, want.s_addr))
+			continue;
+		dev->ipv4 = addr ? want.s_addr : sin->sin_addr.s_addr;
+		break;
+	}
+	freeifaddrs(ifa);
+	if (dev->ipv4)
+		return 0;
+	if (!named && !if_nametoindex(ifname))
+		snprintf(err, errlen, "no interface %s (see ip link)", ifname);
+	else if (addr)
+		snprintf(err, errlen, "interface %s has no address %s (see ip addr show %s)",
+			 ifname, addr, ifname);
+	else
+		snprintf(err, errlen, "interface %s has no IPv4 address; add one with "
+			 "ip addr add A.B.C.D/N dev %s", ifname, ifname);
+	return -1;
+}
+
+static int read_link(struct dev *dev, char *err, size_t errlen)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int rc = -1;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev->ifname);
+	if (fd < 0 || ioctl(fd, SIOCGIFINDEX, &ifr) < 0)
+		goto fail;
+	dev->ifindex = ifr.ifr_ifindex;
+	if (ioctl(fd, SIOCGIFMTU, &ifr) < 0)
+		goto fail;
+	dev->link_mtu = (unsigned)ifr.ifr_mtu;
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0)
+		goto fail;
+	dev->loopback = ifr.ifr_hwaddr.sa_family == ARPHRD_LOOPBACK;
+	if (ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER && !dev->loopback) {
+		snprintf(err, errlen, "%s is not an Ethernet interface", dev->ifname);
+		close(fd);
+		return -1;
+	}
+	memcpy(dev->mac, ifr.ifr_hwaddr.sa_data, 6);
+	rc = 0;
+fail:
+	if (rc < 0)
+		snprintf(err, errlen, "cannot read interface %s: %s", dev->ifname, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int open_pcap(struct dev *dev, char *err, size_t errlen)
+{
+	char perr[PCAP_ERRBUF_SIZE], filter[128], ip[INET_ADDRSTRLEN];
+	struct bpf_program prog;
+
+	inet_ntop(AF_INET, &dev->ipv4, ip, sizeof(ip));
+	snprintf(filter, sizeof(filter), "udp dst port %d and dst host %s", WIRE_ROCE_PORT, ip);
+	dev->pcap = pcap_create(dev->ifname, perr);
+	if (!dev->pcap ||
+	    pcap_set_snaplen(dev->pcap, 65535) || pcap_set_immediate_mode(dev->pcap, 1) ||
+	    pcap_set_buffer_size(dev->pcap, PCAP_BUFFER_BYTES) ||
+	    pcap_activate(dev->pcap) < 0 ||
+	    pcap_setdirection(dev->pcap, PCAP_D_IN) ||
+	    pcap_compile(dev->pcap, &prog, filter, 1, PCAP_NETMASK_UNKNOWN)) {
+		snprintf(err, errlen, "cannot capture on %s: %s%s", dev->ifname,
+			 dev->pcap ? pcap_geterr(dev->pcap) : perr,
+			 errno == EPERM ? " (raw sockets need root or CAP_NET_RAW)" : "");
+		return -1;
+	}
+	if (pcap_setfilter(dev->pcap, &prog) || pcap_setnonblock(dev->pcap, 1, perr)) {
+		snprintf(err, errlen, "cannot filter on %s: %s", dev->ifname, pcap_geterr(dev->pcap));
+		pcap_freecode(&prog);
+		return -1;
+	}
+	pcap_freecode(&prog);
+	ev_io_init(&dev->rx_watcher, net_rx_cb, pcap_get_selectable_fd(dev->pcap), EV_READ);
+	dev->rx_watcher.data = dev;
+	ev_io_start(dev->loop, &dev->rx_watcher);
+	return 0;
+}
+
+static int open_tx(struct dev *dev, char *err, size_t errlen)
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex,
+				   .sll_protocol = htons(ETH_P_IP) };
+
+	dev->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (dev->tx_fd < 0 || bind(dev->tx_fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		snprintf(err, errlen, "cannot open a raw socket on %s: %s%s", dev->ifname,
+			 strerror(errno), errno == EPERM ? " (run as root or give rocemud "
+			 "CAP_NET_RAW)" : "");
+		return -1;
+	}
+	dev->tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
+	if (!dev->tx_frames) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < DEV_TX_BATCH; i++) {
+		dev->tx_iov[i].iov_base = dev->tx_frames[i];
+		dev->tx_msgs[i].msg_hdr.msg_iov = &dev->tx_iov[i];
+		dev->tx_msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+	return 0;
+}
+
+/* With no socket on UDP 4791 the kernel would answer every RoCE packet with ICMP port
+ * unreachable. A bound socket that is never read takes the packets instead: its small
+ * buffer fills and the kernel drops the rest quietly. */
+static int open_udp_guard(struct dev *dev, char *err, size_t errlen)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(WIRE_ROCE_PORT),
+				   .sin_addr.s_addr = dev->ipv4 };
+	int small = 1;
+
+	dev->udp_guard_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (dev->udp_guard_fd < 0 ||
+	    setsockopt(dev->udp_guard_fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
+	    bind(dev->udp_guard_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		snprintf(err, errlen, "cannot bind UDP port %d on %s: %s%s", WIRE_ROCE_PORT,
+			 dev->ifname, strerror(errno),
+			 errno == EADDRINUSE ? " (another rocemud serves this address?)" : "");
+		return -1;
+	}
+	return 0;
+}
+
+int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen)
+{
+	dev->tx_fd = dev->udp_guard_fd = -1;
+	snprintf(dev->ifname, sizeof(dev->ifname), "%s", ifname);
+	if (strlen(ifname) >= sizeof(dev->ifname)) {
+		snprintf(err, errlen, "interface name %s is too long", ifname);
+		return -1;
+	}
+	if (find_address(dev, ifname, addr, err, errlen) || read_link(dev, err, errlen) ||
+	    open_tx(dev, err, errlen) || open_udp_guard(dev, err, errlen) ||
+	    open_pcap(dev, err, errlen))
+		return -1;
+	dev->max_mtu = dev->active_mtu = net_mtu_for_link(dev->link_mtu);
+	dev->ip_id = (uint16_t)getpid();
+	return 0;
+}
+
+void net_close(struct dev *dev)
+{
+	if (dev->pcap) {
+		ev_io_stop(dev->loop, &dev->rx_watcher);
+		pcap_close(dev->pcap);
+	}
+	if (dev->tx_fd >= 0)
+		close(dev->tx_fd);
+	if (dev->udp_guard_fd >= 0)
+		close(dev->udp_guard_fd);
+	free(dev->tx_frames);
+}
+
+uint8_t *net_tx_slot(struct dev *dev)
+{
+	if (dev->tx_count == DEV_TX_BATCH)
+		net_flush(dev);
+	return dev->tx_frames[dev->tx_count];
+}
+
+void net_tx_commit(struct dev *dev, size_t len)
+{
+	dev->tx_iov[dev->tx_count].iov_len = len;
+	dev->tx_count++;
+	dev->cnt.sent_pkts++;
+}
+
+/* One sendmmsg for the frames built since the last flush. ENOBUFS means the kernel's
+ * queue was full: the frames are lost like any dropped packet and RC retransmits them. */
+void net_flush(struct dev *dev)
+{
+	unsigned done = 0;
+
+	while (done < dev->tx_count) {
+		int n = sendmmsg(dev->tx_fd, dev->tx_msgs + done, dev->tx_count - done, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			dev->cnt.send_err += dev->tx_count - done;
+			log_limited("sending on %s: %s", dev->ifname, strerror(errno));
+			break;
+		}
+		done += (unsigned)n;
+	}
+	dev->tx_count = 0;
+}
+
+static void rx_one(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes)
+{
+	dev_rx_frame((struct dev *)user, bytes, h->caplen);
+}
+
+void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct dev *dev = w->data;
+
+	(void)loop;
+	(void)revents;
+	/* A bounded number of rounds, so a flood cannot starve the rest of the loop. */
+	for (int round = 0; round < 8; round++) {
+		int n = pcap_dispatch(dev->pcap, -1, rx_one, (u_char *)dev);
+
+		if (n <= 0)
+			break;
+	}
+}
+
+/* The kernel's ARP table, as /proc/net/arp of this network namespace shows it. */
+static bool arp_lookup(struct dev *dev, uint32_t ipv4, uint8_t mac[6])
+{
+	char line[256], ip[64], hw[64], ifname[64];
+	unsigned type, flags;
+	FILE *f = fopen("/proc/net/arp", "r");
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		struct in_addr a;
+		unsigned m[6];
+
+		if (sscanf(line, "%63s 0x%x 0x%x %63s %*s %63s", ip, &type, &flags, hw, ifname) != 5 ||
+		    inet_pton(AF_INET, ip, &a) != 1 || a.s_addr != ipv4 || !(flags & ATF_COM) ||
+		    strcmp(ifname, dev->ifname) ||
+		    sscanf(hw, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
+			continue;
+		for (int i = 0; i < 6; i++)
+			mac[i] = (uint8_t)m[i];
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* A datagram to the peer's discard port makes the kernel resolve its address. */
+static void provoke_arp(uint32_t ipv4)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(DISCARD_PORT),
+				   .sin_addr.s_addr = ipv4 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	(void)sendto(fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sin, sizeof(sin));
+	close(fd);
+}
+
+int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6])
+{
+	if (dev->loopback) {
+		memset(mac, 0, 6);
+		return 0;
+	}
+	for (int i = 0; i < RESOLVE_TRIES; i++) {
+		if (arp_lookup(dev, ipv4, mac))
+			return 0;
+		if (i % 25 == 0)
+			provoke_arp(ipv4);
+		usleep(10000);
+	}
+	return -EHOSTUNREACH;
+}
+
+bool net_link_up(struct dev *dev)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool up = false;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev->ifname);
+	if (fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
+		up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+	if (fd >= 0)
+		close(fd);
+	return up;
+}

@@ -1,0 +1,224 @@
+/* CQs and QPs: their rings in memfds shared with the client, their eventfds, and the
+ * daemon-wide QPN table. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "emu/daemon/daemon.h"
+
+static uint32_t round_pow2(uint32_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+/* A zeroed shared mapping of bytes in a new memfd; *fd receives the memfd. */
+static void *ring_alloc(const char *name, size_t bytes, int *fd)
+{
+	void *map;
+
+	*fd = memfd_create(name, MFD_CLOEXEC);
+	if (*fd < 0)
+		return NULL;
+	if (ftruncate(*fd, (off_t)bytes) < 0)
+		goto fail;
+	map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	if (map == MAP_FAILED)
+		goto fail;
+	return map;
+fail:
+	close(*fd);
+	*fd = -1;
+	return NULL;
+}
+
+struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
+{
+	struct cq *cq = calloc(1, sizeof(*cq));
+	void *map;
+
+	if (!cq) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	cq->client = c;
+	cq->entries = round_pow2(cqe < 1 ? 1 : cqe);
+	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
+	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
+	cq->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!map || cq->notify_fd < 0) {
+		*err = -errno;
+		if (map)
+			munmap(map, cq->ring_bytes);
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (cq->notify_fd >= 0)
+			close(cq->notify_fd);
+		free(cq);
+		return NULL;
+	}
+	cq->ctl = map;
+	cq->ring = (struct proto_cqe *)(cq->ctl + 1);
+	fds[1] = cq->notify_fd;
+	return cq;
+}
+
+int cq_destroy(struct cq *cq)
+{
+	if (cq->users)
+		return -EBUSY;
+	if (cq->notify_pending)
+		STAILQ_REMOVE(&cq->client->dev->notify_list, cq, cq, notify_link);
+	munmap(cq->ctl, cq->ring_bytes);
+	close(cq->notify_fd);
+	free(cq);
+	return 0;
+}
+
+/* The client owns the consumer index: it is trusted only as far as it stays between what
+ * was produced and one ring behind it. A CQ whose consumer lies counts as full. */
+void cq_push(struct cq *cq, const struct proto_cqe *cqe)
+{
+	uint32_t prod = cq->ctl->prod;
+	uint32_t cons = __atomic_load_n(&cq->ctl->cons, __ATOMIC_ACQUIRE);
+
+	if (prod - cons >= cq->entries) {
+		cq->client->dev->cnt.cq_overflow++;
+		if (!cq->overflowed)
+			log_limited("client pid %d: CQ %u overflowed; completions lost",
+				    (int)cq->client->pid, cq->handle);
+		cq->overflowed = true;
+		return;
+	}
+	cq->ring[prod & (cq->entries - 1)] = *cqe;
+	__atomic_store_n(&cq->ctl->prod, prod + 1, __ATOMIC_RELEASE);
+	if (!cq->notify_pending) {
+		cq->notify_pending = true;
+		STAILQ_INSERT_TAIL(&cq->client->dev->notify_list, cq, notify_link);
+	}
+}
+
+/* One eventfd write per CQ per loop iteration, however many completions it got. */
+void cq_flush_notify(struct dev *dev)
+{
+	struct cq *cq;
+	uint64_t one = 1;
+
+	while ((cq = STAILQ_FIRST(&dev->notify_list))) {
+		STAILQ_REMOVE_HEAD(&dev->notify_list, notify_link);
+		cq->notify_pending = false;
+		(void)!write(cq->notify_fd, &one, sizeof(one));
+	}
+}
+
+static int qp_alloc_qpn(struct dev *dev, struct qp *qp)
+{
+	for (uint32_t tries = 0; tries < DEV_MAX_QP; tries++) {
+		uint32_t slot = dev->qp_cursor++ % DEV_MAX_QP;
+
+		if (slot < 2 || dev->qps[slot])
+			continue;
+		if (slot == 2)
+			dev->qp_generation++;
+		qp->qpn = ((dev->qp_generation & 0x3ff) << DEV_QP_SLOT_BITS) | slot;
+		dev->qps[slot] = qp;
+		dev->qp_count++;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+struct qp *dev_find_qp(struct dev *dev, uint32_t qpn)
+{
+	struct qp *qp = dev->qps[qpn & (DEV_MAX_QP - 1)];
+
+	return qp && qp->qpn == qpn ? qp : NULL;
+}
+
+static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *ring_fd)
+{
+	size_t sq_bytes, rq_bytes;
+
+	qp->sq_entries = round_pow2(req->max_send_wr ? req->max_send_wr : 1);
+	qp->rq_entries = round_pow2(req->max_recv_wr ? req->max_recv_wr : 1);
+	sq_bytes = proto_ring_bytes(qp->sq_entries, sizeof(struct proto_swqe));
+	rq_bytes = proto_ring_bytes(qp->rq_entries, sizeof(struct proto_rwqe));
+	qp->ring_bytes = sq_bytes + rq_bytes;
+	qp->ring_map = ring_alloc("rocemu-qp", qp->ring_bytes, ring_fd);
+	qp->wqes = calloc(qp->sq_entries, sizeof(*qp->wqes));
+	if (!qp->ring_map || !qp->wqes)
+		return -ENOMEM;
+	qp->sq_ctl = qp->ring_map;
+	qp->sq = (struct proto_swqe *)(qp->sq_ctl + 1);
+	qp->rq_ctl = (struct proto_ring_ctl *)((char *)qp->ring_map + sq_bytes);
+	qp->rq = (struct proto_rwqe *)(qp->rq_ctl + 1);
+	return 0;
+}
+
+static void qp_free(struct qp *qp, int ring_fd)
+{
+	if (qp->ring_map)
+		munmap(qp->ring_map, qp->ring_bytes);
+	if (ring_fd >= 0)
+		close(ring_fd);
+	if (qp->doorbell_fd >= 0)
+		close(qp->doorbell_fd);
+	free(qp->wqes);
+	free(qp);
+}
+
+struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fds[2],
+		     int *err)
+{
+	struct qp *qp = calloc(1, sizeof(*qp));
+	int ring_fd = -1;
+
+	if (!qp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	qp->dev = c->dev;
+	qp->client = c;
+	qp->doorbell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	*err = qp->doorbell_fd < 0 ? -errno : qp_map_rings(qp, req, &ring_fd);
+	if (!*err)
+		*err = qp_alloc_qpn(c->dev, qp);
+	if (*err) {
+		qp_free(qp, ring_fd);
+		return NULL;
+	}
+	qp->state = IBV_QPS_RESET;
+	qp->sq_sig_all = req->sq_sig_all;
+	ev_io_init(&qp->doorbell, req_doorbell_cb, qp->doorbell_fd, EV_READ);
+	qp->doorbell.data = qp;
+	ev_io_start(c->dev->loop, &qp->doorbell);
+	ev_init(&qp->retry_timer, req_timer_cb);
+	qp->retry_timer.data = qp;
+	ev_init(&qp->rnr_timer, req_rnr_cb);
+	qp->rnr_timer.data = qp;
+	qp_reset(qp);
+	fds[0] = ring_fd;
+	fds[1] = qp->doorbell_fd;
+	return qp;
+}
+
+int qp_destroy(struct qp *qp)
+{
+	struct dev *dev = qp->dev;
+
+	ev_io_stop(dev->loop, &qp->doorbell);
+	ev_timer_stop(dev->loop, &qp->retry_timer);
+	ev_timer_stop(dev->loop, &qp->rnr_timer);
+	dev->qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
+	dev->qp_count--;
+	qp->send_cq->users--;
+	qp->recv_cq->users--;
+	qp_free(qp, -1);
+	return 0;
+}

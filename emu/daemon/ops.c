@@ -1,0 +1,329 @@
+/* Control request handlers: each checks every field the client sent before acting, and
+ * names only the client's own objects (handles are per client). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emu/daemon/ctl.h"
+
+#define MAX_MR_SIZE (1ull << 40)
+
+void reply_error(struct reply *rep, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rep->u.r.errmsg, sizeof(rep->u.r.errmsg), fmt, ap);
+	va_end(ap);
+}
+
+#define REQ(type) ((const struct type *)req->msg)
+#define REP(type) ((struct type *)rep->u.bytes)
+
+int op_hello(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct proto_hello_reply *r = REP(proto_hello_reply);
+
+	if (REQ(proto_hello)->version != PROTO_VERSION) {
+		reply_error(rep, "protocol version %u, this rocemud speaks %u: rebuild against "
+			    "the same rocemu", REQ(proto_hello)->version, PROTO_VERSION);
+		return -EPROTO;
+	}
+	r->version = PROTO_VERSION;
+	r->max_qp = DEV_MAX_QP - 2;
+	r->max_qp_wr = PROTO_MAX_RING;
+	r->max_cqe = PROTO_MAX_RING;
+	r->max_mr = MR_MAX_REGIONS;
+	r->max_sge = PROTO_MAX_SGE;
+	r->max_mr_size = MAX_MR_SIZE;
+	r->pin_limit = 0;
+	(void)c;
+	return 0;
+}
+
+int op_query_port(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct proto_port_reply *r = REP(proto_port_reply);
+	struct dev *dev = c->dev;
+
+	(void)req;
+	r->state = net_link_up(dev) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	r->max_mtu = dev->max_mtu;
+	r->active_mtu = dev->active_mtu;
+	r->ipv4 = dev->ipv4;
+	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->ifname);
+	return 0;
+}
+
+int op_alloc_pd(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct mr_pd *pd = mr_pd_alloc(c->mrc);
+	int rc;
+
+	(void)req;
+	if (!pd)
+		return -ENOMEM;
+	rc = handle_add(&c->pds, pd, &REP(proto_handle_reply)->handle);
+	if (rc)
+		mr_pd_dealloc(pd);
+	return rc;
+}
+
+static bool pd_has_qps(struct client *c, struct mr_pd *pd)
+{
+	for (uint32_t h = 1; h < c->qps.cap; h++) {
+		struct qp *qp = c->qps.items[h];
+
+		if (qp && qp->pd == pd)
+			return true;
+	}
+	return false;
+}
+
+int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct mr_pd *pd = handle_get(&c->pds, h);
+	int rc;
+
+	if (!pd) {
+		reply_error(rep, "no PD %u", h);
+		return -EINVAL;
+	}
+	if (pd_has_qps(c, pd)) {
+		reply_error(rep, "PD %u still has QPs", h);
+		return -EBUSY;
+	}
+	rc = mr_pd_dealloc(pd);
+	if (rc) {
+		reply_error(rep, "PD %u still has memory regions", h);
+		return rc;
+	}
+	handle_del(&c->pds, h);
+	return 0;
+}
+
+/* The memory comes as a memfd the client cannot shrink under us: a shrink would turn our
+ * next copy into SIGBUS. */
+static int check_mr_fd(int fd, struct reply *rep)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		reply_error(rep, "memory must come as a memfd sealed with F_SEAL_SHRINK");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void explain_reg_error(struct reply *rep, int rc, uint64_t length)
+{
+	switch (rc) {
+	case -ENOMEM:
+	case -EPERM:
+		reply_error(rep, "cannot pin %llu bytes: rocemud's RLIMIT_MEMLOCK is too low "
+			    "(raise LimitMEMLOCK or ulimit -l)", (unsigned long long)length);
+		break;
+	case -EDQUOT:
+		reply_error(rep, "pinning %llu more bytes exceeds this client's limit "
+			    "(its RLIMIT_MEMLOCK)", (unsigned long long)length);
+		break;
+	case -ENOSPC:
+		reply_error(rep, "no free memory region: %u are registered", MR_MAX_REGIONS);
+		break;
+	default:
+		reply_error(rep, "cannot register: %s", strerror(-rc));
+	}
+}
+
+int op_reg_mr(struct client *c, const struct request *req, struct reply *rep)
+{
+	const struct proto_reg_mr *m = REQ(proto_reg_mr);
+	struct proto_reg_mr_reply *r = REP(proto_reg_mr_reply);
+	struct mr_pd *pd = handle_get(&c->pds, m->pd);
+	struct mr *mr;
+	int rc;
+
+	if (!pd) {
+		reply_error(rep, "no PD %u", m->pd);
+		return -EINVAL;
+	}
+	if (m->length == 0 || m->length > MAX_MR_SIZE || m->fd_offset > INT64_MAX) {
+		reply_error(rep, "length %llu is not between 1 and 2^40",
+			    (unsigned long long)m->length);
+		return -EINVAL;
+	}
+	rc = check_mr_fd(req->fd, rep);
+	if (rc)
+		return rc;
+	rc = mr_reg_fd(pd, req->fd, (off_t)m->fd_offset, m->length, m->iova, (int)m->access, &mr);
+	if (rc) {
+		explain_reg_error(rep, rc, m->length);
+		return rc;
+	}
+	rc = handle_add(&c->mrs, mr, &r->handle);
+	if (rc) {
+		mr_dereg(mr);
+		return rc;
+	}
+	r->lkey = mr_keys(mr).lkey;
+	r->rkey = mr_keys(mr).rkey;
+	return 0;
+}
+
+int op_dereg_mr(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct mr *mr = handle_get(&c->mrs, h);
+
+	if (!mr) {
+		reply_error(rep, "no MR %u", h);
+		return -EINVAL;
+	}
+	handle_del(&c->mrs, h);
+	return mr_dereg(mr);
+}
+
+int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
+{
+	const struct proto_create_cq *m = REQ(proto_create_cq);
+	struct proto_create_cq_reply *r = REP(proto_create_cq_reply);
+	struct cq *cq;
+	int rc;
+
+	if (m->cqe < 1 || m->cqe > PROTO_MAX_RING) {
+		reply_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, m->cqe);
+		return -EINVAL;
+	}
+	cq = cq_create(c, m->cqe, rep->fds, &rc);
+	if (!cq)
+		return rc;
+	rc = handle_add(&c->cqs, cq, &cq->handle);
+	if (rc) {
+		close(rep->fds[0]);
+		cq_destroy(cq);
+		return rc;
+	}
+	r->handle = cq->handle;
+	r->entries = cq->entries;
+	r->ring_bytes = cq->ring_bytes;
+	rep->nfds = 2;
+	rep->close_first = true;
+	return 0;
+}
+
+int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct cq *cq = handle_get(&c->cqs, h);
+	int rc;
+
+	if (!cq) {
+		reply_error(rep, "no CQ %u", h);
+		return -EINVAL;
+	}
+	rc = cq_destroy(cq);
+	if (rc) {
+		reply_error(rep, "CQ %u is still used by QPs", h);
+		return rc;
+	}
+	handle_del(&c->cqs, h);
+	return 0;
+}
+
+static int check_create_qp(struct client *c, const struct proto_create_qp *m,
+			   struct reply *rep)
+{
+	if (!handle_get(&c->pds, m->pd) || !handle_get(&c->cqs, m->send_cq) ||
+	    !handle_get(&c->cqs, m->recv_cq)) {
+		reply_error(rep, "unknown PD or CQ");
+		return -EINVAL;
+	}
+	if (m->max_send_wr < 1 || m->max_send_wr > PROTO_MAX_RING ||
+	    m->max_recv_wr > PROTO_MAX_RING) {
+		reply_error(rep, "queue depths go from 1 to %u", PROTO_MAX_RING);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
+{
+	const struct proto_create_qp *m = REQ(proto_create_qp);
+	struct proto_create_qp_reply *r = REP(proto_create_qp_reply);
+	struct qp *qp;
+	int rc = check_create_qp(c, m, rep);
+
+	if (rc)
+		return rc;
+	qp = qp_create(c, m, rep->fds, &rc);
+	if (!qp) {
+		reply_error(rep, rc == -ENOSPC ? "no free QP number" : "cannot create QP");
+		return rc;
+	}
+	qp->pd = handle_get(&c->pds, m->pd);
+	qp->send_cq = handle_get(&c->cqs, m->send_cq);
+	qp->recv_cq = handle_get(&c->cqs, m->recv_cq);
+	qp->send_cq->users++;
+	qp->recv_cq->users++;
+	rc = handle_add(&c->qps, qp, &qp->handle);
+	if (rc) {
+		close(rep->fds[0]);
+		qp_destroy(qp);
+		return rc;
+	}
+	r->handle = qp->handle;
+	r->qpn = qp->qpn;
+	r->sq_entries = qp->sq_entries;
+	r->rq_entries = qp->rq_entries;
+	r->ring_bytes = qp->ring_bytes;
+	r->rq_offset = (uint64_t)((char *)qp->rq_ctl - (char *)qp->ring_map);
+	rep->nfds = 2;
+	rep->close_first = true;
+	return 0;
+}
+
+int op_modify_qp(struct client *c, const struct request *req, struct reply *rep)
+{
+	const struct proto_modify_qp *m = REQ(proto_modify_qp);
+	struct qp *qp = handle_get(&c->qps, m->handle);
+
+	if (!qp) {
+		reply_error(rep, "no QP %u", m->handle);
+		return -EINVAL;
+	}
+	return qp_modify(qp, m->attr_mask, &m->attr, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
+}
+
+int op_query_qp(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct qp *qp = handle_get(&c->qps, h);
+	struct proto_query_qp_reply *r = REP(proto_query_qp_reply);
+
+	if (!qp) {
+		reply_error(rep, "no QP %u", h);
+		return -EINVAL;
+	}
+	r->attr = qp->attr;
+	r->attr.state = qp->state;
+	r->attr.sq_psn = qp->snd_nxt;
+	r->attr.rq_psn = qp->rcv_psn;
+	return 0;
+}
+
+int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct qp *qp = handle_get(&c->qps, h);
+
+	if (!qp) {
+		reply_error(rep, "no QP %u", h);
+		return -EINVAL;
+	}
+	handle_del(&c->qps, h);
+	return qp_destroy(qp);
+}

@@ -1,0 +1,215 @@
+/* The verbs QP state machine for RC QPs, as ibv_modify_qp applies it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "emu/daemon/daemon.h"
+
+#define DEFAULT_TIMEOUT 14   /* 4.096 us * 2^14 = 67 ms */
+#define DEFAULT_RETRY 7
+
+static const char *const state_names[] = {
+	[IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
+	[IBV_QPS_RTS] = "RTS", [IBV_QPS_SQD] = "SQD", [IBV_QPS_SQE] = "SQE",
+	[IBV_QPS_ERR] = "ERR",
+};
+
+static const char *state_name(uint32_t s)
+{
+	return s <= IBV_QPS_ERR ? state_names[s] : "unknown";
+}
+
+static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
+{
+	if (to == IBV_QPS_RESET || to == IBV_QPS_ERR)
+		return true;
+	switch (from) {
+	case IBV_QPS_RESET: return to == IBV_QPS_INIT;
+	case IBV_QPS_INIT: return to == IBV_QPS_INIT || to == IBV_QPS_RTR;
+	case IBV_QPS_RTR: return to == IBV_QPS_RTS;
+	case IBV_QPS_RTS: return to == IBV_QPS_RTS;
+	default: return false;
+	}
+}
+
+/* Attributes each transition needs before the QP can work (a subset of verbs' list:
+ * rocemu has one port and one P_Key, and no RDMA READ or atomics). */
+static uint32_t required_mask(enum ibv_qp_state from, enum ibv_qp_state to)
+{
+	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR)
+		return IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	if (from == IBV_QPS_RTR && to == IBV_QPS_RTS)
+		return IBV_QP_SQ_PSN;
+	return 0;
+}
+
+/* rxe's UDP source port: a flow label from both QPNs, folded into 0xC000-0xFFFF. */
+static uint16_t flow_port(uint32_t lqpn, uint32_t rqpn)
+{
+	uint64_t v = (uint64_t)lqpn * rqpn;
+	uint32_t fl;
+
+	v ^= v >> 20;
+	v ^= v >> 40;
+	fl = (uint32_t)(v & 0xfffff);
+	return (uint16_t)(0xc000 | ((fl & 0x3fff) ^ ((fl & 0xfc000) >> 14)));
+}
+
+static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
+		       char *err, size_t errlen)
+{
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > qp->dev->active_mtu)) {
+		snprintf(err, errlen, "path MTU %u bytes exceeds the port's active MTU %u "
+			 "(raise the interface MTU or lower the QP's path_mtu)",
+			 net_mtu_bytes(a->path_mtu), net_mtu_bytes(qp->dev->active_mtu));
+		return -EINVAL;
+	}
+	if ((mask & IBV_QP_DEST_QPN) && (a->dest_qpn == 0 || a->dest_qpn > 0xffffff)) {
+		snprintf(err, errlen, "destination QPN 0x%x is not a valid QPN", a->dest_qpn);
+		return -EINVAL;
+	}
+	if ((mask & IBV_QP_AV) && (a->dest_ipv4 == 0 || a->dest_ipv4 == qp->dev->ipv4)) {
+		snprintf(err, errlen, "peer address must be another host's IPv4 (on one machine, "
+			 "run a second rocemud on another address)");
+		return -EINVAL;
+	}
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->access & ~(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE))) {
+		snprintf(err, errlen, "unknown QP access flags 0x%x", a->access);
+		return -EINVAL;
+	}
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31) {
+		snprintf(err, errlen, "timeout %u is above 31", a->timeout);
+		return -EINVAL;
+	}
+	if (((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7) ||
+	    ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)) {
+		snprintf(err, errlen, "retry counts go from 0 to 7 (7 = retry forever)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a)
+{
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		qp->attr.access = a->access;
+	if (mask & IBV_QP_PATH_MTU) {
+		qp->attr.path_mtu = a->path_mtu;
+		qp->pmtu = net_mtu_bytes(a->path_mtu);
+	}
+	if (mask & IBV_QP_DEST_QPN)
+		qp->attr.dest_qpn = a->dest_qpn;
+	if (mask & IBV_QP_AV)
+		qp->attr.dest_ipv4 = a->dest_ipv4;
+	if (mask & IBV_QP_RQ_PSN) {
+		qp->attr.rq_psn = a->rq_psn & WIRE_PSN_MASK;
+		qp->rcv_psn = qp->attr.rq_psn;
+	}
+	if (mask & IBV_QP_SQ_PSN) {
+		qp->attr.sq_psn = a->sq_psn & WIRE_PSN_MASK;
+		qp->snd_nxt = qp->snd_una = qp->snd_max = qp->attr.sq_psn;
+	}
+	if (mask & IBV_QP_TIMEOUT)
+		qp->attr.timeout = a->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->attr.retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->attr.rnr_retry = a->rnr_retry;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->attr.min_rnr_timer = a->min_rnr_timer;
+}
+
+static int connect_path(struct qp *qp, char *err, size_t errlen)
+{
+	struct dev *dev = qp->dev;
+	char ip[INET_ADDRSTRLEN];
+	int rc = net_resolve_mac(dev, qp->attr.dest_ipv4, qp->peer_mac);
+
+	if (rc < 0) {
+		inet_ntop(AF_INET, &qp->attr.dest_ipv4, ip, sizeof(ip));
+		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
+			 ip, dev->ifname);
+		return rc;
+	}
+	memcpy(qp->path.src_mac, dev->mac, 6);
+	memcpy(qp->path.dst_mac, qp->peer_mac, 6);
+	qp->path.src_ip = dev->ipv4;
+	qp->path.dst_ip = qp->attr.dest_ipv4;
+	qp->path.src_port = flow_port(qp->qpn, qp->attr.dest_qpn);
+	qp->path.ttl = 64;
+	return 0;
+}
+
+/* RESET: all state forgotten, and whatever sits in the rings is discarded unanswered. */
+void qp_reset(struct qp *qp)
+{
+	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
+	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
+	qp->send_pkt = 0;
+	qp->sq_ctl->cons = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
+	qp->fetch_idx = qp->send_idx = qp->comp_idx = qp->sq_ctl->cons;
+	qp->rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
+	qp->in_write = qp->nak_seq_sent = qp->rnr_wait = false;
+	qp->msn = 0;
+	memset(&qp->attr, 0, sizeof(qp->attr));
+	qp->attr.timeout = DEFAULT_TIMEOUT;
+	qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
+}
+
+int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char *err,
+	      size_t errlen)
+{
+	enum ibv_qp_state to = (mask & IBV_QP_STATE) ? a->state : qp->state;
+	uint32_t missing;
+	int rc;
+
+	if (to > IBV_QPS_ERR || !transition_ok(qp->state, to)) {
+		snprintf(err, errlen, "QP 0x%06x cannot go from %s to %s", qp->qpn,
+			 state_name(qp->state), state_name(to));
+		return -EINVAL;
+	}
+	missing = required_mask(qp->state, to) & ~mask;
+	if (missing) {
+		snprintf(err, errlen, "QP 0x%06x %s -> %s needs attribute mask 0x%x too", qp->qpn,
+			 state_name(qp->state), state_name(to), missing);
+		return -EINVAL;
+	}
+	rc = check_attrs(qp, mask, a, err, errlen);
+	if (rc)
+		return rc;
+	if (to == IBV_QPS_RESET) {
+		qp_reset(qp);
+		qp->state = to;
+		return 0;
+	}
+	if (to == IBV_QPS_ERR) {
+		qp_to_error(qp);
+		return 0;
+	}
+	apply_attrs(qp, mask, a);
+	if (to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR && (rc = connect_path(qp, err, errlen)))
+		return rc;
+	if (to == IBV_QPS_RTS && qp->state == IBV_QPS_RTR) {
+		qp->retry_left = qp->attr.retry_cnt;
+		qp->rnr_left = qp->attr.rnr_retry;
+	}
+	qp->state = to;
+	if (to == IBV_QPS_RTS)
+		req_pump(qp);
+	return 0;
+}
+
+/* Verbs semantics: everything outstanding completes with IBV_WC_WR_FLUSH_ERR, and so does
+ * everything posted later. */
+void qp_to_error(struct qp *qp)
+{
+	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
+	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
+	qp->state = IBV_QPS_ERR;
+	req_flush(qp);
+	resp_flush_rq(qp);
+}

@@ -1,0 +1,97 @@
+/* The receive path: the silent drops of ROCEV2.md in their order, then the packet goes to
+ * the QP's responder (requests) or completer (ACKs). Every drop bumps a named counter. */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "emu/daemon/daemon.h"
+
+#define PKEY_FULL_MASK 0x7fff
+
+static bool is_response(const struct wire_opcode_info *op)
+{
+	return op->kind == WIRE_KIND_ACK || op->kind == WIRE_KIND_ATOMIC_ACK ||
+	       op->kind == WIRE_KIND_READ_RESP;
+}
+
+/* Whether the QP is in a state that takes this packet at all. */
+static bool qp_accepts(const struct qp *qp, bool response)
+{
+	if (response)
+		return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+	return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+}
+
+static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	struct qp *qp;
+
+	if (pkt->ip_version != 4 || memcmp(pkt->dst_ip, &dev->ipv4, 4)) {
+		dev->cnt.drop_not_ours++;
+		return NULL;
+	}
+	qp = pkt->bth.dest_qp ? dev_find_qp(dev, pkt->bth.dest_qp) : NULL;
+	if (!qp) {
+		dev->cnt.drop_unknown_qp++;
+		return NULL;
+	}
+	if (pkt->op->transport != WIRE_RC) {
+		dev->cnt.drop_transport++;
+		return NULL;
+	}
+	if (!qp_accepts(qp, is_response(pkt->op))) {
+		dev->cnt.drop_qp_state++;
+		return NULL;
+	}
+	if (memcmp(pkt->src_ip, &qp->attr.dest_ipv4, 4)) {
+		dev->cnt.drop_wrong_peer++;
+		return NULL;
+	}
+	if ((pkt->bth.pkey & PKEY_FULL_MASK) != PKEY_FULL_MASK) {
+		dev->cnt.drop_bad_pkey++;
+		return NULL;
+	}
+	if (!wire_icrc_ok(frame, pkt)) {
+		dev->cnt.drop_bad_icrc++;
+		return NULL;
+	}
+	return qp;
+}
+
+void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
+{
+	struct wire_pkt pkt;
+	enum wire_status st = wire_parse(frame, len, &pkt);
+	struct qp *qp;
+
+	if (st != WIRE_OK) {
+		/* icrc-bad and malformed frames are counted, never acted on */
+		dev->cnt.drop_malformed++;
+		return;
+	}
+	qp = admit(dev, frame, &pkt);
+	if (!qp)
+		return;
+	dev->cnt.rcvd_pkts++;
+	if (is_response(pkt.op)) {
+		if (pkt.op->kind == WIRE_KIND_ACK)
+			req_on_ack(qp, &pkt);
+		else
+			dev->cnt.drop_transport++;
+		return;
+	}
+	resp_on_request(qp, frame, &pkt);
+}
+
+void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
+{
+	struct dev *dev = qp->dev;
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_ACK, .pkey = 0xffff,
+				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
+	struct wire_ext ext = { .aeth = { .syndrome = syndrome, .msn = qp->msn } };
+	uint8_t *frame = net_tx_slot(dev);
+	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, &bth, &ext,
+				NULL, 0);
+
+	if (len)
+		net_tx_commit(dev, len);
+}

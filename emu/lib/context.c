@@ -1,0 +1,204 @@
+/* Contexts: finding and connecting to the daemon's socket, the HELLO handshake, the cached
+ * device attributes, the port query, and closing.
+ *
+ * Closing the socket is what tells the daemon to destroy everything the client owned, so
+ * rocemu_close does not ask it to destroy objects one by one: it only frees the local side
+ * of whatever the application still holds (those pointers are invalid afterwards). */
+#include "emu/lib/lib_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SOCK_SUFFIX ".sock"
+
+static bool is_socket_name(int dirfd, const char *name)
+{
+	size_t len = strlen(name), suffix = strlen(SOCK_SUFFIX);
+	struct stat st;
+
+	if (len <= suffix || strcmp(name + len - suffix, SOCK_SUFFIX) != 0)
+		return false;
+	return fstatat(dirfd, name, &st, 0) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int ctx_find_socket(const char *dir, char *out, size_t out_len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned found = 0;
+	int err = 0;
+
+	if (!d)
+		return errno;
+	while ((e = readdir(d)) != NULL) {
+		if (!is_socket_name(dirfd(d), e->d_name))
+			continue;
+		if (found++ == 0 &&
+		    (size_t)snprintf(out, out_len, "%s/%s", dir, e->d_name) >= out_len)
+			err = ENAMETOOLONG;
+	}
+	closedir(d);
+	if (err)
+		return err;
+	return found == 0 ? ENOENT : found > 1 ? ENOTUNIQ : 0;
+}
+
+static int pick_path(const char *path, char *out, size_t out_len)
+{
+	const char *env = getenv("ROCEMU_SOCKET");
+
+	if (!path && env && env[0])
+		path = env;
+	if (!path)
+		return ctx_find_socket(ROCEMU_DEFAULT_SOCKET_DIR, out, out_len);
+	if (!path[0])
+		return ENOENT;
+	if (strlen(path) >= out_len)
+		return ENAMETOOLONG;
+	strcpy(out, path);
+	return 0;
+}
+
+static int connect_socket(struct rocemu_context *ctx)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	memcpy(sa.sun_path, ctx->path, sizeof(sa.sun_path));
+	ctx->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (ctx->sock < 0)
+		return errno;
+	if (connect(ctx->sock, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		return errno;
+	return 0;
+}
+
+static int hello(struct rocemu_context *ctx)
+{
+	struct proto_hello req = { .hdr.op = PROTO_HELLO, .version = PROTO_VERSION };
+	struct proto_hello_reply r;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+	int err = rpc_call(ctx, &in, &out);
+
+	if (err)
+		return err;
+	if (r.version != PROTO_VERSION)
+		return EPROTO;
+	ctx->device = (struct rocemu_device_attr){
+		.max_qp = r.max_qp,
+		.max_qp_wr = r.max_qp_wr,
+		.max_cqe = r.max_cqe,
+		.max_mr = r.max_mr,
+		.max_mr_size = r.max_mr_size,
+		.max_sge = r.max_sge,
+		.pin_limit = r.pin_limit,
+	};
+	return 0;
+}
+
+/* There is no context to hold a message when opening fails: errno is the whole story. */
+struct rocemu_context *rocemu_open(const char *path)
+{
+	struct rocemu_context *ctx = calloc(1, sizeof(*ctx));
+	int err;
+
+	if (!ctx)
+		return NULL;
+	ctx->sock = -1;
+	LIST_INIT(&ctx->pds);
+	LIST_INIT(&ctx->mrs);
+	LIST_INIT(&ctx->cqs);
+	LIST_INIT(&ctx->qps);
+	err = pick_path(path, ctx->path, sizeof(ctx->path));
+	if (!err)
+		err = connect_socket(ctx);
+	if (!err)
+		err = hello(ctx);
+	if (err) {
+		if (ctx->sock >= 0)
+			close(ctx->sock);
+		free(ctx);
+		errno = err;
+		return NULL;
+	}
+	return ctx;
+}
+
+/* The local side only: the daemon frees its side when the socket closes. */
+static void free_objects(struct rocemu_context *ctx)
+{
+	while (!LIST_EMPTY(&ctx->qps))
+		qp_release(LIST_FIRST(&ctx->qps));
+	while (!LIST_EMPTY(&ctx->cqs))
+		cq_release(LIST_FIRST(&ctx->cqs));
+	while (!LIST_EMPTY(&ctx->mrs)) {
+		struct mr_priv *mr = LIST_FIRST(&ctx->mrs);
+
+		LIST_REMOVE(mr, link);
+		free(mr);
+	}
+	while (!LIST_EMPTY(&ctx->pds)) {
+		struct rocemu_pd *pd = LIST_FIRST(&ctx->pds);
+
+		LIST_REMOVE(pd, link);
+		free(pd);
+	}
+}
+
+int rocemu_close(struct rocemu_context *ctx)
+{
+	if (!ctx)
+		return 0;
+	free_objects(ctx);
+	close(ctx->sock);
+	free(ctx);
+	return 0;
+}
+
+const char *rocemu_socket_path(const struct rocemu_context *ctx)
+{
+	return ctx ? ctx->path : "";
+}
+
+const char *rocemu_last_error(const struct rocemu_context *ctx)
+{
+	return ctx ? ctx->last_error : "";
+}
+
+int rocemu_query_device(struct rocemu_context *ctx, struct rocemu_device_attr *attr)
+{
+	if (!ctx || !attr)
+		return EINVAL;
+	*attr = ctx->device;
+	return 0;
+}
+
+int rocemu_query_port(struct rocemu_context *ctx, struct rocemu_port_attr *attr)
+{
+	struct proto_handle req = { .hdr.op = PROTO_QUERY_PORT };
+	struct proto_port_reply r;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+	int err;
+
+	if (!ctx || !attr)
+		return EINVAL;
+	err = rpc_call(ctx, &in, &out);
+	if (err)
+		return err;
+	memset(attr, 0, sizeof(*attr));
+	attr->state = (enum ibv_port_state)r.state;
+	attr->max_mtu = (enum ibv_mtu)r.max_mtu;
+	attr->active_mtu = (enum ibv_mtu)r.active_mtu;
+	attr->ipv4 = r.ipv4;
+	rocemu_gid_from_ipv4(&attr->gid, r.ipv4);
+	memcpy(attr->ifname, r.ifname, sizeof(attr->ifname) - 1);
+	return 0;
+}

@@ -1,0 +1,224 @@
+/* Completion queues: a ring the daemon fills and we drain, and an eventfd the daemon
+ * signals after making completions visible. Checking the ring before sleeping on the
+ * eventfd therefore never misses a wakeup. */
+#include "emu/lib/lib_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A busy-polling application learns that the daemon died from poll_cq; asking the socket
+ * costs a syscall, so only one empty poll in this many asks. */
+#define CQ_LIVENESS_PERIOD 1024
+
+void cq_release(struct rocemu_cq *cq)
+{
+	LIST_REMOVE(cq, link);
+	munmap(cq->map, cq->map_len);
+	close(cq->notify_fd);
+	free(cq);
+}
+
+static int set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+		return errno;
+	return 0;
+}
+
+/* fds[0] is the ring memfd, fds[1] the notify eventfd. The memfd is closed once mapped:
+ * the mapping keeps the memory, and the fd would only count against the client's limit. */
+static int cq_setup(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int *fds)
+{
+	int err = r->entries ? ring_map(fds[0], r->ring_bytes, &cq->map) : EPROTO;
+
+	rpc_close_fds(&fds[0], 1);
+	if (err)
+		return err;
+	cq->map_len = (size_t)r->ring_bytes;
+	err = ring_place(&cq->ring, cq->map, cq->map_len, 0, r->entries,
+			 sizeof(struct proto_cqe));
+	if (!err)
+		err = set_nonblock(fds[1]);
+	if (err) {
+		munmap(cq->map, cq->map_len);
+		return err;
+	}
+	cq->ring.next = cq->ring.ctl->cons;
+	cq->notify_fd = fds[1];
+	return 0;
+}
+
+struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe)
+{
+	struct proto_create_cq req = { .hdr.op = PROTO_CREATE_CQ, .cqe = (uint32_t)cqe };
+	struct proto_create_cq_reply r;
+	int fds[2] = { -1, -1 };
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = fds, .nfds = 2 };
+	struct rocemu_cq *cq;
+	int err;
+
+	if (!ctx || cqe <= 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	err = rpc_call(ctx, &in, &out);
+	if (!err) {
+		err = cq_setup(cq, &r, fds);
+		if (err) {
+			rpc_close_fds(fds, 2);
+			rpc_handle_op(ctx, PROTO_DESTROY_CQ, r.handle);
+			rpc_fail(ctx, err, "the daemon at %s sent an unusable CQ ring", ctx->path);
+		}
+	}
+	if (err) {
+		free(cq);
+		errno = err;
+		return NULL;
+	}
+	cq->ctx = ctx;
+	cq->handle = r.handle;
+	LIST_INSERT_HEAD(&ctx->cqs, cq, link);
+	return cq;
+}
+
+int rocemu_destroy_cq(struct rocemu_cq *cq)
+{
+	int err;
+
+	if (!cq)
+		return EINVAL;
+	err = rpc_handle_op(cq->ctx, PROTO_DESTROY_CQ, cq->handle);
+	if (!err)
+		cq_release(cq);
+	return err;
+}
+
+static uint32_t cq_ready(const struct rocemu_cq *cq)
+{
+	return ring_load(&cq->ring.ctl->prod) - cq->ring.next;
+}
+
+static void cqe_to_wc(const struct proto_cqe *e, struct ibv_wc *wc)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = e->wr_id;
+	wc->status = (enum ibv_wc_status)e->status;
+	wc->opcode = (enum ibv_wc_opcode)e->opcode;
+	wc->byte_len = e->byte_len;
+	wc->imm_data = e->imm;
+	wc->qp_num = e->qp_num;
+	wc->wc_flags = e->wc_flags;
+	wc->vendor_err = e->vendor_err;
+}
+
+/* An empty ring: 0, or -1 with EPIPE once the daemon is known to be gone. */
+static int cq_empty(struct rocemu_cq *cq)
+{
+	if (cq->idle_polls++ % CQ_LIVENESS_PERIOD == 0)
+		rpc_alive(cq->ctx);
+	if (!cq->ctx->dead)
+		return 0;
+	rpc_gone(cq->ctx);
+	errno = EPIPE;
+	return -1;
+}
+
+int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc)
+{
+	const struct proto_cqe *entries;
+	uint32_t n;
+
+	if (!cq || num < 0 || (num > 0 && !wc)) {
+		errno = EINVAL;
+		return -1;
+	}
+	n = cq_ready(cq);
+	if (n == 0)
+		return cq_empty(cq);
+	if (n > (uint32_t)num)
+		n = (uint32_t)num;
+	entries = cq->ring.entries;
+	for (uint32_t i = 0; i < n; i++)
+		cqe_to_wc(&entries[(cq->ring.next + i) & (cq->ring.count - 1)], &wc[i]);
+	cq->ring.next += n;
+	/* Release: the slots are read before the daemon may reuse them. */
+	ring_store(&cq->ring.ctl->cons, cq->ring.next);
+	return (int)n;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps until the eventfd or the socket has something, or ms passes: 0 (look again),
+ * ETIMEDOUT, or an errno. */
+static int cq_sleep(struct rocemu_cq *cq, int ms)
+{
+	struct pollfd p[2] = {
+		{ .fd = cq->notify_fd, .events = POLLIN },
+		{ .fd = cq->ctx->sock, .events = POLLRDHUP },
+	};
+	uint64_t count;
+	int n = poll(p, 2, ms);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : errno;
+	if (n == 0)
+		return ETIMEDOUT;
+	if (p[1].revents & RPC_HANGUP)
+		rpc_gone(cq->ctx);
+	if (p[0].revents & POLLNVAL)
+		return EBADF;
+	if (p[0].revents & POLLIN)
+		while (read(cq->notify_fd, &count, sizeof(count)) < 0 && errno == EINTR)
+			;
+	return 0;
+}
+
+static int ms_left(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - now_ms();
+	return left > 0 ? (int)left : 0;
+}
+
+int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)
+{
+	int64_t deadline;
+	int err;
+
+	if (!cq)
+		return EINVAL;
+	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	do {
+		if (cq_ready(cq))
+			return 0;
+		if (cq->ctx->dead)
+			return rpc_gone(cq->ctx);
+		err = cq_sleep(cq, ms_left(deadline));
+	} while (!err && (deadline < 0 || now_ms() < deadline));
+	/* What happened during the last sleep still counts: a completion, or a hang-up. */
+	if (cq_ready(cq))
+		return 0;
+	if (cq->ctx->dead)
+		return rpc_gone(cq->ctx);
+	return err ? err : ETIMEDOUT;
+}

@@ -1,0 +1,151 @@
+/* librocemu internals shared by the library's files (and by its test for white-box checks).
+ *
+ * A context owns every object made through it, on one list per kind, so rocemu_close can
+ * release whatever the application did not destroy. Public structs (rocemu_mr, rocemu_qp)
+ * are embedded in private ones and recovered with to_mr() / to_qp(). */
+#ifndef ROCEMU_LIB_INT_H
+#define ROCEMU_LIB_INT_H
+
+#include "emu/proto.h"
+#include "emu/rocemu.h"
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/un.h>
+
+#define LIB_ERRMSG 256
+
+struct mr_priv;
+struct qp_priv;
+
+struct rocemu_context {
+	int sock;
+	bool dead;              /* the daemon went away or broke the protocol: every call
+				 * that needs it fails with EPIPE from now on */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char last_error[LIB_ERRMSG];
+	struct rocemu_device_attr device;
+	LIST_HEAD(, rocemu_pd) pds;
+	LIST_HEAD(, mr_priv) mrs;
+	LIST_HEAD(, rocemu_cq) cqs;
+	LIST_HEAD(, qp_priv) qps;
+};
+
+struct rocemu_pd {
+	struct rocemu_context *ctx;
+	uint32_t handle;
+	LIST_ENTRY(rocemu_pd) link;
+};
+
+struct mr_priv {
+	struct rocemu_mr pub;
+	struct rocemu_context *ctx;
+	LIST_ENTRY(mr_priv) link;
+};
+
+/* A ring shared with the daemon: the control block and the entries that follow it. */
+struct ring {
+	struct proto_ring_ctl *ctl;
+	void *entries;
+	uint32_t count;         /* a power of two, or 0 for a ring that takes nothing */
+	uint32_t next;          /* our side's private copy of the index we own */
+};
+
+struct rocemu_cq {
+	struct rocemu_context *ctx;
+	uint32_t handle;
+	void *map;
+	size_t map_len;
+	struct ring ring;       /* the daemon produces, we consume */
+	int notify_fd;
+	unsigned idle_polls;    /* empty polls so far: every so many, ask if the daemon lives */
+	LIST_ENTRY(rocemu_cq) link;
+};
+
+struct qp_priv {
+	struct rocemu_qp pub;
+	void *map;
+	size_t map_len;
+	struct ring sq;         /* we produce, the daemon consumes */
+	struct ring rq;
+	int doorbell_fd;
+	LIST_ENTRY(qp_priv) link;
+};
+
+static inline struct mr_priv *to_mr(struct rocemu_mr *mr)
+{
+	return (struct mr_priv *)((char *)mr - offsetof(struct mr_priv, pub));
+}
+
+static inline struct qp_priv *to_qp(struct rocemu_qp *qp)
+{
+	return (struct qp_priv *)((char *)qp - offsetof(struct qp_priv, pub));
+}
+
+/* context.c */
+/* The one *.sock socket in dir, written to out; 0, or ENOENT when there is none, ENOTUNIQ
+ * when there are several, or the error of reading dir. */
+int ctx_find_socket(const char *dir, char *out, size_t out_len);
+
+/* rpc.c: one request, one reply. Return 0 or a positive errno; on failure the context's
+ * last error says why. */
+struct rpc_msg {
+	void *buf;
+	size_t len;
+	int *fds;               /* request: fds to send; reply: where received fds go */
+	unsigned nfds;
+};
+
+int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply);
+/* The common case: a request with no fds and a bare proto_reply back. */
+int rpc_simple(struct rocemu_context *ctx, void *req, size_t req_len);
+/* A proto_handle request for op with a bare proto_reply back (the destroy calls). */
+int rpc_handle_op(struct rocemu_context *ctx, uint32_t op, uint32_t handle);
+/* Records a failure of the library's own making in the context; returns err. */
+int rpc_fail(struct rocemu_context *ctx, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Asks the socket, without blocking, whether the daemon is still there; false (and the
+ * context marked dead) when it went away. */
+bool rpc_alive(struct rocemu_context *ctx);
+/* The socket events that mean the daemon hung up. Only these count: POLLIN could be a
+ * reply that another thread is waiting for. */
+#define RPC_HANGUP (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)
+/* Marks the daemon as gone and says so in the last error; returns EPIPE. */
+int rpc_gone(struct rocemu_context *ctx);
+/* Closes the fds that are >= 0 and sets them to -1. */
+void rpc_close_fds(int *fds, unsigned n);
+
+/* arena.c */
+/* Moves the pages of [addr, addr + len) that are not there yet onto the arena; returns 0
+ * or a positive errno, and the arena's fd in *fd. */
+int arena_adopt(void *addr, size_t len, int *fd);
+
+/* ring.c */
+/* Maps bytes of the daemon's ring memfd shared read-write; 0 or a positive errno. */
+int ring_map(int fd, uint64_t bytes, void **map);
+/* Fills r for a ring of count entries of entry_size at offset off of a map of map_len
+ * bytes; EPROTO when it does not fit or count is no power of two within the limit. */
+int ring_place(struct ring *r, void *map, size_t map_len, uint64_t off, uint32_t count,
+	       size_t entry_size);
+static inline uint32_t ring_load(const uint32_t *index)
+{
+	return __atomic_load_n(index, __ATOMIC_ACQUIRE);
+}
+
+static inline void ring_store(uint32_t *index, uint32_t value)
+{
+	__atomic_store_n(index, value, __ATOMIC_RELEASE);
+}
+
+
+/* gid.c: true for ::ffff:a.b.c.d. */
+bool gid_is_ipv4(const union ibv_gid *gid);
+
+/* cq.c and qp.c: local teardown, once the daemon no longer holds the object. */
+void cq_release(struct rocemu_cq *cq);
+void qp_release(struct qp_priv *qp);
+
+#endif

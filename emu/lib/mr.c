@@ -1,0 +1,75 @@
+/* Memory regions: the buffer's pages move onto the arena (arena.c), then the daemon is
+ * handed the arena fd with fd_offset = iova = addr. */
+#include "emu/lib/lib_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int send_reg_mr(struct rocemu_pd *pd, int fd, struct mr_priv *mr, int access)
+{
+	struct proto_reg_mr req = {
+		.hdr.op = PROTO_REG_MR,
+		.pd = pd->handle,
+		.access = (uint32_t)access,
+		.iova = (uintptr_t)mr->pub.addr,
+		.length = mr->pub.length,
+		.fd_offset = (uintptr_t)mr->pub.addr,
+	};
+	struct proto_reg_mr_reply r;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req), .fds = &fd, .nfds = 1 };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+	int err = rpc_call(pd->ctx, &in, &out);
+
+	if (err)
+		return err;
+	mr->pub.handle = r.handle;
+	mr->pub.lkey = r.lkey;
+	mr->pub.rkey = r.rkey;
+	return 0;
+}
+
+struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length, int access)
+{
+	struct mr_priv *mr;
+	int fd, err;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return NULL;
+	mr->ctx = pd->ctx;
+	mr->pub = (struct rocemu_mr){ .pd = pd, .addr = addr, .length = length };
+	err = arena_adopt(addr, length, &fd);
+	if (err)
+		rpc_fail(pd->ctx, err, "cannot share [%p, +%zu) with the daemon: %s", addr, length,
+			 strerror(err));
+	else
+		err = send_reg_mr(pd, fd, mr, access);
+	if (err) {
+		free(mr);
+		errno = err;
+		return NULL;
+	}
+	LIST_INSERT_HEAD(&pd->ctx->mrs, mr, link);
+	return &mr->pub;
+}
+
+int rocemu_dereg_mr(struct rocemu_mr *pub)
+{
+	struct mr_priv *mr;
+	int err;
+
+	if (!pub)
+		return EINVAL;
+	mr = to_mr(pub);
+	err = rpc_handle_op(mr->ctx, PROTO_DEREG_MR, pub->handle);
+	if (err)
+		return err;
+	LIST_REMOVE(mr, link);
+	free(mr);
+	return 0;
+}

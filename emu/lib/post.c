@@ -1,0 +1,130 @@
+/* Posting work requests: the fast path. Entries are written into the shared rings, the
+ * producer index is published once per batch (release, so the daemon sees whole
+ * entries), and one doorbell write wakes the daemon. No state check here: the daemon
+ * rejects or flushes what the QP's state does not allow, as a verbs device does. */
+#include "emu/lib/lib_int.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+static bool ring_full(const struct ring *r)
+{
+	return r->next - ring_load(&r->ctl->cons) >= r->count;
+}
+
+static void ring_doorbell(struct qp_priv *qp, struct ring *r)
+{
+	uint64_t one = 1;
+
+	ring_store(&r->ctl->prod, r->next);
+	/* EAGAIN means the counter is saturated: the daemon has a wakeup pending anyway. */
+	while (write(qp->doorbell_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
+}
+
+static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
+{
+	struct rocemu_context *ctx = qp->pub.context;
+
+	if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+		return rpc_fail(ctx, EINVAL, "opcode %d: only RDMA WRITE [WITH IMM] is supported",
+				(int)wr->opcode);
+	if (wr->num_sge < 0 || wr->num_sge > PROTO_MAX_SGE || (wr->num_sge && !wr->sg_list))
+		return rpc_fail(ctx, EINVAL, "num_sge %d: at most %d, with an sg_list",
+				wr->num_sge, PROTO_MAX_SGE);
+	if (ring_full(&qp->sq))
+		return rpc_fail(ctx, ENOMEM, "the send queue is full (%u entries)", qp->sq.count);
+	return 0;
+}
+
+static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
+{
+	struct proto_swqe *slot;
+	int err = check_send_wr(qp, wr);
+
+	if (err)
+		return err;
+	slot = (struct proto_swqe *)qp->sq.entries + (qp->sq.next & (qp->sq.count - 1));
+	*slot = (struct proto_swqe){
+		.wr_id = wr->wr_id,
+		.opcode = wr->opcode,
+		.flags = wr->send_flags,
+		.remote_addr = wr->wr.rdma.remote_addr,
+		.rkey = wr->wr.rdma.rkey,
+		.imm = wr->imm_data,
+		.num_sge = (uint32_t)wr->num_sge,
+	};
+	for (int i = 0; i < wr->num_sge; i++)
+		slot->sge[i] = (struct proto_sge){
+			.addr = wr->sg_list[i].addr,
+			.length = wr->sg_list[i].length,
+			.lkey = wr->sg_list[i].lkey,
+		};
+	qp->sq.next++;
+	return 0;
+}
+
+/* Nobody consumes the rings of a daemon that is gone. */
+static int check_alive(struct qp_priv *qp)
+{
+	return qp->pub.context->dead ? rpc_gone(qp->pub.context) : 0;
+}
+
+int rocemu_post_send(struct rocemu_qp *pub, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct qp_priv *qp;
+	uint32_t start;
+	int err;
+
+	if (!pub)
+		return EINVAL;
+	qp = to_qp(pub);
+	start = qp->sq.next;
+	err = check_alive(qp);
+	while (wr && !err) {
+		err = post_one_send(qp, wr);
+		if (!err)
+			wr = wr->next;
+	}
+	if (err && bad)
+		*bad = wr;
+	if (qp->sq.next != start)
+		ring_doorbell(qp, &qp->sq);
+	return err;
+}
+
+static int post_one_recv(struct qp_priv *qp, const struct ibv_recv_wr *wr)
+{
+	struct proto_rwqe *slot;
+
+	if (ring_full(&qp->rq))
+		return rpc_fail(qp->pub.context, ENOMEM, "the receive queue is full (%u entries)",
+				qp->rq.count);
+	slot = (struct proto_rwqe *)qp->rq.entries + (qp->rq.next & (qp->rq.count - 1));
+	slot->wr_id = wr->wr_id;
+	qp->rq.next++;
+	return 0;
+}
+
+int rocemu_post_recv(struct rocemu_qp *pub, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct qp_priv *qp;
+	uint32_t start;
+	int err;
+
+	if (!pub)
+		return EINVAL;
+	qp = to_qp(pub);
+	start = qp->rq.next;
+	err = check_alive(qp);
+	while (wr && !err) {
+		err = post_one_recv(qp, wr);
+		if (!err)
+			wr = wr->next;
+	}
+	if (err && bad)
+		*bad = wr;
+	if (qp->rq.next != start)
+		ring_doorbell(qp, &qp->rq);
+	return err;
+}

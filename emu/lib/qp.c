@@ -1,0 +1,210 @@
+/* Queue pairs: creation maps the SQ and RQ rings the daemon made, the attribute calls
+ * translate between struct ibv_qp_attr and the protocol's own, smaller set. */
+#include "emu/lib/lib_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void qp_release(struct qp_priv *qp)
+{
+	LIST_REMOVE(qp, link);
+	munmap(qp->map, qp->map_len);
+	close(qp->doorbell_fd);
+	free(qp);
+}
+
+/* The RQ is placed first: that proves rq_offset lies inside the map, so the SQ can be
+ * confined to the bytes before it. */
+static int qp_place_rings(struct qp_priv *qp, const struct proto_create_qp_reply *r)
+{
+	int err = ring_place(&qp->rq, qp->map, qp->map_len, r->rq_offset, r->rq_entries,
+			     sizeof(struct proto_rwqe));
+
+	if (!err)
+		err = ring_place(&qp->sq, qp->map, (size_t)r->rq_offset, 0, r->sq_entries,
+				 sizeof(struct proto_swqe));
+	if (err)
+		return err;
+	qp->sq.next = qp->sq.ctl->prod;
+	qp->rq.next = qp->rq.ctl->prod;
+	return 0;
+}
+
+/* fds[0] is the ring memfd (closed once mapped), fds[1] the doorbell eventfd. */
+static int qp_setup(struct qp_priv *qp, const struct proto_create_qp_reply *r, int *fds)
+{
+	int err = ring_map(fds[0], r->ring_bytes, &qp->map);
+
+	rpc_close_fds(&fds[0], 1);
+	if (err)
+		return err;
+	qp->map_len = (size_t)r->ring_bytes;
+	err = qp_place_rings(qp, r);
+	if (err) {
+		munmap(qp->map, qp->map_len);
+		return err;
+	}
+	qp->doorbell_fd = fds[1];
+	return 0;
+}
+
+static int check_init_attr(struct rocemu_pd *pd, const struct rocemu_qp_init_attr *attr)
+{
+	if (!attr || !attr->send_cq || !attr->recv_cq)
+		return rpc_fail(pd->ctx, EINVAL, "a QP needs a send and a receive CQ");
+	if (attr->send_cq->ctx != pd->ctx || attr->recv_cq->ctx != pd->ctx)
+		return rpc_fail(pd->ctx, EINVAL, "the CQs belong to another context");
+	if (attr->max_send_sge > PROTO_MAX_SGE)
+		return rpc_fail(pd->ctx, EINVAL, "max_send_sge %u is above %d", attr->max_send_sge,
+				PROTO_MAX_SGE);
+	return 0;
+}
+
+static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr *attr,
+			  struct qp_priv *qp)
+{
+	struct proto_create_qp req = {
+		.hdr.op = PROTO_CREATE_QP,
+		.pd = pd->handle,
+		.send_cq = attr->send_cq->handle,
+		.recv_cq = attr->recv_cq->handle,
+		.max_send_wr = attr->max_send_wr,
+		.max_recv_wr = attr->max_recv_wr,
+		.sq_sig_all = attr->sq_sig_all != 0,
+	};
+	struct proto_create_qp_reply r;
+	int fds[2] = { -1, -1 };
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = fds, .nfds = 2 };
+	int err = rpc_call(pd->ctx, &in, &out);
+
+	if (err)
+		return err;
+	err = qp_setup(qp, &r, fds);
+	if (err) {
+		rpc_close_fds(fds, 2);
+		rpc_handle_op(pd->ctx, PROTO_DESTROY_QP, r.handle);
+		return rpc_fail(pd->ctx, err, "the daemon at %s sent unusable QP rings",
+				pd->ctx->path);
+	}
+	qp->pub.qp_num = r.qpn;
+	qp->pub.handle = r.handle;
+	return 0;
+}
+
+struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr)
+{
+	struct qp_priv *qp;
+	int err;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	err = check_init_attr(pd, attr);
+	qp = err ? NULL : calloc(1, sizeof(*qp));
+	if (!err && !qp)
+		err = ENOMEM;
+	if (!err)
+		err = send_create_qp(pd, attr, qp);
+	if (err) {
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+	qp->pub.context = pd->ctx;
+	qp->pub.pd = pd;
+	qp->pub.state = IBV_QPS_RESET;
+	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
+	return &qp->pub;
+}
+
+int rocemu_destroy_qp(struct rocemu_qp *pub)
+{
+	int err;
+
+	if (!pub)
+		return EINVAL;
+	err = rpc_handle_op(pub->context, PROTO_DESTROY_QP, pub->handle);
+	if (!err)
+		qp_release(to_qp(pub));
+	return err;
+}
+
+static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto_qp_attr *p)
+{
+	*p = (struct proto_qp_attr){
+		.state = attr->qp_state,
+		.path_mtu = attr->path_mtu,
+		.dest_qpn = attr->dest_qp_num,
+		.rq_psn = attr->rq_psn,
+		.sq_psn = attr->sq_psn,
+		.access = attr->qp_access_flags,
+		.dest_ipv4 = mask & IBV_QP_AV ? rocemu_gid_to_ipv4(&attr->ah_attr.grh.dgid) : 0,
+		.timeout = attr->timeout,
+		.retry_cnt = attr->retry_cnt,
+		.rnr_retry = attr->rnr_retry,
+		.min_rnr_timer = attr->min_rnr_timer,
+	};
+}
+
+int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct proto_modify_qp req = {
+		.hdr.op = PROTO_MODIFY_QP,
+		.attr_mask = (uint32_t)attr_mask,
+	};
+	int err;
+
+	if (!qp || !attr)
+		return EINVAL;
+	/* RoCEv2 over IPv4 only: the daemon is told an address, not a GID. */
+	if ((attr_mask & IBV_QP_AV) && !gid_is_ipv4(&attr->ah_attr.grh.dgid))
+		return rpc_fail(qp->context, EINVAL, "the destination GID is not IPv4-mapped "
+				"(::ffff:a.b.c.d)");
+	req.handle = qp->handle;
+	attr_to_proto(attr, attr_mask, &req.attr);
+	err = rpc_simple(qp->context, &req, sizeof(req));
+	if (!err && (attr_mask & IBV_QP_STATE))
+		qp->state = attr->qp_state;
+	return err;
+}
+
+static void proto_to_attr(const struct proto_qp_attr *p, struct ibv_qp_attr *attr)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = (enum ibv_qp_state)p->state;
+	attr->path_mtu = (enum ibv_mtu)p->path_mtu;
+	attr->dest_qp_num = p->dest_qpn;
+	attr->rq_psn = p->rq_psn;
+	attr->sq_psn = p->sq_psn;
+	attr->qp_access_flags = p->access;
+	rocemu_gid_from_ipv4(&attr->ah_attr.grh.dgid, p->dest_ipv4);
+	attr->ah_attr.is_global = 1;
+	attr->timeout = p->timeout;
+	attr->retry_cnt = p->retry_cnt;
+	attr->rnr_retry = p->rnr_retry;
+	attr->min_rnr_timer = p->min_rnr_timer;
+}
+
+int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr)
+{
+	struct proto_handle req = { .hdr.op = PROTO_QUERY_QP };
+	struct proto_query_qp_reply r;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+	int err;
+
+	if (!qp || !attr)
+		return EINVAL;
+	req.handle = qp->handle;
+	err = rpc_call(qp->context, &in, &out);
+	if (err)
+		return err;
+	proto_to_attr(&r.attr, attr);
+	qp->state = attr->qp_state;
+	return 0;
+}

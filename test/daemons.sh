@@ -1,0 +1,91 @@
+# Sourced by integration tests: two rocemud daemons in one of two topologies, torn down
+# (by pid, then the namespaces) whenever the test exits, pass or fail.
+#   topology_up lo|netns     start both; sets SOCK_A SOCK_B ADDR_A ADDR_B and the arrays
+#                            IN_A IN_B (command prefixes that run in each host)
+#   daemon_start SIDE        (re)start side a or b; daemon_stop SIDE [SIGNAL]
+# Needs ROCEMU_BUILD (the build tree). Runs as root.
+ROCEMU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${ROCEMU_BUILD:-$ROCEMU_ROOT/build}
+WORK=$(mktemp -d /tmp/rocemu-test.XXXXXX)
+TOPOLOGY=
+declare -A DAEMON_PID=()
+
+fail() {
+	echo "FAIL: $*"
+	for side in a b; do
+		[ -f "$WORK/rocemud-$side.log" ] && sed "s/^/  rocemud-$side: /" "$WORK/rocemud-$side.log" | tail -n 20
+	done
+	exit 1
+}
+
+skip() {
+	echo "skipped: $*"
+	exit 77
+}
+
+teardown() {
+	local pid
+	for pid in "${DAEMON_PID[@]}"; do
+		kill "$pid" 2>/dev/null
+	done
+	for pid in "${DAEMON_PID[@]}"; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null
+	done
+	[ "$TOPOLOGY" = netns ] && "$ROCEMU_ROOT/scripts/netns.sh" down >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap teardown EXIT
+
+require_root() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (raw sockets, namespaces)"
+}
+
+daemon_start() {
+	local side=$1 iface addr sock
+	if [ "$side" = a ]; then iface=$IF_A addr=$ADDR_A sock=$SOCK_A; else iface=$IF_B addr=$ADDR_B sock=$SOCK_B; fi
+	local -n prefix=IN_${side^^}
+	"${prefix[@]}" "$BUILD/rocemud" -i "$iface" -a "$addr" -s "$sock" -d ${ROCEMUD_ARGS:-} \
+		>>"$WORK/rocemud-$side.log" 2>&1 &
+	DAEMON_PID[$side]=$!
+	for _ in $(seq 100); do
+		[ -S "$sock" ] && return 0
+		kill -0 "${DAEMON_PID[$side]}" 2>/dev/null || fail "rocemud $side exited at start"
+		sleep 0.05
+	done
+	fail "rocemud $side did not create $sock"
+}
+
+daemon_stop() {
+	local side=$1 sig=${2:-TERM} pid=${DAEMON_PID[$1]}
+	kill -"$sig" "$pid" 2>/dev/null
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	kill -0 "$pid" 2>/dev/null && fail "rocemud $side did not stop on SIG$sig"
+	unset "DAEMON_PID[$side]"
+}
+
+topology_up() {
+	TOPOLOGY=$1
+	SOCK_A=$WORK/a.sock
+	SOCK_B=$WORK/b.sock
+	case $TOPOLOGY in
+	lo)
+		IF_A=lo IF_B=lo ADDR_A=127.0.0.1 ADDR_B=127.0.0.2
+		IN_A=() IN_B=()
+		;;
+	netns)
+		ip netns list | grep -qE '^rocemu-(a|b)' && skip "rocemu-a/rocemu-b exist already"
+		"$ROCEMU_ROOT/scripts/netns.sh" up ${NETNS_MTU:+--mtu $NETNS_MTU} >/dev/null || fail "netns up"
+		IF_A=veth-rocemu-a IF_B=veth-rocemu-b ADDR_A=198.18.0.1 ADDR_B=198.18.0.2
+		IN_A=(ip netns exec rocemu-a) IN_B=(ip netns exec rocemu-b)
+		;;
+	*) fail "unknown topology $TOPOLOGY" ;;
+	esac
+	daemon_start a
+	daemon_start b
+}
+
+# The daemon's locked memory, from /proc: what pinned buffers cost it.
+vmlck_kb() {
+	awk '/^VmLck:/ {print $2}' "/proc/${DAEMON_PID[$1]}/status"
+}

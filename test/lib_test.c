@@ -1,0 +1,1809 @@
+/* Check suite for librocemu, run against a fake daemon: a thread of the test process that
+ * accepts on a real socket in a temporary directory, answers proto.h requests, maps the
+ * memfds it is given or creates (as rocemud does), and can be told to refuse, to answer
+ * wrongly or to hang up. The fake asserts that every request has exactly its struct's
+ * size. */
+#include "emu/lib/lib_int.h" /* white-box: ctx_find_socket */
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TIMEOUT_S 20
+#define FAKE_MAX_MRS 8
+#define LW IBV_ACCESS_LOCAL_WRITE
+#define RW IBV_ACCESS_REMOTE_WRITE
+
+/* ------------------------------------------------------------------ the fake daemon */
+
+enum fake_misreply { MIS_NONE, MIS_OP, MIS_SIZE, MIS_EXTRA_FD };
+
+struct fake_mr {
+	struct proto_reg_mr req;
+	int seals;
+	void *map;
+	size_t map_len;
+	uint8_t *view;          /* the daemon's mapping of byte iova of the MR */
+};
+
+struct fake_ring {
+	void *map;
+	size_t len;
+	int efd;                /* the daemon's side of the CQ's notify / QP's doorbell fd */
+};
+
+struct fake {
+	char dir[64];
+	char path[108];
+	int listen_fd;
+	int conn;               /* exchanged atomically: whoever takes it closes it */
+	pthread_t thread;
+	bool running;
+	/* behaviour, set by a test before the call it affects */
+	uint32_t hello_version;
+	uint32_t fail_op;       /* refuse this op with fail_status and fail_msg */
+	int32_t fail_status;
+	const char *fail_msg;
+	bool fail_full;         /* refuse with the op's own reply struct, not a bare reply */
+	uint32_t hangup_op;     /* close the connection instead of answering this op */
+	uint32_t mis_op;        /* answer this op wrongly, as mis says */
+	enum fake_misreply mis;
+	bool bad_cq_ring;
+	uint32_t ring_start;    /* both indices of every new ring start here */
+	/* what it saw and made */
+	unsigned count[PROTO_OP_COUNT];
+	unsigned nmrs;
+	struct fake_mr mrs[FAKE_MAX_MRS];
+	struct fake_ring cq;
+	uint32_t cq_entries;
+	struct fake_ring qp;
+	uint32_t sq_entries, rq_entries;
+	uint64_t rq_offset;
+	struct proto_modify_qp modify;
+	uint32_t next_handle;
+};
+
+static const size_t req_size[PROTO_OP_COUNT] = {
+	[PROTO_HELLO] = sizeof(struct proto_hello),
+	[PROTO_QUERY_PORT] = sizeof(struct proto_handle),
+	[PROTO_ALLOC_PD] = sizeof(struct proto_handle),
+	[PROTO_DEALLOC_PD] = sizeof(struct proto_handle),
+	[PROTO_REG_MR] = sizeof(struct proto_reg_mr),
+	[PROTO_DEREG_MR] = sizeof(struct proto_handle),
+	[PROTO_CREATE_CQ] = sizeof(struct proto_create_cq),
+	[PROTO_DESTROY_CQ] = sizeof(struct proto_handle),
+	[PROTO_CREATE_QP] = sizeof(struct proto_create_qp),
+	[PROTO_MODIFY_QP] = sizeof(struct proto_modify_qp),
+	[PROTO_QUERY_QP] = sizeof(struct proto_handle),
+	[PROTO_DESTROY_QP] = sizeof(struct proto_handle),
+};
+
+static const size_t reply_size[PROTO_OP_COUNT] = {
+	[PROTO_HELLO] = sizeof(struct proto_hello_reply),
+	[PROTO_QUERY_PORT] = sizeof(struct proto_port_reply),
+	[PROTO_ALLOC_PD] = sizeof(struct proto_handle_reply),
+	[PROTO_DEALLOC_PD] = sizeof(struct proto_reply),
+	[PROTO_REG_MR] = sizeof(struct proto_reg_mr_reply),
+	[PROTO_DEREG_MR] = sizeof(struct proto_reply),
+	[PROTO_CREATE_CQ] = sizeof(struct proto_create_cq_reply),
+	[PROTO_DESTROY_CQ] = sizeof(struct proto_reply),
+	[PROTO_CREATE_QP] = sizeof(struct proto_create_qp_reply),
+	[PROTO_MODIFY_QP] = sizeof(struct proto_reply),
+	[PROTO_QUERY_QP] = sizeof(struct proto_query_qp_reply),
+	[PROTO_DESTROY_QP] = sizeof(struct proto_reply),
+};
+
+static long page;
+
+/* A message of any op, read through its common head. */
+union fake_buf {
+	struct proto_hdr hdr;
+	struct proto_reply r;
+	char bytes[PROTO_MAX_MSG];
+};
+
+static void fake_send(struct fake *f, const void *buf, size_t len, const int *fds,
+		      unsigned nfds)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 4)] = { 0 };
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (nfds) {
+		struct cmsghdr *c;
+
+		msg.msg_control = cbuf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	ck_assert_int_eq(sendmsg(f->conn, &msg, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static ssize_t fake_recv(struct fake *f, void *buf, int *fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = buf, .iov_len = PROTO_MAX_MSG };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+		.msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c;
+	ssize_t n = recvmsg(f->conn, &msg, MSG_CMSG_CLOEXEC);
+
+	*fd = -1;
+	c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+	if (c && c->cmsg_type == SCM_RIGHTS)
+		memcpy(fd, CMSG_DATA(c), sizeof(int));
+	return n;
+}
+
+static void fake_reply_ok(struct fake *f, uint32_t op)
+{
+	struct proto_reply r = { .hdr.op = op };
+
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
+static void fake_refuse(struct fake *f, uint32_t op)
+{
+	union fake_buf buf = { .r.hdr = { .op = op, .status = f->fail_status } };
+
+	snprintf(buf.r.errmsg, sizeof(buf.r.errmsg), "%s", f->fail_msg ? f->fail_msg : "");
+	fake_send(f, buf.bytes, f->fail_full ? reply_size[op] : sizeof(buf.r), NULL, 0);
+}
+
+static void fake_misreply(struct fake *f, uint32_t op)
+{
+	union fake_buf buf = { .r.hdr.op = f->mis == MIS_OP ? op + 1 : op };
+	int efd = eventfd(0, EFD_CLOEXEC);
+
+	if (f->mis == MIS_SIZE)
+		fake_send(f, buf.bytes, reply_size[op] - 4, NULL, 0);
+	else
+		fake_send(f, buf.bytes, reply_size[op], &efd, f->mis == MIS_EXTRA_FD);
+	close(efd);
+}
+
+static void on_hello(struct fake *f, const void *req, int fd)
+{
+	struct proto_hello qv, *q = memcpy(&qv, req, sizeof(qv));
+	struct proto_hello_reply r = {
+		.r.hdr.op = PROTO_HELLO,
+		.version = f->hello_version ? f->hello_version : PROTO_VERSION,
+		.max_qp = 64, .max_qp_wr = 1024, .max_cqe = 4096, .max_mr = 128, .max_sge = 4,
+		.max_mr_size = UINT64_C(1) << 30, .pin_limit = UINT64_C(1) << 26,
+	};
+
+	(void)fd;
+	ck_assert_uint_eq(q->version, PROTO_VERSION);
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
+static void on_query_port(struct fake *f, const void *req, int fd)
+{
+	struct proto_port_reply r = {
+		.r.hdr.op = PROTO_QUERY_PORT,
+		.state = IBV_PORT_ACTIVE,
+		.max_mtu = IBV_MTU_4096,
+		.active_mtu = IBV_MTU_1024,
+		.ipv4 = htonl(0x0a000001),
+	};
+
+	(void)req;
+	(void)fd;
+	memcpy(r.ifname, "abcdefghijklmnop", sizeof(r.ifname)); /* no NUL on the wire */
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
+static void on_alloc_pd(struct fake *f, const void *req, int fd)
+{
+	struct proto_handle_reply r = { .r.hdr.op = PROTO_ALLOC_PD, .handle = ++f->next_handle };
+
+	(void)req;
+	(void)fd;
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
+/* As rocemud does: map the fd at fd_offset, so the MR's bytes are the daemon's to write. */
+static void on_reg_mr(struct fake *f, const void *req, int fd)
+{
+	struct proto_reg_mr qv, *q = memcpy(&qv, req, sizeof(qv));
+	struct fake_mr *m = &f->mrs[f->nmrs];
+	uint64_t base = q->fd_offset & ~(uint64_t)(page - 1);
+	struct proto_reg_mr_reply r = { .r.hdr.op = PROTO_REG_MR };
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_lt(f->nmrs, FAKE_MAX_MRS);
+	m->req = *q;
+	m->seals = fcntl(fd, F_GET_SEALS);
+	m->map_len = (size_t)((q->fd_offset - base + q->length + (uint64_t)page - 1) &
+			      ~(uint64_t)(page - 1));
+	m->map = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
+	ck_assert_ptr_ne(m->map, MAP_FAILED);
+	m->view = (uint8_t *)m->map + (q->fd_offset - base);
+	r.handle = ++f->next_handle;
+	r.lkey = 0x1000 + f->nmrs;
+	r.rkey = 0x2000 + f->nmrs;
+	f->nmrs++;
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
+static uint32_t pow2_at_least(uint32_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static void fake_unmap(struct fake_ring *r)
+{
+	if (r->map)
+		munmap(r->map, r->len);
+	if (r->efd >= 0)
+		close(r->efd);
+	r->map = NULL;
+	r->efd = -1;
+}
+
+/* A ring memfd of len bytes mapped into r, both indices at start, and an eventfd. The
+ * returned fds are the ones to send: the memfd (the caller closes it) and the eventfd. */
+static void fake_make_ring(struct fake_ring *r, uint64_t len, uint32_t start,
+			   uint64_t second_ctl, int fds[2])
+{
+	struct proto_ring_ctl *ctl;
+
+	fake_unmap(r); /* the fake keeps the daemon's side of the newest ring only */
+	fds[0] = memfd_create("fake-ring", MFD_CLOEXEC);
+	ck_assert_int_ge(fds[0], 0);
+	ck_assert_int_eq(ftruncate(fds[0], (off_t)len), 0);
+	r->len = (size_t)len;
+	r->map = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	ck_assert_ptr_ne(r->map, MAP_FAILED);
+	r->efd = fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ck_assert_int_ge(r->efd, 0);
+	ctl = r->map;
+	ctl->prod = ctl->cons = start;
+	if (second_ctl) {
+		ctl = (struct proto_ring_ctl *)((char *)r->map + second_ctl);
+		ctl->prod = ctl->cons = start;
+	}
+}
+
+static void on_create_cq(struct fake *f, const void *req, int fd)
+{
+	struct proto_create_cq qv, *q = memcpy(&qv, req, sizeof(qv));
+	struct proto_create_cq_reply r = { .r.hdr.op = PROTO_CREATE_CQ };
+	int fds[2];
+
+	(void)fd;
+	f->cq_entries = pow2_at_least(q->cqe);
+	r.handle = ++f->next_handle;
+	r.entries = f->bad_cq_ring ? 3 : f->cq_entries;
+	r.ring_bytes = proto_ring_bytes(f->cq_entries, sizeof(struct proto_cqe));
+	fake_make_ring(&f->cq, r.ring_bytes, f->ring_start, 0, fds);
+	fake_send(f, &r, sizeof(r), fds, 2);
+	close(fds[0]);
+}
+
+static void on_create_qp(struct fake *f, const void *req, int fd)
+{
+	struct proto_create_qp qv, *q = memcpy(&qv, req, sizeof(qv));
+	struct proto_create_qp_reply r = { .r.hdr.op = PROTO_CREATE_QP };
+	int fds[2];
+
+	(void)fd;
+	f->sq_entries = pow2_at_least(q->max_send_wr);
+	f->rq_entries = pow2_at_least(q->max_recv_wr);
+	f->rq_offset = proto_ring_bytes(f->sq_entries, sizeof(struct proto_swqe));
+	r = (struct proto_create_qp_reply){
+		.r.hdr.op = PROTO_CREATE_QP,
+		.handle = ++f->next_handle,
+		.qpn = 0x11 + f->next_handle,
+		.sq_entries = f->sq_entries,
+		.rq_entries = f->rq_entries,
+		.rq_offset = f->rq_offset,
+		.ring_bytes = f->rq_offset + proto_ring_bytes(f->rq_entries,
+							      sizeof(struct proto_rwqe)),
+	};
+	fake_make_ring(&f->qp, r.ring_bytes, f->ring_start, f->rq_offset, fds);
+	fake_send(f, &r, sizeof(r), fds, 2);
+	close(fds[0]);
+}
+
+static void on_modify_qp(struct fake *f, const void *req, int fd)
+{
+	(void)fd;
+	memcpy(&f->modify, req, sizeof(f->modify));
+	fake_reply_ok(f, PROTO_MODIFY_QP);
+}
+
+static void on_query_qp(struct fake *f, const void *req, int fd)
+{
+	struct proto_query_qp_reply r = { .r.hdr.op = PROTO_QUERY_QP, .attr = f->modify.attr };
+
+	(void)req;
+	(void)fd;
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
+typedef void fake_handler(struct fake *f, const void *req, int fd);
+
+static fake_handler *const handlers[PROTO_OP_COUNT] = {
+	[PROTO_HELLO] = on_hello,
+	[PROTO_QUERY_PORT] = on_query_port,
+	[PROTO_ALLOC_PD] = on_alloc_pd,
+	[PROTO_REG_MR] = on_reg_mr,
+	[PROTO_CREATE_CQ] = on_create_cq,
+	[PROTO_CREATE_QP] = on_create_qp,
+	[PROTO_MODIFY_QP] = on_modify_qp,
+	[PROTO_QUERY_QP] = on_query_qp,
+};
+
+/* One request; false when the connection is over. */
+static bool fake_serve_one(struct fake *f)
+{
+	union fake_buf buf;
+	int fd;
+	ssize_t n = fake_recv(f, buf.bytes, &fd);
+	uint32_t op;
+
+	if (n <= 0)
+		return false;
+	op = buf.hdr.op;
+	ck_assert_uint_gt(op, 0);
+	ck_assert_uint_lt(op, PROTO_OP_COUNT);
+	ck_assert_uint_eq((size_t)n, req_size[op]);
+	ck_assert_int_eq(buf.hdr.status, 0);
+	f->count[op]++;
+	if (op == f->hangup_op) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	if (op == f->fail_op)
+		fake_refuse(f, op);
+	else if (op == f->mis_op)
+		fake_misreply(f, op);
+	else if (handlers[op])
+		handlers[op](f, buf.bytes, fd);
+	else
+		fake_reply_ok(f, op);
+	if (fd >= 0)
+		close(fd);
+	return true;
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	int conn = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (conn < 0)
+		return NULL;
+	__atomic_store_n(&f->conn, conn, __ATOMIC_RELEASE);
+	while (fake_serve_one(f))
+		;
+	conn = __atomic_exchange_n(&f->conn, -1, __ATOMIC_ACQ_REL);
+	if (conn >= 0)
+		close(conn);
+	return NULL;
+}
+
+static int bind_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void fake_start(struct fake *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->conn = -1;
+	f->cq.efd = f->qp.efd = -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/rocemu-lib-test-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/rocemud.sock", f->dir);
+	f->listen_fd = bind_socket(f->path);
+	ck_assert_int_eq(listen(f->listen_fd, 4), 0);
+	ck_assert_int_eq(pthread_create(&f->thread, NULL, fake_main, f), 0);
+	f->running = true;
+}
+
+/* Waits for the fake to see its client close the connection. */
+static void fake_wait_end(struct fake *f)
+{
+	if (f->running)
+		pthread_join(f->thread, NULL);
+	f->running = false;
+}
+
+/* The daemon goes away: the connection closes as if rocemud had exited. */
+static void fake_hangup(struct fake *f)
+{
+	int conn = __atomic_exchange_n(&f->conn, -1, __ATOMIC_ACQ_REL);
+
+	if (conn >= 0)
+		shutdown(conn, SHUT_RDWR);
+	shutdown(f->listen_fd, SHUT_RDWR);
+	fake_wait_end(f);
+	if (conn >= 0)
+		close(conn);
+}
+
+static void fake_stop(struct fake *f)
+{
+	fake_hangup(f);
+	close(f->listen_fd);
+	unlink(f->path);
+	rmdir(f->dir);
+	for (unsigned i = 0; i < f->nmrs; i++)
+		munmap(f->mrs[i].map, f->mrs[i].map_len);
+	fake_unmap(&f->cq);
+	fake_unmap(&f->qp);
+}
+
+/* The daemon's side of the rings. */
+static void fake_push_cqe(struct fake *f, const struct proto_cqe *e)
+{
+	struct proto_ring_ctl *ctl = f->cq.map;
+	struct proto_cqe *slots = (struct proto_cqe *)(ctl + 1);
+	uint32_t prod = ctl->prod;
+
+	slots[prod & (f->cq_entries - 1)] = *e;
+	__atomic_store_n(&ctl->prod, prod + 1, __ATOMIC_RELEASE);
+}
+
+static void fake_notify_cq(struct fake *f)
+{
+	uint64_t one = 1;
+
+	ck_assert_int_eq(write(f->cq.efd, &one, sizeof(one)), sizeof(one));
+}
+
+static struct proto_ring_ctl *fake_sq(struct fake *f)
+{
+	return f->qp.map;
+}
+
+static struct proto_ring_ctl *fake_rq(struct fake *f)
+{
+	return (struct proto_ring_ctl *)((char *)f->qp.map + f->rq_offset);
+}
+
+/* The doorbell's counter, reset by the read as the daemon's would be; 0 if never rung. */
+static uint64_t fake_doorbell(struct fake *f)
+{
+	uint64_t v = 0;
+
+	if (read(f->qp.efd, &v, sizeof(v)) != sizeof(v))
+		return 0;
+	return v;
+}
+
+/* ------------------------------------------------------------------ fixture, helpers */
+
+static struct fake fk;
+static struct rocemu_context *ctx;
+static struct rocemu_pd *pd;
+
+static void setup(void)
+{
+	page = sysconf(_SC_PAGESIZE);
+	fake_start(&fk);
+	ctx = rocemu_open(fk.path);
+	ck_assert_ptr_nonnull(ctx);
+	pd = rocemu_alloc_pd(ctx);
+	ck_assert_ptr_nonnull(pd);
+}
+
+static void teardown(void)
+{
+	rocemu_close(ctx);
+	ctx = NULL;
+	fake_stop(&fk);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* CPU time of the calling thread: a waiter that sleeps barely uses any. */
+static int64_t cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static void *map_anon(size_t pages)
+{
+	void *p = mmap(NULL, pages * (size_t)page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	return p;
+}
+
+static uint8_t pattern(size_t i)
+{
+	return (uint8_t)(i * 31 + 7);
+}
+
+static void fill(uint8_t *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = pattern(i);
+}
+
+static void check_pattern(const uint8_t *buf, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		ck_assert_uint_eq(buf[i], pattern(i));
+}
+
+/* The daemon's writes land in the application's buffer and the application's in the
+ * daemon's view, at the first, a middle and the last byte. */
+static void check_shared(const struct fake_mr *m, uint8_t *buf, size_t len)
+{
+	const size_t at[] = { 0, len / 2, len - 1 };
+
+	for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		size_t i = at[k];
+
+		m->view[i] = (uint8_t)(0xa0 + k);
+		ck_assert_uint_eq(buf[i], 0xa0 + k);
+		buf[i] = (uint8_t)(0x50 + k);
+		ck_assert_uint_eq(m->view[i], 0x50 + k);
+		buf[i] = pattern(i);
+	}
+}
+
+static struct rocemu_mr *reg(void *addr, size_t len)
+{
+	struct rocemu_mr *mr = rocemu_reg_mr(pd, addr, len, LW | RW);
+
+	ck_assert_msg(mr != NULL, "reg_mr: %s (%s)", strerror(errno), rocemu_last_error(ctx));
+	return mr;
+}
+
+static unsigned count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* ------------------------------------------------------------------ gid */
+
+START_TEST(test_gid_round_trip)
+{
+	static const uint8_t want[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
+					  192, 168, 1, 2 };
+	union ibv_gid gid;
+
+	memset(&gid, 0x77, sizeof(gid));
+	rocemu_gid_from_ipv4(&gid, htonl(0xc0a80102));
+	ck_assert_mem_eq(gid.raw, want, sizeof(want));
+	ck_assert_uint_eq(rocemu_gid_to_ipv4(&gid), htonl(0xc0a80102));
+}
+END_TEST
+
+START_TEST(test_gid_not_ipv4)
+{
+	union ibv_gid gid = { .raw = { 0xfe, 0x80, [15] = 1 } };
+
+	ck_assert_uint_eq(rocemu_gid_to_ipv4(&gid), 0);
+	rocemu_gid_from_ipv4(&gid, htonl(0x0a000002));
+	gid.raw[9] = 1; /* ::1:ffff:a.b.c.d is not IPv4-mapped */
+	ck_assert_uint_eq(rocemu_gid_to_ipv4(&gid), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ open */
+
+START_TEST(test_open_missing_socket)
+{
+	errno = 0;
+	ck_assert_ptr_null(rocemu_open("/nonexistent-rocemu-dir/rocemud.sock"));
+	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(test_open_nobody_listening)
+{
+	char dir[] = "/tmp/rocemu-lib-test-XXXXXX", path[64];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/dead.sock", dir);
+	close(bind_socket(path));
+	errno = 0;
+	ck_assert_ptr_null(rocemu_open(path));
+	ck_assert_int_eq(errno, ECONNREFUSED);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_open_path_too_long)
+{
+	char path[200];
+
+	memset(path, 'a', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	errno = 0;
+	ck_assert_ptr_null(rocemu_open(path));
+	ck_assert_int_eq(errno, ENAMETOOLONG);
+}
+END_TEST
+
+START_TEST(test_open_env)
+{
+	struct rocemu_context *c;
+
+	fake_start(&fk);
+	setenv("ROCEMU_SOCKET", fk.path, 1);
+	c = rocemu_open(NULL);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(rocemu_socket_path(c), fk.path);
+	ck_assert_str_eq(rocemu_last_error(c), "");
+	rocemu_close(c);
+	fake_stop(&fk);
+	unsetenv("ROCEMU_SOCKET");
+}
+END_TEST
+
+START_TEST(test_open_path_beats_env)
+{
+	struct rocemu_context *c;
+
+	fake_start(&fk);
+	setenv("ROCEMU_SOCKET", "/nonexistent-rocemu-dir/x.sock", 1);
+	c = rocemu_open(fk.path);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(rocemu_socket_path(c), fk.path);
+	rocemu_close(c);
+	fake_stop(&fk);
+	unsetenv("ROCEMU_SOCKET");
+}
+END_TEST
+
+START_TEST(test_open_version_mismatch)
+{
+	fake_start(&fk);
+	fk.hello_version = PROTO_VERSION + 1;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_open(fk.path));
+	ck_assert_int_eq(errno, EPROTO);
+	fake_stop(&fk);
+}
+END_TEST
+
+START_TEST(test_open_refused_by_daemon)
+{
+	fake_start(&fk);
+	fk.fail_op = PROTO_HELLO;
+	fk.fail_status = -EUSERS;
+	fk.fail_msg = "too many clients";
+	errno = 0;
+	ck_assert_ptr_null(rocemu_open(fk.path));
+	ck_assert_int_eq(errno, EUSERS);
+	fake_stop(&fk);
+}
+END_TEST
+
+START_TEST(test_find_socket)
+{
+	char dir[] = "/tmp/rocemu-lib-test-XXXXXX", path[128], found[108];
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(ctx_find_socket(dir, found, sizeof(found)), ENOENT);
+	snprintf(path, sizeof(path), "%s/file.sock", dir); /* not a socket */
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/other", dir); /* a socket, not named *.sock */
+	close(bind_socket(path));
+	ck_assert_int_eq(ctx_find_socket(dir, found, sizeof(found)), ENOENT);
+	snprintf(path, sizeof(path), "%s/a.sock", dir);
+	close(bind_socket(path));
+	ck_assert_int_eq(ctx_find_socket(dir, found, sizeof(found)), 0);
+	ck_assert_str_eq(found, path);
+	snprintf(path, sizeof(path), "%s/b.sock", dir);
+	close(bind_socket(path));
+	ck_assert_int_eq(ctx_find_socket(dir, found, sizeof(found)), ENOTUNIQ);
+	ck_assert_int_eq(ctx_find_socket("/nonexistent-rocemu-dir", found, sizeof(found)),
+			 ENOENT);
+	for (const char *n = "file.sock\0other\0a.sock\0b.sock\0"; *n; n += strlen(n) + 1) {
+		snprintf(path, sizeof(path), "%s/%s", dir, n);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_query_device)
+{
+	struct rocemu_device_attr a;
+
+	ck_assert_int_eq(rocemu_query_device(ctx, &a), 0);
+	ck_assert_uint_eq(a.max_qp, 64);
+	ck_assert_uint_eq(a.max_qp_wr, 1024);
+	ck_assert_uint_eq(a.max_cqe, 4096);
+	ck_assert_uint_eq(a.max_mr, 128);
+	ck_assert_uint_eq(a.max_sge, 4);
+	ck_assert_uint_eq(a.max_mr_size, UINT64_C(1) << 30);
+	ck_assert_uint_eq(a.pin_limit, UINT64_C(1) << 26);
+}
+END_TEST
+
+START_TEST(test_query_port)
+{
+	struct rocemu_port_attr a;
+
+	memset(&a, 0x55, sizeof(a));
+	ck_assert_int_eq(rocemu_query_port(ctx, &a), 0);
+	ck_assert_int_eq(a.state, IBV_PORT_ACTIVE);
+	ck_assert_int_eq(a.max_mtu, IBV_MTU_4096);
+	ck_assert_int_eq(a.active_mtu, IBV_MTU_1024);
+	ck_assert_uint_eq(a.ipv4, htonl(0x0a000001));
+	ck_assert_uint_eq(rocemu_gid_to_ipv4(&a.gid), htonl(0x0a000001));
+	ck_assert_str_eq(a.ifname, "abcdefghijklmno");
+}
+END_TEST
+
+/* ------------------------------------------------------------------ rpc */
+
+START_TEST(test_error_reply)
+{
+	fk.fail_op = PROTO_ALLOC_PD;
+	fk.fail_status = -EINVAL;
+	fk.fail_msg = "no more PDs for you";
+	errno = 0;
+	ck_assert_ptr_null(rocemu_alloc_pd(ctx));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_str_eq(rocemu_last_error(ctx), "no more PDs for you");
+	fk.fail_op = 0;
+	ck_assert_ptr_nonnull(rocemu_alloc_pd(ctx));
+}
+END_TEST
+
+START_TEST(test_error_reply_full_size)
+{
+	struct rocemu_port_attr a;
+
+	fk.fail_op = PROTO_DEALLOC_PD;
+	fk.fail_status = -EBUSY;
+	fk.fail_msg = "PD still has MRs";
+	fk.fail_full = true;
+	ck_assert_int_eq(rocemu_dealloc_pd(pd), EBUSY);
+	ck_assert_str_eq(rocemu_last_error(ctx), "PD still has MRs");
+	fk.fail_op = PROTO_QUERY_PORT;
+	fk.fail_status = -ENOENT;
+	fk.fail_msg = NULL; /* no words: the library falls back on strerror */
+	ck_assert_int_eq(rocemu_query_port(ctx, &a), ENOENT);
+	ck_assert_str_eq(rocemu_last_error(ctx), strerror(ENOENT));
+}
+END_TEST
+
+START_TEST(test_daemon_gone_during_call)
+{
+	struct rocemu_port_attr a;
+
+	fk.hangup_op = PROTO_ALLOC_PD;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_alloc_pd(ctx));
+	ck_assert_int_eq(errno, EPIPE);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), fk.path));
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "went away"));
+	ck_assert_int_eq(rocemu_query_port(ctx, &a), EPIPE);
+	ck_assert_int_eq(rocemu_dealloc_pd(pd), EPIPE);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_cq(ctx, 4));
+	ck_assert_int_eq(errno, EPIPE);
+}
+END_TEST
+
+START_TEST(test_daemon_gone_between_calls)
+{
+	fake_hangup(&fk);
+	ck_assert_int_eq(rocemu_dealloc_pd(pd), EPIPE);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "went away"));
+}
+END_TEST
+
+START_TEST(test_reply_wrong_op)
+{
+	fk.mis_op = PROTO_ALLOC_PD;
+	fk.mis = MIS_OP;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_alloc_pd(ctx));
+	ck_assert_int_eq(errno, EPROTO);
+	fk.mis_op = 0;
+	ck_assert_ptr_nonnull(rocemu_alloc_pd(ctx));
+}
+END_TEST
+
+START_TEST(test_reply_wrong_size)
+{
+	fk.mis_op = PROTO_ALLOC_PD;
+	fk.mis = MIS_SIZE;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_alloc_pd(ctx));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "bytes"));
+}
+END_TEST
+
+/* The fake closes its copies of the fds it sent after replying: a query in between makes
+ * sure it is done before the fds are counted. */
+static unsigned count_fds_settled(void)
+{
+	struct rocemu_port_attr a;
+
+	ck_assert_int_eq(rocemu_query_port(ctx, &a), 0);
+	return count_fds();
+}
+
+START_TEST(test_reply_unexpected_fd)
+{
+	struct rocemu_cq *cq1 = rocemu_create_cq(ctx, 4);
+	unsigned before;
+
+	ck_assert_ptr_nonnull(cq1);
+	fk.mis_op = PROTO_DESTROY_CQ;
+	fk.mis = MIS_EXTRA_FD;
+	before = count_fds_settled();
+	ck_assert_int_eq(rocemu_destroy_cq(cq1), EPROTO);
+	ck_assert_uint_eq(count_fds_settled(), before); /* the stray fd was closed */
+}
+END_TEST
+
+/* ------------------------------------------------------------------ arena */
+
+START_TEST(test_reg_malloc_shared)
+{
+	size_t len = 2 * (size_t)page + 50;
+	uint8_t *buf = malloc(len + 20), *addr = buf + 10;
+	struct rocemu_mr *mr;
+	struct fake_mr *m = &fk.mrs[0];
+
+	fill(addr, len);
+	mr = reg(addr, len);
+	ck_assert_ptr_eq(mr->addr, addr);
+	ck_assert_uint_eq(mr->length, len);
+	ck_assert_uint_eq(mr->lkey, 0x1000);
+	ck_assert_uint_eq(mr->rkey, 0x2000);
+	ck_assert_ptr_eq(mr->pd, pd);
+	check_pattern(addr, len);
+	ck_assert_uint_eq(m->req.pd, pd->handle);
+	ck_assert_uint_eq(m->req.access, LW | RW);
+	ck_assert_uint_eq(m->req.iova, (uintptr_t)addr);
+	ck_assert_uint_eq(m->req.fd_offset, (uintptr_t)addr);
+	ck_assert_uint_eq(m->req.length, len);
+	check_pattern(m->view, len);
+	check_shared(m, addr, len);
+	ck_assert_int_eq(rocemu_dereg_mr(mr), 0);
+	ck_assert_uint_eq(fk.count[PROTO_DEREG_MR], 1);
+	check_shared(m, addr, len); /* still the application's memory, still memfd-backed */
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_reg_seals)
+{
+	uint8_t *buf = map_anon(1);
+
+	reg(buf, 64);
+	ck_assert_int_ne(fk.mrs[0].seals & F_SEAL_SHRINK, 0);
+	ck_assert_int_ne(fk.mrs[0].seals & F_SEAL_GROW, 0);
+}
+END_TEST
+
+/* The second registration of a page must not move it again, or the first MR's pages would
+ * no longer be the application's. */
+START_TEST(test_reg_same_page_twice)
+{
+	uint8_t *buf = map_anon(2), *a = buf + 100, *b = buf + 1000;
+
+	fill(buf, 2 * (size_t)page);
+	reg(a, 200);
+	reg(b, (size_t)page); /* the same first page, and one more */
+	reg(a, 200);          /* the very same buffer again */
+	check_pattern(buf, 2 * (size_t)page);
+	check_shared(&fk.mrs[0], a, 200);
+	check_shared(&fk.mrs[1], b, (size_t)page);
+	check_shared(&fk.mrs[2], a, 200);
+	fk.mrs[0].view[0] = 0xee;
+	ck_assert_uint_eq(fk.mrs[2].view[0], 0xee);
+	ck_assert_uint_eq(a[0], 0xee);
+}
+END_TEST
+
+START_TEST(test_reg_neighbouring_malloc_buffers)
+{
+	uint8_t *x = malloc(64), *y = malloc(64);
+
+	fill(x, 64);
+	fill(y, 64);
+	reg(x, 64);
+	reg(y, 64);
+	check_shared(&fk.mrs[0], x, 64);
+	check_shared(&fk.mrs[1], y, 64);
+	check_pattern(x, 64);
+	free(x);
+	free(y);
+}
+END_TEST
+
+static void __attribute__((noinline)) reg_on_stack(void)
+{
+	uint8_t stack_buf[3000];
+
+	fill(stack_buf, sizeof(stack_buf));
+	reg(stack_buf, sizeof(stack_buf));
+	check_pattern(stack_buf, sizeof(stack_buf));
+	check_shared(&fk.mrs[0], stack_buf, sizeof(stack_buf));
+}
+
+START_TEST(test_reg_stack_buffer)
+{
+	reg_on_stack();
+	reg_on_stack(); /* the stack, now memfd-backed, still works and registers again */
+	ck_assert_uint_eq(fk.nmrs, 2);
+}
+END_TEST
+
+START_TEST(test_reg_mmap_buffer)
+{
+	uint8_t *buf = map_anon(4), *addr = buf + page / 2;
+	size_t len = 2 * (size_t)page;
+
+	fill(buf, 4 * (size_t)page);
+	reg(addr, len);
+	check_pattern(buf, 4 * (size_t)page); /* the pages' bytes outside the MR too */
+	check_shared(&fk.mrs[0], addr, len);
+	munmap(buf, 4 * (size_t)page);
+}
+END_TEST
+
+/* Memory unmapped and mapped again at the same address is new anonymous memory: it must
+ * be moved again, whatever was registered there before. */
+START_TEST(test_reg_reused_address)
+{
+	size_t len = 2 * (size_t)page;
+	uint8_t *buf = map_anon(2), *again;
+
+	reg(buf, len);
+	munmap(buf, len);
+	again = mmap(buf, len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	ck_assert_ptr_eq(again, buf);
+	fill(again, len);
+	reg(again, len);
+	check_pattern(fk.mrs[1].view, len);
+	check_shared(&fk.mrs[1], again, len);
+}
+END_TEST
+
+START_TEST(test_reg_invalid)
+{
+	uint8_t *buf = map_anon(1);
+
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, buf, 0, LW));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, (void *)(UINTPTR_MAX - 10), 100, LW));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, (void *)(UINTPTR_MAX - 100), 10, LW));
+	ck_assert_int_eq(errno, EINVAL);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(NULL, buf, 10, LW));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_REG_MR], 0);
+}
+END_TEST
+
+START_TEST(test_reg_unmapped)
+{
+	uint8_t *buf = map_anon(1);
+
+	munmap(buf, (size_t)page);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, buf, 10, LW));
+	ck_assert_int_eq(errno, EFAULT);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "share"));
+	ck_assert_uint_eq(fk.count[PROTO_REG_MR], 0);
+}
+END_TEST
+
+START_TEST(test_reg_refused)
+{
+	uint8_t *buf = map_anon(1);
+
+	fill(buf, (size_t)page);
+	fk.fail_op = PROTO_REG_MR;
+	fk.fail_status = -ENOMEM;
+	fk.fail_msg = "pin limit reached";
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, buf, 100, LW));
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_str_eq(rocemu_last_error(ctx), "pin limit reached");
+	check_pattern(buf, (size_t)page);
+}
+END_TEST
+
+START_TEST(test_dereg_refused_keeps_mr)
+{
+	uint8_t *buf = map_anon(1);
+	struct rocemu_mr *mr = reg(buf, 100);
+
+	fk.fail_op = PROTO_DEREG_MR;
+	fk.fail_status = -EBUSY;
+	ck_assert_int_eq(rocemu_dereg_mr(mr), EBUSY);
+	fk.fail_op = 0;
+	ck_assert_int_eq(rocemu_dereg_mr(mr), 0);
+	ck_assert_uint_eq(fk.count[PROTO_DEREG_MR], 2);
+}
+END_TEST
+
+static ino_t fd_inode(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+/* After fork() the parent's arena pages are shared with the child (MAP_SHARED); the
+ * child's own registrations must go to an arena of its own, moving such a page again,
+ * or the child's writes would land in the parent's buffer. White-box, with arena_adopt. */
+START_TEST(test_fork_child_gets_own_arena)
+{
+	uint8_t *buf = map_anon(1);
+	int parent_fd, status;
+	ino_t parent_arena;
+	pid_t pid;
+
+	buf[0] = 1;
+	ck_assert_int_eq(arena_adopt(buf, 10, &parent_fd), 0);
+	parent_arena = fd_inode(parent_fd);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int child_fd;
+
+		if (arena_adopt(buf, 10, &child_fd) != 0)
+			_exit(2);
+		if (fd_inode(child_fd) == parent_arena)
+			_exit(3);
+		buf[0] = 2;
+		_exit(buf[0] == 2 ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert_uint_eq(buf[0], 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ cq */
+
+static struct rocemu_cq *cq;
+
+static void cq_setup(void)
+{
+	setup();
+	cq = rocemu_create_cq(ctx, 5);
+	ck_assert_ptr_nonnull(cq);
+}
+
+static struct proto_cqe cqe_n(uint32_t n)
+{
+	return (struct proto_cqe){
+		.wr_id = 1000 + n,
+		.status = n % 2 ? IBV_WC_REM_ACCESS_ERR : IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+		.byte_len = 100 * n,
+		.imm = htonl(0xabc000 + n),
+		.qp_num = 0x12,
+		.wc_flags = IBV_WC_WITH_IMM,
+		.vendor_err = n,
+	};
+}
+
+static void check_wc(const struct ibv_wc *wc, uint32_t n)
+{
+	ck_assert_uint_eq(wc->wr_id, 1000 + n);
+	ck_assert_int_eq(wc->status, n % 2 ? IBV_WC_REM_ACCESS_ERR : IBV_WC_SUCCESS);
+	ck_assert_int_eq(wc->opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+	ck_assert_uint_eq(wc->byte_len, 100 * n);
+	ck_assert_uint_eq(wc->imm_data, htonl(0xabc000 + n));
+	ck_assert_uint_eq(wc->qp_num, 0x12);
+	ck_assert_uint_eq(wc->wc_flags, IBV_WC_WITH_IMM);
+	ck_assert_uint_eq(wc->vendor_err, n);
+	ck_assert_uint_eq(wc->src_qp, 0);
+	ck_assert_uint_eq(wc->pkey_index, 0);
+}
+
+START_TEST(test_cq_poll_in_order)
+{
+	struct ibv_wc wc[8];
+	struct proto_ring_ctl *ctl = fk.cq.map;
+
+	ck_assert_uint_eq(fk.cq_entries, 8);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 8, wc), 0);
+	for (uint32_t n = 0; n < 3; n++) {
+		struct proto_cqe e = cqe_n(n);
+
+		fake_push_cqe(&fk, &e);
+	}
+	memset(wc, 0x5a, sizeof(wc));
+	ck_assert_int_eq(rocemu_poll_cq(cq, 2, wc), 2);
+	check_wc(&wc[0], 0);
+	check_wc(&wc[1], 1);
+	ck_assert_uint_eq(__atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE), 2);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 8, wc), 1);
+	check_wc(&wc[0], 2);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 8, wc), 0);
+	ck_assert_uint_eq(ctl->cons, 3);
+	ck_assert_int_eq(rocemu_poll_cq(cq, -1, wc), -1);
+}
+END_TEST
+
+/* Indices are free-running u32: they wrap past zero, slots wrap past the ring's end. */
+START_TEST(test_cq_indices_wrap)
+{
+	struct rocemu_cq *small;
+	struct ibv_wc wc[4];
+	uint32_t next = 0;
+
+	fk.ring_start = UINT32_MAX - 5;
+	small = rocemu_create_cq(ctx, 4);
+	ck_assert_ptr_nonnull(small);
+	for (int round = 0; round < 5; round++) {
+		int got;
+
+		for (uint32_t n = 0; n < 3; n++) {
+			struct proto_cqe e = cqe_n(round * 3 + n);
+
+			fake_push_cqe(&fk, &e);
+		}
+		got = rocemu_poll_cq(small, 4, wc);
+		ck_assert_int_eq(got, 3);
+		for (int i = 0; i < got; i++)
+			check_wc(&wc[i], next++);
+	}
+	ck_assert_uint_eq(((struct proto_ring_ctl *)fk.cq.map)->cons, UINT32_MAX - 5 + 15);
+}
+END_TEST
+
+static void *push_later(void *arg)
+{
+	struct proto_cqe e = cqe_n(7);
+
+	(void)arg;
+	sleep_ms(150);
+	fake_push_cqe(&fk, &e);
+	fake_notify_cq(&fk);
+	return NULL;
+}
+
+START_TEST(test_cq_wait_wakes)
+{
+	pthread_t t;
+	struct ibv_wc wc;
+	int64_t start = now_ms(), cpu = cpu_ms();
+
+	ck_assert_int_eq(pthread_create(&t, NULL, push_later, NULL), 0);
+	ck_assert_int_eq(rocemu_wait_cq(cq, 10000), 0);
+	ck_assert_int_ge(now_ms() - start, 100);
+	ck_assert_int_lt(cpu_ms() - cpu, 50);
+	ck_assert_int_lt(now_ms() - start, 5000);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 1, &wc), 1);
+	check_wc(&wc, 7);
+}
+END_TEST
+
+START_TEST(test_cq_wait_ready)
+{
+	struct proto_cqe e = cqe_n(1);
+
+	fake_push_cqe(&fk, &e); /* no eventfd signal: the ring is looked at first */
+	ck_assert_int_eq(rocemu_wait_cq(cq, 0), 0);
+	ck_assert_int_eq(rocemu_wait_cq(cq, -1), 0);
+}
+END_TEST
+
+START_TEST(test_cq_wait_timeout)
+{
+	int64_t start = now_ms(), cpu = cpu_ms();
+
+	ck_assert_int_eq(rocemu_wait_cq(cq, 150), ETIMEDOUT);
+	ck_assert_int_ge(now_ms() - start, 140);
+	ck_assert_int_lt(cpu_ms() - cpu, 50); /* it slept, it did not spin */
+	ck_assert_int_eq(rocemu_wait_cq(cq, 0), ETIMEDOUT);
+}
+END_TEST
+
+/* A stale eventfd count (completions already polled) wakes wait_cq, which must then sleep
+ * again rather than return with an empty ring. */
+START_TEST(test_cq_wait_spurious_wakeup)
+{
+	struct proto_cqe e = cqe_n(2);
+	struct ibv_wc wc;
+	int64_t start = now_ms(), cpu = cpu_ms();
+
+	fake_push_cqe(&fk, &e);
+	fake_notify_cq(&fk);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 1, &wc), 1);
+	ck_assert_int_eq(rocemu_wait_cq(cq, 150), ETIMEDOUT);
+	ck_assert_int_ge(now_ms() - start, 140);
+	ck_assert_int_lt(cpu_ms() - cpu, 50);
+}
+END_TEST
+
+static void *hangup_later(void *arg)
+{
+	(void)arg;
+	sleep_ms(150);
+	fake_hangup(&fk);
+	return NULL;
+}
+
+START_TEST(test_cq_wait_daemon_gone)
+{
+	pthread_t t;
+	int64_t start = now_ms(), cpu = cpu_ms();
+
+	ck_assert_int_eq(pthread_create(&t, NULL, hangup_later, NULL), 0);
+	ck_assert_int_eq(rocemu_wait_cq(cq, 10000), EPIPE);
+	ck_assert_int_lt(now_ms() - start, 5000);
+	ck_assert_int_lt(cpu_ms() - cpu, 50);
+	pthread_join(t, NULL);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "went away"));
+	ck_assert_int_eq(rocemu_wait_cq(cq, -1), EPIPE);
+}
+END_TEST
+
+START_TEST(test_cq_poll_daemon_gone)
+{
+	struct proto_cqe e = cqe_n(4);
+	struct ibv_wc wc;
+	int n = 0;
+
+	fake_push_cqe(&fk, &e);
+	fake_hangup(&fk);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 1, &wc), 1); /* what was there still comes out */
+	check_wc(&wc, 4);
+	for (int i = 0; i < 100000 && n == 0; i++)
+		n = rocemu_poll_cq(cq, 1, &wc);
+	ck_assert_int_eq(n, -1);
+	ck_assert_int_eq(errno, EPIPE);
+}
+END_TEST
+
+START_TEST(test_cq_destroy)
+{
+	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_CQ], 1);
+}
+END_TEST
+
+START_TEST(test_cq_create_invalid)
+{
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_cq(ctx, 0));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_CREATE_CQ], 1); /* the fixture's CQ only */
+}
+END_TEST
+
+START_TEST(test_cq_bad_ring)
+{
+	fk.bad_cq_ring = true;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_cq(ctx, 4));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_CQ], 1); /* the daemon's half is undone */
+}
+END_TEST
+
+START_TEST(test_cq_destroy_daemon_gone)
+{
+	fake_hangup(&fk);
+	ck_assert_int_eq(rocemu_destroy_cq(cq), EPIPE); /* rocemu_close frees it */
+}
+END_TEST
+
+/* ------------------------------------------------------------------ qp */
+
+static struct rocemu_qp *qp;
+
+static struct rocemu_qp *make_qp(uint32_t send_wr, uint32_t recv_wr)
+{
+	struct rocemu_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .max_send_wr = send_wr, .max_recv_wr = recv_wr,
+		.max_send_sge = 2,
+	};
+	struct rocemu_qp *q = rocemu_create_qp(pd, &init);
+
+	ck_assert_msg(q != NULL, "create_qp: %s (%s)", strerror(errno), rocemu_last_error(ctx));
+	return q;
+}
+
+static void qp_setup(void)
+{
+	cq_setup();
+	qp = make_qp(4, 4);
+}
+
+static struct ibv_sge sges[2] = {
+	{ .addr = 0x1000, .length = 100, .lkey = 0x1111 },
+	{ .addr = 0x2000, .length = 200, .lkey = 0x2222 },
+};
+
+static struct ibv_send_wr write_wr(uint64_t id)
+{
+	return (struct ibv_send_wr){
+		.wr_id = id, .sg_list = sges, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = 0x7000 + id, .rkey = 0x4242 },
+	};
+}
+
+static const struct proto_swqe *sq_slot(uint32_t index)
+{
+	return (const struct proto_swqe *)(fake_sq(&fk) + 1) + (index & (fk.sq_entries - 1));
+}
+
+START_TEST(test_qp_create)
+{
+	ck_assert_int_eq(qp->state, IBV_QPS_RESET);
+	ck_assert_ptr_eq(qp->context, ctx);
+	ck_assert_ptr_eq(qp->pd, pd);
+	ck_assert_uint_eq(qp->qp_num, 0x11 + qp->handle);
+	ck_assert_uint_eq(fk.sq_entries, 4);
+	ck_assert_uint_eq(fk.rq_entries, 4);
+}
+END_TEST
+
+START_TEST(test_post_send_writes_wqes)
+{
+	struct ibv_send_wr wr[2] = { write_wr(1), write_wr(2) }, *bad = NULL;
+	struct proto_swqe want[2] = {
+		{ .wr_id = 1, .opcode = IBV_WR_RDMA_WRITE, .flags = IBV_SEND_SIGNALED,
+		  .remote_addr = 0x7001, .rkey = 0x4242, .num_sge = 2,
+		  .sge = { { 0x1000, 100, 0x1111 }, { 0x2000, 200, 0x2222 } } },
+		{ .wr_id = 2, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .flags = 0,
+		  .remote_addr = 0x7002, .rkey = 0x4242, .imm = htonl(0xfeed), .num_sge = 1,
+		  .sge = { { 0x1000, 100, 0x1111 } } },
+	};
+
+	wr[0].num_sge = 2;
+	wr[0].next = &wr[1];
+	wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr[1].send_flags = 0;
+	wr[1].imm_data = htonl(0xfeed);
+	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), 0);
+	ck_assert_ptr_null(bad);
+	ck_assert_uint_eq(__atomic_load_n(&fake_sq(&fk)->prod, __ATOMIC_ACQUIRE), 2);
+	ck_assert_mem_eq(sq_slot(0), &want[0], sizeof(want[0]));
+	ck_assert_mem_eq(sq_slot(1), &want[1], sizeof(want[1]));
+	ck_assert_uint_gt(fake_doorbell(&fk), 0);
+}
+END_TEST
+
+START_TEST(test_post_send_full)
+{
+	struct ibv_send_wr wr[6], *bad = NULL;
+
+	for (int i = 0; i < 6; i++) {
+		wr[i] = write_wr((uint64_t)i);
+		wr[i].next = i < 5 ? &wr[i + 1] : NULL;
+	}
+	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), ENOMEM);
+	ck_assert_ptr_eq(bad, &wr[4]);
+	ck_assert_uint_eq(fake_sq(&fk)->prod, 4);
+	ck_assert_uint_gt(fake_doorbell(&fk), 0); /* the four that fit were announced */
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "full"));
+	__atomic_store_n(&fake_sq(&fk)->cons, 2, __ATOMIC_RELEASE); /* the daemon took two */
+	bad = NULL;
+	ck_assert_int_eq(rocemu_post_send(qp, &wr[4], &bad), 0);
+	ck_assert_ptr_null(bad);
+	ck_assert_uint_eq(fake_sq(&fk)->prod, 6);
+	ck_assert_uint_eq(sq_slot(4)->wr_id, 4);
+	ck_assert_uint_eq(sq_slot(5)->wr_id, 5);
+}
+END_TEST
+
+START_TEST(test_post_send_wraps)
+{
+	struct rocemu_qp *q;
+	struct ibv_send_wr wr = write_wr(9), *bad;
+
+	fk.ring_start = UINT32_MAX - 1;
+	q = make_qp(4, 1);
+	for (uint32_t i = 0; i < 4; i++) {
+		wr.wr_id = i;
+		ck_assert_int_eq(rocemu_post_send(q, &wr, &bad), 0);
+		ck_assert_uint_eq(sq_slot(UINT32_MAX - 1 + i)->wr_id, i);
+	}
+	ck_assert_uint_eq(fake_sq(&fk)->prod, 2);
+	ck_assert_int_eq(rocemu_post_send(q, &wr, &bad), ENOMEM);
+}
+END_TEST
+
+START_TEST(test_post_send_bad_opcode)
+{
+	struct ibv_send_wr wr[2] = { write_wr(1), write_wr(2) }, *bad = NULL;
+
+	wr[0].next = &wr[1];
+	wr[1].opcode = IBV_WR_SEND;
+	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), EINVAL);
+	ck_assert_ptr_eq(bad, &wr[1]);
+	ck_assert_uint_eq(fake_sq(&fk)->prod, 1);
+	ck_assert_uint_gt(fake_doorbell(&fk), 0);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "opcode"));
+}
+END_TEST
+
+START_TEST(test_post_send_too_many_sge)
+{
+	struct ibv_sge many[PROTO_MAX_SGE + 1] = { { 0 } };
+	struct ibv_send_wr wr = write_wr(1), *bad = NULL;
+
+	wr.sg_list = many;
+	wr.num_sge = PROTO_MAX_SGE + 1;
+	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EINVAL);
+	ck_assert_ptr_eq(bad, &wr);
+	wr.num_sge = -1;
+	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EINVAL);
+	ck_assert_uint_eq(fake_sq(&fk)->prod, 0);
+	ck_assert_uint_eq(fake_doorbell(&fk), 0); /* nothing posted, nothing rung */
+	wr.num_sge = PROTO_MAX_SGE;
+	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), 0);
+	ck_assert_uint_eq(sq_slot(0)->num_sge, PROTO_MAX_SGE);
+}
+END_TEST
+
+START_TEST(test_post_recv)
+{
+	struct ibv_recv_wr wr[5], *bad = NULL;
+	const struct proto_rwqe *slots = (const struct proto_rwqe *)(fake_rq(&fk) + 1);
+
+	for (int i = 0; i < 5; i++)
+		wr[i] = (struct ibv_recv_wr){ .wr_id = 50 + (uint64_t)i,
+					      .next = i < 4 ? &wr[i + 1] : NULL };
+	ck_assert_int_eq(rocemu_post_recv(qp, wr, &bad), ENOMEM);
+	ck_assert_ptr_eq(bad, &wr[4]);
+	ck_assert_uint_eq(__atomic_load_n(&fake_rq(&fk)->prod, __ATOMIC_ACQUIRE), 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_eq(slots[i].wr_id, 50 + (uint64_t)i);
+	ck_assert_uint_eq(fake_sq(&fk)->prod, 0);
+	ck_assert_uint_gt(fake_doorbell(&fk), 0);
+}
+END_TEST
+
+START_TEST(test_post_daemon_gone)
+{
+	struct ibv_send_wr wr = write_wr(1), *bad = NULL;
+	struct ibv_recv_wr rwr = { .wr_id = 1 }, *rbad = NULL;
+
+	fake_hangup(&fk);
+	ck_assert_int_eq(rocemu_destroy_qp(qp), EPIPE);
+	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EPIPE);
+	ck_assert_ptr_eq(bad, &wr);
+	ck_assert_int_eq(rocemu_post_recv(qp, &rwr, &rbad), EPIPE);
+	ck_assert_ptr_eq(rbad, &rwr);
+}
+END_TEST
+
+static struct ibv_qp_attr rtr_attr(void)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = 0x77,
+		.rq_psn = 0x123456, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+		.min_rnr_timer = 12,
+		.ah_attr = { .is_global = 1, .port_num = 1 },
+	};
+
+	rocemu_gid_from_ipv4(&a.ah_attr.grh.dgid, htonl(0x0a000002));
+	return a;
+}
+
+#define RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | \
+		  IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS)
+
+START_TEST(test_modify_not_ipv4_gid)
+{
+	struct ibv_qp_attr a = rtr_attr();
+
+	a.ah_attr.grh.dgid.raw[0] = 0xfe;
+	a.ah_attr.grh.dgid.raw[1] = 0x80;
+	ck_assert_int_eq(rocemu_modify_qp(qp, &a, RTR_MASK), EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_MODIFY_QP], 0);
+	ck_assert_int_eq(qp->state, IBV_QPS_RESET);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "IPv4"));
+}
+END_TEST
+
+START_TEST(test_modify_sends_attrs)
+{
+	struct ibv_qp_attr a = rtr_attr();
+	const struct proto_qp_attr *p = &fk.modify.attr;
+
+	ck_assert_int_eq(rocemu_modify_qp(qp, &a, RTR_MASK), 0);
+	ck_assert_uint_eq(fk.modify.handle, qp->handle);
+	ck_assert_uint_eq(fk.modify.attr_mask, RTR_MASK);
+	ck_assert_uint_eq(p->state, IBV_QPS_RTR);
+	ck_assert_uint_eq(p->path_mtu, IBV_MTU_1024);
+	ck_assert_uint_eq(p->dest_qpn, 0x77);
+	ck_assert_uint_eq(p->rq_psn, 0x123456);
+	ck_assert_uint_eq(p->access, IBV_ACCESS_REMOTE_WRITE);
+	ck_assert_uint_eq(p->dest_ipv4, htonl(0x0a000002));
+	ck_assert_uint_eq(p->min_rnr_timer, 12);
+	ck_assert_int_eq(qp->state, IBV_QPS_RTR);
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 0x654321, .timeout = 14,
+				  .retry_cnt = 7, .rnr_retry = 6 };
+	ck_assert_int_eq(rocemu_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+					  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY), 0);
+	ck_assert_uint_eq(p->sq_psn, 0x654321);
+	ck_assert_uint_eq(p->timeout, 14);
+	ck_assert_uint_eq(p->retry_cnt, 7);
+	ck_assert_uint_eq(p->rnr_retry, 6);
+	ck_assert_uint_eq(p->dest_ipv4, 0); /* no IBV_QP_AV, no address */
+	ck_assert_int_eq(qp->state, IBV_QPS_RTS);
+}
+END_TEST
+
+START_TEST(test_modify_refused)
+{
+	struct ibv_qp_attr a = rtr_attr();
+
+	fk.fail_op = PROTO_MODIFY_QP;
+	fk.fail_status = -EINVAL;
+	fk.fail_msg = "RESET to RTR is not a transition";
+	ck_assert_int_eq(rocemu_modify_qp(qp, &a, RTR_MASK), EINVAL);
+	ck_assert_int_eq(qp->state, IBV_QPS_RESET);
+	ck_assert_str_eq(rocemu_last_error(ctx), "RESET to RTR is not a transition");
+}
+END_TEST
+
+START_TEST(test_query_qp)
+{
+	struct ibv_qp_attr a = rtr_attr(), got;
+
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 6;
+	a.sq_psn = 99;
+	ck_assert_int_eq(rocemu_modify_qp(qp, &a, RTR_MASK), 0);
+	qp->state = IBV_QPS_ERR;
+	memset(&got, 0x5a, sizeof(got));
+	ck_assert_int_eq(rocemu_query_qp(qp, &got), 0);
+	ck_assert_int_eq(got.qp_state, IBV_QPS_RTR);
+	ck_assert_int_eq(qp->state, IBV_QPS_RTR);
+	ck_assert_int_eq(got.path_mtu, IBV_MTU_1024);
+	ck_assert_uint_eq(got.dest_qp_num, 0x77);
+	ck_assert_uint_eq(got.rq_psn, 0x123456);
+	ck_assert_uint_eq(got.sq_psn, 99);
+	ck_assert_uint_eq(got.qp_access_flags, IBV_ACCESS_REMOTE_WRITE);
+	ck_assert_uint_eq(rocemu_gid_to_ipv4(&got.ah_attr.grh.dgid), htonl(0x0a000002));
+	ck_assert_uint_eq(got.ah_attr.is_global, 1);
+	ck_assert_uint_eq(got.timeout, 14);
+	ck_assert_uint_eq(got.retry_cnt, 7);
+	ck_assert_uint_eq(got.rnr_retry, 6);
+	ck_assert_uint_eq(got.min_rnr_timer, 12);
+	ck_assert_uint_eq(got.qkey, 0);
+}
+END_TEST
+
+START_TEST(test_qp_bad_init_attr)
+{
+	struct rocemu_qp_init_attr init = { .send_cq = cq, .max_send_wr = 1, .max_recv_wr = 1 };
+
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_qp(pd, &init));
+	ck_assert_int_eq(errno, EINVAL);
+	init.recv_cq = cq;
+	init.max_send_sge = PROTO_MAX_SGE + 1;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_qp(pd, &init));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_CREATE_QP], 1); /* the fixture's QP only */
+}
+END_TEST
+
+START_TEST(test_qp_destroy)
+{
+	ck_assert_int_eq(rocemu_destroy_qp(qp), 0);
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_QP], 1);
+}
+END_TEST
+
+/* rocemu_close frees what the application still holds (ASan's leak check watches) and
+ * closing the socket is all the daemon needs to hear. */
+START_TEST(test_close_with_live_objects)
+{
+	uint8_t *buf = map_anon(1);
+
+	reg(buf, 100);
+	ck_assert_ptr_nonnull(rocemu_alloc_pd(ctx));
+	ck_assert_ptr_nonnull(rocemu_create_cq(ctx, 2));
+	ck_assert_int_eq(rocemu_close(ctx), 0);
+	ctx = NULL;
+	fake_wait_end(&fk); /* hangs (and times out) unless the socket was closed */
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_QP] + fk.count[PROTO_DESTROY_CQ] +
+			  fk.count[PROTO_DEREG_MR] + fk.count[PROTO_DEALLOC_PD], 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ suite */
+
+static TCase *add_tcase(Suite *s, const char *name, void (*up)(void), void (*down)(void))
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, TIMEOUT_S);
+	if (up)
+		tcase_add_checked_fixture(tc, up, down);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+static void add_open_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "gid", NULL, NULL);
+
+	tcase_add_test(tc, test_gid_round_trip);
+	tcase_add_test(tc, test_gid_not_ipv4);
+	tc = add_tcase(s, "open", NULL, NULL);
+	tcase_add_test(tc, test_open_missing_socket);
+	tcase_add_test(tc, test_open_nobody_listening);
+	tcase_add_test(tc, test_open_path_too_long);
+	tcase_add_test(tc, test_open_env);
+	tcase_add_test(tc, test_open_path_beats_env);
+	tcase_add_test(tc, test_open_version_mismatch);
+	tcase_add_test(tc, test_open_refused_by_daemon);
+	tcase_add_test(tc, test_find_socket);
+	tc = add_tcase(s, "query", setup, teardown);
+	tcase_add_test(tc, test_query_device);
+	tcase_add_test(tc, test_query_port);
+}
+
+static void add_rpc_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "rpc", setup, teardown);
+
+	tcase_add_test(tc, test_error_reply);
+	tcase_add_test(tc, test_error_reply_full_size);
+	tcase_add_test(tc, test_daemon_gone_during_call);
+	tcase_add_test(tc, test_daemon_gone_between_calls);
+	tcase_add_test(tc, test_reply_wrong_op);
+	tcase_add_test(tc, test_reply_wrong_size);
+	tcase_add_test(tc, test_reply_unexpected_fd);
+}
+
+static void add_arena_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "arena", setup, teardown);
+
+	tcase_add_test(tc, test_reg_malloc_shared);
+	tcase_add_test(tc, test_reg_seals);
+	tcase_add_test(tc, test_reg_same_page_twice);
+	tcase_add_test(tc, test_reg_neighbouring_malloc_buffers);
+	tcase_add_test(tc, test_reg_stack_buffer);
+	tcase_add_test(tc, test_reg_mmap_buffer);
+	tcase_add_test(tc, test_reg_reused_address);
+	tcase_add_test(tc, test_reg_invalid);
+	tcase_add_test(tc, test_reg_unmapped);
+	tcase_add_test(tc, test_reg_refused);
+	tcase_add_test(tc, test_dereg_refused_keeps_mr);
+	tcase_add_test(tc, test_fork_child_gets_own_arena);
+}
+
+static void add_cq_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "cq", cq_setup, teardown);
+
+	tcase_add_test(tc, test_cq_poll_in_order);
+	tcase_add_test(tc, test_cq_indices_wrap);
+	tcase_add_test(tc, test_cq_wait_wakes);
+	tcase_add_test(tc, test_cq_wait_ready);
+	tcase_add_test(tc, test_cq_wait_timeout);
+	tcase_add_test(tc, test_cq_wait_spurious_wakeup);
+	tcase_add_test(tc, test_cq_wait_daemon_gone);
+	tcase_add_test(tc, test_cq_poll_daemon_gone);
+	tcase_add_test(tc, test_cq_destroy);
+	tcase_add_test(tc, test_cq_create_invalid);
+	tcase_add_test(tc, test_cq_bad_ring);
+	tcase_add_test(tc, test_cq_destroy_daemon_gone);
+}
+
+static void add_qp_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "qp", qp_setup, teardown);
+
+	tcase_add_test(tc, test_qp_create);
+	tcase_add_test(tc, test_post_send_writes_wqes);
+	tcase_add_test(tc, test_post_send_full);
+	tcase_add_test(tc, test_post_send_wraps);
+	tcase_add_test(tc, test_post_send_bad_opcode);
+	tcase_add_test(tc, test_post_send_too_many_sge);
+	tcase_add_test(tc, test_post_recv);
+	tcase_add_test(tc, test_post_daemon_gone);
+	tcase_add_test(tc, test_modify_not_ipv4_gid);
+	tcase_add_test(tc, test_modify_sends_attrs);
+	tcase_add_test(tc, test_modify_refused);
+	tcase_add_test(tc, test_query_qp);
+	tcase_add_test(tc, test_qp_bad_init_attr);
+	tcase_add_test(tc, test_qp_destroy);
+	tcase_add_test(tc, test_close_with_live_objects);
+}
+
+static Suite *lib_suite(void)
+{
+	Suite *s = suite_create("librocemu");
+
+	add_open_tests(s);
+	add_rpc_tests(s);
+	add_arena_tests(s);
+	add_cq_tests(s);
+	add_qp_tests(s);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(lib_suite());
+	int failed;
+
+	srunner_run_all(runner, CK_NORMAL);
+	failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
