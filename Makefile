@@ -30,6 +30,8 @@ PROGRAMS     := $(BUILD)/rocemuctl $(BUILD)/rocemud $(BUILD)/rdma-write
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
                 $(BUILD)/test/decode_test $(BUILD)/test/lib_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
+# Programs the integration tests (test/*.test.sh) drive against running daemons.
+TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
 
 .PHONY: all check test-run asan fuzz fuzz-build demo clean
 all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(LIB_ROCEMU) $(PROGRAMS)
@@ -69,14 +71,17 @@ $(TESTS):
 ASAN_VARS := BUILD=build/asan OPT=-O1 \
              SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all'
 
-test-run: all $(TESTS)
+$(BUILD)/%_e2e: $(BUILD)/test/%_e2e.o $(LIB_ROCEMU)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+test-run: all $(TESTS) $(TEST_PROGRAMS)
 	scripts/run-tests.sh $(BUILD)
 
 check:
 	scripts/run-tests.sh --summary-of "$(MAKE) test-run" "$(MAKE) $(ASAN_VARS) test-run"
 
 asan:
-	$(MAKE) $(ASAN_VARS) all $(TESTS)
+	$(MAKE) $(ASAN_VARS) all $(TESTS) $(TEST_PROGRAMS)
 
 # libFuzzer: FUZZ_SECONDS per harness (default 60); the corpus lives in test/fuzz/corpus/.
 FUZZ_SECONDS ?= 60

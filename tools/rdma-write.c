@@ -36,6 +36,7 @@
 
 #include "emu/rocemu.h"
 
+#define PEAK_MIN_NS 1000000ull /* 1 ms */
 #define PROG "rdma-write"
 
 #define DEFAULT_PORT       18515
@@ -1202,7 +1203,7 @@ static void plan_writes(struct client *c)
 
 	c->remote_va = c->s.peer.va + o->remote_offset;
 	c->rkey = c->s.peer.rkey ^ o->rkey_xor;
-	c->chunk = o->iters / 100 ? o->iters / 100 : 1;
+	c->chunk = o->iters / 20 ? o->iters / 20 : 1;
 	c->timeout_ns = (uint64_t)o->timeout_ms * NS_PER_MS;
 	c->heartbeat_ns = (beat_ms ? beat_ms : 1) * NS_PER_MS;
 	c->show_progress = !o->json && isatty(STDOUT_FILENO);
@@ -1285,15 +1286,16 @@ static int post_batch(struct client *c)
 	return 0;
 }
 
-/* Closes the peak window once it holds at least chunk completions. Completions reaped in
- * the instant the window opened stay in it, so no window has zero length. */
+/* Closes the peak window once it holds at least chunk completions and lasted at least
+ * PEAK_MIN_NS: completions are reaped in batches, so a shorter window would time the poll
+ * loop rather than the transfer. */
 static void update_peak(struct client *c, uint64_t now)
 {
 	struct run *r = &c->run;
 	uint64_t done = r->completed - r->win_count;
 	double bps;
 
-	if (done < c->chunk || now <= r->win_start)
+	if (done < c->chunk || now - r->win_start < PEAK_MIN_NS)
 		return;
 	bps = (double)done * (double)c->s.o->size * NS_PER_S / (double)(now - r->win_start);
 	if (bps > r->peak_bps)

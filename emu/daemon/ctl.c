@@ -105,13 +105,14 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	if (n >= sizeof(*hdr) && hdr->op < PROTO_OP_COUNT && ops[hdr->op].fn)
 		e = &ops[hdr->op];
 	rep.u.r.hdr.op = n >= sizeof(*hdr) ? hdr->op : 0;
-	if (!e)
-		rep.u.r.hdr.status = -EOPNOTSUPP, reply_error(&rep, "unknown operation");
-	else if (n != e->req_size || extra_fds || (fd >= 0) != e->takes_fd)
-		rep.u.r.hdr.status = -EPROTO,
+	if (!e) {
+		rep.u.r.hdr.status = -EOPNOTSUPP;
+		reply_error(&rep, "unknown operation");
+	} else if (n != e->req_size || extra_fds || (fd >= 0) != e->takes_fd) {
+		rep.u.r.hdr.status = -EPROTO;
 		reply_error(&rep, "malformed request: %zu bytes%s", n,
-			  (fd >= 0) != e->takes_fd || extra_fds ? ", wrong descriptors" : "");
-	else {
+			    (fd >= 0) != e->takes_fd || extra_fds ? ", wrong descriptors" : "");
+	} else {
 		rep.len = e->rep_size;
 		rep.u.r.hdr.status = e->fn(c, &req, &rep);
 	}
@@ -129,7 +130,7 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct client *c = w->data;
-	uint8_t buf[PROTO_MAX_MSG];
+	uint8_t buf[PROTO_MAX_MSG] __attribute__((aligned(8)));
 	bool extra_fds;
 	int fd;
 
