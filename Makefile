@@ -25,7 +25,7 @@ LIB_MEMREG := $(BUILD)/libmemreg.a
 LIB_ROCEMU := $(BUILD)/librocemu.a
 EV_LIBS    := -lev
 
-TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c)
+TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c tools/ctl_client.c)
 PROGRAMS     := $(BUILD)/rocemuctl $(BUILD)/rocemud $(BUILD)/rdma-write
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
                 $(BUILD)/test/decode_test $(BUILD)/test/lib_test

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define PROTO_VERSION 1
-#define PROTO_MAX_MSG 256
+#define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_RING 4096   /* entries per SQ, RQ or CQ */
 
@@ -33,6 +33,8 @@ enum proto_op {
 	PROTO_MODIFY_QP,
 	PROTO_QUERY_QP,
 	PROTO_DESTROY_QP,
+	PROTO_STATS,         /* reply: proto_stats_reply */
+	PROTO_SET_FAULT,     /* request: proto_fault (root or the daemon's user only) */
 	PROTO_OP_COUNT
 };
 
@@ -166,6 +168,60 @@ struct proto_modify_qp {
 struct proto_query_qp_reply {
 	struct proto_reply r;
 	struct proto_qp_attr attr;
+};
+
+/* Device counters, rxe's hw_counters names first, then rocemu's own. X(name, help) */
+#define PROTO_COUNTERS(X)                                                                \
+	X(sent_pkts, "RoCE packets sent")                                                \
+	X(rcvd_pkts, "RoCE packets received and accepted for a QP")                      \
+	X(duplicate_request, "duplicate request packets (re-ACKed, not executed again)")  \
+	X(out_of_seq_request, "request packets ahead of the expected PSN")              \
+	X(rcvd_rnr_err, "RNR NAKs received")                                             \
+	X(send_rnr_err, "RNR NAKs sent (WRITE WITH IMMEDIATE without a receive WQE)")    \
+	X(rcvd_seq_err, "PSN sequence error NAKs received")                              \
+	X(retry_exceeded_err, "work requests failed after retry_cnt retransmissions")     \
+	X(retry_rnr_exceeded_err, "work requests failed after rnr_retry RNR retries")     \
+	X(completer_retry_err, "retransmissions started (timeout or sequence NAK)")      \
+	X(send_err, "frames the kernel refused to send")                                 \
+	X(link_downed, "times the link was seen going down")                             \
+	X(rdma_sends, "RDMA WRITE messages sent")                                        \
+	X(rdma_recvs, "RDMA WRITE messages received")                                    \
+	X(drop_malformed, "dropped: malformed RoCEv2 packet (see rocemuctl decode)")     \
+	X(drop_not_ours, "dropped: destination IP is not this device")                   \
+	X(drop_bad_icrc, "dropped: ICRC mismatch")                                       \
+	X(drop_unknown_qp, "dropped: destination QP 0 or unknown")                       \
+	X(drop_transport, "dropped: opcode not of the QP's transport, or unsupported")   \
+	X(drop_qp_state, "dropped: QP not in a state to receive")                         \
+	X(drop_wrong_peer, "dropped: source IP is not the QP's peer")                    \
+	X(drop_bad_pkey, "dropped: P_Key mismatch")                                      \
+	X(drop_stale_ack, "dropped: ACK or NAK for a PSN not outstanding")               \
+	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
+	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \
+	X(nak_rem_access_sent, "remote access error NAKs sent (rkey, PD, access, bounds)") \
+	X(acks_sent, "ACKs sent")                                                        \
+	X(timeouts, "retransmission timer expiries")                                     \
+	X(cq_overflow, "completions lost to a full CQ")                                  \
+	X(fault_dropped, "injected: frames dropped")                                     \
+	X(fault_duplicated, "injected: frames duplicated")                               \
+	X(fault_corrupted, "injected: frames with a bit flipped after the ICRC")         \
+	X(fault_reordered, "injected: frames held back behind the next one")             \
+	X(fault_delayed, "injected: frames delayed")
+
+#define PROTO_COUNT_ONE(name, help) +1
+enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
+
+struct proto_stats_reply {
+	struct proto_reply r;
+	uint32_t ncounters;
+	uint32_t pad;
+	uint64_t counters[PROTO_NCOUNTERS]; /* in PROTO_COUNTERS order */
+	char fault[128];                    /* the fault spec in force, "off" when none */
+};
+
+#define PROTO_FAULT_SPEC 128
+struct proto_fault {
+	struct proto_hdr hdr;
+	char spec[PROTO_FAULT_SPEC];        /* NUL-terminated */
 };
 
 /* Ring control block: each index on its own cache line, written by one side only. */

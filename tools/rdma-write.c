@@ -229,6 +229,8 @@ struct options {
 	uint32_t tx_depth;
 	uint32_t mtu;              /* enum ibv_mtu, 0 when not given */
 	int timeout_ms;
+	uint8_t qp_timeout;        /* ibv_qp_attr.timeout: 4.096 us * 2^N */
+	uint8_t retry_cnt;         /* 7: retry forever */
 };
 
 enum { PARSE_OK, PARSE_HELP, PARSE_ERROR };
@@ -242,6 +244,7 @@ enum long_only_option {
 	OPT_TX_DEPTH,
 	OPT_MTU,
 	OPT_TIMEOUT_MS,
+	OPT_RETRY_CNT,
 };
 
 static const struct option long_options[] = {
@@ -257,6 +260,8 @@ static const struct option long_options[] = {
 	{ "tx-depth", required_argument, NULL, OPT_TX_DEPTH },
 	{ "mtu", required_argument, NULL, OPT_MTU },
 	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS },
+	{ "qp-timeout", required_argument, NULL, 'u' },
+	{ "retry-cnt", required_argument, NULL, OPT_RETRY_CNT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -283,6 +288,10 @@ static void usage(FILE *out)
 		"                        active MTU of the two ends)\n"
 		"  --timeout-ms MS       give up when the peer or the completions are silent\n"
 		"                        this long (default %d)\n"
+		"  -u, --qp-timeout N    the QP's retransmission timeout, 4.096 us * 2^N\n"
+		"                        (default 14, as perftest)\n"
+		"  --retry-cnt N         retransmissions before IBV_WC_RETRY_EXC_ERR\n"
+		"                        (0 to 7, 7 = forever; default 7)\n"
 		"  --remote-offset N     write at the server's address + N, on purpose outside\n"
 		"                        its buffer (client; signed, decimal or 0x hex)\n"
 		"  --rkey-xor X          use the server's rkey XOR X, on purpose a wrong key\n"
@@ -431,6 +440,17 @@ static int parse_one(int c, const char *arg, struct options *o)
 		o->rkey_xor = (uint32_t)v;
 		o->rkey_xor_given = true;
 		break;
+	case 'u':
+		if (!parse_u64_range(arg, 0, 31, &v))
+			return usage_error("invalid --qp-timeout '%s' (0 to 31: 4.096 us * 2^N, "
+					   "0 = wait forever)", arg);
+		o->qp_timeout = (uint8_t)v;
+		break;
+	case OPT_RETRY_CNT:
+		if (!parse_u64_range(arg, 0, 7, &v))
+			return usage_error("invalid --retry-cnt '%s' (0 to 7, 7 = forever)", arg);
+		o->retry_cnt = (uint8_t)v;
+		break;
 	case OPT_TX_DEPTH:
 		if (!parse_u64_range(arg, 1, MAX_TX_DEPTH, &v))
 			return usage_error("invalid --tx-depth '%s' (1 to %d)", arg, MAX_TX_DEPTH);
@@ -485,9 +505,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		.size = DEFAULT_SIZE,
 		.iters = DEFAULT_ITERS,
 		.tx_depth = DEFAULT_TX_DEPTH,
+		.qp_timeout = QP_TIMEOUT,
+		.retry_cnt = QP_RETRY_CNT,
 		.timeout_ms = DEFAULT_TIMEOUT_MS,
 	};
-	while ((c = getopt_long(argc, argv, "D:p:s:n:h", long_options, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "D:p:s:n:u:h", long_options, NULL)) != -1)
 		if ((r = parse_one(c, optarg, o)) != PARSE_OK)
 			return r;
 	return check_roles(argc, argv, o);
@@ -1055,13 +1077,13 @@ static int qp_to_rtr(struct endpoint *ep, const struct conn_info *peer, enum ibv
 			 "rocemu_modify_qp(RTR)");
 }
 
-static int qp_to_rts(struct endpoint *ep)
+static int qp_to_rts(struct endpoint *ep, const struct options *o)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTS,
 		.sq_psn = ep->psn,
-		.timeout = QP_TIMEOUT,
-		.retry_cnt = QP_RETRY_CNT,
+		.timeout = o->qp_timeout,
+		.retry_cnt = o->retry_cnt,
 		.rnr_retry = QP_RNR_RETRY,
 	};
 
@@ -1073,7 +1095,7 @@ static int qp_to_rts(struct endpoint *ep)
 
 static int connect_qp(struct session *s)
 {
-	return qp_to_rtr(&s->ep, &s->peer, s->mtu) < 0 || qp_to_rts(&s->ep) < 0 ? -1 : 0;
+	return qp_to_rtr(&s->ep, &s->peer, s->mtu) < 0 || qp_to_rts(&s->ep, s->o) < 0 ? -1 : 0;
 }
 
 /* Everything up to a QP in INIT, with a buffer of buf_len bytes of fill registered. */

@@ -1,6 +1,7 @@
 /* The control socket: one context per connected process, a request table checked for
  * exact sizes, and replies that may carry file descriptors. */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,8 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_MODIFY_QP] = { sizeof(struct proto_modify_qp), sizeof(struct proto_reply), false, op_modify_qp },
 	[PROTO_QUERY_QP] = { sizeof(struct proto_handle), sizeof(struct proto_query_qp_reply), false, op_query_qp },
 	[PROTO_DESTROY_QP] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_qp },
+	[PROTO_STATS] = { sizeof(struct proto_handle), sizeof(struct proto_stats_reply), false, op_stats },
+	[PROTO_SET_FAULT] = { sizeof(struct proto_fault), sizeof(struct proto_reply), false, op_set_fault },
 };
 
 static void send_reply(struct client *c, struct reply *rep)

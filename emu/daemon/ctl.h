@@ -36,5 +36,7 @@ int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
 int op_modify_qp(struct client *c, const struct request *req, struct reply *rep);
 int op_query_qp(struct client *c, const struct request *req, struct reply *rep);
 int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep);
+int op_stats(struct client *c, const struct request *req, struct reply *rep);
+int op_set_fault(struct client *c, const struct request *req, struct reply *rep);
 
 #endif

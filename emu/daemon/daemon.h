@@ -12,6 +12,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "emu/daemon/fault.h"
 #include "emu/proto.h"
 #include "emu/rocemu.h"
 #include "memreg/memreg.h"
@@ -24,41 +25,9 @@
 #define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
 #define QP_ACKREQ_EVERY 64
 
-/* Counters with rxe's hw_counters names first, then rocemu's own. X(name, help) */
-#define DEV_COUNTERS(X)                                                                  \
-	X(sent_pkts, "RoCE packets sent")                                                \
-	X(rcvd_pkts, "RoCE packets received and accepted for a QP")                      \
-	X(duplicate_request, "duplicate request packets (re-ACKed, not executed again)")  \
-	X(out_of_seq_request, "request packets ahead of the expected PSN")              \
-	X(rcvd_rnr_err, "RNR NAKs received")                                             \
-	X(send_rnr_err, "RNR NAKs sent (WRITE WITH IMMEDIATE without a receive WQE)")    \
-	X(rcvd_seq_err, "PSN sequence error NAKs received")                              \
-	X(retry_exceeded_err, "work requests failed after retry_cnt retransmissions")     \
-	X(retry_rnr_exceeded_err, "work requests failed after rnr_retry RNR retries")     \
-	X(completer_retry_err, "retransmissions started (timeout or sequence NAK)")      \
-	X(send_err, "frames the kernel refused to send")                                 \
-	X(link_downed, "times the link was seen going down")                             \
-	X(rdma_sends, "RDMA WRITE messages sent")                                        \
-	X(rdma_recvs, "RDMA WRITE messages received")                                    \
-	X(drop_malformed, "dropped: malformed RoCEv2 packet (see rocemuctl decode)")     \
-	X(drop_not_ours, "dropped: destination IP is not this device")                   \
-	X(drop_bad_icrc, "dropped: ICRC mismatch")                                       \
-	X(drop_unknown_qp, "dropped: destination QP 0 or unknown")                       \
-	X(drop_transport, "dropped: opcode not of the QP's transport, or unsupported")   \
-	X(drop_qp_state, "dropped: QP not in a state to receive")                         \
-	X(drop_wrong_peer, "dropped: source IP is not the QP's peer")                    \
-	X(drop_bad_pkey, "dropped: P_Key mismatch")                                      \
-	X(drop_stale_ack, "dropped: ACK or NAK for a PSN not outstanding")               \
-	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
-	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \
-	X(nak_rem_access_sent, "remote access error NAKs sent (rkey, PD, access, bounds)") \
-	X(acks_sent, "ACKs sent")                                                        \
-	X(timeouts, "retransmission timer expiries")                                     \
-	X(cq_overflow, "completions lost to a full CQ")
-
 struct dev_counters {
 #define COUNTER_FIELD(name, help) uint64_t name;
-	DEV_COUNTERS(COUNTER_FIELD)
+	PROTO_COUNTERS(COUNTER_FIELD)
 #undef COUNTER_FIELD
 };
 
@@ -72,7 +41,8 @@ struct cq {
 	struct proto_ring_ctl *ctl;
 	struct proto_cqe *ring;
 	size_t ring_bytes;
-	int notify_fd;
+	int notify_fd;               /* our (write) end of the notification pipe */
+	int client_end;              /* the read end, handed to the client */
 	bool notify_pending;
 	bool overflowed;
 	int users;                   /* QPs using it */
@@ -93,7 +63,7 @@ struct send_wqe {
 	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
 	bool started;                /* first_psn is assigned */
 	uint32_t first_psn;
-	uint32_t npkts;
+	uint32_t npkts;              /* set when the request starts, at the path MTU then */
 };
 
 struct qp {
@@ -120,7 +90,8 @@ struct qp {
 	struct proto_ring_ctl *rq_ctl;
 	struct proto_rwqe *rq;
 	uint32_t rq_entries;
-	int doorbell_fd;
+	int doorbell_fd;             /* our (read) end of the doorbell pipe */
+	int client_end;              /* the write end, handed to the client */
 	ev_io doorbell;
 
 	/* requester: WQEs [comp_idx, fetch_idx) are copied; [send_idx...) not all sent */
@@ -142,6 +113,7 @@ struct qp {
 	uint32_t rcv_psn;            /* expected PSN */
 	uint32_t msn;
 	bool nak_seq_sent;
+	uint32_t nak_high;           /* highest ahead-of-sequence PSN since the last NAK */
 	bool in_write;
 	bool write_imm;
 	uint64_t write_va;
@@ -205,6 +177,9 @@ struct dev {
 	uint32_t qp_count;
 	LIST_HEAD(, client) clients;
 	struct dev_counters cnt;
+	struct fault_cfg fault;
+	struct fault_stage fault_tx;
+	struct fault_stage fault_rx;
 	bool verbose;
 };
 
@@ -214,6 +189,8 @@ void net_close(struct dev *dev);
 uint8_t *net_tx_slot(struct dev *dev);
 void net_tx_commit(struct dev *dev, size_t len);
 void net_flush(struct dev *dev);
+/* Applies a fault spec ("off" clears it); 0, or -1 with a message. */
+int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen);
 int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6]);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);

@@ -15,6 +15,7 @@ struct options {
 	const char *addr;
 	const char *socket;
 	int pmtu;
+	const char *fault;
 	bool foreground;
 	bool verbose;
 };
@@ -22,13 +23,16 @@ struct options {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-m PMTU] [-d] [-v]\n"
+		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-m PMTU] [-d] [-v] [--fault SPEC]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
 		"  -m PMTU    cap the path MTU: 256, 512, 1024, 2048 or 4096\n"
 		"  -d         stay in the foreground and log to stderr\n"
-		"  -v         log debug messages\n", ROCEMU_DEFAULT_SOCKET_DIR);
+		"  -v         log debug messages\n"
+		"  --fault drop=P,dup=P,corrupt=P,reorder=P,delay=USEC[,seed=N][,dir=rx|tx|both]\n"
+		"             inject faults into RoCE traffic (probabilities 0-1; off by default;\n"
+		"             also at run time: rocemuctl fault)\n", ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
 static enum ibv_mtu mtu_from_bytes(int bytes)
@@ -45,10 +49,16 @@ static enum ibv_mtu mtu_from_bytes(int bytes)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
+	static const struct option longopts[] = {
+		{ "fault", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	int c;
 
-	while ((c = getopt(argc, argv, "i:a:s:m:dvh")) != -1) {
+	while ((c = getopt_long(argc, argv, "i:a:s:m:dvh", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'F': o->fault = optarg; break;
 		case 'i': o->ifname = optarg; break;
 		case 'a': o->addr = optarg; break;
 		case 's': o->socket = optarg; break;
@@ -100,6 +110,10 @@ static int dev_start(struct dev *dev, const struct options *o)
 
 	if (net_open(dev, o->ifname, o->addr, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
+		return -1;
+	}
+	if (net_set_fault(dev, o->fault ? o->fault : "off", err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemud: --fault: %s\n", err);
 		return -1;
 	}
 	if (o->pmtu && mtu_from_bytes(o->pmtu) < dev->active_mtu)
@@ -158,6 +172,12 @@ int main(int argc, char **argv)
 	}
 	log_info("rocemud on %s (%s), MTU %u, socket %s", dev.ifname, o.addr ? o.addr : "first IPv4",
 		 net_mtu_bytes(dev.active_mtu), dev.sock_path);
+	if (fault_active(&dev.fault)) {
+		char spec[256];
+
+		fault_format(&dev.fault, spec, sizeof(spec));
+		log_info("injecting faults: %s", spec);
+	}
 	ev_signal_init(&sigint, on_signal, SIGINT);
 	ev_signal_init(&sigterm, on_signal, SIGTERM);
 	ev_signal_start(dev.loop, &sigint);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "emu/daemon/daemon.h"
@@ -216,6 +217,8 @@ int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, s
 
 void net_close(struct dev *dev)
 {
+	fault_stage_free(&dev->fault_tx);
+	fault_stage_free(&dev->fault_rx);
 	if (dev->pcap) {
 		ev_io_stop(dev->loop, &dev->rx_watcher);
 		pcap_close(dev->pcap);
@@ -234,11 +237,52 @@ uint8_t *net_tx_slot(struct dev *dev)
 	return dev->tx_frames[dev->tx_count];
 }
 
-void net_tx_commit(struct dev *dev, size_t len)
+/* Where corruption may flip bits: from the BTH on, so the receiver's ICRC must catch it. */
+#define FAULT_FROM (WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN)
+
+static void tx_enqueue(void *ctx, const uint8_t *frame, size_t len)
 {
+	struct dev *dev = ctx;
+	uint8_t *slot = net_tx_slot(dev);
+
+	if (slot != frame)
+		memcpy(slot, frame, len);
 	dev->tx_iov[dev->tx_count].iov_len = len;
 	dev->tx_count++;
 	dev->cnt.sent_pkts++;
+}
+
+void net_tx_commit(struct dev *dev, size_t len)
+{
+	uint8_t *frame = dev->tx_frames[dev->tx_count];
+
+	if (dev->fault.tx && fault_active(&dev->fault))
+		fault_apply(&dev->fault_tx, frame, len, FAULT_FROM);
+	else
+		tx_enqueue(dev, frame, len);
+}
+
+static void rx_deliver(void *ctx, const uint8_t *frame, size_t len)
+{
+	dev_rx_frame(ctx, frame, len);
+}
+
+int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen)
+{
+	struct fault_cfg cfg;
+
+	if (fault_parse(spec, &cfg, err, errlen) < 0)
+		return -1;
+	if (!cfg.seeded)
+		cfg.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	fault_stage_free(&dev->fault_tx);
+	fault_stage_free(&dev->fault_rx);
+	dev->fault = cfg;
+	fault_stage_init(&dev->fault_tx, dev->loop, &dev->fault, &dev->cnt, tx_enqueue, dev,
+			 (uint64_t)dev->ipv4 << 1);
+	fault_stage_init(&dev->fault_rx, dev->loop, &dev->fault, &dev->cnt, rx_deliver, dev,
+			 (uint64_t)dev->ipv4 << 1 | 1);
+	return 0;
 }
 
 /* One sendmmsg for the frames built since the last flush. ENOBUFS means the kernel's
@@ -247,6 +291,7 @@ void net_flush(struct dev *dev)
 {
 	unsigned done = 0;
 
+	fault_release_held(&dev->fault_tx);
 	while (done < dev->tx_count) {
 		int n = sendmmsg(dev->tx_fd, dev->tx_msgs + done, dev->tx_count - done, 0);
 
@@ -264,7 +309,12 @@ void net_flush(struct dev *dev)
 
 static void rx_one(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes)
 {
-	dev_rx_frame((struct dev *)user, bytes, h->caplen);
+	struct dev *dev = (struct dev *)user;
+
+	if (dev->fault.rx && fault_active(&dev->fault))
+		fault_apply(&dev->fault_rx, bytes, h->caplen, FAULT_FROM);
+	else
+		dev_rx_frame(dev, bytes, h->caplen);
 }
 
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -280,6 +330,7 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (n <= 0)
 			break;
 	}
+	fault_release_held(&dev->fault_rx);
 }
 
 /* The kernel's ARP table, as /proc/net/arp of this network namespace shows it. */

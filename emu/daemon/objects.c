@@ -1,13 +1,28 @@
-/* CQs and QPs: their rings in memfds shared with the client, their eventfds, and the
+/* CQs and QPs: their rings in memfds shared with the client, their wakeup pipes, and the
  * daemon-wide QPN table. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "emu/daemon/daemon.h"
+
+/* A doorbell or notification channel: a pipe, so the daemon's end is an open file of its
+ * own that no client can make blocking (an eventfd would share its flags with the client).
+ * ends[0] reads, ends[1] writes; the daemon's end is made non-blocking. */
+static int channel_open(int ends[2], int daemon_end)
+{
+	if (pipe2(ends, O_CLOEXEC) < 0)
+		return -errno;
+	if (fcntl(ends[daemon_end], F_SETFL, O_NONBLOCK) < 0) {
+		close(ends[0]);
+		close(ends[1]);
+		return -errno;
+	}
+	return 0;
+}
 
 static uint32_t round_pow2(uint32_t n)
 {
@@ -23,10 +38,12 @@ static void *ring_alloc(const char *name, size_t bytes, int *fd)
 {
 	void *map;
 
-	*fd = memfd_create(name, MFD_CLOEXEC);
+	/* sealed to its size: a client that could shrink it would make our next access SIGBUS */
+	*fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (*fd < 0)
 		return NULL;
-	if (ftruncate(*fd, (off_t)bytes) < 0)
+	if (ftruncate(*fd, (off_t)bytes) < 0 ||
+	    fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		goto fail;
 	map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
 	if (map == MAP_FAILED)
@@ -41,6 +58,7 @@ fail:
 struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
 {
 	struct cq *cq = calloc(1, sizeof(*cq));
+	int ends[2] = { -1, -1 };
 	void *map;
 
 	if (!cq) {
@@ -51,21 +69,20 @@ struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
 	cq->entries = round_pow2(cqe < 1 ? 1 : cqe);
 	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
 	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
-	cq->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!map || cq->notify_fd < 0) {
-		*err = -errno;
+	*err = map ? channel_open(ends, 1) : -ENOMEM;
+	if (*err) {
 		if (map)
 			munmap(map, cq->ring_bytes);
 		if (fds[0] >= 0)
 			close(fds[0]);
-		if (cq->notify_fd >= 0)
-			close(cq->notify_fd);
 		free(cq);
 		return NULL;
 	}
 	cq->ctl = map;
 	cq->ring = (struct proto_cqe *)(cq->ctl + 1);
-	fds[1] = cq->notify_fd;
+	cq->notify_fd = ends[1];
+	cq->client_end = ends[0];
+	fds[1] = ends[0];
 	return cq;
 }
 
@@ -77,6 +94,7 @@ int cq_destroy(struct cq *cq)
 		STAILQ_REMOVE(&cq->client->dev->notify_list, cq, cq, notify_link);
 	munmap(cq->ctl, cq->ring_bytes);
 	close(cq->notify_fd);
+	close(cq->client_end);
 	free(cq);
 	return 0;
 }
@@ -104,12 +122,13 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	}
 }
 
-/* One eventfd write per CQ per loop iteration, however many completions it got. */
+/* One wakeup write per CQ per loop iteration, however many completions it got. */
 void cq_flush_notify(struct dev *dev)
 {
 	struct cq *cq;
 	uint64_t one = 1;
 
+	/* a full pipe (EAGAIN) already holds a wakeup the client has not read */
 	while ((cq = STAILQ_FIRST(&dev->notify_list))) {
 		STAILQ_REMOVE_HEAD(&dev->notify_list, notify_link);
 		cq->notify_pending = false;
@@ -169,6 +188,8 @@ static void qp_free(struct qp *qp, int ring_fd)
 		close(ring_fd);
 	if (qp->doorbell_fd >= 0)
 		close(qp->doorbell_fd);
+	if (qp->client_end >= 0)
+		close(qp->client_end);
 	free(qp->wqes);
 	free(qp);
 }
@@ -177,6 +198,7 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 		     int *err)
 {
 	struct qp *qp = calloc(1, sizeof(*qp));
+	int ends[2] = { -1, -1 };
 	int ring_fd = -1;
 
 	if (!qp) {
@@ -185,8 +207,12 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 	}
 	qp->dev = c->dev;
 	qp->client = c;
-	qp->doorbell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	*err = qp->doorbell_fd < 0 ? -errno : qp_map_rings(qp, req, &ring_fd);
+
+	*err = channel_open(ends, 0);
+	qp->doorbell_fd = ends[0];
+	qp->client_end = ends[1];
+	if (!*err)
+		*err = qp_map_rings(qp, req, &ring_fd);
 	if (!*err)
 		*err = qp_alloc_qpn(c->dev, qp);
 	if (*err) {
@@ -204,7 +230,7 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 	qp->rnr_timer.data = qp;
 	qp_reset(qp);
 	fds[0] = ring_fd;
-	fds[1] = qp->doorbell_fd;
+	fds[1] = qp->client_end;
 	return qp;
 }
 

@@ -327,3 +327,34 @@ int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep
 	handle_del(&c->qps, h);
 	return qp_destroy(qp);
 }
+
+int op_stats(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct proto_stats_reply *r = REP(proto_stats_reply);
+	const struct dev_counters *cnt = &c->dev->cnt;
+	uint32_t i = 0;
+
+	(void)req;
+#define COPY_COUNTER(name, help) r->counters[i++] = cnt->name;
+	PROTO_COUNTERS(COPY_COUNTER)
+#undef COPY_COUNTER
+	r->ncounters = i;
+	fault_format(&c->dev->fault, r->fault, sizeof(r->fault));
+	return 0;
+}
+
+/* Faults change what every client sees: only root or the daemon's own user may set them. */
+int op_set_fault(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct proto_fault m = *REQ(proto_fault);
+
+	if (c->uid != 0 && c->uid != geteuid()) {
+		reply_error(rep, "only root or the daemon's user may inject faults");
+		return -EPERM;
+	}
+	m.spec[sizeof(m.spec) - 1] = '\0';
+	if (net_set_fault(c->dev, m.spec, rep->u.r.errmsg, sizeof(rep->u.r.errmsg)) < 0)
+		return -EINVAL;
+	log_info("client pid %d set faults: %s", (int)c->pid, m.spec);
+	return 0;
+}

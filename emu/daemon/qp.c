@@ -20,6 +20,11 @@ static const char *state_name(uint32_t s)
 	return s <= IBV_QPS_ERR ? state_names[s] : "unknown";
 }
 
+/* Verbs lets an RTS QP change only these on the fly; the rest would pull the path or the
+ * PSNs out from under packets in flight. */
+#define RTS_MODIFIABLE (IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | \
+			IBV_QP_MIN_RNR_TIMER)
+
 static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
 {
 	if (to == IBV_QPS_RESET || to == IBV_QPS_ERR)
@@ -170,6 +175,11 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 	if (to > IBV_QPS_ERR || !transition_ok(qp->state, to)) {
 		snprintf(err, errlen, "QP 0x%06x cannot go from %s to %s", qp->qpn,
 			 state_name(qp->state), state_name(to));
+		return -EINVAL;
+	}
+	if (qp->state == IBV_QPS_RTS && to == IBV_QPS_RTS && (mask & ~RTS_MODIFIABLE)) {
+		snprintf(err, errlen, "QP 0x%06x in RTS can change only its access flags and "
+			 "min_rnr_timer (mask 0x%x)", qp->qpn, mask & ~RTS_MODIFIABLE);
 		return -EINVAL;
 	}
 	missing = required_mask(qp->state, to) & ~mask;

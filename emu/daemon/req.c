@@ -66,16 +66,17 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->num_sge = in.num_sge;
 	memcpy(w->sge, in.sge, sizeof(w->sge));
 	w->local_error = check_sges(qp, w);
-	w->npkts = w->length ? (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
 }
 
 /* Takes what the client posted. A producer index more than a ring ahead of what we
- * completed is a client bug: the QP goes to the error state. */
+ * completed, or behind what we already took, is a client bug: the QP goes to the error
+ * state. */
 static bool fetch(struct qp *qp)
 {
 	uint32_t prod = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
 
-	if (prod - qp->comp_idx > qp->sq_entries) {
+	if (prod - qp->comp_idx > qp->sq_entries ||
+	    prod - qp->comp_idx < qp->fetch_idx - qp->comp_idx) {
 		log_limited("client pid %d: QP 0x%06x send ring index %u is beyond the ring",
 			    (int)qp->client->pid, qp->qpn, prod);
 		return false;
@@ -152,22 +153,27 @@ static int gather(struct qp *qp, const struct send_wqe *w, uint64_t offset, uint
 	return 0;
 }
 
+/* Packet k of request w, with PSN psn: headers, payload gathered from the local MRs straight
+ * into the frame, ICRC over both. */
 static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint32_t psn)
 {
 	struct dev *dev = qp->dev;
-	uint64_t offset = (uint64_t)k * qp->pmtu;
-	size_t n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
-	bool last = k + 1 == w->npkts;
-	struct wire_bth bth = { .opcode = packet_opcode(w, k), .pkey = 0xffff,
-				.dest_qp = qp->attr.dest_qpn, .psn = psn,
-				.ack_req = last || (psn % QP_ACKREQ_EVERY) == QP_ACKREQ_EVERY - 1 };
 	/* ibv_send_wr carries the immediate in network order; wire_ext in host order */
 	struct wire_ext ext = { .reth = { w->remote_addr, w->rkey, (uint32_t)w->length },
 				.imm = ntohl(w->imm) };
-	uint8_t *frame = net_tx_slot(dev);
-	size_t hdr = wire_put_headers(frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, &bth, &ext, n);
+	struct wire_bth bth = { .opcode = packet_opcode(w, k), .pkey = 0xffff,
+				.dest_qp = qp->attr.dest_qpn, .psn = psn };
+	uint64_t offset = (uint64_t)k * qp->pmtu;
+	uint8_t *frame;
+	size_t n, hdr;
 	icrc_state crc;
 
+	if (k >= w->npkts)
+		return -EFAULT;
+	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
+	bth.ack_req = k + 1 == w->npkts || (psn % QP_ACKREQ_EVERY) == QP_ACKREQ_EVERY - 1;
+	frame = net_tx_slot(dev);
+	hdr = wire_put_headers(frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, &bth, &ext, n);
 	if (!hdr || gather(qp, w, offset, frame + hdr, n) < 0)
 		return -EFAULT;
 	crc = icrc_update(wire_icrc_headers(frame), frame + hdr, n);
@@ -235,10 +241,13 @@ void req_pump(struct qp *qp)
 		if (!w->started) {
 			w->started = true;
 			w->first_psn = qp->snd_nxt;
+			w->npkts = w->length ? (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
 			qp->dev->cnt.rdma_sends++;
 		}
 		if (send_packet(qp, w, qp->send_pkt, qp->snd_nxt) < 0) {
-			fail_head(qp, IBV_WC_LOC_PROT_ERR);
+			/* its local MR went away since it was checked: it fails in its turn */
+			w->local_error = IBV_WC_LOC_PROT_ERR;
+			blocked_by_local_error(qp, w);
 			return;
 		}
 		qp->snd_nxt = (qp->snd_nxt + 1) & WIRE_PSN_MASK;
@@ -262,6 +271,7 @@ static void ack_through(struct qp *qp, uint32_t psn)
 		return;
 	qp->snd_una = next;
 	qp->retry_left = qp->attr.retry_cnt;
+	qp->rnr_left = qp->attr.rnr_retry;
 	while (qp->comp_idx != qp->fetch_idx) {
 		struct send_wqe *w = wqe_at(qp, qp->comp_idx);
 
@@ -321,6 +331,13 @@ void req_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 	uint8_t syn = pkt->ext.aeth.syndrome;
 
 	if (wire_psn_diff(psn, qp->snd_una) < -1 || wire_psn_diff(psn, qp->snd_max) >= 0) {
+		qp->dev->cnt.drop_stale_ack++;
+		return;
+	}
+	if (wire_aeth_type(syn) != WIRE_AETH_ACK &&
+	    (wire_psn_diff(psn, qp->snd_una) < 0 || qp->rnr_wait)) {
+		/* a NAK names an outstanding PSN; during an RNR wait the packets pipelined
+		 * behind the refused one draw sequence NAKs that the wait already answers */
 		qp->dev->cnt.drop_stale_ack++;
 		return;
 	}

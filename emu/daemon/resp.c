@@ -20,19 +20,23 @@ static bool has_imm(const struct wire_opcode_info *op)
 	return op->headers & WIRE_HDR_IMMDT;
 }
 
-/* 1. PSN: ahead gets one sequence NAK until the expected PSN arrives; behind is a duplicate,
- * re-ACKed and not executed again. */
+/* 1. PSN: ahead gets one sequence NAK per episode; behind is a duplicate, re-ACKed and not
+ * executed again. An episode ends when the expected PSN arrives, or when the requester is
+ * seen to go back (an ahead packet at or below the highest seen since the NAK): its
+ * resend lost the expected PSN again, and without a new NAK only its timer would notice. */
 static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 {
-	int32_t d = wire_psn_diff(pkt->bth.psn, qp->rcv_psn);
+	uint32_t psn = pkt->bth.psn;
+	int32_t d = wire_psn_diff(psn, qp->rcv_psn);
 
 	if (d > 0) {
 		qp->dev->cnt.out_of_seq_request++;
-		if (!qp->nak_seq_sent) {
+		if (!qp->nak_seq_sent || wire_psn_diff(psn, qp->nak_high) <= 0) {
 			qp->nak_seq_sent = true;
 			qp->dev->cnt.nak_seq_sent++;
 			send_ack(qp, qp->rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
 		}
+		qp->nak_high = psn;
 		return DROP;
 	}
 	if (d < 0) {

@@ -1,0 +1,1285 @@
+/* verbs_e2e: librocemu end to end against two running rocemud daemons, from one process
+ * that holds a context on each, so no TCP is needed: each QP's connection data is at hand.
+ *
+ *   verbs_e2e CASE SOCK_A SOCK_B   run one case (A writes, B is the target); prints one
+ *                                  line "CASE: OK|FAIL: what it saw"; exit 0 only when
+ *                                  everything matched, 1 otherwise, 2 for bad usage
+ *   verbs_e2e hold SOCK SIZE       register SIZE bytes (K, M, G suffixes), print "ready",
+ *                                  then sleep until killed (the SIGKILL test)
+ *
+ * Every error case runs on a fresh QP pair (an error leaves both QPs in ERR), every wait
+ * for a completion is bounded by WAIT_MS, and every object is destroyed on every path. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "emu/rocemu.h"
+
+#define PROG "verbs_e2e"
+
+#define WAIT_MS       10000   /* the longest wait for one completion */
+#define QUIET_MS      200     /* how long "no further completion" is watched for */
+#define CHILD_WAIT_MS 30000   /* the child's patience with the parent */
+#define CQ_DEPTH      64
+#define QP_DEPTH      16
+#define QP_TIMEOUT    14      /* 4.096 us * 2^14 = 67 ms */
+#define QP_RETRY_CNT  7
+#define QP_RNR_RETRY  7
+#define MIN_RNR_TIMER 12      /* 0.64 ms */
+#define SLOW_RNR_TIMER 29     /* 245.76 ms: time enough to post a receive late */
+#define SLOW_RNR_MS   245
+#define LATE_RECV_MS  30      /* a late receive comes this long after the write */
+#define PSN_A         0x1a2b3c
+#define PSN_B         0x4d5e6f
+#define PSN_WRAP      0xfffffe /* a 3-packet message from here crosses the 24-bit wrap */
+#define REGION        65536
+#define IMM_VALUE     0x12345678u
+#define LINE_MAX_LEN  2048
+
+#define ACCESS_TARGET (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+
+enum seed { SEED_TARGET = 1, SEED_SOURCE, SEED_CANARY, SEED_OTHER };
+
+/* ---- what a case saw: one line, and whether everything matched ---- */
+
+static const char *g_case = "?";
+static char g_line[LINE_MAX_LEN];
+static size_t g_used;
+static bool g_failed;
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (g_used + 8 >= sizeof(g_line))
+		return;
+	if (g_used)
+		g_used += (size_t)snprintf(g_line + g_used, sizeof(g_line) - g_used, "; ");
+	va_start(ap, fmt);
+	n = vsnprintf(g_line + g_used, sizeof(g_line) - g_used, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		g_used += (size_t)n;
+	if (g_used >= sizeof(g_line))
+		g_used = sizeof(g_line) - 1;
+}
+
+/* Records a failure of the case: kind is MISMATCH (not what was expected), TIMEOUT or
+ * ERROR (a call that should have worked did not). */
+static void flag(const char *kind, const char *fmt, va_list ap)
+{
+	char buf[512];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	note("%s: %s", kind, buf);
+	g_failed = true;
+}
+
+static void failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void failed(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	flag("MISMATCH", fmt, ap);
+	va_end(ap);
+}
+
+static void broken(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void broken(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	flag("ERROR", fmt, ap);
+	va_end(ap);
+}
+
+static void timed_out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void timed_out(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	flag("TIMEOUT", fmt, ap);
+	va_end(ap);
+}
+
+static int report(void)
+{
+	printf("%s: %s: %s\n", g_case, g_failed ? "FAIL" : "OK", g_line);
+	fflush(stdout);
+	return g_failed ? 1 : 0;
+}
+
+static const char *const wc_status_names[] = {
+	[IBV_WC_SUCCESS] = "IBV_WC_SUCCESS",
+	[IBV_WC_LOC_LEN_ERR] = "IBV_WC_LOC_LEN_ERR",
+	[IBV_WC_LOC_QP_OP_ERR] = "IBV_WC_LOC_QP_OP_ERR",
+	[IBV_WC_LOC_EEC_OP_ERR] = "IBV_WC_LOC_EEC_OP_ERR",
+	[IBV_WC_LOC_PROT_ERR] = "IBV_WC_LOC_PROT_ERR",
+	[IBV_WC_WR_FLUSH_ERR] = "IBV_WC_WR_FLUSH_ERR",
+	[IBV_WC_MW_BIND_ERR] = "IBV_WC_MW_BIND_ERR",
+	[IBV_WC_BAD_RESP_ERR] = "IBV_WC_BAD_RESP_ERR",
+	[IBV_WC_LOC_ACCESS_ERR] = "IBV_WC_LOC_ACCESS_ERR",
+	[IBV_WC_REM_INV_REQ_ERR] = "IBV_WC_REM_INV_REQ_ERR",
+	[IBV_WC_REM_ACCESS_ERR] = "IBV_WC_REM_ACCESS_ERR",
+	[IBV_WC_REM_OP_ERR] = "IBV_WC_REM_OP_ERR",
+	[IBV_WC_RETRY_EXC_ERR] = "IBV_WC_RETRY_EXC_ERR",
+	[IBV_WC_RNR_RETRY_EXC_ERR] = "IBV_WC_RNR_RETRY_EXC_ERR",
+	[IBV_WC_LOC_RDD_VIOL_ERR] = "IBV_WC_LOC_RDD_VIOL_ERR",
+	[IBV_WC_REM_INV_RD_REQ_ERR] = "IBV_WC_REM_INV_RD_REQ_ERR",
+	[IBV_WC_REM_ABORT_ERR] = "IBV_WC_REM_ABORT_ERR",
+	[IBV_WC_INV_EECN_ERR] = "IBV_WC_INV_EECN_ERR",
+	[IBV_WC_INV_EEC_STATE_ERR] = "IBV_WC_INV_EEC_STATE_ERR",
+	[IBV_WC_FATAL_ERR] = "IBV_WC_FATAL_ERR",
+	[IBV_WC_RESP_TIMEOUT_ERR] = "IBV_WC_RESP_TIMEOUT_ERR",
+	[IBV_WC_GENERAL_ERR] = "IBV_WC_GENERAL_ERR",
+};
+
+static const char *status_name(unsigned status)
+{
+	if (status < sizeof(wc_status_names) / sizeof(wc_status_names[0]) &&
+	    wc_status_names[status])
+		return wc_status_names[status];
+	return "IBV_WC_(unknown)";
+}
+
+static const char *state_name(enum ibv_qp_state s)
+{
+	static const char *const names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- buffers: mmap'ed (registration remaps their pages), filled with patterns ---- */
+
+static uint8_t pat(size_t i, unsigned seed)
+{
+	return (uint8_t)(seed * 131 + i * 13 + (i >> 9));
+}
+
+static void fill_pat(uint8_t *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = pat(i, seed);
+}
+
+/* The first i in [from, to) where p[i] is not pat(i, seed), or to. */
+static size_t pat_mismatch(const uint8_t *p, size_t from, size_t to, unsigned seed)
+{
+	for (size_t i = from; i < to; i++)
+		if (p[i] != pat(i, seed))
+			return i;
+	return to;
+}
+
+/* p[i] == pat(i, seed) for every i in [from, to). */
+static bool expect_range(const uint8_t *p, size_t from, size_t to, unsigned seed,
+			 const char *what)
+{
+	size_t bad = pat_mismatch(p, from, to, seed);
+
+	if (bad == to)
+		return true;
+	failed("%s differs at offset %zu (0x%02x, expected 0x%02x)", what, bad, p[bad],
+	       pat(bad, seed));
+	return false;
+}
+
+static bool expect_pat(const uint8_t *p, size_t len, unsigned seed, const char *what)
+{
+	return expect_range(p, 0, len, seed, what);
+}
+
+struct node {
+	const char *name;
+	struct rocemu_context *ctx;
+	struct rocemu_port_attr port;
+	struct rocemu_pd *pd;
+};
+
+/* A mapped buffer and, once registered, the MR over all or part of it. */
+struct region {
+	struct node *n;
+	uint8_t *p;
+	size_t len;
+	struct rocemu_mr *mr;
+};
+
+/* Reports a failed librocemu call with the daemon's words; returns -1 for callers. */
+static int vfail(const struct node *n, const char *call, int err)
+{
+	const char *why = n && n->ctx ? rocemu_last_error(n->ctx) : "";
+
+	broken("%s on %s: %s%s%s%s", call, n ? n->name : "?", strerror(err), *why ? " (" : "",
+	       why, *why ? ")" : "");
+	return -1;
+}
+
+static int region_alloc(struct region *r, struct node *n, size_t len, unsigned seed)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	*r = (struct region){ .n = n };
+	if (p == MAP_FAILED) {
+		broken("mmap %zu bytes: %s", len, strerror(errno));
+		return -1;
+	}
+	r->p = p;
+	r->len = len;
+	fill_pat(r->p, len, seed);
+	return 0;
+}
+
+static int region_reg(struct region *r, struct rocemu_pd *pd, size_t off, size_t len, int access)
+{
+	r->mr = rocemu_reg_mr(pd, r->p + off, len, access);
+	return r->mr ? 0 : vfail(r->n, "rocemu_reg_mr", errno);
+}
+
+static int region_dereg(struct region *r)
+{
+	int err = r->mr ? rocemu_dereg_mr(r->mr) : 0;
+
+	if (err)
+		return vfail(r->n, "rocemu_dereg_mr", err);
+	r->mr = NULL;
+	return 0;
+}
+
+/* Memory the daemon may still write into (a failed deregistration) stays mapped. */
+static void region_close(struct region *r)
+{
+	if (region_dereg(r) == 0 && r->p)
+		munmap(r->p, r->len);
+	r->p = NULL;
+}
+
+static int region_open(struct region *r, struct node *n, size_t len, unsigned seed, int access)
+{
+	if (region_alloc(r, n, len, seed) < 0)
+		return -1;
+	return region_reg(r, n->pd, 0, len, access);
+}
+
+/* ---- contexts, QPs and connections ---- */
+
+static int node_open(struct node *n, const char *name, const char *sock)
+{
+	int err;
+
+	n->name = name;
+	if (!(n->ctx = rocemu_open(sock))) {
+		broken("rocemu_open(%s) for %s: %s", sock, name, strerror(errno));
+		return -1;
+	}
+	if ((err = rocemu_query_port(n->ctx, &n->port)))
+		return vfail(n, "rocemu_query_port", err);
+	if (n->port.active_mtu < IBV_MTU_256 || n->port.active_mtu > IBV_MTU_4096) {
+		failed("%s: active MTU %d is not an enum ibv_mtu", name, (int)n->port.active_mtu);
+		return -1;
+	}
+	if (!(n->pd = rocemu_alloc_pd(n->ctx)))
+		return vfail(n, "rocemu_alloc_pd", errno);
+	return 0;
+}
+
+static void node_close(struct node *n)
+{
+	int err;
+
+	if (n->pd && (err = rocemu_dealloc_pd(n->pd)))
+		vfail(n, "rocemu_dealloc_pd", err);
+	if (n->ctx && (err = rocemu_close(n->ctx)))
+		vfail(n, "rocemu_close", err);
+	n->pd = NULL;
+	n->ctx = NULL;
+}
+
+struct env {
+	const char *sock_a, *sock_b;
+	struct node a, b;
+	enum ibv_mtu mtu;     /* the smaller active MTU */
+	uint32_t pmtu;        /* the same in bytes */
+};
+
+static int env_open(struct env *e)
+{
+	if (node_open(&e->a, "A", e->sock_a) < 0 || node_open(&e->b, "B", e->sock_b) < 0)
+		return -1;
+	e->mtu = e->a.port.active_mtu < e->b.port.active_mtu ? e->a.port.active_mtu
+							     : e->b.port.active_mtu;
+	e->pmtu = 128u << e->mtu;
+	return 0;
+}
+
+static void env_close(struct env *e)
+{
+	node_close(&e->a);
+	node_close(&e->b);
+}
+
+struct end {
+	struct node *n;
+	struct rocemu_cq *cq;
+	struct rocemu_qp *qp;
+};
+
+struct conn {
+	struct end a, b;
+};
+
+struct conn_opts {
+	struct rocemu_pd *pd_b;   /* B's QP's PD; NULL: B's first PD */
+	int access_b;             /* B's qp_access_flags */
+	uint8_t rnr_retry;        /* A's */
+	uint8_t min_rnr_timer;    /* B's: the delay its RNR NAKs ask for */
+	uint32_t psn_a, psn_b;
+};
+
+static struct conn_opts default_opts(void)
+{
+	return (struct conn_opts){ .access_b = IBV_ACCESS_REMOTE_WRITE,
+				   .rnr_retry = QP_RNR_RETRY, .min_rnr_timer = MIN_RNR_TIMER,
+				   .psn_a = PSN_A, .psn_b = PSN_B };
+}
+
+/* A CQ and an RC QP on it, sq_sig_all = 0: each WR says whether it is signaled. */
+static int end_open(struct end *e, struct node *n, struct rocemu_pd *pd)
+{
+	struct rocemu_qp_init_attr a = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
+					 .max_send_sge = 2 };
+
+	e->n = n;
+	if (!(e->cq = rocemu_create_cq(n->ctx, CQ_DEPTH)))
+		return vfail(n, "rocemu_create_cq", errno);
+	a.send_cq = a.recv_cq = e->cq;
+	if (!(e->qp = rocemu_create_qp(pd, &a)))
+		return vfail(n, "rocemu_create_qp", errno);
+	return 0;
+}
+
+static void end_close(struct end *e)
+{
+	int err;
+
+	if (e->qp && (err = rocemu_destroy_qp(e->qp)))
+		vfail(e->n, "rocemu_destroy_qp", err);
+	if (e->cq && (err = rocemu_destroy_cq(e->cq)))
+		vfail(e->n, "rocemu_destroy_cq", err);
+	e->qp = NULL;
+	e->cq = NULL;
+}
+
+static int modify(struct end *e, struct ibv_qp_attr *a, int mask, const char *call)
+{
+	int err = rocemu_modify_qp(e->qp, a, mask);
+
+	return err ? vfail(e->n, call, err) : 0;
+}
+
+static int qp_init(struct end *e, int access)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .qp_access_flags = (unsigned)access,
+				 .port_num = 1 };
+
+	return modify(e, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, "rocemu_modify_qp(INIT)");
+}
+
+static int qp_rtr(struct end *e, const struct end *peer, enum ibv_mtu mtu, uint32_t rq_psn,
+		  uint8_t min_rnr_timer)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = mtu,
+		.dest_qp_num = peer->qp->qp_num,
+		.rq_psn = rq_psn,
+		.min_rnr_timer = min_rnr_timer,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			     .grh = { .dgid = peer->n->port.gid, .hop_limit = 64 } },
+	};
+
+	return modify(e, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			     IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER, "rocemu_modify_qp(RTR)");
+}
+
+static int qp_rts(struct end *e, uint32_t sq_psn, uint8_t rnr_retry)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = sq_psn,
+				 .timeout = QP_TIMEOUT, .retry_cnt = QP_RETRY_CNT,
+				 .rnr_retry = rnr_retry };
+
+	return modify(e, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY, "rocemu_modify_qp(RTS)");
+}
+
+static void conn_close(struct conn *c)
+{
+	end_close(&c->a);
+	end_close(&c->b);
+}
+
+/* A QP on A connected to a QP on B, both in RTS. */
+static int conn_open(struct env *e, const struct conn_opts *o, struct conn *c)
+{
+	*c = (struct conn){ 0 };
+	if (end_open(&c->a, &e->a, e->a.pd) < 0 ||
+	    end_open(&c->b, &e->b, o->pd_b ? o->pd_b : e->b.pd) < 0 ||
+	    qp_init(&c->a, IBV_ACCESS_REMOTE_WRITE) < 0 || qp_init(&c->b, o->access_b) < 0 ||
+	    qp_rtr(&c->a, &c->b, e->mtu, o->psn_b, MIN_RNR_TIMER) < 0 ||
+	    qp_rtr(&c->b, &c->a, e->mtu, o->psn_a, o->min_rnr_timer) < 0 ||
+	    qp_rts(&c->a, o->psn_a, o->rnr_retry) < 0 ||
+	    qp_rts(&c->b, o->psn_b, QP_RNR_RETRY) < 0) {
+		conn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- posting and completions ---- */
+
+static struct ibv_send_wr write_wr(uint64_t wr_id, struct ibv_sge *sge, int num_sge,
+				   uint64_t raddr, uint32_t rkey)
+{
+	return (struct ibv_send_wr){ .wr_id = wr_id, .sg_list = sge, .num_sge = num_sge,
+				     .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+				     .wr.rdma = { .remote_addr = raddr, .rkey = rkey } };
+}
+
+static int post_wr(struct end *e, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad = NULL;
+	int err = rocemu_post_send(e->qp, wr, &bad);
+
+	return err ? vfail(e->n, "rocemu_post_send", err) : 0;
+}
+
+/* The next completion on e's CQ within WAIT_MS; -1 (reported) when none came. */
+static int next_wc(struct end *e, struct ibv_wc *wc, const char *what)
+{
+	const int64_t deadline = now_ms() + WAIT_MS;
+
+	for (;;) {
+		int n = rocemu_poll_cq(e->cq, 1, wc), err;
+		int64_t left = deadline - now_ms();
+
+		if (n == 1)
+			return 0;
+		if (n < 0)
+			return vfail(e->n, "rocemu_poll_cq", errno);
+		err = left > 0 ? rocemu_wait_cq(e->cq, (int)left) : ETIMEDOUT;
+		if (err == ETIMEDOUT) {
+			timed_out("no completion on %s within %d ms for %s", e->n->name,
+				  WAIT_MS, what);
+			return -1;
+		}
+		if (err)
+			return vfail(e->n, "rocemu_wait_cq", err);
+	}
+}
+
+/* The next completion is wr_id's with status want; notes "what -> STATUS". */
+static bool expect_wc(struct end *e, uint64_t wr_id, enum ibv_wc_status want, const char *what,
+		      struct ibv_wc *out)
+{
+	struct ibv_wc wc;
+
+	if (next_wc(e, &wc, what) < 0)
+		return false;
+	if (out)
+		*out = wc;
+	note("%s -> %s", what, status_name(wc.status));
+	if (wc.status != want || wc.wr_id != wr_id) {
+		failed("%s: expected %s for wr_id %llu, got %s for wr_id %llu", what,
+		       status_name(want), (unsigned long long)wr_id, status_name(wc.status),
+		       (unsigned long long)wc.wr_id);
+		return false;
+	}
+	if (wc.qp_num != e->qp->qp_num) {
+		failed("%s: completion names QP 0x%06x, not 0x%06x", what, wc.qp_num,
+		       e->qp->qp_num);
+		return false;
+	}
+	return true;
+}
+
+/* No further completion shows up within QUIET_MS. */
+static bool expect_quiet(struct end *e, const char *what)
+{
+	struct ibv_wc wc;
+	int err = rocemu_wait_cq(e->cq, QUIET_MS);
+
+	if (err == ETIMEDOUT)
+		return true;
+	if (err) {
+		vfail(e->n, "rocemu_wait_cq", err);
+		return false;
+	}
+	if (rocemu_poll_cq(e->cq, 1, &wc) == 1)
+		failed("%s: an extra completion, %s for wr_id %llu", what, status_name(wc.status),
+		       (unsigned long long)wc.wr_id);
+	return false;
+}
+
+static bool expect_state(struct end *e, enum ibv_qp_state want)
+{
+	struct ibv_qp_attr a;
+	int err = rocemu_query_qp(e->qp, &a);
+
+	if (err) {
+		vfail(e->n, "rocemu_query_qp", err);
+		return false;
+	}
+	if (a.qp_state == want)
+		return true;
+	failed("%s's QP is in %s, expected %s", e->n->name, state_name(a.qp_state),
+	       state_name(want));
+	return false;
+}
+
+/* After a completion with status st: a requester error leaves A's QP in ERR, and the
+ * responder's QP too when it NAKed the request as invalid or an access error. */
+static bool expect_states(struct conn *c, enum ibv_wc_status st)
+{
+	bool remote = st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR;
+
+	if (st == IBV_WC_SUCCESS)
+		return expect_state(&c->a, IBV_QPS_RTS) && expect_state(&c->b, IBV_QPS_RTS);
+	return expect_state(&c->a, IBV_QPS_ERR) &&
+	       expect_state(&c->b, remote ? IBV_QPS_ERR : IBV_QPS_RTS);
+}
+
+/* One RDMA WRITE of one SGE on a fresh QP pair, whose completion must be want. */
+struct shot {
+	const char *what;
+	const void *src;
+	uint32_t len;
+	uint32_t lkey;
+	uint64_t raddr;
+	uint32_t rkey;
+	enum ibv_wc_status want;
+};
+
+static bool one_write(struct env *e, const struct conn_opts *o, const struct shot *s)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)s->src, .length = s->len, .lkey = s->lkey };
+	struct ibv_send_wr wr = write_wr(1, &sge, 1, s->raddr, s->rkey);
+	struct conn c;
+	bool ok = false;
+
+	if (conn_open(e, o, &c) < 0)
+		return false;
+	if (post_wr(&c.a, &wr) == 0)
+		ok = expect_wc(&c.a, 1, s->want, s->what, NULL) && expect_states(&c, s->want);
+	conn_close(&c);
+	return ok;
+}
+
+/* ---- the cases ---- */
+
+static void stale_rkey_writes(struct env *e, struct region *src, struct region *dst)
+{
+	const struct conn_opts o = default_opts();
+	uint32_t old_rkey = dst->mr->rkey;
+	struct shot s = { "old rkey after dereg", src->p, (uint32_t)src->len, src->mr->lkey,
+			  (uintptr_t)dst->p, old_rkey, IBV_WC_REM_ACCESS_ERR };
+
+	if (region_dereg(dst) < 0 || !one_write(e, &o, &s) ||
+	    region_reg(dst, e->b.pd, 0, dst->len, ACCESS_TARGET) < 0)
+		return;
+	if (dst->mr->rkey == old_rkey)
+		failed("the new registration got the old rkey 0x%08x back", old_rkey);
+	s.what = "old rkey after a new registration";
+	if (!one_write(e, &o, &s) || !expect_pat(dst->p, dst->len, SEED_TARGET, "target"))
+		return;
+	note("target unchanged");
+	s.what = "new rkey";
+	s.rkey = dst->mr->rkey;
+	s.want = IBV_WC_SUCCESS;
+	if (one_write(e, &o, &s) && expect_pat(dst->p, dst->len, SEED_SOURCE, "target"))
+		note("byte-exact");
+}
+
+static void case_stale_rkey(struct env *e)
+{
+	struct region src = { 0 }, dst = { 0 };
+
+	if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, REGION, SEED_TARGET, ACCESS_TARGET) == 0)
+		stale_rkey_writes(e, &src, &dst);
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* A write A must see refused with want while B's target stays as it was. */
+static void refused_write(struct env *e, const struct conn_opts *o, struct region *src,
+			  struct region *dst, enum ibv_wc_status want, const char *what)
+{
+	const struct shot s = { what, src->p, (uint32_t)src->len, src->mr->lkey,
+				(uintptr_t)dst->p, dst->mr->rkey, want };
+
+	if (one_write(e, o, &s) && expect_pat(dst->p, dst->len, SEED_TARGET, "target"))
+		note("target unchanged");
+}
+
+static void case_no_remote_write(struct env *e)
+{
+	const struct conn_opts o = default_opts();
+	struct region src = { 0 }, dst = { 0 };
+
+	if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, REGION, SEED_TARGET, IBV_ACCESS_LOCAL_WRITE) == 0)
+		refused_write(e, &o, &src, &dst, IBV_WC_REM_ACCESS_ERR,
+			      "MR without remote write");
+	region_close(&src);
+	region_close(&dst);
+}
+
+static void other_pd_writes(struct env *e, struct rocemu_pd *pd2, struct region *src,
+			    struct region *dst)
+{
+	struct conn_opts o = default_opts();
+	const struct shot ok = { "the same write through a QP in PD2", src->p,
+				 (uint32_t)src->len, src->mr->lkey, (uintptr_t)dst->p,
+				 dst->mr->rkey, IBV_WC_SUCCESS };
+
+	refused_write(e, &o, src, dst, IBV_WC_REM_ACCESS_ERR, "MR in PD2, QP in PD1");
+	if (g_failed)
+		return;
+	o.pd_b = pd2;
+	if (one_write(e, &o, &ok) && expect_pat(dst->p, dst->len, SEED_SOURCE, "target"))
+		note("byte-exact");
+}
+
+static void case_other_pd(struct env *e)
+{
+	struct region src = { 0 }, dst = { .n = &e->b };
+	struct rocemu_pd *pd2 = rocemu_alloc_pd(e->b.ctx);
+	int err;
+
+	if (!pd2)
+		vfail(&e->b, "rocemu_alloc_pd", errno);
+	else if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+		 region_alloc(&dst, &e->b, REGION, SEED_TARGET) == 0 &&
+		 region_reg(&dst, pd2, 0, REGION, ACCESS_TARGET) == 0)
+		other_pd_writes(e, pd2, &src, &dst);
+	region_close(&src);
+	region_close(&dst);
+	if (pd2 && (err = rocemu_dealloc_pd(pd2)))
+		vfail(&e->b, "rocemu_dealloc_pd(PD2)", err);
+}
+
+static void case_qp_no_remote_write(struct env *e)
+{
+	struct conn_opts o = default_opts();
+	struct region src = { 0 }, dst = { 0 };
+
+	o.access_b = IBV_ACCESS_LOCAL_WRITE;
+	if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, REGION, SEED_TARGET, ACCESS_TARGET) == 0)
+		refused_write(e, &o, &src, &dst, IBV_WC_REM_INV_REQ_ERR,
+			      "QP without remote write");
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* The lkey of an MR that a second context (another client of daemon A) registered. */
+static void case_foreign_lkey(struct env *e)
+{
+	const struct conn_opts o = default_opts();
+	struct node other = { 0 };
+	struct region src = { 0 }, dst = { 0 };
+
+	if (node_open(&other, "A (second client)", e->sock_a) == 0 &&
+	    region_open(&src, &other, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, REGION, SEED_TARGET, ACCESS_TARGET) == 0)
+		refused_write(e, &o, &src, &dst, IBV_WC_LOC_PROT_ERR,
+			      "lkey of another client's MR");
+	region_close(&src);
+	region_close(&dst);
+	node_close(&other);
+}
+
+/* Posts wr_ids first..first+n-1 as one chain; signaled[i] says which ask for a
+ * completion; the one at bad_at (or none, -1) uses a wrong rkey. */
+static int post_chain(struct end *a, struct region *src, struct region *dst, uint64_t first,
+		      const bool *signaled, int n, int bad_at)
+{
+	struct ibv_sge sge = { (uintptr_t)src->p, (uint32_t)src->len, src->mr->lkey };
+	struct ibv_send_wr wr[8];
+
+	for (int i = 0; i < n; i++) {
+		uint32_t rkey = i == bad_at ? dst->mr->rkey ^ 0x5 : dst->mr->rkey;
+
+		wr[i] = write_wr(first + (uint64_t)i, &sge, 1, (uintptr_t)dst->p, rkey);
+		wr[i].send_flags = signaled[i] ? IBV_SEND_SIGNALED : 0;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	return post_wr(a, wr);
+}
+
+static bool expect_flushed(struct end *a, uint64_t first, int n, const char *when)
+{
+	char what[96];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(what, sizeof(what), "%s wr %llu", when, (unsigned long long)first + i);
+		if (!expect_wc(a, first + (uint64_t)i, IBV_WC_WR_FLUSH_ERR, what, NULL))
+			return false;
+	}
+	return true;
+}
+
+static void flush_writes(struct env *e, struct region *src, struct region *dst)
+{
+	const struct conn_opts o = default_opts();
+	const bool chain[3] = { true, true, false }, later[3] = { true, false, true };
+	struct conn c;
+
+	if (conn_open(e, &o, &c) < 0)
+		return;
+	if (post_chain(&c.a, src, dst, 1, chain, 3, 0) == 0 &&
+	    expect_wc(&c.a, 1, IBV_WC_REM_ACCESS_ERR, "wr 1 (bad rkey)", NULL) &&
+	    expect_flushed(&c.a, 2, 2, "queued behind it:") &&
+	    expect_states(&c, IBV_WC_REM_ACCESS_ERR) &&
+	    post_chain(&c.a, src, dst, 4, later, 3, -1) == 0 &&
+	    expect_flushed(&c.a, 4, 3, "posted after the error:") &&
+	    expect_quiet(&c.a, "after the flushes") &&
+	    expect_pat(dst->p, dst->len, SEED_TARGET, "target"))
+		note("unsignaled ones flushed too, nothing more, target unchanged");
+	conn_close(&c);
+}
+
+static void case_flush(struct env *e)
+{
+	struct region src = { 0 }, dst = { 0 };
+
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) == 0)
+		flush_writes(e, &src, &dst);
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* Canaries on both sides of the MR, and the MR's contents, hold these. */
+static bool canaries_intact(const struct region *buf, unsigned mr_seed, const char *when)
+{
+	char what[96];
+
+	snprintf(what, sizeof(what), "canary before the MR %s", when);
+	if (!expect_pat(buf->p, REGION, SEED_CANARY, what))
+		return false;
+	snprintf(what, sizeof(what), "canary after the MR %s", when);
+	if (!expect_pat(buf->p + 2 * REGION, REGION, SEED_OTHER, what))
+		return false;
+	snprintf(what, sizeof(what), "MR contents %s", when);
+	return expect_pat(buf->p + REGION, REGION, mr_seed, what);
+}
+
+static void canary_writes(struct env *e, struct region *src, struct region *buf)
+{
+	const struct conn_opts o = default_opts();
+	const uint64_t mr_va = (uintptr_t)buf->p + REGION;
+	const uint32_t rkey = buf->mr->rkey, lkey = src->mr->lkey;
+	const struct shot shots[] = {
+		{ "64 KiB into the MR", src->p, REGION, lkey, mr_va, rkey, IBV_WC_SUCCESS },
+		{ "1 byte before it", src->p, 1, lkey, mr_va - 1, rkey, IBV_WC_REM_ACCESS_ERR },
+		{ "1 byte after it", src->p, 1, lkey, mr_va + REGION, rkey, IBV_WC_REM_ACCESS_ERR },
+		{ "2 bytes across its end", src->p, 2, lkey, mr_va + REGION - 1, rkey,
+		  IBV_WC_REM_ACCESS_ERR },
+	};
+
+	if (!one_write(e, &o, &shots[0]) || !canaries_intact(buf, SEED_SOURCE, "after the write"))
+		return;
+	note("byte-exact");
+	for (size_t i = 1; i < sizeof(shots) / sizeof(shots[0]); i++)
+		if (!one_write(e, &o, &shots[i]))
+			return;
+	if (canaries_intact(buf, SEED_SOURCE, "after the refused writes"))
+		note("canaries and MR contents unchanged");
+}
+
+static void case_canaries(struct env *e)
+{
+	struct region src = { 0 }, buf = { 0 };
+
+	if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_alloc(&buf, &e->b, 3 * REGION, SEED_TARGET) == 0) {
+		fill_pat(buf.p, REGION, SEED_CANARY);
+		fill_pat(buf.p + 2 * REGION, REGION, SEED_OTHER);
+		if (region_reg(&buf, e->b.pd, REGION, REGION, ACCESS_TARGET) == 0)
+			canary_writes(e, &src, &buf);
+	}
+	region_close(&src);
+	region_close(&buf);
+}
+
+static int post_write_imm(struct end *a, struct region *src, uint32_t len, struct region *dst)
+{
+	struct ibv_sge sge = { (uintptr_t)src->p, len, src->mr->lkey };
+	struct ibv_send_wr wr = write_wr(0x11, &sge, 1, (uintptr_t)dst->p, dst->mr->rkey);
+
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(IMM_VALUE);
+	return post_wr(a, &wr);
+}
+
+static bool check_recv_wc(const struct ibv_wc *wc, uint32_t len, uint32_t qpn)
+{
+	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
+	    wc->imm_data != htonl(IMM_VALUE) || wc->byte_len != len || wc->qp_num != qpn) {
+		failed("B's completion: opcode %d flags 0x%x imm 0x%08x byte_len %u qp 0x%06x, "
+		       "expected %d, WITH_IMM, 0x%08x, %u, 0x%06x", (int)wc->opcode,
+		       (unsigned)wc->wc_flags, ntohl(wc->imm_data), wc->byte_len, wc->qp_num,
+		       (int)IBV_WC_RECV_RDMA_WITH_IMM, IMM_VALUE, len, qpn);
+		return false;
+	}
+	note("B: RECV_RDMA_WITH_IMM, imm 0x%08x, byte_len %u", ntohl(wc->imm_data), wc->byte_len);
+	return true;
+}
+
+/* With a receive posted: A succeeds, B completes the receive with the immediate. */
+static bool imm_with_recv(struct env *e, struct region *src, uint32_t len, struct region *dst)
+{
+	struct conn_opts o = default_opts();
+	struct ibv_recv_wr rwr = { .wr_id = 0x77 }, *bad = NULL;
+	struct ibv_wc wc;
+	struct conn c;
+	bool ok = false;
+	int err;
+
+	o.psn_a = PSN_WRAP;
+	if (conn_open(e, &o, &c) < 0)
+		return false;
+	if ((err = rocemu_post_recv(c.b.qp, &rwr, &bad)))
+		vfail(&e->b, "rocemu_post_recv", err);
+	else if (post_write_imm(&c.a, src, len, dst) == 0 &&
+		 expect_wc(&c.a, 0x11, IBV_WC_SUCCESS, "WRITE WITH IMM", &wc) &&
+		 expect_wc(&c.b, 0x77, IBV_WC_SUCCESS, "B's receive", &wc))
+		ok = check_recv_wc(&wc, len, c.b.qp->qp_num) &&
+		     expect_pat(dst->p, len, SEED_SOURCE, "target") &&
+		     expect_range(dst->p, len, dst->len, SEED_TARGET, "target past the message");
+	conn_close(&c);
+	return ok;
+}
+
+/* No receive posted and rnr_retry 0: the first RNR NAK ends the request. */
+static void imm_without_recv(struct env *e, struct region *src, uint32_t len, struct region *dst)
+{
+	struct conn_opts o = default_opts();
+	struct conn c;
+
+	o.rnr_retry = 0;
+	if (conn_open(e, &o, &c) < 0)
+		return;
+	if (post_write_imm(&c.a, src, len, dst) == 0 &&
+	    expect_wc(&c.a, 0x11, IBV_WC_RNR_RETRY_EXC_ERR, "no receive posted, rnr_retry 0",
+		      NULL) &&
+	    expect_states(&c, IBV_WC_RNR_RETRY_EXC_ERR))
+		expect_quiet(&c.b, "B after the RNR NAK");
+	conn_close(&c);
+}
+
+static void case_write_imm(struct env *e)
+{
+	const uint32_t len = 3 * e->pmtu - 5;
+	struct region src = { 0 }, dst = { 0 };
+
+	note("%u bytes at MTU %u", len, e->pmtu);
+	if (region_open(&src, &e->a, len, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, len + 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    imm_with_recv(e, &src, len, &dst)) {
+		note("byte-exact");
+		imm_without_recv(e, &src, len, &dst);
+	}
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* Zero-length writes with a wrong rkey: no key is checked, nothing changes, the QPs
+ * stay usable (a real write on the same pair still lands). */
+static void zero_writes(struct env *e, struct region *src, struct region *dst)
+{
+	const struct conn_opts o = default_opts();
+	struct ibv_sge empty = { (uintptr_t)src->p, 0, src->mr->lkey };
+	struct ibv_sge real = { (uintptr_t)src->p, 16, src->mr->lkey };
+	struct ibv_send_wr w1 = write_wr(1, NULL, 0, (uintptr_t)dst->p, dst->mr->rkey ^ 0x5);
+	struct ibv_send_wr w2 = write_wr(2, &empty, 1, (uintptr_t)dst->p, 0xdeadbe00);
+	struct ibv_send_wr w3 = write_wr(3, &real, 1, (uintptr_t)dst->p, dst->mr->rkey);
+	struct conn c;
+
+	if (conn_open(e, &o, &c) < 0)
+		return;
+	if (post_wr(&c.a, &w1) == 0 &&
+	    expect_wc(&c.a, 1, IBV_WC_SUCCESS, "num_sge 0, bad rkey", NULL) &&
+	    post_wr(&c.a, &w2) == 0 &&
+	    expect_wc(&c.a, 2, IBV_WC_SUCCESS, "one sge of length 0, bad rkey", NULL) &&
+	    expect_states(&c, IBV_WC_SUCCESS) &&
+	    expect_pat(dst->p, dst->len, SEED_TARGET, "target")) {
+		note("target unchanged");
+		if (post_wr(&c.a, &w3) == 0 &&
+		    expect_wc(&c.a, 3, IBV_WC_SUCCESS, "then 16 bytes, good rkey, same QPs",
+			      NULL) &&
+		    expect_pat(dst->p, 16, SEED_SOURCE, "target") &&
+		    expect_range(dst->p, 16, dst->len, SEED_TARGET, "target past 16 bytes"))
+			note("they landed, nothing else changed");
+	}
+	conn_close(&c);
+}
+
+static void case_zero_length(struct env *e)
+{
+	struct region src = { 0 }, dst = { 0 };
+
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) == 0)
+		zero_writes(e, &src, &dst);
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* One WRITE WITH IMM that finds no receive: the receive comes LATE_RECV_MS later, within
+ * the RNR NAK's delay, so the one retry that rnr_retry 1 allows finds it. */
+static bool late_receive(struct conn *c, struct region *src, struct region *dst,
+			 uint64_t recv_id, const char *what)
+{
+	struct ibv_recv_wr rwr = { .wr_id = recv_id }, *bad = NULL;
+	int64_t start = now_ms(), took;
+	int err;
+
+	if (post_write_imm(&c->a, src, 64, dst) < 0)
+		return false;
+	poll(NULL, 0, LATE_RECV_MS);
+	if ((err = rocemu_post_recv(c->b.qp, &rwr, &bad))) {
+		vfail(c->b.n, "rocemu_post_recv", err);
+		return false;
+	}
+	if (!expect_wc(&c->a, 0x11, IBV_WC_SUCCESS, what, NULL) ||
+	    !expect_wc(&c->b, recv_id, IBV_WC_SUCCESS, "B's late receive", NULL))
+		return false;
+	took = now_ms() - start;
+	if (took >= SLOW_RNR_MS * 3 / 4)
+		return true;
+	failed("%s completed in %lld ms: no RNR NAK delayed it", what, (long long)took);
+	return false;
+}
+
+/* rnr_retry 1 allows one RNR retry per message: forward progress reloads the budget
+ * (rxe's reset_retry_counters on every ACK that completes a request), so a message that
+ * used its retry must not leave the next one without. */
+static void case_rnr_recover(struct env *e)
+{
+	struct conn_opts o = default_opts();
+	struct region src = { 0 }, dst = { 0 };
+	struct conn c;
+
+	o.rnr_retry = 1;
+	o.min_rnr_timer = SLOW_RNR_TIMER;
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    conn_open(e, &o, &c) == 0) {
+		if (late_receive(&c, &src, &dst, 0x71, "1st message, receive late, rnr_retry 1") &&
+		    late_receive(&c, &src, &dst, 0x72, "2nd message, receive late, rnr_retry 1"))
+			note("each message got its own RNR retry");
+		conn_close(&c);
+	}
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* ---- other-process: a forked child owns the target MR ---- */
+
+/* What the child tells the parent: first its MR (ok = 1) or why it has none, then what
+ * its buffer holds once the parent has tried to write into it. */
+struct child_msg {
+	int32_t ok;
+	uint32_t rkey;
+	uint64_t addr;
+	uint64_t len;
+	uint64_t changed_at;      /* the first changed offset, or len */
+	char why[256];
+};
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Exactly len bytes within timeout_ms; -1 on timeout, EOF or error. */
+static int read_full(int fd, void *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	uint8_t *p = buf;
+
+	while (len) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) < 0) {
+			if (left > 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (!pfd.revents)
+			continue;
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void child_offer(const char *sock_b, struct node *b, struct region *r,
+			struct child_msg *m)
+{
+	if (node_open(b, "B (child)", sock_b) == 0 &&
+	    region_open(r, b, REGION, SEED_TARGET, ACCESS_TARGET) == 0)
+		*m = (struct child_msg){ .ok = 1, .rkey = r->mr->rkey, .addr = (uintptr_t)r->p,
+					 .len = r->len };
+	snprintf(m->why, sizeof(m->why), "%.*s", (int)sizeof(m->why) - 1, g_line);
+}
+
+/* The child: its own context on B, opened after the fork. */
+static int child_main(const char *sock_b, int out, int in)
+{
+	struct node b = { 0 };
+	struct region r = { 0 };
+	struct child_msg m = { 0 };
+	char go;
+
+	child_offer(sock_b, &b, &r, &m);
+	if (write_full(out, &m, sizeof(m)) == 0 && m.ok &&
+	    read_full(in, &go, 1, CHILD_WAIT_MS) == 0) {
+		m.changed_at = pat_mismatch(r.p, 0, r.len, SEED_TARGET);
+		write_full(out, &m, sizeof(m));
+	}
+	region_close(&r);
+	node_close(&b);
+	return g_failed ? 1 : 0;
+}
+
+/* The parent aims at the child's MR through its own QP on B: a PD of another client. */
+static void parent_writes(struct env *e, int in, int out)
+{
+	const struct conn_opts o = default_opts();
+	struct region src = { 0 };
+	struct child_msg m = { 0 };
+
+	if (read_full(in, &m, sizeof(m), WAIT_MS) < 0) {
+		timed_out("no word from the child within %d ms", WAIT_MS);
+		return;
+	}
+	if (!m.ok || m.len != REGION) {
+		broken("the child has no MR to offer: %.*s", (int)sizeof(m.why) - 1, m.why);
+		return;
+	}
+	if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0)
+		one_write(e, &o, &(struct shot){ "write into the child's MR", src.p, REGION,
+						 src.mr->lkey, m.addr, m.rkey,
+						 IBV_WC_REM_ACCESS_ERR });
+	region_close(&src);
+	if (write_full(out, "g", 1) < 0 || read_full(in, &m, sizeof(m), WAIT_MS) < 0)
+		timed_out("no verdict from the child within %d ms", WAIT_MS);
+	else if (m.changed_at != m.len)
+		failed("the child's buffer changed at offset %llu",
+		       (unsigned long long)m.changed_at);
+	else
+		note("child's buffer unchanged");
+}
+
+/* Waits (bounded) for the child; kills it if it does not end in time. */
+static void reap(pid_t pid)
+{
+	int status = 0;
+
+	for (int i = 0; i < WAIT_MS / 50; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		if (i + 1 == WAIT_MS / 50) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			timed_out("the child did not exit within %d ms; killed it", WAIT_MS);
+			return;
+		}
+		poll(NULL, 0, 50);
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		failed("the child ended with status 0x%x", (unsigned)status);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void case_other_process(struct env *e)
+{
+	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
+	pid_t pid = -1;
+
+	if (pipe2(up, O_CLOEXEC) == 0 && pipe2(down, O_CLOEXEC) == 0) {
+		fflush(NULL);
+		pid = fork();
+	}
+	if (pid == 0) {
+		close_fd(&up[0]);
+		close_fd(&down[1]);
+		_exit(child_main(e->sock_b, up[1], down[0]));
+	}
+	if (pid < 0)
+		broken("pipe or fork: %s", strerror(errno));
+	close_fd(&up[1]);
+	close_fd(&down[0]);
+	if (pid > 0 && env_open(e) == 0)
+		parent_writes(e, up[0], down[1]);
+	close_fd(&down[1]);   /* a child still waiting for the go-ahead sees EOF */
+	close_fd(&up[0]);
+	if (pid > 0)
+		reap(pid);
+}
+
+/* ---- hold: pinned memory for the SIGKILL test ---- */
+
+static bool parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return false;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	default: return false;
+	}
+	if ((shift && end[1]) || v == 0 || v > (SIZE_MAX >> shift))
+		return false;
+	*out = (size_t)v << shift;
+	return true;
+}
+
+/* Registers size bytes (the fill touches every page), says "ready" and waits to be
+ * killed. Returns only on failure. */
+static int hold(const char *sock, const char *size_arg)
+{
+	struct node n = { 0 };
+	struct region r = { 0 };
+	size_t size;
+
+	g_case = "hold";
+	if (!parse_size(size_arg, &size)) {
+		fprintf(stderr, PROG ": hold: bad size '%s' (bytes, K, M or G)\n", size_arg);
+		return 2;
+	}
+	if (node_open(&n, "the daemon", sock) == 0 &&
+	    region_open(&r, &n, size, SEED_TARGET, ACCESS_TARGET) == 0) {
+		printf("ready\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	region_close(&r);
+	node_close(&n);
+	return report();
+}
+
+/* ---- main ---- */
+
+static const struct test_case {
+	const char *name;
+	void (*run)(struct env *e);
+	bool opens_env;   /* the case opens the contexts itself (after forking) */
+} cases[] = {
+	{ "stale-rkey", case_stale_rkey, false },
+	{ "no-remote-write", case_no_remote_write, false },
+	{ "other-pd", case_other_pd, false },
+	{ "other-process", case_other_process, true },
+	{ "qp-no-remote-write", case_qp_no_remote_write, false },
+	{ "foreign-lkey", case_foreign_lkey, false },
+	{ "flush", case_flush, false },
+	{ "canaries", case_canaries, false },
+	{ "write-imm", case_write_imm, false },
+	{ "zero-length", case_zero_length, false },
+	{ "rnr-recover", case_rnr_recover, false },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: " PROG " CASE SOCK_A SOCK_B\n"
+		   "       " PROG " hold SOCK SIZE\n"
+		   "CASE is one of:");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		fprintf(f, " %s", cases[i].name);
+	fprintf(f, "\n");
+}
+
+static int run_case(const struct test_case *tc, const char *sock_a, const char *sock_b)
+{
+	struct env e = { .sock_a = sock_a, .sock_b = sock_b };
+
+	g_case = tc->name;
+	if (tc->opens_env || env_open(&e) == 0)
+		tc->run(&e);
+	env_close(&e);
+	return report();
+}
+
+int main(int argc, char **argv)
+{
+	/* A daemon that goes away must show up as an error, not kill us silently. */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 4 && strcmp(argv[1], "hold") == 0)
+		return hold(argv[2], argv[3]);
+	for (size_t i = 0; argc == 4 && i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (strcmp(argv[1], cases[i].name) == 0)
+			return run_case(&cases[i], argv[2], argv[3]);
+	usage(stderr);
+	return 2;
+}
