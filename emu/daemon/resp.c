@@ -35,8 +35,10 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 			qp->nak_seq_sent = true;
 			qp->dev->cnt.nak_seq_sent++;
 			send_ack(qp, qp->rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
+			qp->nak_high = psn;
+		} else if (wire_psn_diff(psn, qp->nak_high) > 0) {
+			qp->nak_high = psn;
 		}
-		qp->nak_high = psn;
 		return DROP;
 	}
 	if (d < 0) {
