@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24) and rocemu-b
-# (198.18.0.2/24, the benchmarking range) joined by a veth pair, MTU 9000 by default.
+# (198.18.0.2/24, the benchmarking range) joined by a veth pair (veth-rocemu-a and
+# veth-rocemu-b), MTU 9000 by default.
 #   netns.sh up [--mtu N]     create them (fails if they exist; run down first)
 #   netns.sh down             remove everything; safe to run twice
 #   netns.sh status           show them
 set -eu
 
-NS_A=rocemu-a
-NS_B=rocemu-b
-IF_A=veth-rocemu-a
-IF_B=veth-rocemu-b
-ADDR_A=198.18.0.1/24
-ADDR_B=198.18.0.2/24
+# ROCEMU_NETNS_PREFIX (default rocemu) names the pair, so test runs can have their own;
+# ROCEMU_NETNS_SUBNET (default 198.18.0) the /24 they share.
+PREFIX=${ROCEMU_NETNS_PREFIX:-rocemu}
+SUBNET=${ROCEMU_NETNS_SUBNET:-198.18.0}
+NS_A=$PREFIX-a
+NS_B=$PREFIX-b
+IF_A=veth-$PREFIX-a
+IF_B=veth-$PREFIX-b
+ADDR_A=$SUBNET.1/24
+ADDR_B=$SUBNET.2/24
+if [ ${#IF_A} -gt 15 ]; then
+	echo "netns: prefix '$PREFIX' is too long for interface names (at most 8 characters)" >&2
+	exit 2
+fi
 
 usage() {
 	echo "usage: $0 up [--mtu N] | down | status" >&2
 	exit 2
 }
 
-ns_exists() { ip netns list | grep -qw "^$1"; }
+ns_exists() { ip netns list | grep -q "^$1\( \|$\)"; }
 
 up() {
 	local mtu=9000

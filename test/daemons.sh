@@ -70,14 +70,18 @@ topology_up() {
 	SOCK_B=$WORK/b.sock
 	case $TOPOLOGY in
 	lo)
-		IF_A=lo IF_B=lo ADDR_A=127.0.0.1 ADDR_B=127.0.0.2
+		# an address pair of 127/8 of our own, so concurrent runs do not collide
+		local net="127.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))"
+		IF_A=lo IF_B=lo ADDR_A=$net.1 ADDR_B=$net.2
 		IN_A=() IN_B=()
 		;;
 	netns)
-		ip netns list | grep -qE '^rocemu-(a|b)' && skip "rocemu-a/rocemu-b exist already"
+		export ROCEMU_NETNS_PREFIX="rt$((RANDOM % 100000))"
+		export ROCEMU_NETNS_SUBNET="198.18.$((RANDOM % 250 + 1))"
 		"$ROCEMU_ROOT/scripts/netns.sh" up ${NETNS_MTU:+--mtu $NETNS_MTU} >/dev/null || fail "netns up"
-		IF_A=veth-rocemu-a IF_B=veth-rocemu-b ADDR_A=198.18.0.1 ADDR_B=198.18.0.2
-		IN_A=(ip netns exec rocemu-a) IN_B=(ip netns exec rocemu-b)
+		IF_A=veth-$ROCEMU_NETNS_PREFIX-a IF_B=veth-$ROCEMU_NETNS_PREFIX-b
+		ADDR_A=$ROCEMU_NETNS_SUBNET.1 ADDR_B=$ROCEMU_NETNS_SUBNET.2
+		IN_A=(ip netns exec "$ROCEMU_NETNS_PREFIX-a") IN_B=(ip netns exec "$ROCEMU_NETNS_PREFIX-b")
 		;;
 	*) fail "unknown topology $TOPOLOGY" ;;
 	esac

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rdma-write between two real daemons, on lo (127.0.0.1 <-> 127.0.0.2) and across two
+# rdma-write between two real daemons, on lo (two addresses of 127/8) and across two
 # network namespaces joined by a veth: byte-exact transfers of awkward sizes, and the
 # requester's completion status (with the target untouched) for each way to aim wrong.
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# librocemu end to end (test/verbs_e2e.c) between two real daemons, on lo (127.0.0.1 <->
-# 127.0.0.2) and across two network namespaces joined by a veth: every way an RDMA WRITE
+# librocemu end to end (test/verbs_e2e.c) between two real daemons, on lo (two addresses
+# of 127/8) and across two network namespaces joined by a veth: every way an RDMA WRITE
 # must be refused (stale rkey, MR or QP without remote write, another PD, another process,
 # another client's lkey, just outside the MR), flushes behind an error, WRITE WITH
 # IMMEDIATE and RNR, zero-length writes; a client killed with SIGKILL gives its pinned
