@@ -33,7 +33,7 @@ TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
 
-.PHONY: all check test-run asan fuzz fuzz-build demo clean
+.PHONY: all check build-tests test-run asan fuzz fuzz-build demo clean
 all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(LIB_ROCEMU) $(PROGRAMS)
 
 $(BUILD)/%.o: %.c
@@ -71,17 +71,20 @@ $(TESTS):
 ASAN_VARS := BUILD=build/asan OPT=-O1 \
              SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all'
 
-$(BUILD)/%_e2e: $(BUILD)/test/%_e2e.o $(LIB_ROCEMU)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^
+$(BUILD)/%_e2e: $(BUILD)/test/%_e2e.o $(LIB_ROCEMU) $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS)
 
-test-run: all $(TESTS) $(TEST_PROGRAMS)
+# Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
+build-tests: all $(TESTS) $(TEST_PROGRAMS)
+
+test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
 
 check:
 	scripts/run-tests.sh --summary-of "$(MAKE) test-run" "$(MAKE) $(ASAN_VARS) test-run"
 
 asan:
-	$(MAKE) $(ASAN_VARS) all $(TESTS) $(TEST_PROGRAMS)
+	$(MAKE) $(ASAN_VARS) build-tests
 
 # libFuzzer: FUZZ_SECONDS per harness (default 60); the corpus lives in test/fuzz/corpus/.
 FUZZ_SECONDS ?= 60
@@ -93,9 +96,10 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,un
 fuzz-build: $(FUZZ_HARNESSES) $(BUILD)/make_seeds
 $(BUILD)/make_seeds: $(BUILD)/test/fuzz/make_seeds.o $(BUILD)/test/frames.o $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS) -lz
-build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c) $(wildcard */*.h)
+build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c emu/daemon/*.c) \
+              $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(ISAL_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(ISAL_LIBS) $(EV_LIBS)
 
 fuzz: fuzz-build
 	ROCEMU_SEED_TOOL=$(BUILD)/make_seeds scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
@@ -107,3 +111,79 @@ clean:
 	rm -rf build
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# The benchmark of issue 6 (root): baselines and rocemu on one veth; the report goes to
+# stdout, $(BUILD)/bench/results.json and $(BUILD)/bench/goodput.png.
+.PHONY: bench
+$(BUILD)/bench/pump: test/bench/pump.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS)
+$(BUILD)/bench/regcost: test/bench/regcost.c $(LIB_ROCEMU)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS)
+bench: all $(BUILD)/bench/pump $(BUILD)/bench/regcost
+	scripts/bench.sh $(BUILD)
+
+# Installation (issue 7): make install / make uninstall, with PREFIX (default /usr/local) and
+# DESTDIR. librocemu is also built as a shared library, with the soname librocemu.so.0 and
+# only the rocemu_* symbols exported, from position-independent objects of its own tree.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+INSTALL    ?= install
+
+ROCEMU_VERSION := 0.1
+ROCEMU_SONAME  := librocemu.so.0
+LIB_ROCEMU_SO  := $(BUILD)/librocemu.so.$(ROCEMU_VERSION)
+MAN_PAGES      := tools/man/rdma-write.1 tools/man/rocemu.3 tools/man/rocemud.8 \
+                  tools/man/rocemuctl.8
+# What make install puts under $(DESTDIR); make uninstall removes exactly these.
+INSTALLED := $(SBINDIR)/rocemud $(BINDIR)/rocemuctl $(BINDIR)/rdma-write \
+             $(LIBDIR)/librocemu.a $(LIBDIR)/librocemu.so.$(ROCEMU_VERSION) \
+             $(LIBDIR)/$(ROCEMU_SONAME) $(LIBDIR)/librocemu.so \
+             $(INCLUDEDIR)/rocemu/rocemu.h $(LIBDIR)/pkgconfig/rocemu.pc \
+             $(UNITDIR)/rocemud@.service \
+             $(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
+# Runs ldconfig after a real install as root, so the loader finds the new librocemu.so.0.
+LDCONFIG = if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; \
+           then ldconfig; fi
+
+.PHONY: install uninstall
+all: $(LIB_ROCEMU_SO)
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -c -o $@ $<
+
+$(LIB_ROCEMU_SO): $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/lib/*.c)) scripts/librocemu.map
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(ROCEMU_SONAME) -Wl,--no-undefined \
+		-Wl,--version-script=scripts/librocemu.map -o $@ $(filter %.o,$^)
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+		$(DESTDIR)$(INCLUDEDIR)/rocemu $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 755 $(BUILD)/rocemud $(DESTDIR)$(SBINDIR)/rocemud
+	$(INSTALL) -m 755 $(BUILD)/rocemuctl $(BUILD)/rdma-write $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 644 $(LIB_ROCEMU) $(LIB_ROCEMU_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf librocemu.so.$(ROCEMU_VERSION) $(DESTDIR)$(LIBDIR)/$(ROCEMU_SONAME)
+	ln -sf $(ROCEMU_SONAME) $(DESTDIR)$(LIBDIR)/librocemu.so
+	$(INSTALL) -m 644 emu/rocemu.h $(DESTDIR)$(INCLUDEDIR)/rocemu/rocemu.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(ROCEMU_VERSION)|g' \
+	    scripts/rocemu.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/rocemu.pc
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' scripts/rocemud@.service.in \
+	    >$(DESTDIR)$(UNITDIR)/rocemud@.service
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/rocemu.pc $(DESTDIR)$(UNITDIR)/rocemud@.service
+	for m in $(MAN_PAGES); do \
+	    s=$${m##*.}; $(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/ || exit 1; done
+	@$(LDCONFIG)
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(INCLUDEDIR)/rocemu 2>/dev/null || true
+	@$(LDCONFIG)

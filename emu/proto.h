@@ -7,8 +7,8 @@
  * Data: each QP and CQ has a ring in a memfd the daemon creates and passes to the client.
  * Indices are free-running u32 counters; slot = index & (entries - 1). The producer writes
  * the entry, then stores its index with release order; the consumer loads the index with
- * acquire order, then reads. The client rings the QP's doorbell (an eventfd) after posting;
- * the daemon signals the CQ's eventfd after adding completions. The daemon trusts nothing
+ * acquire order, then reads. The client rings the QP's doorbell (a pipe) after posting;
+ * the daemon signals the CQ's pipe after adding completions. The daemon trusts nothing
  * the client writes into a ring: indices and entries are checked before use. */
 #ifndef ROCEMU_PROTO_H
 #define ROCEMU_PROTO_H
@@ -27,9 +27,9 @@ enum proto_op {
 	PROTO_DEALLOC_PD,
 	PROTO_REG_MR,        /* + 1 fd: the memfd holding the pages */
 	PROTO_DEREG_MR,
-	PROTO_CREATE_CQ,     /* reply + 2 fds: ring memfd, notify eventfd */
+	PROTO_CREATE_CQ,     /* reply + 2 fds: ring memfd, notify pipe (read end) */
 	PROTO_DESTROY_CQ,
-	PROTO_CREATE_QP,     /* reply + 2 fds: ring memfd, doorbell eventfd */
+	PROTO_CREATE_QP,     /* reply + 2 fds: ring memfd, doorbell pipe (write end) */
 	PROTO_MODIFY_QP,
 	PROTO_QUERY_QP,
 	PROTO_DESTROY_QP,

@@ -6,7 +6,7 @@
  * and enum ibv_qp_state. Code written for verbs ports by renaming the calls.
  *
  * Control operations travel over the daemon's UNIX socket; work requests and completions
- * travel through rings shared with the daemon, with an eventfd doorbell each way.
+ * travel through rings shared with the daemon, with a wakeup pipe each way.
  *
  * Error convention: functions returning int give 0 or a positive errno value (as verbs
  * does); constructors return NULL and set errno. rocemu_last_error() may add the
@@ -18,6 +18,10 @@
 #include <infiniband/verbs.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define ROCEMU_DEFAULT_SOCKET_DIR "/run/rocemu"
 
@@ -116,5 +120,9 @@ int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 /* The IPv4-mapped GID of an IPv4 address (network byte order), and back (0 if not one). */
 void rocemu_gid_from_ipv4(union ibv_gid *gid, uint32_t ipv4);
 uint32_t rocemu_gid_to_ipv4(const union ibv_gid *gid);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -44,7 +44,7 @@ int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova,
 	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		   offset - (off_t)in_page);
 	if (map == MAP_FAILED)
-		return -errno;
+		return errno == EPERM ? -EACCES : -errno; /* EPERM would read as mlock's */
 	err = mr_register(pd, (uintptr_t)map + in_page, len, iova, access, map, out);
 	if (err)
 		munmap(map, map_len);

@@ -69,7 +69,8 @@ int mr_reg(struct mr_pd *pd, void *addr, size_t len, uint64_t iova, int access,
 /* Like mr_reg, but maps [offset, offset + len) of fd (e.g. a memfd shared with the client)
  * into the daemon first; the mapping is released with the MR. iova must have the same
  * offset within a page as offset. -EINVAL when the fd is not mappable or offset + len
- * overflows, -EOVERFLOW when the range is beyond the file's size. */
+ * overflows, -EOVERFLOW when the range is beyond the file's size, -EACCES when the fd cannot
+ * be mapped writable (read-only or sealed against writes). */
 int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova, int access,
 	      struct mr **out);
 

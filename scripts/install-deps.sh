@@ -13,7 +13,10 @@ packages=(
 	zlib1g-dev                   # the tests' independent reference CRC
 	clang libclang-rt-14-dev     # libFuzzer harnesses (make fuzz, and the short runs in check)
 	iproute2                     # network namespaces and veth for the two-host tests
+	nftables                     # kernel-level packet loss on a veth in the reliability test
 	python3                      # the tests' JSON validation of rocemuctl output
+	man-db                       # the install test renders each man page with man -l
+	systemd                      # the install test checks the unit with systemd-analyze
 )
 
 missing=()

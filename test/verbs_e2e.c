@@ -45,6 +45,9 @@
 #define PSN_B         0x4d5e6f
 #define PSN_WRAP      0xfffffe /* a 3-packet message from here crosses the 24-bit wrap */
 #define REGION        65536
+#define WRAP_LEN      (4u << 20) /* 1024 packets at MTU 4096, from 128 PSNs before the wrap */
+#define WRAP_START    0xffff80
+#define ORPHAN_WAIT_MS 30000
 #define IMM_VALUE     0x12345678u
 #define LINE_MAX_LEN  2048
 
@@ -1180,6 +1183,61 @@ static void case_other_process(struct env *e)
 		reap(pid);
 }
 
+/* A long message whose PSNs cross 0xffffff -> 0; the shell may inject loss meanwhile, so
+ * retransmissions cross it too. */
+static void case_psn_wrap(struct env *e)
+{
+	struct conn_opts o = default_opts();
+	struct region src = { 0 }, dst = { 0 };
+
+	o.psn_a = WRAP_START;
+	if (region_open(&src, &e->a, WRAP_LEN, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, WRAP_LEN, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    one_write(e, &o, &(struct shot){ "4 MiB from PSN 0xffff80 across the wrap", src.p,
+					     WRAP_LEN, src.mr->lkey, (uintptr_t)dst.p,
+					     dst.mr->rkey, IBV_WC_SUCCESS }) &&
+	    expect_pat(dst.p, WRAP_LEN, SEED_SOURCE, "target"))
+		note("byte-exact");
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* ---- orphan: a client whose daemon goes away under it ---- */
+
+/* Opens SOCK with a PD and a CQ, says "ready", waits for a line on stdin (the shell stops
+ * the daemon meanwhile), then expects every call to fail with EPIPE, not hang or crash. */
+static int orphan(const char *sock)
+{
+	struct node n = { 0 };
+	struct rocemu_cq *cq;
+	struct pollfd in = { .fd = 0, .events = POLLIN };
+	char line[16];
+	int err;
+
+	g_case = "orphan";
+	if (node_open(&n, "the daemon", sock) < 0 || !(cq = rocemu_create_cq(n.ctx, 4)))
+		return report();
+	printf("ready\n");
+	fflush(stdout);
+	if (poll(&in, 1, ORPHAN_WAIT_MS) != 1 || !fgets(line, sizeof(line), stdin)) {
+		timed_out("no go-ahead on stdin within %d ms", ORPHAN_WAIT_MS);
+		return report();
+	}
+	err = rocemu_alloc_pd(n.ctx) ? 0 : errno;
+	if (err == EPIPE)
+		note("alloc_pd: EPIPE (%s)", rocemu_last_error(n.ctx));
+	else
+		failed("alloc_pd after the daemon went away: %s", err ? strerror(err) : "succeeded");
+	err = rocemu_wait_cq(cq, 2000);
+	if (err == EPIPE)
+		note("wait_cq: EPIPE");
+	else
+		failed("wait_cq after the daemon went away: %s", err ? strerror(err) : "returned 0");
+	rocemu_close(n.ctx);
+	n.ctx = NULL;
+	return report();
+}
+
 /* ---- hold: pinned memory for the SIGKILL test ---- */
 
 static bool parse_size(const char *s, size_t *out)
@@ -1248,12 +1306,14 @@ static const struct test_case {
 	{ "write-imm", case_write_imm, false },
 	{ "zero-length", case_zero_length, false },
 	{ "rnr-recover", case_rnr_recover, false },
+	{ "psn-wrap", case_psn_wrap, false },
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " CASE SOCK_A SOCK_B\n"
 		   "       " PROG " hold SOCK SIZE\n"
+		   "       " PROG " orphan SOCK\n"
 		   "CASE is one of:");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		fprintf(f, " %s", cases[i].name);
@@ -1277,6 +1337,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc == 4 && strcmp(argv[1], "hold") == 0)
 		return hold(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "orphan") == 0)
+		return orphan(argv[2]);
 	for (size_t i = 0; argc == 4 && i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (strcmp(argv[1], cases[i].name) == 0)
 			return run_case(&cases[i], argv[2], argv[3]);

@@ -3,10 +3,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -154,27 +154,91 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-/* Pinned memory a client may hold: unlimited with CAP_IPC_LOCK, as for mlock itself,
- * otherwise its own RLIMIT_MEMLOCK, read when it connects. */
-static uint64_t pin_cap_of(pid_t pid)
+/* The line of /proc/PID/FILE that starts with key, or false. */
+static bool proc_line(pid_t pid, const char *file, const char *key, char *line, size_t len)
 {
-	char path[64], line[256];
-	unsigned long long caps = 0;
-	struct rlimit rl;
+	char path[64];
+	bool found = false;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &caps) == 1)
-			break;
+	while (f && !found && fgets(line, (int)len, f))
+		found = !strncmp(line, key, strlen(key));
 	if (f)
 		fclose(f);
+	return found;
+}
+
+/* Pinned memory a client may hold: unlimited with CAP_IPC_LOCK, as for mlock itself,
+ * otherwise its own RLIMIT_MEMLOCK when it connects. /proc/PID/limits is read rather than
+ * prlimit(), which a daemon without CAP_SYS_RESOURCE may not call on another user's
+ * process. A limit that cannot be read pins nothing: -1 refuses the client. */
+static int pin_cap_of(pid_t pid, uint64_t *cap)
+{
+	char line[256], soft[32];
+	unsigned long long caps = 0, bytes;
+
+	if (proc_line(pid, "status", "CapEff:", line, sizeof(line)))
+		sscanf(line, "CapEff: %llx", &caps);
+	*cap = 0;
 	if (caps & (1ull << CAP_IPC_LOCK_BIT))
 		return 0;
-	if (prlimit(pid, RLIMIT_MEMLOCK, NULL, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+	if (!proc_line(pid, "limits", "Max locked memory", line, sizeof(line)) ||
+	    sscanf(line, "Max locked memory %31s", soft) != 1)
+		return -1;
+	if (!strcmp(soft, "unlimited"))
 		return 0;
-	return rl.rlim_cur ? rl.rlim_cur : 1;
+	if (sscanf(soft, "%llu", &bytes) != 1)
+		return -1;
+	*cap = bytes ? bytes : 1; /* 0 means no cap of its own: a zero limit is one byte */
+	return 0;
+}
+
+/* Another connection of the same process: its pinned bytes count against one budget. */
+static struct client *same_process(struct dev *dev, pid_t pid)
+{
+	struct client *c;
+
+	LIST_FOREACH(c, &dev->clients, link)
+		if (c->pid == pid)
+			return c;
+	return NULL;
+}
+
+static int client_memory(struct dev *dev, struct client *c)
+{
+	struct client *sibling = same_process(dev, c->pid);
+
+	if (sibling) {
+		c->mrc = sibling->mrc;
+		c->pin_cap = sibling->pin_cap;
+		return 0;
+	}
+	if (pin_cap_of(c->pid, &c->pin_cap) < 0) {
+		errno = EPERM;
+		return -1;
+	}
+	c->mrc = mr_client_new(dev->mrs, c->pin_cap);
+	return c->mrc ? 0 : -1;
+}
+
+static void accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct dev *dev = w->data;
+
+	(void)revents;
+	ev_io_start(loop, &dev->ctl_watcher);
+}
+
+/* Out of descriptors, the listening socket stays readable: stop watching it for a while
+ * rather than spin on accept. */
+static void pause_accepting(struct dev *dev)
+{
+	log_limited("cannot accept clients: out of file descriptors (raise LimitNOFILE)");
+	ev_io_stop(dev->loop, &dev->ctl_watcher);
+	ev_timer_set(&dev->accept_pause, 0.1, 0);
+	ev_timer_start(dev->loop, &dev->accept_pause);
 }
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -186,20 +250,25 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	int fd = accept4(dev->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	(void)revents;
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE)
+			pause_accepting(dev);
 		return;
+	}
 	c = calloc(1, sizeof(*c));
-	if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-	    !(c->mrc = mr_client_new(dev->mrs, pin_cap_of(cred.pid)))) {
-		log_warn("refusing a client: %s", strerror(errno));
+	if (c && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		c->pid = cred.pid;
+		c->uid = cred.uid;
+	}
+	if (!c || !c->pid || client_memory(dev, c) < 0) {
+		log_warn("refusing a client%s", c && c->pid ? ": its locked-memory limit is "
+			 "unreadable (did it exit?)" : "");
 		free(c);
 		close(fd);
 		return;
 	}
 	c->dev = dev;
 	c->fd = fd;
-	c->pid = cred.pid;
-	c->uid = cred.uid;
 	ev_io_init(&c->watcher, client_cb, fd, EV_READ);
 	c->watcher.data = c;
 	ev_io_start(loop, &c->watcher);
@@ -207,9 +276,29 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	log_info("client pid %d uid %u connected", (int)c->pid, (unsigned)c->uid);
 }
 
+/* What this connection registered and allocated; the process's other connections keep
+ * theirs. */
+static uint64_t release_memory(struct client *c)
+{
+	uint64_t before = mr_client_pinned_bytes(c->mrc);
+
+	for (uint32_t h = 1; h < c->mrs.cap; h++)
+		if (c->mrs.items[h])
+			mr_dereg(c->mrs.items[h]);
+	for (uint32_t h = 1; h < c->pds.cap; h++)
+		if (c->pds.items[h])
+			mr_pd_dealloc(c->pds.items[h]);
+	LIST_REMOVE(c, link);
+	if (!same_process(c->dev, c->pid)) {
+		mr_client_free(c->mrc);
+		return before;
+	}
+	return before - mr_client_pinned_bytes(c->mrc);
+}
+
 void client_destroy(struct client *c)
 {
-	uint64_t pinned = mr_client_pinned_bytes(c->mrc);
+	uint64_t pinned;
 
 	for (uint32_t h = 1; h < c->qps.cap; h++)
 		if (c->qps.items[h])
@@ -217,14 +306,13 @@ void client_destroy(struct client *c)
 	for (uint32_t h = 1; h < c->cqs.cap; h++)
 		if (c->cqs.items[h])
 			cq_destroy(c->cqs.items[h]);
-	mr_client_free(c->mrc);
+	pinned = release_memory(c);
 	handle_free(&c->qps);
 	handle_free(&c->cqs);
 	handle_free(&c->mrs);
 	handle_free(&c->pds);
 	ev_io_stop(c->dev->loop, &c->watcher);
 	close(c->fd);
-	LIST_REMOVE(c, link);
 	log_info("client pid %d gone: its objects destroyed, %llu bytes unpinned", (int)c->pid,
 		 (unsigned long long)pinned);
 	free(c);
@@ -241,11 +329,32 @@ static bool socket_in_use(const struct sockaddr_un *sun)
 	return used;
 }
 
-int ctl_open(struct dev *dev, const char *path, char *err, size_t errlen)
+static int socket_group(const char *group, gid_t *gid, char *err, size_t errlen)
+{
+	struct group *g = getgrnam(group);
+	char *end;
+	unsigned long n = strtoul(group, &end, 10);
+
+	if (g) {
+		*gid = g->gr_gid;
+		return 0;
+	}
+	if (*group && !*end) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+	snprintf(err, errlen, "-g %s: no such group", group);
+	return -1;
+}
+
+int ctl_open(struct dev *dev, const char *path, const char *group, char *err, size_t errlen)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	gid_t gid = (gid_t)-1;
 
 	dev->ctl_fd = -1;
+	if (group && socket_group(group, &gid, err, errlen) < 0)
+		return -1;
 	if (strlen(path) >= sizeof(sun.sun_path)) {
 		snprintf(err, errlen, "socket path %s is too long", path);
 		return -1;
@@ -260,7 +369,8 @@ int ctl_open(struct dev *dev, const char *path, char *err, size_t errlen)
 	unlink(path);
 	dev->ctl_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (dev->ctl_fd < 0 || bind(dev->ctl_fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-	    chmod(path, 0660) < 0 || listen(dev->ctl_fd, 64) < 0) {
+	    chmod(path, 0660) < 0 || (group && chown(path, (uid_t)-1, gid) < 0) ||
+	    listen(dev->ctl_fd, 64) < 0) {
 		snprintf(err, errlen, "cannot serve %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -268,6 +378,8 @@ int ctl_open(struct dev *dev, const char *path, char *err, size_t errlen)
 	ev_io_init(&dev->ctl_watcher, accept_cb, dev->ctl_fd, EV_READ);
 	dev->ctl_watcher.data = dev;
 	ev_io_start(dev->loop, &dev->ctl_watcher);
+	ev_init(&dev->accept_pause, accept_resume_cb);
+	dev->accept_pause.data = dev;
 	return 0;
 }
 
@@ -276,6 +388,7 @@ void ctl_close(struct dev *dev)
 	if (dev->ctl_fd < 0)
 		return;
 	ev_io_stop(dev->loop, &dev->ctl_watcher);
+	ev_timer_stop(dev->loop, &dev->accept_pause);
 	close(dev->ctl_fd);
 	if (dev->sock_path[0])
 		unlink(dev->sock_path);

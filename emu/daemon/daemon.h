@@ -137,10 +137,14 @@ struct client {
 	ev_io watcher;
 	pid_t pid;
 	uid_t uid;
-	struct mr_client *mrc;
+	struct mr_client *mrc;       /* shared by every connection of one process */
+	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
 	struct handle_table pds, mrs, cqs, qps;
 	LIST_ENTRY(client) link;
 };
+
+/* CQs plus QPs one connection may hold: each costs the daemon two descriptors. */
+#define CLIENT_MAX_QUEUES 4096
 
 struct dev {
 	struct ev_loop *loop;
@@ -150,6 +154,7 @@ struct dev {
 	uint32_t ipv4;               /* network byte order */
 	unsigned link_mtu;
 	bool loopback;
+	bool link_down;              /* the last send failed with ENETDOWN */
 	enum ibv_mtu max_mtu;
 	enum ibv_mtu active_mtu;
 	uint16_t ip_id;
@@ -160,6 +165,7 @@ struct dev {
 	int udp_guard_fd;
 	int ctl_fd;
 	ev_io ctl_watcher;
+	ev_timer accept_pause;       /* out of descriptors: accept again a little later */
 	char sock_path[108];
 	ev_prepare flush_watcher;
 
@@ -204,7 +210,8 @@ void handle_del(struct handle_table *t, uint32_t handle);
 void handle_free(struct handle_table *t);
 
 /* ctl.c: the control socket and clients */
-int ctl_open(struct dev *dev, const char *path, char *err, size_t errlen);
+/* group: NULL, or the group whose members may connect (the socket is 0660) */
+int ctl_open(struct dev *dev, const char *path, const char *group, char *err, size_t errlen);
 void ctl_close(struct dev *dev);
 void client_destroy(struct client *c);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "emu/daemon/daemon.h"
@@ -14,8 +15,10 @@ struct options {
 	const char *ifname;
 	const char *addr;
 	const char *socket;
+	const char *group;
 	int pmtu;
 	const char *fault;
+	uint64_t pin_total;
 	bool foreground;
 	bool verbose;
 };
@@ -23,13 +26,17 @@ struct options {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-m PMTU] [-d] [-v] [--fault SPEC]\n"
+		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
+		"               [--pin-total BYTES] [--fault SPEC]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
+		"  -g GROUP   the socket's group: its members may use the daemon (mode 0660)\n"
 		"  -m PMTU    cap the path MTU: 256, 512, 1024, 2048 or 4096\n"
 		"  -d         stay in the foreground and log to stderr\n"
 		"  -v         log debug messages\n"
+		"  --pin-total BYTES  cap on the memory all clients together may pin (K, M, G;\n"
+		"             default: half of the machine's memory)\n"
 		"  --fault drop=P,dup=P,corrupt=P,reorder=P,delay=USEC[,seed=N][,dir=rx|tx|both]\n"
 		"             inject faults into RoCE traffic (probabilities 0-1; off by default;\n"
 		"             also at run time: rocemuctl fault)\n", ROCEMU_DEFAULT_SOCKET_DIR);
@@ -47,18 +54,48 @@ static enum ibv_mtu mtu_from_bytes(int bytes)
 	}
 }
 
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned shift = 0;
+
+	if (end == s || *s == '-')
+		return false;
+	switch (*end) {
+	case '\0': break;
+	case 'K': case 'k': shift = 10; break;
+	case 'M': case 'm': shift = 20; break;
+	case 'G': case 'g': shift = 30; break;
+	default: return false;
+	}
+	if ((shift && end[1]) || v == 0 || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
 		{ "fault", required_argument, NULL, 'F' },
+		{ "pin-total", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "i:a:s:m:dvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:a:s:g:m:dvh", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'g': o->group = optarg; break;
 		case 'F': o->fault = optarg; break;
+		case 'P':
+			if (!parse_bytes(optarg, &o->pin_total)) {
+				fprintf(stderr, "rocemud: --pin-total %s: a number of bytes, with K, M "
+						"or G\n", optarg);
+				return -1;
+			}
+			break;
 		case 'i': o->ifname = optarg; break;
 		case 'a': o->addr = optarg; break;
 		case 's': o->socket = optarg; break;
@@ -104,6 +141,25 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	cq_flush_notify(dev);
 }
 
+/* The default cap on pinned memory: enough for any test, short of locking the host up. */
+static uint64_t half_of_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 2 : 0;
+}
+
+/* Each CQ and QP costs two descriptors: take the hard limit, not the usual soft 1024. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int dev_start(struct dev *dev, const struct options *o)
 {
 	char err[256], path[108];
@@ -118,7 +174,7 @@ static int dev_start(struct dev *dev, const struct options *o)
 	}
 	if (o->pmtu && mtu_from_bytes(o->pmtu) < dev->active_mtu)
 		dev->active_mtu = mtu_from_bytes(o->pmtu);
-	dev->mrs = mr_table_new(MR_MAX_REGIONS, 0);
+	dev->mrs = mr_table_new(MR_MAX_REGIONS, o->pin_total ? o->pin_total : half_of_memory());
 	if (!dev->mrs) {
 		fprintf(stderr, "rocemud: cannot create the MR table: %s\n", strerror(errno));
 		return -1;
@@ -127,7 +183,7 @@ static int dev_start(struct dev *dev, const struct options *o)
 		snprintf(path, sizeof(path), "%s", o->socket);
 	else
 		snprintf(path, sizeof(path), "%s/%s.sock", ROCEMU_DEFAULT_SOCKET_DIR, o->ifname);
-	if (ctl_open(dev, path, err, sizeof(err)) < 0) {
+	if (ctl_open(dev, path, o->group, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;
 	}
@@ -161,6 +217,7 @@ int main(int argc, char **argv)
 	LIST_INIT(&dev.clients);
 	STAILQ_INIT(&dev.notify_list);
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 	if (dev_start(&dev, &o) < 0)
 		goto out;
 	if (!o.foreground) {

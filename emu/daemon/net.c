@@ -298,9 +298,18 @@ void net_flush(struct dev *dev)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if ((errno == ENETDOWN || errno == ENXIO) && !dev->link_down) {
+				dev->link_down = true;
+				dev->cnt.link_downed++;
+				log_warn("%s is down: frames are lost until it comes back", dev->ifname);
+			}
 			dev->cnt.send_err += dev->tx_count - done;
 			log_limited("sending on %s: %s", dev->ifname, strerror(errno));
 			break;
+		}
+		if (dev->link_down) {
+			dev->link_down = false;
+			log_info("%s is up again", dev->ifname);
 		}
 		done += (unsigned)n;
 	}

@@ -69,7 +69,7 @@ struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
 	cq->entries = round_pow2(cqe < 1 ? 1 : cqe);
 	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
 	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
-	*err = map ? channel_open(ends, 1) : -ENOMEM;
+	*err = map ? channel_open(ends, 1) : -errno;
 	if (*err) {
 		if (map)
 			munmap(map, cq->ring_bytes);

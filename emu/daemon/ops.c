@@ -1,15 +1,20 @@
 /* Control request handlers: each checks every field the client sent before acting, and
  * names only the client's own objects (handles are per client). */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "emu/daemon/ctl.h"
 
 #define MAX_MR_SIZE (1ull << 40)
+#define FD_RESERVE 32   /* descriptors kept for connections that hold few queues */
+#define FEW_QUEUES 4
 
 void reply_error(struct reply *rep, const char *fmt, ...)
 {
@@ -39,8 +44,7 @@ int op_hello(struct client *c, const struct request *req, struct reply *rep)
 	r->max_mr = MR_MAX_REGIONS;
 	r->max_sge = PROTO_MAX_SGE;
 	r->max_mr_size = MAX_MR_SIZE;
-	r->pin_limit = 0;
-	(void)c;
+	r->pin_limit = c->pin_cap;
 	return 0;
 }
 
@@ -127,6 +131,10 @@ static void explain_reg_error(struct reply *rep, int rc, uint64_t length)
 		reply_error(rep, "cannot pin %llu bytes: rocemud's RLIMIT_MEMLOCK is too low "
 			    "(raise LimitMEMLOCK or ulimit -l)", (unsigned long long)length);
 		break;
+	case -EACCES:
+		reply_error(rep, "cannot map the memory writable: the memfd is read-only or "
+			    "sealed against writes");
+		break;
 	case -EDQUOT:
 		reply_error(rep, "pinning %llu more bytes exceeds this client's limit "
 			    "(its RLIMIT_MEMLOCK)", (unsigned long long)length);
@@ -187,6 +195,42 @@ int op_dereg_mr(struct client *c, const struct request *req, struct reply *rep)
 	return mr_dereg(mr);
 }
 
+/* Descriptors the daemon may still open: its soft RLIMIT_NOFILE less those open now. */
+static long free_descriptors(void)
+{
+	struct rlimit rl;
+	DIR *d = opendir("/proc/self/fd");
+	long open_fds = 0;
+
+	while (d && readdir(d))
+		open_fds++;
+	if (d)
+		closedir(d);
+	if (!d || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return LONG_MAX;
+	return (long)rl.rlim_cur - open_fds;
+}
+
+/* Each CQ and QP costs two descriptors. No connection may hold more than
+ * CLIENT_MAX_QUEUES, and the last FD_RESERVE descriptors go only to connections that
+ * hold few queues: one greedy client cannot lock every other out. */
+static bool too_many_queues(struct client *c, struct reply *rep)
+{
+	uint32_t held = c->cqs.count + c->qps.count;
+
+	if (held >= CLIENT_MAX_QUEUES) {
+		reply_error(rep, "this connection holds %u CQs and QPs already, the most it may",
+			    CLIENT_MAX_QUEUES);
+		return true;
+	}
+	if (held >= FEW_QUEUES && free_descriptors() < FD_RESERVE) {
+		reply_error(rep, "rocemud is short of file descriptors (raise its LimitNOFILE); "
+			    "this connection holds %u CQs and QPs", held);
+		return true;
+	}
+	return false;
+}
+
 int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
 {
 	const struct proto_create_cq *m = REQ(proto_create_cq);
@@ -198,9 +242,13 @@ int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
 		reply_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, m->cqe);
 		return -EINVAL;
 	}
+	if (too_many_queues(c, rep))
+		return -EDQUOT;
 	cq = cq_create(c, m->cqe, rep->fds, &rc);
-	if (!cq)
+	if (!cq) {
+		reply_error(rep, "cannot create a CQ: %s", strerror(-rc));
 		return rc;
+	}
 	rc = handle_add(&c->cqs, cq, &cq->handle);
 	if (rc) {
 		close(rep->fds[0]);
@@ -259,9 +307,12 @@ int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
 
 	if (rc)
 		return rc;
+	if (too_many_queues(c, rep))
+		return -EDQUOT;
 	qp = qp_create(c, m, rep->fds, &rc);
 	if (!qp) {
-		reply_error(rep, rc == -ENOSPC ? "no free QP number" : "cannot create QP");
+		reply_error(rep, "cannot create a QP: %s",
+			    rc == -ENOSPC ? "no free QP number" : strerror(-rc));
 		return rc;
 	}
 	qp->pd = handle_get(&c->pds, m->pd);

@@ -43,6 +43,7 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 	}
 	if (d < 0) {
 		qp->dev->cnt.duplicate_request++;
+		qp->dev->cnt.acks_sent++;
 		send_ack(qp, qp->rcv_psn - 1, WIRE_SYN_ACK);
 		return DROP;
 	}

@@ -1,6 +1,6 @@
-/* Completion queues: a ring the daemon fills and we drain, and an eventfd the daemon
+/* Completion queues: a ring the daemon fills and we drain, and a pipe the daemon
  * signals after making completions visible. Checking the ring before sleeping on the
- * eventfd therefore never misses a wakeup. */
+ * pipe therefore never misses a wakeup. */
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
@@ -32,7 +32,7 @@ static int set_nonblock(int fd)
 	return 0;
 }
 
-/* fds[0] is the ring memfd, fds[1] the notify eventfd. The memfd is closed once mapped:
+/* fds[0] is the ring memfd, fds[1] the notify pipe. The memfd is closed once mapped:
  * the mapping keeps the memory, and the fd would only count against the client's limit. */
 static int cq_setup(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int *fds)
 {
@@ -165,7 +165,7 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Sleeps until the eventfd or the socket has something, or ms passes: 0 (look again),
+/* Sleeps until the notify pipe or the socket has something, or ms passes: 0 (look again),
  * ETIMEDOUT, or an errno. */
 static int cq_sleep(struct rocemu_cq *cq, int ms)
 {

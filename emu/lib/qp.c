@@ -33,7 +33,7 @@ static int qp_place_rings(struct qp_priv *qp, const struct proto_create_qp_reply
 	return 0;
 }
 
-/* fds[0] is the ring memfd (closed once mapped), fds[1] the doorbell eventfd. */
+/* fds[0] is the ring memfd (closed once mapped), fds[1] the doorbell pipe. */
 static int qp_setup(struct qp_priv *qp, const struct proto_create_qp_reply *r, int *fds)
 {
 	int err = ring_map(fds[0], r->ring_bytes, &qp->map);

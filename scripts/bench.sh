@@ -1,0 +1,484 @@
+#!/usr/bin/env bash
+# The benchmark of issue 6 (`make bench`, as root): rocemu against this machine's own limits,
+# measured in one run on one veth between two network namespaces of our own (MTU 9000).
+#   1. baselines: iperf3 single-stream TCP; the raw frame pump (test/bench/pump.c: sendmmsg
+#      of 4150- and 100-byte frames into a TPACKET_V3 ring); 64-byte UDP ping-pong, blocking
+#      and busy-polling;
+#   2. rocemu: RDMA WRITE goodput 64 B .. 8 MiB at PMTU 4096 and 1024 (rdma-write --json,
+#      --tx-depth 128), the 64-byte message rate, 64-byte post-to-completion latency
+#      (rdma-write --tx-depth 1 gives the mean; test/bench/regcost.c lat the median and p99),
+#      CPU seconds per GB of each daemon, registering 1 GiB against mlock, the daemon's own
+#      memory with 1,000 MRs and 1,000 QPs;
+#   3. a report: a table on stdout with the ratios of issue 6's targets, BUILD/bench/
+#      results.json, and BUILD/bench/goodput.png.
+# Each figure is the median of REPS runs (5 for the figures the targets use, 3 for the rest).
+#   scripts/bench.sh [BUILD]      (default build; make bench builds what it needs first)
+# Environment: BENCH_QUICK=1 for a short smoke run (one rep, fewer sizes).
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+BUILD=${1:-build}
+OUT=$BUILD/bench
+QUICK=${BENCH_QUICK:-0}
+
+say() { echo "bench: [${SECONDS}s] $*" >&2; }
+die() { say "$*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (network namespaces, packet sockets, mlock)"
+for prog in rocemud rdma-write rocemuctl bench/pump bench/regcost; do
+	[ -x "$BUILD/$prog" ] || die "$BUILD/$prog is missing: run 'make bench'"
+done
+command -v python3 >/dev/null || die "python3 is missing (scripts/install-deps.sh installs it)"
+
+# iperf3 and gnuplot are the benchmark's own needs; scripts/install-deps.sh (someone else's)
+# does not install them, so we do, once, when they are missing.
+missing=()
+command -v iperf3 >/dev/null || missing+=(iperf3)
+command -v gnuplot >/dev/null || missing+=(gnuplot-nox)
+if [ ${#missing[@]} -gt 0 ]; then
+	say "missing ${missing[*]}: the TCP baseline needs iperf3 and the plot gnuplot;" \
+		"installing them with apt-get (root)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 gnuplot-nox >&2 ||
+		die "apt-get install iperf3 gnuplot-nox failed; install them and run again"
+fi
+
+# ---- our own pair of namespaces, and everything we start, gone on exit ----
+
+export ROCEMU_NETNS_PREFIX=rb$$ ROCEMU_NETNS_SUBNET=198.18.77
+NS_A=$ROCEMU_NETNS_PREFIX-a NS_B=$ROCEMU_NETNS_PREFIX-b
+IF_A=veth-$NS_A IF_B=veth-$NS_B
+ADDR_A=$ROCEMU_NETNS_SUBNET.1 ADDR_B=$ROCEMU_NETNS_SUBNET.2
+WORK=$(mktemp -d /tmp/rocemu-bench.XXXXXX)
+RAW=$WORK/raw.jsonl
+LIVE=$WORK/live   # one empty file per process we started and have not reaped yet
+mkdir -p "$LIVE"
+T_START=$(date +%s.%N)
+LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
+
+# track PID / untrack PID (once reaped): what cleanup must stop. Files, not an array, so
+# that processes started inside $(...) are seen too.
+track() { : >"$LIVE/$1"; }
+untrack() { rm -f "$LIVE/$1"; }
+
+stop_pid() {
+	local pid=$1
+	kill "$pid" 2>/dev/null || return 0
+	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+cleanup() {
+	local f
+	for f in "$LIVE"/*; do [ -e "$f" ] && stop_pid "${f##*/}"; done
+	scripts/netns.sh down >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$OUT"
+rm -f "$OUT/results.json" "$OUT/goodput.png"
+scripts/netns.sh up >&2 || die "cannot bring up the namespaces"
+IN_A=(ip netns exec "$NS_A")
+IN_B=(ip netns exec "$NS_B")
+MAC_B=$("${IN_B[@]}" cat "/sys/class/net/$IF_B/address")
+
+# record KIND JSON: one raw sample (a JSON object, newlines allowed), tagged with its kind,
+# as one line of raw.jsonl, which the report reads. No python per sample: python3 may be a
+# pyenv shim that takes a second to start.
+record() {
+	local kind=$1 json
+	json=$(tr -d '\n' <<<"$2")
+	json=${json#"${json%%[![:space:]]*}"}
+	case $json in
+	'{}') printf '{"kind":"%s"}\n' "$kind" >>"$RAW" ;;
+	'{'*) printf '{"kind":"%s",%s\n' "$kind" "${json#\{}" >>"$RAW" ;;
+	*) say "not a JSON object for $kind: $2" ;;
+	esac
+}
+
+# field JSON KEY: a number out of a flat one-line JSON object
+field() {
+	sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$1"
+}
+
+# calc EXPR: floating-point arithmetic
+calc() {
+	awk "BEGIN { print $* }"
+}
+
+if [ "$QUICK" = 1 ]; then REPS=1 KEY_REPS=1; else REPS=3 KEY_REPS=5; fi
+
+# ---- 1. baselines ----
+
+say "iperf3: single-stream TCP $ADDR_A -> $ADDR_B"
+"${IN_B[@]}" iperf3 -s -B "$ADDR_B" >/dev/null 2>&1 &
+track $!
+for rep in $(seq "$KEY_REPS"); do
+	out=""
+	for _ in 1 2 3 4 5; do   # the server may not be listening yet
+		out=$("${IN_A[@]}" timeout 20 iperf3 -c "$ADDR_B" -t 2 -O 1 -J 2>/dev/null) && break
+		sleep 0.2
+	done
+	grep -q '"sum_received"' <<<"$out" && record iperf3 "$out" && continue
+	say "iperf3 run $rep failed"
+done
+
+say "pump: sendmmsg of raw frames into a TPACKET_V3 ring, $IF_A -> $IF_B"
+for size in 4150 100; do
+	for rep in $(seq 0 "$KEY_REPS"); do   # rep 0 warms up and is not kept
+		"${IN_B[@]}" "$BUILD/bench/pump" rx -i "$IF_B" -t 8 >"$WORK/rx.out" 2>&1 &
+		rx=$!
+		track $rx
+		for _ in $(seq 50); do grep -q rx-ready "$WORK/rx.out" && break; sleep 0.05; done
+		tx=$("${IN_A[@]}" "$BUILD/bench/pump" tx -i "$IF_A" -s "$size" -t 1 -d "$MAC_B")
+		wait "$rx"
+		untrack $rx
+		got=$(grep '"mode":"rx"' "$WORK/rx.out")
+		if [ -z "$got" ] || [ -z "$tx" ]; then
+			say "pump $size run $rep failed: $(cat "$WORK/rx.out")"
+			continue
+		fi
+		[ "$rep" -gt 0 ] && record pump "{\"size\": $size, \"rx\": $got, \"tx\": $tx}"
+	done
+done
+
+say "UDP ping-pong, 64-byte datagrams, blocking and busy-polling"
+for mode in block busy; do
+	flag=
+	[ $mode = busy ] && flag=--busy
+	for rep in $(seq "$KEY_REPS"); do
+		"${IN_B[@]}" "$BUILD/bench/pump" udp-echo -b "$ADDR_B" -t 5 $flag >"$WORK/echo.out" &
+		echo_pid=$!
+		track $echo_pid
+		for _ in $(seq 50); do grep -q echo-ready "$WORK/echo.out" && break; sleep 0.05; done
+		# at most 2 s: on a loaded machine a spinner waits for its peer's time slice
+		out=$("${IN_A[@]}" timeout 30 "$BUILD/bench/pump" udp-ping -c "$ADDR_B" -n 10000 \
+			-t 2 $flag)
+		stop_pid "$echo_pid"
+		untrack $echo_pid
+		[ -n "$out" ] && record udp "$out" || say "UDP ping-pong ($mode) run $rep failed"
+	done
+done
+
+# ---- 2. rocemu ----
+
+DAEMON_A= DAEMON_B=
+SOCK_A=$WORK/a.sock SOCK_B=$WORK/b.sock
+for side in a b; do
+	if [ $side = a ]; then ns=$NS_A ifc=$IF_A sock=$SOCK_A; else ns=$NS_B ifc=$IF_B sock=$SOCK_B; fi
+	ip netns exec "$ns" "$BUILD/rocemud" -i "$ifc" -s "$sock" -d 2>"$WORK/rocemud-$side.log" &
+	pid=$!
+	track $pid
+	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+	[ -S "$sock" ] || { cat "$WORK/rocemud-$side.log" >&2; die "rocemud $side did not start"; }
+	if [ $side = a ]; then DAEMON_A=$pid; else DAEMON_B=$pid; fi
+done
+say "rocemud $DAEMON_A on $IF_A, $DAEMON_B on $IF_B"
+
+# rdma_write SIZE ITERS ARGS...: one rdma-write run (server in B, client in A); prints the
+# client's JSON, or nothing when it failed
+rdma_write() {
+	local size=$1 iters=$2 server out rc
+	shift 2
+	"${IN_B[@]}" timeout 60 "$BUILD/rdma-write" --server -D "$SOCK_B" -s "$size" \
+		>/dev/null 2>"$WORK/server.err" &
+	server=$!
+	track $server
+	out=$("${IN_A[@]}" timeout 60 "$BUILD/rdma-write" -D "$SOCK_A" -s "$size" -n "$iters" \
+		--json "$@" "$ADDR_B" 2>"$WORK/client.err")
+	rc=$?
+	wait "$server" 2>/dev/null
+	untrack $server
+	if [ $rc -ne 0 ] || ! grep -q msg_rate_mpps <<<"$out"; then
+		say "rdma-write -s $size -n $iters $* failed ($rc): $(tail -n 2 "$WORK/client.err" | tr '\n' ' ')"
+		return 1
+	fi
+	echo "$out"
+}
+
+# iters_for RATE SECONDS: how many messages take SECONDS at RATE messages/s (16 .. 4M)
+iters_for() {
+	awk -v r="$1" -v s="$2" 'BEGIN { n = r * s; if (n < 16) n = 16; if (n > 4e6) n = 4e6;
+		printf "%d\n", n }'
+}
+
+TARGET_S=0.5
+if [ "$QUICK" = 1 ]; then
+	SIZES="64 4096 65536 1048576 8388608"
+else
+	SIZES=$(for i in $(seq 6 23); do echo -n "$((1 << i)) "; done)
+fi
+say "goodput: rdma-write --tx-depth 128 at PMTU 4096 and 1024, sizes $(set -- $SIZES; echo "$1 .. ${!#}")"
+declare -A RATE=()
+for mtu in 4096 1024; do
+	rate=""
+	# calibration: the 64-byte message rate gives the first run of each size its length
+	out=$(rdma_write 64 20000 --tx-depth 128 --mtu $mtu) && rate=$(field "$out" msg_rate_mpps)
+	rate=$(calc "${rate:-0.05} * 1e6")
+	prev=64
+	for size in $SIZES; do
+		reps=$REPS
+		{ [ "$size" = 64 ] || [ "$size" = 1048576 ]; } && [ $mtu = 4096 ] && reps=$KEY_REPS
+		# the first run of a size guesses its message rate from the last size's: between
+		# the same (bound by messages) and size/prev times lower (bound by bytes), so
+		# sqrt(size/prev) lower; the next runs aim at TARGET_S from their own size's rate
+		rate=$(calc "$rate / sqrt($size / $prev)")
+		prev=$size
+		for rep in $(seq "$reps"); do
+			n=$(iters_for "$rate" "$TARGET_S")
+			out=$(rdma_write "$size" "$n" --tx-depth 128 --mtu $mtu) || continue
+			record write "$out"
+			rate=$(calc "$(field "$out" msg_rate_mpps) * 1e6")
+			RATE[$mtu-$size]=$rate
+		done
+	done
+done
+
+say "latency: 64-byte WRITEs one at a time (rdma-write --tx-depth 1; regcost lat)"
+for rep in $(seq "$KEY_REPS"); do
+	out=$(rdma_write 64 4000 --tx-depth 1) && record lat_rdma_write "$out"
+	for mode in block busy; do
+		flag=
+		[ $mode = busy ] && flag=--busy
+		out=$("${IN_A[@]}" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" -n 5000 -t 2 \
+			$flag) &&
+			record lat "$out" || say "regcost lat ($mode) failed"
+	done
+done
+
+# cpu_ticks PID: utime + stime of PID, in clock ticks (fields 14 and 15 of /proc/PID/stat;
+# the command name in field 2 may hold spaces, so count from its closing parenthesis)
+cpu_ticks() {
+	local stat
+	stat=$(cat "/proc/$1/stat")
+	stat=${stat##*) }
+	set -- $stat
+	echo $((${12} + ${13}))
+}
+
+say "CPU per GB: utime + stime of each rocemud across a 1 MiB run"
+HZ=$(getconf CLK_TCK)
+n=$(iters_for "${RATE[4096-1048576]:-500}" 1.0)
+for rep in $(seq "$REPS"); do
+	a0=$(cpu_ticks "$DAEMON_A") b0=$(cpu_ticks "$DAEMON_B")
+	out=$(rdma_write 1048576 "$n" --tx-depth 128) || continue
+	a1=$(cpu_ticks "$DAEMON_A") b1=$(cpu_ticks "$DAEMON_B")
+	record cpu "{\"run\": $out, \"hz\": $HZ, \"ticks_a\": $((a1 - a0)), \"ticks_b\": $((b1 - b0))}"
+done
+
+for side in a b; do
+	sock=$SOCK_A
+	[ $side = b ] && sock=$SOCK_B
+	out=$("$BUILD/rocemuctl" -s "$sock" stats --json 2>/dev/null) &&
+		record "counters_$side" "$out"
+done
+
+say "memory: the daemon's VmRSS - VmLck with 1,000 MRs and 1,000 QPs"
+out=$("${IN_A[@]}" timeout 120 "$BUILD/bench/regcost" objs "$SOCK_A" "$DAEMON_A") &&
+	record objs "$out" || say "regcost objs failed"
+
+say "registration: 1 GiB MR against mlock of 1 GiB, $KEY_REPS times each (takes a while)"
+out=$("${IN_A[@]}" timeout 300 "$BUILD/bench/regcost" reg "$SOCK_A" -r "$KEY_REPS") &&
+	record reg "$out" || say "regcost reg failed"
+
+# ---- 3. the report ----
+
+T_END=$(date +%s.%N)
+python3 - "$RAW" "$OUT" "$T_START" "$T_END" "$(nproc)" "$LOAD_START" "$(cut -d' ' -f1 /proc/loadavg)" \
+	<<'EOF' || die "report failed"
+import json, statistics, sys
+
+raw, out, t0, t1, ncpu, load0, load1 = sys.argv[1:8]
+rows = [json.loads(l) for l in open(raw)]
+def kind(k): return [r for r in rows if r["kind"] == k]
+def med(v): return statistics.median(v) if v else None
+MIB = 1048576.0
+
+res = {"machine": {"cpus": int(ncpu), "loadavg_1min_start": float(load0),
+                   "loadavg_1min_end": float(load1)},
+       "run_seconds": round(float(t1) - float(t0), 1), "baselines": {}, "rocemu": {}}
+b, r = res["baselines"], res["rocemu"]
+
+b["iperf3_gbps"] = med([x["end"]["sum_received"]["bits_per_second"] / 1e9
+                        for x in kind("iperf3")])
+b["iperf3_samples"] = len(kind("iperf3"))
+for size in (4150, 100):
+    p = [x for x in kind("pump") if x["size"] == size]
+    b[f"pump_{size}"] = {
+        "fps": med([x["rx"]["fps"] for x in p]), "gbps": med([x["rx"]["gbps"] for x in p]),
+        "tx_fps": med([x["tx"]["fps"] for x in p]),
+        "ring_drops": [x["rx"]["ring_drops"] for x in p], "samples": len(p)}
+for mode, busy in (("block", False), ("busy", True)):
+    u = [x for x in kind("udp") if x["busy"] == busy]
+    b[f"udp_pingpong_{mode}"] = {"median_us": med([x["median_us"] for x in u]),
+                                 "p99_us": med([x["p99_us"] for x in u]), "samples": len(u)}
+
+def gbps(mibps): return mibps * MIB * 8 / 1e9
+goodput = {}
+for mtu in (4096, 1024):
+    g = {}
+    for x in kind("write"):
+        if x["mtu"] == mtu:
+            g.setdefault(x["bytes"], []).append(x)
+    goodput[mtu] = {size: {"mbps": med([x["bw_avg_mbps"] for x in v]),
+                           "gbps": gbps(med([x["bw_avg_mbps"] for x in v])),
+                           "mpps": med([x["msg_rate_mpps"] for x in v]),
+                           "samples_mbps": [x["bw_avg_mbps"] for x in v],
+                           "iterations": [x["iterations"] for x in v],
+                           "seconds": [x["seconds"] for x in v]}
+                    for size, v in sorted(g.items())}
+r["goodput"] = {str(m): {str(s): v for s, v in g.items()} for m, g in goodput.items()}
+g1m = goodput[4096].get(1048576, {}).get("gbps")
+rate64 = goodput[4096].get(64, {}).get("mpps")
+r["goodput_1MiB_4096_gbps"] = g1m
+r["goodput_1MiB_1024_gbps"] = goodput[1024].get(1048576, {}).get("gbps")
+r["msg_rate_64B_mpps"] = rate64
+
+lw = kind("lat_rdma_write")
+r["lat_rdma_write_mean_us"] = med([1 / x["msg_rate_mpps"] for x in lw if x["msg_rate_mpps"]])
+for mode, busy in (("block", False), ("client_busy", True)):
+    l = [x for x in kind("lat") if x["busy"] == busy]
+    r[f"lat_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
+                        "p99_us": med([x["p99_us"] for x in l]),
+                        "mean_us": med([x["mean_us"] for x in l]), "samples": len(l)}
+cpu = kind("cpu")
+def per_gb(x, side):
+    gb = x["run"]["iterations"] * x["run"]["bytes"] / 1e9
+    return x[f"ticks_{side}"] / x["hz"] / gb
+r["cpu_s_per_gb"] = {"requester_a": med([per_gb(x, "a") for x in cpu]),
+                     "responder_b": med([per_gb(x, "b") for x in cpu]), "samples": len(cpu)}
+def strip(x): return {k: v for k, v in x.items() if k != "kind"} if x else None
+reg = strip((kind("reg") or [None])[0])
+r["reg_1GiB"] = reg
+objs = strip((kind("objs") or [None])[0])
+r["daemon_memory"] = objs
+for side in "ab":
+    c = kind(f"counters_{side}")
+    if c:
+        r[f"counters_{side}"] = {k: v for k, v in c[0].items() if k != "kind" and v}
+
+def ratio(a, base):
+    return a / base if a is not None and base else None
+pump4150, pump100 = b["pump_4150"], b["pump_100"]
+ub, us = b["udp_pingpong_block"], b["udp_pingpong_busy"]
+lb, lc = r["lat_block"], r["lat_client_busy"]
+own_mib = objs["own_kb"] / 1024 if objs else None
+targets = [
+    ("1 MiB goodput (PMTU 4096) / iperf3 TCP", ratio(g1m, b["iperf3_gbps"]), ">=", 1.0),
+    ("1 MiB goodput (PMTU 4096) / pump 4150 B Gbit/s", ratio(g1m, pump4150["gbps"]), ">=", 0.6),
+    ("64 B message rate / pump 100 B frames/s",
+     ratio(rate64 * 1e6 if rate64 else None, pump100["fps"]), ">=", 0.5),
+    ("64 B write latency median / UDP ping-pong median (blocking)",
+     ratio(lb["median_us"], ub["median_us"]), "<=", 1.25),
+    ("64 B write latency median, daemon busy-poll / UDP busy-poll median",
+     None, "<=", 1.25),
+    ("1 GiB reg_mr / mlock 1 GiB", ratio(reg["reg_s"], reg["mlock_s"]) if reg else None,
+     "<=", 1.2),
+    ("daemon VmRSS - VmLck, 1000 MRs + 1000 QPs (MiB)", own_mib, "<", 64.0),
+]
+tres = []
+for name, val, op, lim in targets:
+    met = None if val is None else (val >= lim if op == ">=" else
+                                    val <= lim if op == "<=" else val < lim)
+    tres.append({"target": name, "value": val, "need": f"{op} {lim}",
+                 "status": "n/a" if met is None else "met" if met else "missed"})
+tres[4]["status"] = "missed"
+tres[4]["note"] = ("rocemud has no busy-poll mode; with the client alone busy-polling the "
+                   "ratio is %s" % (None if not lc["median_us"] or not us["median_us"] else
+                                    round(lc["median_us"] / us["median_us"], 2)))
+res["targets"] = tres
+json.dump(res, open(f"{out}/results.json", "w"), indent=1)
+
+# gnuplot data: size, Gbit/s at 4096, at 1024
+with open(f"{out}/goodput.dat", "w") as f:
+    for size in sorted(set(goodput[4096]) | set(goodput[1024])):
+        f.write("%d %s %s\n" % (size, *[("%.4f" % goodput[m][size]["gbps"]) if size in goodput[m]
+                                        else "NaN" for m in (4096, 1024)]))
+with open(f"{out}/baselines.env", "w") as f:
+    f.write("IPERF=%s\nPUMP=%s\n" % (b["iperf3_gbps"] or 0, pump4150["gbps"] or 0))
+
+def fmt(v, spec="%.2f"):
+    return "-" if v is None else spec % v
+P = print
+P()
+P("rocemu benchmark: %s CPUs, one veth between two namespaces, MTU 9000; medians; %.0f s"
+  % (ncpu, res["run_seconds"]))
+P("load average (1 min) %s at the start, %s at the end: anything else running skews "
+  "every figure" % (load0, load1))
+P("=" * 78)
+P("baselines")
+P("  %-52s %s Gbit/s" % ("iperf3 single-stream TCP", fmt(b["iperf3_gbps"])))
+for size, p in ((4150, pump4150), (100, pump100)):
+    P("  %-52s %s frames/s, %s Gbit/s" % (f"raw pump, {size}-byte frames (sendmmsg -> V3 ring)",
+                                           fmt(p["fps"], "%.0f"), fmt(p["gbps"])))
+P("  %-52s median %s us, p99 %s us" % ("UDP ping-pong 64 B, blocking (RTT)",
+                                        fmt(ub["median_us"]), fmt(ub["p99_us"])))
+P("  %-52s median %s us, p99 %s us" % ("UDP ping-pong 64 B, busy-polling (RTT)",
+                                        fmt(us["median_us"]), fmt(us["p99_us"])))
+P("rocemu: RDMA WRITE goodput (rdma-write --tx-depth 128; MB = 2^20 bytes)")
+P("  %10s  %12s %10s %12s  %12s %10s %12s" % ("bytes", "4096 MB/s", "Gbit/s", "Mmsg/s",
+                                              "1024 MB/s", "Gbit/s", "Mmsg/s"))
+for size in sorted(set(goodput[4096]) | set(goodput[1024])):
+    cells = []
+    for m in (4096, 1024):
+        v = goodput[m].get(size)
+        cells += [fmt(v and v["mbps"]), fmt(v and v["gbps"], "%.3f"), fmt(v and v["mpps"], "%.4f")]
+    P("  %10d  %12s %10s %12s  %12s %10s %12s" % (size, *cells))
+P("  %-52s %s Mmsg/s" % ("64 B message rate (PMTU 4096)", fmt(rate64, "%.4f")))
+P("  %-52s %s us (mean = 1 / MsgRate)" % ("64 B latency, rdma-write --tx-depth 1",
+                                          fmt(r["lat_rdma_write_mean_us"])))
+P("  %-52s median %s us, p99 %s us" % ("64 B post-to-completion, blocking (regcost lat)",
+                                        fmt(lb["median_us"]), fmt(lb["p99_us"])))
+P("  %-52s median %s us, p99 %s us" % ("64 B post-to-completion, client busy-polls",
+                                        fmt(lc["median_us"]), fmt(lc["p99_us"])))
+P("  %-52s requester %s, responder %s" % ("CPU seconds per GB (1 MiB writes)",
+                                          fmt(r["cpu_s_per_gb"]["requester_a"], "%.3f"),
+                                          fmt(r["cpu_s_per_gb"]["responder_b"], "%.3f")))
+if reg:
+    P("  %-52s reg %.3f s (dereg %.3f), mlock %.3f s (munlock %.3f)" % (
+        "register 1 GiB (fresh mapping), median of %d" % reg["reps"], reg["reg_s"],
+        reg["dereg_s"], reg["mlock_s"], reg["munlock_s"]))
+    P("  %-52s reg %.3f s" % ("register 1 GiB already written", reg["reg_touched_s"]))
+if objs:
+    P("  %-52s %.1f MiB idle, %.1f MiB with them (VmLck %.1f MiB)" % (
+        "daemon VmRSS - VmLck, %d MRs + %d QPs" % (objs["mrs"], objs["qps"]),
+        objs["own_kb_before"] / 1024, objs["own_kb"] / 1024, objs["lck_kb"] / 1024))
+for side, role in (("a", "requester"), ("b", "responder")):
+    c = r.get(f"counters_{side}")
+    if c:
+        P("  %-52s %s" % (f"rocemud counters, {role} (whole run, nonzero)",
+                          ", ".join(f"{k} {v}" for k, v in c.items() if k != "fault")))
+P("targets (issue 6)")
+for t in tres:
+    P("  %-66s %8s %-7s %s" % (t["target"], fmt(t["value"]), t["need"], t["status"]))
+    if "note" in t:
+        P("      " + t["note"])
+P("=" * 78)
+EOF
+
+if command -v gnuplot >/dev/null; then
+	. "$OUT/baselines.env"
+	gnuplot <<EOF || say "gnuplot failed"
+set terminal pngcairo size 1000,640 font "sans,11"
+set output "$OUT/goodput.png"
+set title "rocemu RDMA WRITE goodput vs message size (veth, MTU 9000, tx-depth 128, medians)"
+set logscale x 2
+set xtics ("64 B" 64, "256 B" 256, "1 KiB" 1024, "4 KiB" 4096, "16 KiB" 16384, \
+           "64 KiB" 65536, "256 KiB" 262144, "1 MiB" 1048576, "4 MiB" 4194304)
+set xrange [48:11184810]
+set xlabel "RDMA WRITE message size"
+set ylabel "goodput, Gbit/s"
+set yrange [0:(($PUMP > $IPERF ? $PUMP : $IPERF) * 1.45)]
+set grid
+set key top right box opaque
+plot "$OUT/goodput.dat" using 1:2 with linespoints lw 2 pt 7 title "rocemu, PMTU 4096", \
+     "" using 1:3 with linespoints lw 2 pt 5 title "rocemu, PMTU 1024", \
+     $IPERF with lines dt 2 lw 2 title sprintf("iperf3 TCP single stream (%.1f Gbit/s)", $IPERF), \
+     $PUMP with lines dt 3 lw 2 title sprintf("raw frame pump, 4150 B (%.1f Gbit/s)", $PUMP), \
+     0.6 * $PUMP with lines dt 4 lw 1 lc "gray" title "target: 0.6 x pump"
+EOF
+fi
+say "results in $OUT/results.json, plot in $OUT/goodput.png"

@@ -1,0 +1,599 @@
+/* libFuzzer harness for the daemon's whole receive path: wire_parse, the silent drops and
+ * the ICRC check of rx.c, QP lookup, the responder's checks and its copy into a real MR
+ * (resp.c, memreg/), the ACKs and NAKs it builds, and the completer taking ACKs for writes
+ * the requester sent (req.c), all with the daemon's own sources compiled in. Only the
+ * network (net.c) and the log (log.c) are replaced, below: frames the daemon "sends" land
+ * in a scratch buffer and must decode as valid RoCEv2 with a good ICRC, to our peer.
+ *
+ * The memory: one page-aligned buffer of pattern bytes. A remote-write MR lies in its
+ * middle, starting and ending inside pages, so its page spans hold canary bytes; a
+ * read-only MR, an MR of another PD and a deregistered MR sit in other pages of the same
+ * buffer. After every input, every byte of the buffer outside the remote-write MR must
+ * still be the pattern, and the requester's source buffer must be untouched.
+ *
+ * Input: two flag bytes, then up to MAX_FRAMES records: a 2-byte little-endian length and
+ * that many bytes of Ethernet frame. Length 0 fires the QP's retransmission timer, length
+ * 1 its RNR timer (both consume no bytes), so the completer's paths are reachable without
+ * a clock. The flags patch each frame towards what the responder accepts, so the fuzzer
+ * gets past the cheap drops: IP and UDP lengths that agree with the frame's size (so
+ * inserting or erasing bytes keeps it parseable), our QPN, our addresses, the PSN the QP
+ * expects plus a signed delta taken from the frame's own low PSN byte, an rkey chosen
+ * from a table by the frame's own rkey (keys are random per run, so inputs name them by
+ * index), and the ICRC recomputed last over the final bytes. Every input starts from the
+ * same state: the QP is taken through RESET, INIT and RTR (and RTS with three writes
+ * posted, by flag) again, so a finding replays from its input alone.
+ *
+ * RX_FUZZ_SEEDS=DIR ./rx_fuzz writes the seed inputs (frames built with wire_build) into
+ * DIR and exits: test/fuzz/corpus/rx_fuzz/ was grown from those and minimised with
+ * -merge=1. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "icrc/icrc.c"
+#include "wire/build.c"
+#include "wire/opcode.c"
+#include "wire/parse.c"
+#include "wire/syndrome.c"
+#include "memreg/client.c"
+#include "memreg/copy.c"
+#include "memreg/lookup.c"
+#include "memreg/pin.c"
+#include "memreg/region.c"
+#include "memreg/table.c"
+#include "emu/daemon/objects.c"
+#include "emu/daemon/qp.c"
+#include "emu/daemon/req.c"
+#include "emu/daemon/resp.c"
+#include "emu/daemon/rx.c"
+
+#define PAGE        4096u
+#define BUF_PAGES   8
+#define MAIN_OFF    (2 * PAGE + 100)   /* inside page 2 ... */
+#define MAIN_LEN    (3 * PAGE - 63)    /* ... to inside page 5 */
+#define RO_OFF      (6 * PAGE + 8)
+#define PD2_OFF     (6 * PAGE + 1024)
+#define DEAD_OFF    (7 * PAGE + 16)
+#define SMALL_LEN   512
+#define SRC_PAGES   2
+#define IOVA_BASE   0x100000000ull     /* iova = IOVA_BASE + offset in the buffer */
+#define SRC_IOVA    0x200000000ull
+#define DEV_IP      0x020012c6u        /* 198.18.0.2, network order on little endian */
+#define PEER_IP     0x010012c6u        /* 198.18.0.1 */
+#define PEER_QPN    0x00abcd
+#define RQ_PSN      0xfffff0           /* near the 24-bit wrap, both ways */
+#define SQ_PSN      0xffffe8
+#define QP_DEPTH    16
+#define CQ_DEPTH    256
+#define MAX_FRAMES  16
+#define PATTERN(i)  ((uint8_t)((i) * 7 + 3))
+
+enum flag {
+	F_QPN = 1 << 0,   /* destination QPN := our QP */
+	F_ADDR = 1 << 1,  /* source := the peer, destination := us */
+	F_KEY = 1 << 2,   /* RETH rkey := keys[rkey & 7] */
+	F_PSN = 1 << 3,   /* PSN := expected + (int8_t)(psn & 0xff) */
+	F_ICRC = 1 << 4,  /* ICRC recomputed */
+	F_RECV = 1 << 5,  /* receive WQEs posted (WRITE WITH IMMEDIATE consumes them) */
+	F_RTS = 1 << 6,   /* three RDMA WRITEs posted and the QP in RTS: ACKs complete them */
+	F_MTU256 = 1 << 7 /* path MTU 256 instead of 1024 */
+};
+
+enum flag2 {
+	G_FIX_LEN = 1 << 0, /* IPv4 total length and UDP length := the frame's */
+	G_NO_RW = 1 << 1,   /* the QP grants no remote write */
+	G_BAD_WQE = 1 << 2, /* the third posted write names an lkey that is not ours */
+	G_RQ_LIE = 1 << 3,  /* the receive producer index lies beyond the ring */
+};
+
+/* rkeys a frame may name by index under F_KEY. */
+enum key_sel { K_MAIN, K_RO, K_PD2, K_DEAD, K_BAD_BYTE, K_NEXT_INDEX, K_SRC, K_ASIS };
+
+#define MUST(cond)                                                                        \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
+			fprintf(stderr, "rx_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			abort();                                                          \
+		}                                                                         \
+	} while (0)
+
+static struct dev dev;
+static struct client client;
+static struct mr_pd *pd, *pd2;
+static struct cq *cq;
+static struct qp *qp;
+static uint8_t *buf, *pristine, *src;
+static uint8_t *tx_frame;            /* exactly DEV_FRAME_MAX: ASan sees any overrun */
+static uint32_t keys[K_ASIS];
+static uint64_t sent_frames;
+
+/* ---- what net.c and log.c give the daemon ---- */
+
+uint8_t *net_tx_slot(struct dev *d)
+{
+	(void)d;
+	return tx_frame;
+}
+
+/* Everything the daemon sends must be a well-formed RC packet from us to the QP's peer. */
+void net_tx_commit(struct dev *d, size_t len)
+{
+	const uint32_t peer = PEER_IP;
+	struct wire_pkt pkt;
+
+	MUST(len <= DEV_FRAME_MAX);
+	MUST(wire_parse(tx_frame, len, &pkt) == WIRE_OK);
+	MUST(wire_icrc_ok(tx_frame, &pkt));
+	MUST(!memcmp(pkt.src_ip, &d->ipv4, 4));
+	MUST(!memcmp(pkt.dst_ip, &peer, 4));
+	MUST(pkt.bth.dest_qp == PEER_QPN);
+	MUST(pkt.op->transport == WIRE_RC);
+	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_WRITE);
+	MUST(pkt.payload_len <= qp->pmtu);
+	d->cnt.sent_pkts++;
+	sent_frames++;
+}
+
+int net_resolve_mac(struct dev *d, uint32_t ipv4, uint8_t mac[6])
+{
+	static const uint8_t peer_mac[6] = { 2, 0, 0, 0, 0, 1 };
+
+	(void)d;
+	(void)ipv4;
+	memcpy(mac, peer_mac, 6);
+	return 0;
+}
+
+unsigned net_mtu_bytes(enum ibv_mtu mtu)
+{
+	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
+}
+
+void log_info(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+void log_warn(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+void log_debug(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+void log_limited(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+/* ---- the device, the memory and the QP, built once ---- */
+
+static void *map_pages(size_t pages)
+{
+	void *p = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	MUST(p != MAP_FAILED);
+	return p;
+}
+
+static uint32_t reg(struct mr_pd *in, uint8_t *base, uint64_t iova_base, size_t off,
+		    size_t len, int access, struct mr **out)
+{
+	struct mr *mr;
+
+	MUST(mr_reg(in, base + off, len, iova_base + off, access, &mr) == 0);
+	if (out)
+		*out = mr;
+	return mr_keys(mr).rkey;
+}
+
+static void setup_memory(void)
+{
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	struct mr *dead;
+
+	buf = map_pages(BUF_PAGES);
+	pristine = malloc(BUF_PAGES * PAGE);
+	src = map_pages(SRC_PAGES);
+	MUST(pristine != NULL);
+	for (size_t i = 0; i < BUF_PAGES * PAGE; i++)
+		buf[i] = pristine[i] = PATTERN(i);
+	memset(src, 0x5c, SRC_PAGES * PAGE);
+	keys[K_MAIN] = reg(pd, buf, IOVA_BASE, MAIN_OFF, MAIN_LEN, rw, NULL);
+	keys[K_RO] = reg(pd, buf, IOVA_BASE, RO_OFF, SMALL_LEN, IBV_ACCESS_LOCAL_WRITE, NULL);
+	keys[K_PD2] = reg(pd2, buf, IOVA_BASE, PD2_OFF, SMALL_LEN, rw, NULL);
+	keys[K_DEAD] = reg(pd, buf, IOVA_BASE, DEAD_OFF, SMALL_LEN, rw, &dead);
+	MUST(mr_dereg(dead) == 0);
+	keys[K_SRC] = reg(pd, src, SRC_IOVA, 0, SRC_PAGES * PAGE, IBV_ACCESS_LOCAL_WRITE,
+			  NULL);
+	keys[K_BAD_BYTE] = keys[K_MAIN] ^ 0x5a;
+	keys[K_NEXT_INDEX] = keys[K_MAIN] + 0x100;
+}
+
+static void setup_objects(void)
+{
+	struct proto_create_qp req = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH };
+	int fds[2], err;
+
+	cq = cq_create(&client, CQ_DEPTH, fds, &err);
+	MUST(cq != NULL);
+	close(fds[0]);      /* the ring memfd: the daemon keeps its own mapping */
+	MUST(fcntl(cq->client_end, F_SETFL, O_NONBLOCK) == 0);
+	qp = qp_create(&client, &req, fds, &err);
+	MUST(qp != NULL);
+	close(fds[0]);
+	/* what op_create_qp does after qp_create */
+	qp->pd = pd;
+	qp->send_cq = qp->recv_cq = cq;
+	cq->users += 2;
+}
+
+static void setup(void)
+{
+	tx_frame = malloc(DEV_FRAME_MAX);
+	MUST(tx_frame != NULL);
+	dev.loop = ev_loop_new(EVFLAG_AUTO);
+	MUST(dev.loop != NULL);
+	dev.ipv4 = DEV_IP;
+	memcpy(dev.mac, "\x02\0\0\0\0\x02", 6);
+	dev.link_mtu = 9000;
+	dev.max_mtu = dev.active_mtu = IBV_MTU_4096;
+	snprintf(dev.ifname, sizeof(dev.ifname), "fuzz0");
+	LIST_INIT(&dev.clients);
+	STAILQ_INIT(&dev.notify_list);
+	dev.mrs = mr_table_new(64, 0);
+	MUST(dev.mrs != NULL);
+	client.dev = &dev;
+	client.pid = getpid();
+	client.mrc = mr_client_new(dev.mrs, 0);
+	MUST(client.mrc != NULL);
+	pd = mr_pd_alloc(client.mrc);
+	pd2 = mr_pd_alloc(client.mrc);
+	MUST(pd && pd2);
+	MUST((size_t)sysconf(_SC_PAGESIZE) == PAGE);
+	setup_memory();
+	setup_objects();
+}
+
+/* ---- every input from the same state ---- */
+
+static void modify(uint32_t mask, const struct proto_qp_attr *a)
+{
+	char err[PROTO_ERRMSG];
+
+	MUST(qp_modify(qp, mask, a, err, sizeof(err)) == 0);
+}
+
+/* Three RDMA WRITEs from the source MR, one of them with an immediate. */
+static void post_writes(uint8_t flags2)
+{
+	static const struct { uint32_t opcode, len; uint64_t raddr; } w[] = {
+		{ IBV_WR_RDMA_WRITE, 3000, 0x300000000ull },
+		{ IBV_WR_RDMA_WRITE, 0, 0x300001000ull },
+		{ IBV_WR_RDMA_WRITE_WITH_IMM, 200, 0x300002000ull },
+	};
+	uint32_t prod = qp->sq_ctl->prod;
+
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++, prod++) {
+		struct proto_swqe *s = &qp->sq[prod & (qp->sq_entries - 1)];
+
+		*s = (struct proto_swqe){ .wr_id = 100 + i, .opcode = w[i].opcode,
+					  .flags = IBV_SEND_SIGNALED, .remote_addr = w[i].raddr,
+					  .rkey = 0x1234, .num_sge = 1,
+					  .sge[0] = { SRC_IOVA + 8 * i, w[i].len, keys[K_SRC] } };
+	}
+	if (flags2 & G_BAD_WQE)
+		qp->sq[(prod - 1) & (qp->sq_entries - 1)].sge[0].lkey = keys[K_BAD_BYTE];
+	__atomic_store_n(&qp->sq_ctl->prod, prod, __ATOMIC_RELEASE);
+}
+
+static void post_receives(void)
+{
+	uint32_t prod = qp->rq_ctl->prod;
+
+	for (uint32_t i = 0; i < qp->rq_entries; i++, prod++)
+		qp->rq[prod & (qp->rq_entries - 1)].wr_id = 1000 + i;
+	__atomic_store_n(&qp->rq_ctl->prod, prod, __ATOMIC_RELEASE);
+}
+
+static void reset_qp(uint8_t flags, uint8_t flags2)
+{
+	struct proto_qp_attr a = { .state = IBV_QPS_RESET };
+
+	modify(IBV_QP_STATE, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_INIT,
+				    .access = (flags2 & G_NO_RW) ? 0 : IBV_ACCESS_REMOTE_WRITE };
+	modify(IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR, .dest_ipv4 = PEER_IP,
+				    .path_mtu = (flags & F_MTU256) ? IBV_MTU_256 : IBV_MTU_1024,
+				    .dest_qpn = PEER_QPN, .rq_psn = RQ_PSN, .min_rnr_timer = 3 };
+	modify(IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+	       IBV_QP_MIN_RNR_TIMER, &a);
+	if (flags & F_RECV)
+		post_receives();
+	if (flags2 & G_RQ_LIE)
+		__atomic_store_n(&qp->rq_ctl->prod, qp->rq_cons + qp->rq_entries + 1,
+				 __ATOMIC_RELEASE);
+	if (!(flags & F_RTS))
+		return;
+	post_writes(flags2);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTS, .sq_psn = SQ_PSN, .timeout = 10,
+				    .retry_cnt = 2, .rnr_retry = 2 };
+	modify(IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+	       IBV_QP_RNR_RETRY, &a);
+}
+
+/* The client's side of the CQ: wakeups read, completions consumed. */
+static void drain_cq(void)
+{
+	uint64_t wakeups;
+
+	cq_flush_notify(&dev);
+	while (read(cq->client_end, &wakeups, sizeof(wakeups)) > 0)
+		;
+	__atomic_store_n(&cq->ctl->cons, cq->ctl->prod, __ATOMIC_RELEASE);
+}
+
+/* ---- patching a frame towards the responder ---- */
+
+static void patch_lengths(uint8_t *f, size_t len, const struct wire_pkt *pkt)
+{
+	size_t total = len - pkt->l3_off;
+
+	if (total > 0xffff || total < (size_t)pkt->ip_hdr_len + WIRE_UDP_LEN)
+		return;
+	put16(f + pkt->l3_off + 2, (uint16_t)total);
+	put16(f + pkt->l3_off + pkt->ip_hdr_len + 4, (uint16_t)(total - pkt->ip_hdr_len));
+}
+
+static void patch_addrs(uint8_t *f, const struct wire_pkt *pkt)
+{
+	uint32_t peer = PEER_IP;
+
+	memcpy(f + pkt->l3_off + 12, &peer, 4);
+	memcpy(f + pkt->l3_off + 16, &dev.ipv4, 4);
+}
+
+static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags)
+{
+	uint8_t *bth = f + pkt->l4_off + WIRE_UDP_LEN;
+	const struct wire_opcode_info *op = wire_opcode_info(bth[0]);
+	bool ack = op && op->kind == WIRE_KIND_ACK;
+
+	if (flags & F_QPN)
+		put24(bth + 5, qp->qpn);
+	if (flags & F_PSN)
+		put24(bth + 9, ((ack ? qp->snd_una : qp->rcv_psn) + (uint32_t)(int8_t)bth[11]) &
+				       WIRE_PSN_MASK);
+}
+
+static void patch_rkey(uint8_t *f, const struct wire_pkt *pkt)
+{
+	uint8_t *reth = f + pkt->payload_off - pkt->op->hdr_len;
+	uint8_t *rkey = reth + ((pkt->op->headers & WIRE_HDR_DETH) ? WIRE_DETH_LEN : 0) + 8;
+	uint32_t sel = get32(rkey) & 7;
+
+	if (sel != K_ASIS)
+		put32(rkey, keys[sel]);
+}
+
+static void patch(uint8_t *f, size_t len, uint8_t flags, uint8_t flags2)
+{
+	struct wire_pkt pkt;
+
+	(void)wire_parse(f, len, &pkt);
+	if ((flags2 & G_FIX_LEN) && (pkt.layers & WIRE_HAVE_IP) && pkt.ip_version == 4) {
+		patch_lengths(f, len, &pkt);
+		(void)wire_parse(f, len, &pkt);
+	}
+	if ((flags & F_ADDR) && (pkt.layers & WIRE_HAVE_IP) && pkt.ip_version == 4)
+		patch_addrs(f, &pkt);
+	if (pkt.layers & WIRE_HAVE_BTH)
+		patch_bth(f, &pkt, flags);
+	if ((flags & F_KEY) && (pkt.layers & WIRE_HAVE_ALL) && (pkt.op->headers & WIRE_HDR_RETH))
+		patch_rkey(f, &pkt);
+	if ((flags & F_ICRC) && (pkt.layers & WIRE_HAVE_UDP))
+		icrc_store(f + pkt.l4_off + pkt.udp_len - WIRE_ICRC_LEN,
+			   icrc_compute(f + pkt.l3_off, pkt.ip_hdr_len, pkt.ip_version,
+					pkt.udp_len));
+}
+
+/* ---- one input ---- */
+
+static void one_frame(const uint8_t *data, size_t len, uint8_t flags, uint8_t flags2)
+{
+	uint8_t *f = malloc(len ? len : 1); /* exact size: ASan sees any overread */
+
+	MUST(f != NULL);
+	memcpy(f, data, len);
+	patch(f, len, flags, flags2);
+	dev_rx_frame(&dev, f, len);
+	free(f);
+}
+
+/* Nothing outside the remote-write MR changed; the MR itself is restored for the next. */
+static void check_canaries(void)
+{
+	MUST(!memcmp(buf, pristine, MAIN_OFF));
+	MUST(!memcmp(buf + MAIN_OFF + MAIN_LEN, pristine + MAIN_OFF + MAIN_LEN,
+		     BUF_PAGES * PAGE - MAIN_OFF - MAIN_LEN));
+	for (size_t i = 0; i < SRC_PAGES * PAGE; i++)
+		MUST(src[i] == 0x5c);
+	memcpy(buf + MAIN_OFF, pristine + MAIN_OFF, MAIN_LEN);
+}
+
+static void write_seeds(const char *dir);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *seeds = getenv("RX_FUZZ_SEEDS");
+
+	(void)argc;
+	(void)argv;
+	setup();
+	if (seeds) {
+		write_seeds(seeds);
+		exit(0);
+	}
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t flags, flags2;
+
+	if (size < 2)
+		return 0;
+	flags = data[0];
+	flags2 = data[1];
+	data += 2;
+	size -= 2;
+	reset_qp(flags, flags2);
+	for (int n = 0; n < MAX_FRAMES && size >= 2; n++) {
+		size_t len = data[0] | (size_t)data[1] << 8;
+
+		data += 2;
+		size -= 2;
+		if (len == 0) {
+			req_timer_cb(dev.loop, &qp->retry_timer, 0);
+		} else if (len == 1) {
+			req_rnr_cb(dev.loop, &qp->rnr_timer, 0);
+		} else {
+			len = len < size ? len : size;
+			one_frame(data, len, flags, flags2);
+			data += len;
+			size -= len;
+		}
+		drain_cq();
+	}
+	check_canaries();
+	return 0;
+}
+
+/* ---- seeds: frames a peer would send, built by wire/ ---- */
+
+struct seed_frame {
+	uint8_t opcode;
+	int8_t psn;          /* relative to what the QP expects next (F_PSN): rcv_psn, or
+			      * snd_una for ACKs */
+	uint8_t key;         /* enum key_sel (F_KEY) */
+	uint64_t va;         /* offset from the main MR's start */
+	uint32_t dma_len;
+	uint16_t len;        /* payload bytes; 0 and 1 with opcode 0 are the timer events */
+	uint8_t syndrome;    /* ACKs */
+	bool timer;
+};
+
+struct seed {
+	const char *name;
+	uint8_t flags, flags2;
+	struct seed_frame f[6];
+};
+
+#define ALL (F_QPN | F_ADDR | F_KEY | F_PSN | F_ICRC)
+#define FIX G_FIX_LEN
+#define MAIN_IOVA (IOVA_BASE + MAIN_OFF)
+
+static const struct seed seeds[] = {
+	{ "write-only", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, 0, 100, 100, 0, 0 } } },
+	{ "write-3pkt", ALL, FIX, { { WIRE_OP_RC_WRITE_FIRST, 0, K_MAIN, 8, 2548, 1024, 0, 0 },
+				    { WIRE_OP_RC_WRITE_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+				    { WIRE_OP_RC_WRITE_LAST, 0, 0, 0, 0, 500, 0, 0 } } },
+	{ "write-imm", ALL | F_RECV, FIX,
+	  { { WIRE_OP_RC_WRITE_ONLY_IMM, 0, K_MAIN, 4, 64, 64, 0, 0 } } },
+	{ "write-imm-rnr", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY_IMM, 0, K_MAIN, 4, 64, 64, 0, 0 } } },
+	{ "write-imm-rq-lie", ALL | F_RECV, FIX | G_RQ_LIE,
+	  { { WIRE_OP_RC_WRITE_ONLY_IMM, 0, K_MAIN, 4, 64, 64, 0, 0 } } },
+	{ "qp-no-remote-write", ALL, FIX | G_NO_RW,
+	  { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, 0, 16, 16, 0, 0 } } },
+	{ "only-over-pmtu", ALL | F_MTU256, FIX,
+	  { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, 0, 300, 300, 0, 0 } } },
+	{ "first-short", ALL, FIX, { { WIRE_OP_RC_WRITE_FIRST, 0, K_MAIN, 0, 2000, 500, 0, 0 } } },
+	{ "last-empty", ALL, FIX, { { WIRE_OP_RC_WRITE_FIRST, 0, K_MAIN, 0, 2048, 1024, 0, 0 },
+				    { WIRE_OP_RC_WRITE_LAST, 0, 0, 0, 0, 0, 0, 0 } } },
+	{ "read-only-mr", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_RO, 0, 16, 16, 0, 0 } } },
+	{ "other-pd", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_PD2, 0, 16, 16, 0, 0 } } },
+	{ "stale-key", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_DEAD, 0, 16, 16, 0, 0 } } },
+	{ "bad-key-byte", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_BAD_BYTE, 0, 16, 16, 0, 0 } } },
+	{ "past-end", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, MAIN_LEN - 8, 16, 16, 0, 0 } } },
+	{ "below-start", ALL, FIX,
+	  { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, (uint64_t)-4, 16, 16, 0, 0 } } },
+	{ "psn-ahead", ALL, FIX, { { WIRE_OP_RC_WRITE_ONLY, 5, K_MAIN, 0, 16, 16, 0, 0 },
+				   { WIRE_OP_RC_WRITE_ONLY, -3, K_MAIN, 0, 16, 16, 0, 0 } } },
+	{ "middle-alone", ALL, FIX, { { WIRE_OP_RC_WRITE_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 } } },
+	{ "send", ALL, FIX, { { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 } } },
+	{ "read", ALL, FIX, { { WIRE_OP_RC_READ_REQUEST, 0, K_MAIN, 0, 64, 0, 0, 0 } } },
+	{ "atomic", ALL, FIX, { { 0x13, 0, K_MAIN, 0, 8, 0, 0, 0 }, { 0x14, 0, K_MAIN, 0, 8, 0, 0, 0 } } },
+	{ "acks", ALL | F_RTS, FIX, { { WIRE_OP_RC_ACK, 2, 0, 0, 0, 0, WIRE_SYN_ACK, 0 },
+				      { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_NAK_PSN_SEQ, 0 },
+				      { WIRE_OP_RC_ACK, 1, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
+	{ "acks-bad-wqe", ALL | F_RTS, FIX | G_BAD_WQE,
+	  { { WIRE_OP_RC_ACK, 2, 0, 0, 0, 0, WIRE_SYN_ACK, 0 },
+	    { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
+	{ "rnr-nak", ALL | F_RTS, FIX, { { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, 0x20 | 3, 0 },
+					 { 0, 0, 0, 0, 0, 1, 0, true },
+					 { WIRE_OP_RC_ACK, 4, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
+	{ "nak-access", ALL | F_RTS, FIX,
+	  { { WIRE_OP_RC_ACK, 1, 0, 0, 0, 0, WIRE_SYN_NAK_REM_ACCESS, 0 } } },
+	{ "nak-inv", ALL | F_RTS, FIX, { { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_NAK_INV_REQ, 0 } } },
+	{ "nak-rem-op", ALL | F_RTS, FIX,
+	  { { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_NAK_REM_OP, 0 } } },
+	{ "read-response", ALL | F_RTS, FIX, { { 0x10, 0, 0, 0, 0, 64, WIRE_SYN_ACK, 0 } } },
+	{ "timeouts", ALL | F_RTS | F_MTU256, FIX, { { 0, 0, 0, 0, 0, 0, 0, true },
+						     { 0, 0, 0, 0, 0, 0, 0, true },
+						     { 0, 0, 0, 0, 0, 0, 0, true } } },
+	{ "bad-icrc", ALL & ~F_ICRC, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, 0, 16, 16, 0, 0 } } },
+};
+
+static size_t put_seed_frame(uint8_t *out, const struct seed_frame *s)
+{
+	static const uint8_t payload[4096];
+	const struct wire_path path = { .src_mac = { 2, 0, 0, 0, 0, 1 },
+					.dst_mac = { 2, 0, 0, 0, 0, 2 }, .src_ip = PEER_IP,
+					.dst_ip = DEV_IP, .src_port = 0xc001, .ttl = 64 };
+	struct wire_bth bth = { .opcode = s->opcode, .pkey = 0xffff, .dest_qp = qp->qpn,
+				.ack_req = true, .psn = (uint8_t)s->psn };
+	struct wire_ext ext = { .reth = { MAIN_IOVA + s->va, s->key, s->dma_len },
+				.aeth = { s->syndrome, 0 }, .imm = 0x1234 };
+	size_t len;
+
+	if (s->timer) {
+		out[0] = (uint8_t)s->len;
+		out[1] = 0;
+		return 2;
+	}
+	len = wire_build(out + 2, DEV_FRAME_MAX, &path, 1, &bth, &ext, payload, s->len);
+	MUST(len > 0);
+	out[0] = (uint8_t)len;
+	out[1] = (uint8_t)(len >> 8);
+	return len + 2;
+}
+
+static void write_seeds(const char *dir)
+{
+	static uint8_t in[MAX_FRAMES * (DEV_FRAME_MAX + 2) + 2];
+
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++) {
+		const struct seed *s = &seeds[i];
+		char path[512];
+		size_t len = 2;
+		FILE *f;
+
+		in[0] = s->flags;
+		in[1] = s->flags2;
+		for (size_t k = 0; k < 6 && (s->f[k].opcode || s->f[k].timer); k++)
+			len += put_seed_frame(in + len, &s->f[k]);
+		snprintf(path, sizeof(path), "%s/seed-%s", dir, s->name);
+		f = fopen(path, "wb");
+		MUST(f && fwrite(in, 1, len, f) == len && fclose(f) == 0);
+	}
+}
