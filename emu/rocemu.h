@@ -117,6 +117,10 @@ int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 /* Receive work requests, consumed by incoming WRITE WITH IMMEDIATE. */
 int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
+/* "IBV_WC_REM_ACCESS_ERR" and so on: the status's name as the enum spells it (verbs'
+ * ibv_wc_status_str gives prose instead); "IBV_WC_(unknown)" for other values. */
+const char *rocemu_wc_status_str(enum ibv_wc_status status);
+
 /* The IPv4-mapped GID of an IPv4 address (network byte order), and back (0 if not one). */
 void rocemu_gid_from_ipv4(union ibv_gid *gid, uint32_t ipv4);
 uint32_t rocemu_gid_to_ipv4(const union ibv_gid *gid);

@@ -129,38 +129,6 @@ static int report(void)
 	return g_failed ? 1 : 0;
 }
 
-static const char *const wc_status_names[] = {
-	[IBV_WC_SUCCESS] = "IBV_WC_SUCCESS",
-	[IBV_WC_LOC_LEN_ERR] = "IBV_WC_LOC_LEN_ERR",
-	[IBV_WC_LOC_QP_OP_ERR] = "IBV_WC_LOC_QP_OP_ERR",
-	[IBV_WC_LOC_EEC_OP_ERR] = "IBV_WC_LOC_EEC_OP_ERR",
-	[IBV_WC_LOC_PROT_ERR] = "IBV_WC_LOC_PROT_ERR",
-	[IBV_WC_WR_FLUSH_ERR] = "IBV_WC_WR_FLUSH_ERR",
-	[IBV_WC_MW_BIND_ERR] = "IBV_WC_MW_BIND_ERR",
-	[IBV_WC_BAD_RESP_ERR] = "IBV_WC_BAD_RESP_ERR",
-	[IBV_WC_LOC_ACCESS_ERR] = "IBV_WC_LOC_ACCESS_ERR",
-	[IBV_WC_REM_INV_REQ_ERR] = "IBV_WC_REM_INV_REQ_ERR",
-	[IBV_WC_REM_ACCESS_ERR] = "IBV_WC_REM_ACCESS_ERR",
-	[IBV_WC_REM_OP_ERR] = "IBV_WC_REM_OP_ERR",
-	[IBV_WC_RETRY_EXC_ERR] = "IBV_WC_RETRY_EXC_ERR",
-	[IBV_WC_RNR_RETRY_EXC_ERR] = "IBV_WC_RNR_RETRY_EXC_ERR",
-	[IBV_WC_LOC_RDD_VIOL_ERR] = "IBV_WC_LOC_RDD_VIOL_ERR",
-	[IBV_WC_REM_INV_RD_REQ_ERR] = "IBV_WC_REM_INV_RD_REQ_ERR",
-	[IBV_WC_REM_ABORT_ERR] = "IBV_WC_REM_ABORT_ERR",
-	[IBV_WC_INV_EECN_ERR] = "IBV_WC_INV_EECN_ERR",
-	[IBV_WC_INV_EEC_STATE_ERR] = "IBV_WC_INV_EEC_STATE_ERR",
-	[IBV_WC_FATAL_ERR] = "IBV_WC_FATAL_ERR",
-	[IBV_WC_RESP_TIMEOUT_ERR] = "IBV_WC_RESP_TIMEOUT_ERR",
-	[IBV_WC_GENERAL_ERR] = "IBV_WC_GENERAL_ERR",
-};
-
-static const char *status_name(unsigned status)
-{
-	if (status < sizeof(wc_status_names) / sizeof(wc_status_names[0]) &&
-	    wc_status_names[status])
-		return wc_status_names[status];
-	return "IBV_WC_(unknown)";
-}
 
 static const char *state_name(enum ibv_qp_state s)
 {
@@ -514,10 +482,10 @@ static bool expect_wc(struct end *e, uint64_t wr_id, enum ibv_wc_status want, co
 		return false;
 	if (out)
 		*out = wc;
-	note("%s -> %s", what, status_name(wc.status));
+	note("%s -> %s", what, rocemu_wc_status_str(wc.status));
 	if (wc.status != want || wc.wr_id != wr_id) {
 		failed("%s: expected %s for wr_id %llu, got %s for wr_id %llu", what,
-		       status_name(want), (unsigned long long)wr_id, status_name(wc.status),
+		       rocemu_wc_status_str(want), (unsigned long long)wr_id, rocemu_wc_status_str(wc.status),
 		       (unsigned long long)wc.wr_id);
 		return false;
 	}
@@ -542,7 +510,7 @@ static bool expect_quiet(struct end *e, const char *what)
 		return false;
 	}
 	if (rocemu_poll_cq(e->cq, 1, &wc) == 1)
-		failed("%s: an extra completion, %s for wr_id %llu", what, status_name(wc.status),
+		failed("%s: an extra completion, %s for wr_id %llu", what, rocemu_wc_status_str(wc.status),
 		       (unsigned long long)wc.wr_id);
 	return false;
 }

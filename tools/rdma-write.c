@@ -148,41 +148,6 @@ static size_t find_not_fill(const uint8_t *buf, size_t from, size_t to)
 	return to;
 }
 
-static const char *const wc_status_names[] = {
-	[IBV_WC_SUCCESS] = "IBV_WC_SUCCESS",
-	[IBV_WC_LOC_LEN_ERR] = "IBV_WC_LOC_LEN_ERR",
-	[IBV_WC_LOC_QP_OP_ERR] = "IBV_WC_LOC_QP_OP_ERR",
-	[IBV_WC_LOC_EEC_OP_ERR] = "IBV_WC_LOC_EEC_OP_ERR",
-	[IBV_WC_LOC_PROT_ERR] = "IBV_WC_LOC_PROT_ERR",
-	[IBV_WC_WR_FLUSH_ERR] = "IBV_WC_WR_FLUSH_ERR",
-	[IBV_WC_MW_BIND_ERR] = "IBV_WC_MW_BIND_ERR",
-	[IBV_WC_BAD_RESP_ERR] = "IBV_WC_BAD_RESP_ERR",
-	[IBV_WC_LOC_ACCESS_ERR] = "IBV_WC_LOC_ACCESS_ERR",
-	[IBV_WC_REM_INV_REQ_ERR] = "IBV_WC_REM_INV_REQ_ERR",
-	[IBV_WC_REM_ACCESS_ERR] = "IBV_WC_REM_ACCESS_ERR",
-	[IBV_WC_REM_OP_ERR] = "IBV_WC_REM_OP_ERR",
-	[IBV_WC_RETRY_EXC_ERR] = "IBV_WC_RETRY_EXC_ERR",
-	[IBV_WC_RNR_RETRY_EXC_ERR] = "IBV_WC_RNR_RETRY_EXC_ERR",
-	[IBV_WC_LOC_RDD_VIOL_ERR] = "IBV_WC_LOC_RDD_VIOL_ERR",
-	[IBV_WC_REM_INV_RD_REQ_ERR] = "IBV_WC_REM_INV_RD_REQ_ERR",
-	[IBV_WC_REM_ABORT_ERR] = "IBV_WC_REM_ABORT_ERR",
-	[IBV_WC_INV_EECN_ERR] = "IBV_WC_INV_EECN_ERR",
-	[IBV_WC_INV_EEC_STATE_ERR] = "IBV_WC_INV_EEC_STATE_ERR",
-	[IBV_WC_FATAL_ERR] = "IBV_WC_FATAL_ERR",
-	[IBV_WC_RESP_TIMEOUT_ERR] = "IBV_WC_RESP_TIMEOUT_ERR",
-	[IBV_WC_GENERAL_ERR] = "IBV_WC_GENERAL_ERR",
-	[IBV_WC_TM_ERR] = "IBV_WC_TM_ERR",
-	[IBV_WC_TM_RNDV_INCOMPLETE] = "IBV_WC_TM_RNDV_INCOMPLETE",
-};
-
-/* The enum's name; a status from the wire outside the enum gets a visible stand-in. */
-static const char *wc_status_name(uint32_t status)
-{
-	if (status < sizeof(wc_status_names) / sizeof(wc_status_names[0]) &&
-	    wc_status_names[status])
-		return wc_status_names[status];
-	return "IBV_WC_(unknown)";
-}
 
 static unsigned mtu_bytes(enum ibv_mtu mtu)
 {
@@ -1507,7 +1472,7 @@ static void print_json(const struct client *c, const struct stats *st, const cha
 	       "\"verify\":\"%s\"", c->s.o->size, r->completed, st->peak_mbps, st->avg_mbps,
 	       st->mpps, st->seconds, mtu_bytes(c->s.mtu), verify);
 	if (r->result == RUN_WC_ERROR)
-		printf(",\"status\":\"%s\"", wc_status_name(r->bad_wc.status));
+		printf(",\"status\":\"%s\"", rocemu_wc_status_str(r->bad_wc.status));
 	else if (r->result == RUN_ABORTED)
 		printf(",\"error\":\"%s\"", abort_names[r->reason]);
 	printf("}\n");
@@ -1554,7 +1519,7 @@ static int report(struct client *c, const struct ctl_msg *verdict)
 
 	if (r->result == RUN_WC_ERROR)
 		fprintf(stderr, "completion error: %s (wr_id %" PRIu64 ", vendor_err %u)\n",
-			wc_status_name(r->bad_wc.status), (uint64_t)r->bad_wc.wr_id,
+			rocemu_wc_status_str(r->bad_wc.status), (uint64_t)r->bad_wc.wr_id,
 			r->bad_wc.vendor_err);
 	if (c->ran && o->json)
 		print_json(c, &st, !o->verify ? "off" : ok ? "OK" : "FAILED");
@@ -1722,7 +1687,7 @@ static bool report_server(const struct session *s, const struct ctl_msg *done,
 {
 	if (done->code == DONE_WC_ERROR)
 		printf("client failed: completion error %s after %" PRIu64 " successful writes\n",
-		       wc_status_name(done->status), done->count);
+		       rocemu_wc_status_str(done->status), done->count);
 	else if (done->code == DONE_ABORTED)
 		printf("client failed: it gave up after %" PRIu64 " successful writes\n",
 		       done->count);
