@@ -35,6 +35,8 @@ enum proto_op {
 	PROTO_DESTROY_QP,
 	PROTO_STATS,         /* reply: proto_stats_reply */
 	PROTO_SET_FAULT,     /* request: proto_fault (root or the daemon's user only) */
+	PROTO_STATUS,        /* request: proto_handle; reply: proto_status_reply */
+	PROTO_LIST,          /* request: proto_list; reply: proto_list_reply */
 	PROTO_OP_COUNT
 };
 
@@ -223,6 +225,79 @@ struct proto_fault {
 	struct proto_hdr hdr;
 	char spec[PROTO_FAULT_SPEC];        /* NUL-terminated */
 };
+
+/* STATUS: the port as ibv_devinfo shows it, and a summary of the device. */
+struct proto_status_reply {
+	struct proto_reply r;
+	uint32_t state;      /* enum ibv_port_state */
+	uint32_t max_mtu;    /* enum ibv_mtu */
+	uint32_t active_mtu;
+	uint32_t ipv4;       /* network byte order; GID 0 is ::ffff:ipv4 */
+	char ifname[16];
+	uint32_t clients;
+	uint32_t qps;
+	uint32_t mrs;
+	uint32_t pad;
+	uint64_t pinned_bytes;
+	uint64_t rcvd_pkts;
+	uint64_t sent_pkts;
+	uint64_t drops;      /* every drop_* counter */
+};
+
+/* LIST: one page of the daemon's clients, MRs or QPs, from item number start on. */
+enum proto_list_kind { PROTO_LIST_CLIENTS = 1, PROTO_LIST_MRS, PROTO_LIST_QPS };
+
+struct proto_list {
+	struct proto_hdr hdr;
+	uint32_t kind;
+	uint32_t start;
+};
+
+struct proto_client_entry {
+	uint32_t pid;
+	uint32_t uid;
+	char comm[16];       /* /proc/PID/comm */
+	uint64_t pinned_bytes; /* the process's */
+	uint32_t pds, mrs, cqs, qps;
+};
+
+struct proto_mr_entry {
+	uint32_t pid;
+	uint32_t pd;         /* the owner's PD handle */
+	uint32_t lkey;
+	uint32_t rkey;
+	uint64_t iova;
+	uint64_t length;
+	uint32_t access;     /* IBV_ACCESS_* */
+	uint32_t pad;
+};
+
+struct proto_qp_entry {
+	uint32_t pid;
+	uint32_t qpn;
+	uint32_t state;      /* enum ibv_qp_state */
+	uint32_t dest_ipv4;  /* network byte order */
+	uint32_t dest_qpn;
+	uint32_t sq_psn;     /* next PSN to send */
+	uint32_t rq_psn;     /* expected PSN */
+	uint32_t path_mtu;   /* enum ibv_mtu */
+};
+
+#define PROTO_LIST_BYTES 768
+struct proto_list_reply {
+	struct proto_reply r;
+	uint32_t kind;
+	uint32_t count;      /* entries in this page */
+	uint32_t next;       /* start of the next page, 0 when this is the last */
+	uint32_t pad;
+	union {
+		struct proto_client_entry clients[PROTO_LIST_BYTES / sizeof(struct proto_client_entry)];
+		struct proto_mr_entry mrs[PROTO_LIST_BYTES / sizeof(struct proto_mr_entry)];
+		struct proto_qp_entry qps[PROTO_LIST_BYTES / sizeof(struct proto_qp_entry)];
+	} u;
+};
+#define PROTO_LIST_MAX(member) (sizeof(((struct proto_list_reply *)0)->u.member) / \
+				sizeof(((struct proto_list_reply *)0)->u.member[0]))
 
 /* Ring control block: each index on its own cache line, written by one side only. */
 struct proto_ring_ctl {

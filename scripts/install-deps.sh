@@ -17,6 +17,7 @@ packages=(
 	python3                      # the tests' JSON validation of rocemuctl output
 	man-db                       # the install test renders each man page with man -l
 	systemd                      # the install test checks the unit with systemd-analyze
+	tshark                       # the pcap test decodes the daemon's recordings as Wireshark does
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# RC under the daemon's own fault injection, across two namespaces: 64 MiB moved as four
-# 16 MiB messages, the last one checked byte for byte (16 MiB in the sanitizer build)
+# RC under the daemon's own fault injection, across two namespaces: 64 MiB moved as sixteen
+# 4 MiB messages, the last one checked byte for byte (16 MiB in the sanitizer build); small
+# messages keep completions coming, so rdma-write's silence limit measures stalls, not size
 # with `rdma-write --verify` under each fault, and the counters show what happened.
 # Faults are set at run time with `rocemuctl fault` on both daemons.
 set -u
@@ -9,8 +10,8 @@ require_root
 
 PORT=$((25000 + RANDOM % 5000))
 # The sanitizer build runs every path too, on a quarter of the bytes, to keep the suite short.
-SIZE=16M ITERS=4
-case $BUILD in */asan) ITERS=1 ;; esac
+SIZE=4M ITERS=16
+case $BUILD in */asan) ITERS=4 ;; esac
 CTL=$BUILD/rocemuctl
 
 counter() { # SIDE NAME
@@ -30,10 +31,10 @@ run_under() { # SPEC EXPECT_COUNTER...
 		before[b.$c]=$(counter b "$c")
 	done
 	PORT=$((PORT + 1))
-	"${IN_B[@]}" timeout 200 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $PORT -s $SIZE \
+	"${IN_B[@]}" timeout 300 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $PORT -s $SIZE \
 		--verify --timeout-ms 60000 >"$WORK/server.out" 2>&1 &
 	local server=$! start=$SECONDS
-	"${IN_A[@]}" timeout 200 "$BUILD/rdma-write" -D "$SOCK_A" -p $PORT -s $SIZE -n $ITERS --verify \
+	"${IN_A[@]}" timeout 300 "$BUILD/rdma-write" -D "$SOCK_A" -p $PORT -s $SIZE -n $ITERS --verify \
 		-u 8 --timeout-ms 60000 --json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
 	local client_rc=$?
 	wait $server

@@ -1,5 +1,7 @@
 /* rocemuctl: the control and inspection tool. Verbs are dispatched from one table. */
+#include <arpa/inet.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -124,7 +126,202 @@ static int cmd_fault(int argc, char **argv)
 	return 0;
 }
 
+/* status, clients, mr, qp: what ibv_devinfo and rdma resource show print for an HCA. */
+static const char *const qp_states[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+
+static const char *qp_state_name(uint32_t s)
+{
+	return s < sizeof(qp_states) / sizeof(qp_states[0]) ? qp_states[s] : "UNKNOWN";
+}
+
+static unsigned mtu_bytes(uint32_t mtu)
+{
+	return mtu >= 1 && mtu <= 5 ? 128u << mtu : 0;
+}
+
+static void access_names(uint32_t access, char *buf, size_t len)
+{
+	static const char *const names[] = { "LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ",
+					     "REMOTE_ATOMIC" };
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < 4; i++)
+		if (access & (1u << i))
+			used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
+						 names[i]);
+	if (!used)
+		snprintf(buf, len, "LOCAL_READ");
+}
+
+/* argv is VERB [--json]: the connected socket, or -1 after printing why. */
+static int view_open(const char *verb, int argc, char **argv, bool *json)
+{
+	char err[256];
+	int fd;
+
+	*json = argc == 2 && !strcmp(argv[1], "--json");
+	if (argc > 2 || (argc == 2 && !*json)) {
+		fprintf(stderr, "usage: rocemuctl [-s SOCKET] %s [--json]\n", verb);
+		return -2;
+	}
+	fd = ctl_connect(socket_path, err, sizeof(err));
+	if (fd < 0)
+		fprintf(stderr, "rocemuctl %s: %s\n", verb, err);
+	return fd;
+}
+
+static void print_status(const struct proto_status_reply *r, bool json)
+{
+	char ip[INET_ADDRSTRLEN];
+	const char *state = r->state == 4 ? "PORT_ACTIVE" : "PORT_DOWN";
+
+	inet_ntop(AF_INET, &r->ipv4, ip, sizeof(ip));
+	if (json) {
+		printf("{\"ifname\":\"%.16s\",\"state\":\"%s\",\"max_mtu\":%u,\"active_mtu\":%u,"
+		       "\"gids\":[\"::ffff:%s\"],\"ipv4\":\"%s\",\"clients\":%u,\"qps\":%u,"
+		       "\"mrs\":%u,\"pinned_bytes\":%" PRIu64 ",\"rcvd_pkts\":%" PRIu64 ","
+		       "\"sent_pkts\":%" PRIu64 ",\"drops\":%" PRIu64 "}\n", r->ifname, state,
+		       mtu_bytes(r->max_mtu), mtu_bytes(r->active_mtu), ip, ip, r->clients, r->qps,
+		       r->mrs, r->pinned_bytes, r->rcvd_pkts, r->sent_pkts, r->drops);
+		return;
+	}
+	printf("interface:      %.16s\nport:           1\nstate:          %s (%u)\n"
+	       "max_mtu:        %u (%u)\nactive_mtu:     %u (%u)\nlink_layer:     Ethernet\n"
+	       "GID[0]:         ::ffff:%s (RoCE v2)\nipv4:           %s\n"
+	       "clients:        %u\nqps:            %u\nmrs:            %u\n"
+	       "pinned_bytes:   %" PRIu64 "\nrcvd_pkts:      %" PRIu64 "\n"
+	       "sent_pkts:      %" PRIu64 "\ndrops:          %" PRIu64 "\n", r->ifname, state,
+	       r->state, mtu_bytes(r->max_mtu), r->max_mtu, mtu_bytes(r->active_mtu), r->active_mtu,
+	       ip, ip, r->clients, r->qps, r->mrs, r->pinned_bytes, r->rcvd_pkts, r->sent_pkts,
+	       r->drops);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	struct proto_handle req = { .hdr.op = PROTO_STATUS };
+	struct proto_status_reply rep;
+	char err[256];
+	bool json;
+	int fd = view_open("status", argc, argv, &json);
+
+	if (fd < 0)
+		return fd == -2 ? 2 : 1;
+	if (ctl_call(fd, &req, sizeof(req), &rep, sizeof(rep), err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemuctl status: %s\n", err);
+		close(fd);
+		return 1;
+	}
+	close(fd);
+	print_status(&rep, json);
+	return 0;
+}
+
+static void print_client(const struct proto_list_reply *r, uint32_t i, bool json)
+{
+	const struct proto_client_entry *e = &r->u.clients[i];
+
+	printf(json ? "{\"pid\":%u,\"uid\":%u,\"comm\":\"%.16s\",\"pinned_bytes\":%" PRIu64 ","
+		      "\"pds\":%u,\"mrs\":%u,\"cqs\":%u,\"qps\":%u}" :
+		      "pid %u uid %u comm %.16s pinned_bytes %" PRIu64 " pds %u mrs %u cqs %u qps %u\n",
+	       e->pid, e->uid, e->comm, e->pinned_bytes, e->pds, e->mrs, e->cqs, e->qps);
+}
+
+static void print_mr(const struct proto_list_reply *r, uint32_t i, bool json)
+{
+	const struct proto_mr_entry *e = &r->u.mrs[i];
+	char access[80];
+
+	access_names(e->access, access, sizeof(access));
+	printf(json ? "{\"pid\":%u,\"pd\":%u,\"lkey\":%u,\"rkey\":%u,\"iova\":%" PRIu64 ","
+		      "\"length\":%" PRIu64 ",\"access\":\"%s\"}" :
+		      "pid %u pd %u lkey 0x%x rkey 0x%x iova 0x%" PRIx64 " length %" PRIu64
+		      " access %s\n",
+	       e->pid, e->pd, e->lkey, e->rkey, e->iova, e->length, access);
+}
+
+static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
+{
+	const struct proto_qp_entry *e = &r->u.qps[i];
+	char ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &e->dest_ipv4, ip, sizeof(ip));
+	printf(json ? "{\"pid\":%u,\"qpn\":%u,\"state\":\"%s\",\"peer_ipv4\":\"%s\","
+		      "\"dest_qpn\":%u,\"sq_psn\":%u,\"rq_psn\":%u,\"path_mtu\":%u}" :
+		      "pid %u qpn %u state %s peer %s dest_qpn %u sq_psn %u rq_psn %u path_mtu %u\n",
+	       e->pid, e->qpn, qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,
+	       mtu_bytes(e->path_mtu));
+}
+
+typedef void (*print_entry_fn)(const struct proto_list_reply *r, uint32_t i, bool json);
+
+/* Every page of one list, printed as it comes: a JSON array, or one line per entry. */
+static int list_all(int fd, uint32_t kind, print_entry_fn print, bool json, char *err,
+		    size_t errlen)
+{
+	struct proto_list req = { .hdr.op = PROTO_LIST, .kind = kind };
+	struct proto_list_reply rep;
+	bool first = true;
+
+	if (json)
+		printf("[");
+	do {
+		if (ctl_call(fd, &req, sizeof(req), &rep, sizeof(rep), err, errlen) < 0)
+			return -1;
+		for (uint32_t i = 0; i < rep.count; i++) {
+			if (json && !first)
+				printf(",");
+			print(&rep, i, json);
+			first = false;
+		}
+		req.start = rep.next;
+	} while (rep.next);
+	if (json)
+		printf("]\n");
+	return 0;
+}
+
+static int cmd_list(const char *verb, uint32_t kind, print_entry_fn print, int argc,
+		    char **argv)
+{
+	char err[256];
+	bool json;
+	int fd = view_open(verb, argc, argv, &json);
+
+	if (fd < 0)
+		return fd == -2 ? 2 : 1;
+	if (list_all(fd, kind, print, json, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemuctl %s: %s\n", verb, err);
+		close(fd);
+		return 1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int cmd_clients(int argc, char **argv)
+{
+	return cmd_list("clients", PROTO_LIST_CLIENTS, print_client, argc, argv);
+}
+
+static int cmd_mr(int argc, char **argv)
+{
+	return cmd_list("mr", PROTO_LIST_MRS, print_mr, argc, argv);
+}
+
+static int cmd_qp(int argc, char **argv)
+{
+	return cmd_list("qp", PROTO_LIST_QPS, print_qp, argc, argv);
+}
+
 static const struct verb verbs[] = {
+	{ "status", "[--json]", "the port: state, MTU, GID table, address, totals",
+	  cmd_status },
+	{ "clients", "[--json]", "connected processes: pid, uid, command, pinned bytes",
+	  cmd_clients },
+	{ "mr", "[--json]", "memory regions: owner, PD, lkey, rkey, iova, length, access",
+	  cmd_mr },
+	{ "qp", "[--json]", "queue pairs: owner, QPN, state, peer, PSNs, path MTU", cmd_qp },
 	{ "stats", "[--json]", "the device's counters (rxe's hw_counters names first)",
 	  cmd_stats },
 	{ "fault", "SPEC | off", "inject faults at run time (see rocemud --fault)", cmd_fault },

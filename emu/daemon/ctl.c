@@ -40,6 +40,8 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_DESTROY_QP] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_qp },
 	[PROTO_STATS] = { sizeof(struct proto_handle), sizeof(struct proto_stats_reply), false, op_stats },
 	[PROTO_SET_FAULT] = { sizeof(struct proto_fault), sizeof(struct proto_reply), false, op_set_fault },
+	[PROTO_STATUS] = { sizeof(struct proto_handle), sizeof(struct proto_status_reply), false, op_status },
+	[PROTO_LIST] = { sizeof(struct proto_list), sizeof(struct proto_list_reply), false, op_list },
 };
 
 static void send_reply(struct client *c, struct reply *rep)

@@ -38,5 +38,8 @@ int op_query_qp(struct client *c, const struct request *req, struct reply *rep);
 int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep);
 int op_stats(struct client *c, const struct request *req, struct reply *rep);
 int op_set_fault(struct client *c, const struct request *req, struct reply *rep);
+/* the views of rocemuctl status, clients, mr and qp */
+int op_status(struct client *c, const struct request *req, struct reply *rep);
+int op_list(struct client *c, const struct request *req, struct reply *rep);
 
 #endif

@@ -187,6 +187,14 @@ struct dev {
 	struct fault_stage fault_tx;
 	struct fault_stage fault_rx;
 	bool verbose;
+
+	/* --pcap: the recording of every frame sent and received (capture.c) */
+	pcap_t *cap_pcap;
+	pcap_dumper_t *cap_dumper;
+	char cap_path[4096];
+	uint64_t cap_max;            /* bytes; at this size FILE becomes FILE.1 */
+	uint64_t cap_bytes;          /* written to the current file */
+	ev_timer cap_timer;          /* flushes every second */
 };
 
 /* net.c: the interface, frame I/O and neighbours */
@@ -202,6 +210,12 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
 bool net_link_up(struct dev *dev);
 unsigned net_mtu_bytes(enum ibv_mtu mtu);
+
+/* capture.c: --pcap recording; capture_frame does nothing when it is off */
+int capture_open(struct dev *dev, const char *path, uint64_t max_bytes, char *err,
+		 size_t errlen);
+void capture_frame(struct dev *dev, const uint8_t *frame, size_t len);
+void capture_close(struct dev *dev);
 
 /* handles.c */
 int handle_add(struct handle_table *t, void *item, uint32_t *handle);

@@ -11,6 +11,8 @@
 
 #include "emu/daemon/daemon.h"
 
+#define PCAP_MAX_DEFAULT (64ull << 20)
+
 struct options {
 	const char *ifname;
 	const char *addr;
@@ -19,6 +21,8 @@ struct options {
 	int pmtu;
 	const char *fault;
 	uint64_t pin_total;
+	const char *pcap;
+	uint64_t pcap_max;
 	bool foreground;
 	bool verbose;
 };
@@ -27,7 +31,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
-		"               [--pin-total BYTES] [--fault SPEC]\n"
+		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
@@ -39,7 +43,10 @@ static void usage(FILE *out)
 		"             default: half of the machine's memory)\n"
 		"  --fault drop=P,dup=P,corrupt=P,reorder=P,delay=USEC[,seed=N][,dir=rx|tx|both]\n"
 		"             inject faults into RoCE traffic (probabilities 0-1; off by default;\n"
-		"             also at run time: rocemuctl fault)\n", ROCEMU_DEFAULT_SOCKET_DIR);
+		"             also at run time: rocemuctl fault)\n"
+		"  --pcap FILE  record every RoCE frame sent and received (libpcap savefile)\n"
+		"  --pcap-max BYTES  at this size FILE becomes FILE.1 and a new FILE starts\n"
+		"             (K, M, G; default 64M)\n", ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
 static enum ibv_mtu mtu_from_bytes(int bytes)
@@ -80,6 +87,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	static const struct option longopts[] = {
 		{ "fault", required_argument, NULL, 'F' },
 		{ "pin-total", required_argument, NULL, 'P' },
+		{ "pcap", required_argument, NULL, 'C' },
+		{ "pcap-max", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -89,6 +98,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		switch (c) {
 		case 'g': o->group = optarg; break;
 		case 'F': o->fault = optarg; break;
+		case 'C': o->pcap = optarg; break;
+		case 'M':
+			if (!parse_bytes(optarg, &o->pcap_max) || o->pcap_max < 4096) {
+				fprintf(stderr, "rocemud: --pcap-max %s: a number of bytes of at "
+						"least 4096, with K, M or G\n", optarg);
+				return -1;
+			}
+			break;
 		case 'P':
 			if (!parse_bytes(optarg, &o->pin_total)) {
 				fprintf(stderr, "rocemud: --pin-total %s: a number of bytes, with K, M "
@@ -115,6 +132,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind != argc) {
 		fprintf(stderr, "rocemud: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (o->pcap_max && !o->pcap) {
+		fprintf(stderr, "rocemud: --pcap-max needs --pcap FILE\n");
 		return -1;
 	}
 	if (!o->ifname) {
@@ -170,6 +191,11 @@ static int dev_start(struct dev *dev, const struct options *o)
 	}
 	if (net_set_fault(dev, o->fault ? o->fault : "off", err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: --fault: %s\n", err);
+		return -1;
+	}
+	if (o->pcap && capture_open(dev, o->pcap, o->pcap_max ? o->pcap_max : PCAP_MAX_DEFAULT,
+				    err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;
 	}
 	if (o->pmtu && mtu_from_bytes(o->pmtu) < dev->active_mtu)

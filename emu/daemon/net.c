@@ -219,6 +219,7 @@ void net_close(struct dev *dev)
 {
 	fault_stage_free(&dev->fault_tx);
 	fault_stage_free(&dev->fault_rx);
+	capture_close(dev);
 	if (dev->pcap) {
 		ev_io_stop(dev->loop, &dev->rx_watcher);
 		pcap_close(dev->pcap);
@@ -247,6 +248,7 @@ static void tx_enqueue(void *ctx, const uint8_t *frame, size_t len)
 
 	if (slot != frame)
 		memcpy(slot, frame, len);
+	capture_frame(dev, slot, len);
 	dev->tx_iov[dev->tx_count].iov_len = len;
 	dev->tx_count++;
 	dev->cnt.sent_pkts++;
@@ -320,6 +322,7 @@ static void rx_one(u_char *user, const struct pcap_pkthdr *h, const u_char *byte
 {
 	struct dev *dev = (struct dev *)user;
 
+	capture_frame(dev, bytes, h->caplen);
 	if (dev->fault.rx && fault_active(&dev->fault))
 		fault_apply(&dev->fault_rx, bytes, h->caplen, FAULT_FROM);
 	else
