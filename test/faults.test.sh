@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # RC under the daemon's own fault injection, across two namespaces: 64 MiB moved as sixteen
 # 4 MiB messages, the last one checked byte for byte (16 MiB in the sanitizer build); small
-# messages keep completions coming, so rdma-write's silence limit measures stalls, not size
+# messages keep completions coming, so rdma-write's silence limit measures stalls, not size.
+# The QP timer (-u 10, 4.2 ms) stays well above the round trip the delay fault adds (4 x 200
+# us): a timer below it fires before any ACK can return and resends whole windows forever.
 # with `rdma-write --verify` under each fault, and the counters show what happened.
 # Faults are set at run time with `rocemuctl fault` on both daemons.
 set -u
@@ -35,7 +37,7 @@ run_under() { # SPEC EXPECT_COUNTER...
 		--verify --timeout-ms 60000 >"$WORK/server.out" 2>&1 &
 	local server=$! start=$SECONDS
 	"${IN_A[@]}" timeout 300 "$BUILD/rdma-write" -D "$SOCK_A" -p $PORT -s $SIZE -n $ITERS --verify \
-		-u 8 --timeout-ms 60000 --json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
+		-u 10 --timeout-ms 60000 --json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
 	local client_rc=$?
 	wait $server
 	local server_rc=$?

@@ -29,6 +29,17 @@ void reply_error(struct reply *rep, const char *fmt, ...)
 #define REQ(type) ((const struct type *)req->msg)
 #define REP(type) ((struct type *)rep->u.bytes)
 
+/* The client's object behind handle, or NULL with the reply saying which was missing. */
+static void *find(const struct handle_table *t, uint32_t handle, const char *what,
+		  struct reply *rep)
+{
+	void *item = handle_get(t, handle);
+
+	if (!item)
+		reply_error(rep, "no %s %u", what, handle);
+	return item;
+}
+
 int op_hello(struct client *c, const struct request *req, struct reply *rep)
 {
 	struct proto_hello_reply *r = REP(proto_hello_reply);
@@ -91,13 +102,11 @@ static bool pd_has_qps(struct client *c, struct mr_pd *pd)
 int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
-	struct mr_pd *pd = handle_get(&c->pds, h);
+	struct mr_pd *pd = find(&c->pds, h, "PD", rep);
 	int rc;
 
-	if (!pd) {
-		reply_error(rep, "no PD %u", h);
+	if (!pd)
 		return -EINVAL;
-	}
 	if (pd_has_qps(c, pd)) {
 		reply_error(rep, "PD %u still has QPs", h);
 		return -EBUSY;
@@ -152,14 +161,12 @@ int op_reg_mr(struct client *c, const struct request *req, struct reply *rep)
 {
 	const struct proto_reg_mr *m = REQ(proto_reg_mr);
 	struct proto_reg_mr_reply *r = REP(proto_reg_mr_reply);
-	struct mr_pd *pd = handle_get(&c->pds, m->pd);
+	struct mr_pd *pd = find(&c->pds, m->pd, "PD", rep);
 	struct mr *mr;
 	int rc;
 
-	if (!pd) {
-		reply_error(rep, "no PD %u", m->pd);
+	if (!pd)
 		return -EINVAL;
-	}
 	if (m->length == 0 || m->length > MAX_MR_SIZE || m->fd_offset > INT64_MAX) {
 		reply_error(rep, "length %llu is not between 1 and 2^40",
 			    (unsigned long long)m->length);
@@ -186,12 +193,10 @@ int op_reg_mr(struct client *c, const struct request *req, struct reply *rep)
 int op_dereg_mr(struct client *c, const struct request *req, struct reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
-	struct mr *mr = handle_get(&c->mrs, h);
+	struct mr *mr = find(&c->mrs, h, "MR", rep);
 
-	if (!mr) {
-		reply_error(rep, "no MR %u", h);
+	if (!mr)
 		return -EINVAL;
-	}
 	handle_del(&c->mrs, h);
 	return mr_dereg(mr);
 }
@@ -267,13 +272,11 @@ int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
 int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
-	struct cq *cq = handle_get(&c->cqs, h);
+	struct cq *cq = find(&c->cqs, h, "CQ", rep);
 	int rc;
 
-	if (!cq) {
-		reply_error(rep, "no CQ %u", h);
+	if (!cq)
 		return -EINVAL;
-	}
 	rc = cq_destroy(cq);
 	if (rc) {
 		reply_error(rep, "CQ %u is still used by QPs", h);
@@ -341,25 +344,21 @@ int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
 int op_modify_qp(struct client *c, const struct request *req, struct reply *rep)
 {
 	const struct proto_modify_qp *m = REQ(proto_modify_qp);
-	struct qp *qp = handle_get(&c->qps, m->handle);
+	struct qp *qp = find(&c->qps, m->handle, "QP", rep);
 
-	if (!qp) {
-		reply_error(rep, "no QP %u", m->handle);
+	if (!qp)
 		return -EINVAL;
-	}
 	return qp_modify(qp, m->attr_mask, &m->attr, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
 }
 
 int op_query_qp(struct client *c, const struct request *req, struct reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
-	struct qp *qp = handle_get(&c->qps, h);
+	struct qp *qp = find(&c->qps, h, "QP", rep);
 	struct proto_query_qp_reply *r = REP(proto_query_qp_reply);
 
-	if (!qp) {
-		reply_error(rep, "no QP %u", h);
+	if (!qp)
 		return -EINVAL;
-	}
 	r->attr = qp->attr;
 	r->attr.state = qp->state;
 	r->attr.sq_psn = qp->snd_nxt;
@@ -370,12 +369,10 @@ int op_query_qp(struct client *c, const struct request *req, struct reply *rep)
 int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
-	struct qp *qp = handle_get(&c->qps, h);
+	struct qp *qp = find(&c->qps, h, "QP", rep);
 
-	if (!qp) {
-		reply_error(rep, "no QP %u", h);
+	if (!qp)
 		return -EINVAL;
-	}
 	handle_del(&c->qps, h);
 	return qp_destroy(qp);
 }
