@@ -2,9 +2,12 @@
 # RC under the daemon's own fault injection, across two namespaces: 64 MiB moved as sixteen
 # 4 MiB messages, the last one checked byte for byte (16 MiB in the sanitizer build); small
 # messages keep completions coming, so rdma-write's silence limit measures stalls, not size.
-# The QP timer (-u 10, 4.2 ms) stays well above the round trip the delay fault adds (4 x 200
-# us): a timer below it fires before any ACK can return and resends whole windows forever.
-# with `rdma-write --verify` under each fault, and the counters show what happened.
+# Each run is checked with `rdma-write --verify` and the counters show what happened.
+# The QP timer is -u 8 (1.05 ms): delay=400 makes the round trip 1.6 ms, so the timer fires
+# before any ACK can come back and every window is sent twice, yet the QP must progress.
+# (It once did not: the receive callback read frames for as long as they kept arriving, so
+# a sender resending on every expiry kept the peer's loop from ever running its delay
+# timers, and no ACK was ever released.)
 # Faults are set at run time with `rocemuctl fault` on both daemons.
 set -u
 source "$(dirname "$0")/daemons.sh"
@@ -37,7 +40,7 @@ run_under() { # SPEC EXPECT_COUNTER...
 		--verify --timeout-ms 60000 >"$WORK/server.out" 2>&1 &
 	local server=$! start=$SECONDS
 	"${IN_A[@]}" timeout 300 "$BUILD/rdma-write" -D "$SOCK_A" -p $PORT -s $SIZE -n $ITERS --verify \
-		-u 10 --timeout-ms 60000 --json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
+		-u 8 --timeout-ms 60000 --json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
 	local client_rc=$?
 	wait $server
 	local server_rc=$?
@@ -65,7 +68,8 @@ run_under "drop=0.05,seed=12" fault_dropped rcvd_seq_err
 run_under "reorder=0.25,seed=13" fault_reordered out_of_seq_request
 run_under "dup=0.01,seed=14" fault_duplicated duplicate_request
 run_under "corrupt=0.01,seed=15" fault_corrupted drop_bad_icrc
-run_under "drop=0.01,dup=0.01,corrupt=0.01,reorder=0.25,delay=200,seed=16" \
+run_under "delay=400,seed=16" fault_delayed timeouts
+run_under "drop=0.01,dup=0.01,corrupt=0.01,reorder=0.25,delay=200,seed=17" \
 	fault_dropped fault_duplicated fault_corrupted fault_reordered fault_delayed drop_bad_icrc
 "$CTL" -s "$SOCK_A" fault off && "$CTL" -s "$SOCK_B" fault off || fail "fault off"
 "$CTL" -s "$SOCK_A" stats | grep -q "^fault injection .*off" || fail "fault off not shown by stats"

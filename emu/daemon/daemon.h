@@ -21,6 +21,7 @@
 #define DEV_MAX_QP 16384          /* QPN slots; qpn = generation << 14 | slot */
 #define DEV_QP_SLOT_BITS 14
 #define DEV_TX_BATCH 64
+#define DEV_RX_BUDGET 256         /* frames per wakeup; the rest waits for the next turn */
 #define DEV_FRAME_MAX (WIRE_BASE_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
 #define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
 #define QP_ACKREQ_EVERY 64

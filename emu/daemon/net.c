@@ -335,13 +335,10 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	/* A bounded number of rounds, so a flood cannot starve the rest of the loop. */
-	for (int round = 0; round < 8; round++) {
-		int n = pcap_dispatch(dev->pcap, -1, rx_one, (u_char *)dev);
-
-		if (n <= 0)
-			break;
-	}
+	/* A bounded count: with -1, libpcap keeps reading while frames keep arriving, and a
+	 * sender that never pauses would starve every timer of this loop. What is left keeps
+	 * the descriptor readable for the next turn. */
+	pcap_dispatch(dev->pcap, DEV_RX_BUDGET, rx_one, (u_char *)dev);
 	fault_release_held(&dev->fault_rx);
 }
 
