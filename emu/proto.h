@@ -197,6 +197,7 @@ struct proto_query_qp_reply {
 	X(drop_wrong_peer, "dropped: source IP is not the QP's peer")                    \
 	X(drop_bad_pkey, "dropped: P_Key mismatch")                                      \
 	X(drop_stale_ack, "dropped: ACK or NAK for a PSN not outstanding")               \
+	X(drop_ring_full, "dropped by the kernel: the receive ring was full")            \
 	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
 	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \
 	X(nak_rem_access_sent, "remote access error NAKs sent (rkey, PD, access, bounds)") \

@@ -784,6 +784,14 @@ static void m_pad(struct env *e, struct shot *s, long arg)
 static bool verify_child(struct env *e);
 static int dereg_late(struct env *e);
 
+/* The daemon sends one ACK for all the frames it reads in one wakeup: a case that counts
+ * one ACK per frame lets the first frame be answered before the next one is sent. */
+static int answered_first(struct env *e)
+{
+	(void)e;
+	return 0;
+}
+
 static const struct hcase cases[] = {
 	/* What must work, byte-exact and nowhere else. */
 	{ "valid WRITE ONLY", ONLY333, .lands = 1, ACKED(0, 1) },
@@ -1031,7 +1039,7 @@ static const struct hcase cases[] = {
 	  REACKED },
 	{ "the same PSN twice, other data: executed once",
 	  .pkts = { PA(OP_ONLY, 0, 333), PA(OP_ONLY, 0, 333) }, .reth = R(MR, 1000, MR, 333),
-	  .lands = 1, .rcvd = 2, .ans = { { WIRE_SYN_ACK, 0 }, { WIRE_SYN_ACK, 0 } },
+	  .between = answered_first, .lands = 1, .rcvd = 2, .ans = { { WIRE_SYN_ACK, 0 }, { WIRE_SYN_ACK, 0 } },
 	  .d = { { C_acks_sent, 2 }, { C_rdma_recvs, 1 }, { C_duplicate_request, 1 } } },
 
 	/* QP state. */

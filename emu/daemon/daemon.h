@@ -122,6 +122,8 @@ struct qp {
 	uint64_t write_left;
 	uint32_t write_len;
 	uint32_t rq_cons;
+	bool ack_due;                /* an ACK through rcv_psn - 1 goes out before the loop sleeps */
+	TAILQ_ENTRY(qp) ack_link;
 
 	LIST_ENTRY(qp) client_link;
 };
@@ -176,6 +178,7 @@ struct dev {
 	struct iovec tx_iov[DEV_TX_BATCH];
 	uint8_t (*tx_frames)[DEV_FRAME_MAX];
 	STAILQ_HEAD(, cq) notify_list;
+	TAILQ_HEAD(, qp) acks_due;
 
 	struct mr_table *mrs;
 	struct qp *qps[DEV_MAX_QP];
@@ -206,6 +209,7 @@ void net_tx_commit(struct dev *dev, size_t len);
 void net_flush(struct dev *dev);
 /* Applies a fault spec ("off" clears it); 0, or -1 with a message. */
 int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen);
+void net_read_ring_drops(struct dev *dev);
 int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6]);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
@@ -257,6 +261,8 @@ void req_flush(struct qp *qp);
 /* resp.c: responder */
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 void resp_flush_rq(struct qp *qp);
+void resp_send_due_acks(struct dev *dev);
+void resp_cancel_ack(struct qp *qp);
 
 /* tx helpers shared by requester and responder (rx.c) */
 void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);

@@ -158,6 +158,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	resp_send_due_acks(dev);
 	net_flush(dev);
 	cq_flush_notify(dev);
 }
@@ -242,6 +243,7 @@ int main(int argc, char **argv)
 	dev.loop = EV_DEFAULT;
 	LIST_INIT(&dev.clients);
 	STAILQ_INIT(&dev.notify_list);
+	TAILQ_INIT(&dev.acks_due);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 	if (dev_start(&dev, &o) < 0)

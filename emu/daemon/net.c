@@ -16,7 +16,16 @@
 
 #include "emu/daemon/daemon.h"
 
-#define PCAP_BUFFER_BYTES (32 << 20)
+/* The receive ring. libpcap gives every frame a slot sized by the snap length and rounds
+ * its blocks up to a power of two, so a 65535-byte snap length on a 9000-byte link held
+ * only ~500 frames in 64 MiB. No frame longer than the link MTU arrives, so the snap length
+ * is the link's largest frame, and the ring holds RX_RING_FRAMES of them within
+ * RX_RING_MAX_BYTES (loopback, with its 64 KiB MTU, gets fewer). */
+#define RX_RING_FRAMES 1024
+#define RX_RING_MAX_BYTES ((size_t)64 << 20)
+#define ETH_MAX_HEADER 18        /* Ethernet header and one VLAN tag */
+#define RX_SLOT_OVERHEAD 96      /* libpcap's per-frame header and address, aligned */
+#define SNAPLEN_MAX 65535
 #define RESOLVE_TRIES 100          /* 10 ms apart: a second for ARP to answer */
 #define DISCARD_PORT 9
 
@@ -121,6 +130,25 @@ fail:
 	return rc;
 }
 
+static int rx_snaplen(const struct dev *dev)
+{
+	unsigned len = dev->link_mtu + ETH_MAX_HEADER;
+
+	return len < SNAPLEN_MAX ? (int)len : SNAPLEN_MAX;
+}
+
+static int rx_buffer_bytes(int snaplen)
+{
+	size_t slot = (size_t)snaplen + RX_SLOT_OVERHEAD, block = 4096, frames;
+
+	while (block < slot)
+		block <<= 1;
+	frames = RX_RING_MAX_BYTES / block * (block / slot);
+	if (frames > RX_RING_FRAMES)
+		frames = RX_RING_FRAMES;
+	return (int)(frames * slot);
+}
+
 static int open_pcap(struct dev *dev, char *err, size_t errlen)
 {
 	char perr[PCAP_ERRBUF_SIZE], filter[128], ip[INET_ADDRSTRLEN];
@@ -130,8 +158,8 @@ static int open_pcap(struct dev *dev, char *err, size_t errlen)
 	snprintf(filter, sizeof(filter), "udp dst port %d and dst host %s", WIRE_ROCE_PORT, ip);
 	dev->pcap = pcap_create(dev->ifname, perr);
 	if (!dev->pcap ||
-	    pcap_set_snaplen(dev->pcap, 65535) || pcap_set_immediate_mode(dev->pcap, 1) ||
-	    pcap_set_buffer_size(dev->pcap, PCAP_BUFFER_BYTES) ||
+	    pcap_set_snaplen(dev->pcap, rx_snaplen(dev)) || pcap_set_immediate_mode(dev->pcap, 1) ||
+	    pcap_set_buffer_size(dev->pcap, rx_buffer_bytes(rx_snaplen(dev))) ||
 	    pcap_activate(dev->pcap) < 0 ||
 	    pcap_setdirection(dev->pcap, PCAP_D_IN) ||
 	    pcap_compile(dev->pcap, &prog, filter, 1, PCAP_NETMASK_UNKNOWN)) {
@@ -285,6 +313,15 @@ int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen)
 	fault_stage_init(&dev->fault_rx, dev->loop, &dev->fault, &dev->cnt, rx_deliver, dev,
 			 (uint64_t)dev->ipv4 << 1 | 1);
 	return 0;
+}
+
+/* The kernel counts the frames it could not put in a full ring; libpcap sums them. */
+void net_read_ring_drops(struct dev *dev)
+{
+	struct pcap_stat st;
+
+	if (dev->pcap && pcap_stats(dev->pcap, &st) == 0)
+		dev->cnt.drop_ring_full = st.ps_drop;
 }
 
 /* One sendmmsg for the frames built since the last flush. ENOBUFS means the kernel's

@@ -241,6 +241,7 @@ int qp_destroy(struct qp *qp)
 	ev_io_stop(dev->loop, &qp->doorbell);
 	ev_timer_stop(dev->loop, &qp->retry_timer);
 	ev_timer_stop(dev->loop, &qp->rnr_timer);
+	resp_cancel_ack(qp);
 	dev->qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
 	dev->qp_count--;
 	qp->send_cq->users--;

@@ -384,6 +384,7 @@ int op_stats(struct client *c, const struct request *req, struct reply *rep)
 	uint32_t i = 0;
 
 	(void)req;
+	net_read_ring_drops(c->dev);
 #define COPY_COUNTER(name, help) r->counters[i++] = cnt->name;
 	PROTO_COUNTERS(COPY_COUNTER)
 #undef COPY_COUNTER

@@ -248,6 +248,7 @@ static void setup(void)
 	snprintf(dev.ifname, sizeof(dev.ifname), "fuzz0");
 	LIST_INIT(&dev.clients);
 	STAILQ_INIT(&dev.notify_list);
+	TAILQ_INIT(&dev.acks_due);
 	dev.mrs = mr_table_new(64, 0);
 	MUST(dev.mrs != NULL);
 	client.dev = &dev;
@@ -415,6 +416,7 @@ static void one_frame(const uint8_t *data, size_t len, uint8_t flags, uint8_t fl
 	memcpy(f, data, len);
 	patch(f, len, flags, flags2);
 	dev_rx_frame(&dev, f, len);
+	resp_send_due_acks(&dev);
 	free(f);
 }
 
