@@ -167,16 +167,26 @@ done
 
 DAEMON_A= DAEMON_B=
 SOCK_A=$WORK/a.sock SOCK_B=$WORK/b.sock
-for side in a b; do
-	if [ $side = a ]; then ns=$NS_A ifc=$IF_A sock=$SOCK_A; else ns=$NS_B ifc=$IF_B sock=$SOCK_B; fi
-	ip netns exec "$ns" "$BUILD/rocemud" -i "$ifc" -s "$sock" -d 2>"$WORK/rocemud-$side.log" &
-	pid=$!
-	track $pid
-	for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-	[ -S "$sock" ] || { cat "$WORK/rocemud-$side.log" >&2; die "rocemud $side did not start"; }
-	if [ $side = a ]; then DAEMON_A=$pid; else DAEMON_B=$pid; fi
-done
-say "rocemud $DAEMON_A on $IF_A, $DAEMON_B on $IF_B"
+# start_daemons [ROCEMUD ARGS...] / stop_daemons
+start_daemons() {
+	local side ns ifc sock pid
+	for side in a b; do
+		if [ $side = a ]; then ns=$NS_A ifc=$IF_A sock=$SOCK_A; else ns=$NS_B ifc=$IF_B sock=$SOCK_B; fi
+		ip netns exec "$ns" "$BUILD/rocemud" -i "$ifc" -s "$sock" -d "$@" \
+			2>>"$WORK/rocemud-$side.log" &
+		pid=$!
+		track $pid
+		for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+		[ -S "$sock" ] || { cat "$WORK/rocemud-$side.log" >&2; die "rocemud $side did not start"; }
+		if [ $side = a ]; then DAEMON_A=$pid; else DAEMON_B=$pid; fi
+	done
+	say "rocemud $DAEMON_A on $IF_A, $DAEMON_B on $IF_B${1:+ ($*)}"
+}
+stop_daemons() {
+	stop_pid "$DAEMON_A" && untrack "$DAEMON_A"
+	stop_pid "$DAEMON_B" && untrack "$DAEMON_B"
+}
+start_daemons
 
 # rdma_write SIZE ITERS ARGS...: one rdma-write run (server in B, client in A); prints the
 # client's JSON, or nothing when it failed
@@ -248,6 +258,23 @@ for rep in $(seq "$KEY_REPS"); do
 			record lat "$out" || say "regcost lat ($mode) failed"
 	done
 done
+
+# The daemons' --busy-poll mode: neither sleeps for BUSY_POLL_US after traffic.
+BUSY_POLL_US=1000
+stop_daemons
+start_daemons --busy-poll $BUSY_POLL_US
+say "latency with rocemud --busy-poll $BUSY_POLL_US (regcost lat, client blocking and busy)"
+for rep in $(seq "$KEY_REPS"); do
+	for mode in block busy; do
+		flag=
+		[ $mode = busy ] && flag=--busy
+		out=$("${IN_A[@]}" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" -n 5000 -t 2 \
+			$flag) &&
+			record lat_daemon_busy "$out" || say "regcost lat ($mode, daemons busy-poll) failed"
+	done
+done
+stop_daemons
+start_daemons
 
 # cpu_ticks PID: utime + stime of PID, in clock ticks (fields 14 and 15 of /proc/PID/stat;
 # the command name in field 2 may hold spaces, so count from its closing parenthesis)
@@ -344,6 +371,11 @@ for mode, busy in (("block", False), ("client_busy", True)):
     r[f"lat_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
                         "p99_us": med([x["p99_us"] for x in l]),
                         "mean_us": med([x["mean_us"] for x in l]), "samples": len(l)}
+    l = [x for x in kind("lat_daemon_busy") if x["busy"] == busy]
+    r[f"lat_daemon_busy_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
+                                    "p99_us": med([x["p99_us"] for x in l]),
+                                    "mean_us": med([x["mean_us"] for x in l]),
+                                    "samples": len(l)}
 cpu = kind("cpu")
 def per_gb(x, side):
     gb = x["run"]["iterations"] * x["run"]["bytes"] / 1e9
@@ -365,6 +397,7 @@ def ratio(a, base):
 pump4150, pump100 = b["pump_4150"], b["pump_100"]
 ub, us = b["udp_pingpong_block"], b["udp_pingpong_busy"]
 lb, lc = r["lat_block"], r["lat_client_busy"]
+ldb, ldc = r["lat_daemon_busy_block"], r["lat_daemon_busy_client_busy"]
 own_mib = objs["own_kb"] / 1024 if objs else None
 targets = [
     ("1 MiB goodput (PMTU 4096) / iperf3 TCP", ratio(g1m, b["iperf3_gbps"]), ">=", 1.0),
@@ -374,7 +407,7 @@ targets = [
     ("64 B write latency median / UDP ping-pong median (blocking)",
      ratio(lb["median_us"], ub["median_us"]), "<=", 1.25),
     ("64 B write latency median, daemon busy-poll / UDP busy-poll median",
-     None, "<=", 1.25),
+     ratio(ldc["median_us"], us["median_us"]), "<=", 1.25),
     ("1 GiB reg_mr / mlock 1 GiB", ratio(reg["reg_s"], reg["mlock_s"]) if reg else None,
      "<=", 1.2),
     ("daemon VmRSS - VmLck, 1000 MRs + 1000 QPs (MiB)", own_mib, "<", 64.0),
@@ -385,10 +418,10 @@ for name, val, op, lim in targets:
                                     val <= lim if op == "<=" else val < lim)
     tres.append({"target": name, "value": val, "need": f"{op} {lim}",
                  "status": "n/a" if met is None else "met" if met else "missed"})
-tres[4]["status"] = "missed"
-tres[4]["note"] = ("rocemud has no busy-poll mode; with the client alone busy-polling the "
-                   "ratio is %s" % (None if not lc["median_us"] or not us["median_us"] else
-                                    round(lc["median_us"] / us["median_us"], 2)))
+tres[4]["note"] = ("rocemud --busy-poll 1000 and the client both busy-polling; with the "
+                   "client blocking the ratio is %s" %
+                   (None if not ldb["median_us"] or not us["median_us"] else
+                    round(ldb["median_us"] / us["median_us"], 2)))
 res["targets"] = tres
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 
@@ -434,6 +467,10 @@ P("  %-52s median %s us, p99 %s us" % ("64 B post-to-completion, blocking (regco
                                         fmt(lb["median_us"]), fmt(lb["p99_us"])))
 P("  %-52s median %s us, p99 %s us" % ("64 B post-to-completion, client busy-polls",
                                         fmt(lc["median_us"]), fmt(lc["p99_us"])))
+P("  %-52s median %s us, p99 %s us" % ("  the same, rocemud --busy-poll, client blocking",
+                                        fmt(ldb["median_us"]), fmt(ldb["p99_us"])))
+P("  %-52s median %s us, p99 %s us" % ("  the same, rocemud --busy-poll, client busy-polls",
+                                        fmt(ldc["median_us"]), fmt(ldc["p99_us"])))
 P("  %-52s requester %s, responder %s" % ("CPU seconds per GB (1 MiB writes)",
                                           fmt(r["cpu_s_per_gb"]["requester_a"], "%.3f"),
                                           fmt(r["cpu_s_per_gb"]["responder_b"], "%.3f")))

@@ -71,6 +71,8 @@ cli_checks() {
 	cli_check "-x" 2 'usage:' -x
 	cli_check "-i nosuch0" nonzero 'nosuch0' -i nosuch0 -d -s "$sock_dir/nosuch.sock"
 	cli_check "-m 3000" 2 '256.*512.*1024.*2048.*4096' -i lo -m 3000 -d -s "$sock_dir/m.sock"
+	cli_check "--busy-poll 0" 2 'busy-poll 0: microseconds, 1 to 1000000' -i lo --busy-poll 0
+	cli_check "--busy-poll 5ms" 2 'busy-poll 5ms: microseconds' -i lo --busy-poll 5ms
 	if nobody_prefix; then
 		# A directory user nobody may create its socket in, so only privileges can fail.
 		chmod 711 "$WORK" && mkdir -m 1777 "$sock_dir"

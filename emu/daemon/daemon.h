@@ -171,6 +171,11 @@ struct dev {
 	ev_timer accept_pause;       /* out of descriptors: accept again a little later */
 	char sock_path[108];
 	ev_prepare flush_watcher;
+	/* --busy-poll: after frames move, poll instead of sleeping for busy_window seconds */
+	ev_idle busy_idle;
+	ev_tstamp busy_window;
+	ev_tstamp busy_since;        /* when frames last moved */
+	uint64_t busy_frames;        /* frames sent + received when last looked */
 
 	/* frames built this loop iteration, sent together before the loop sleeps */
 	unsigned tx_count;

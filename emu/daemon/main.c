@@ -1,5 +1,6 @@
 /* rocemud: plays an RDMA HCA (RoCEv2) on one Ethernet interface. */
 #include <errno.h>
+#include <sched.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ struct options {
 	uint64_t pin_total;
 	const char *pcap;
 	uint64_t pcap_max;
+	uint32_t busy_poll_us;
 	bool foreground;
 	bool verbose;
 };
@@ -32,6 +34,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
+		"               [--busy-poll USEC]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
@@ -46,7 +49,10 @@ static void usage(FILE *out)
 		"             also at run time: rocemuctl fault)\n"
 		"  --pcap FILE  record every RoCE frame sent and received (libpcap savefile)\n"
 		"  --pcap-max BYTES  at this size FILE becomes FILE.1 and a new FILE starts\n"
-		"             (K, M, G; default 64M)\n", ROCEMU_DEFAULT_SOCKET_DIR);
+		"             (K, M, G; default 64M)\n"
+		"  --busy-poll USEC  after frames move, poll for USEC microseconds instead of\n"
+		"             sleeping: lower latency for a CPU kept busy (default: off)\n",
+		ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
 static enum ibv_mtu mtu_from_bytes(int bytes)
@@ -89,6 +95,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "pin-total", required_argument, NULL, 'P' },
 		{ "pcap", required_argument, NULL, 'C' },
 		{ "pcap-max", required_argument, NULL, 'M' },
+		{ "busy-poll", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -99,6 +106,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'g': o->group = optarg; break;
 		case 'F': o->fault = optarg; break;
 		case 'C': o->pcap = optarg; break;
+		case 'B': {
+			char *end;
+			unsigned long us = strtoul(optarg, &end, 10);
+
+			if (end == optarg || *end || *optarg == '-' || us < 1 || us > 1000000) {
+				fprintf(stderr, "rocemud: --busy-poll %s: microseconds, 1 to "
+						"1000000\n", optarg);
+				return -1;
+			}
+			o->busy_poll_us = (uint32_t)us;
+			break;
+		}
 		case 'M':
 			if (!parse_bytes(optarg, &o->pcap_max) || o->pcap_max < 4096) {
 				fprintf(stderr, "rocemud: --pcap-max %s: a number of bytes of at "
@@ -152,15 +171,42 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
+/* Idle watchers keep libev from sleeping: while one is active the loop polls its
+ * descriptors without blocking, so a frame or a doorbell is seen without a wakeup. Each
+ * turn yields the CPU: with more spinners than cores (two daemons and a busy-polling
+ * client on two) a spinner that never yields makes the others wait for the scheduler's
+ * time slice, measured here as 2 ms per 64-byte WRITE instead of 35 us. */
+static void on_busy_idle(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	sched_yield();
+}
+
+static void keep_polling_while_busy(struct ev_loop *loop, struct dev *dev)
+{
+	uint64_t frames = dev->cnt.sent_pkts + dev->cnt.rcvd_pkts;
+
+	if (frames != dev->busy_frames) {
+		dev->busy_frames = frames;
+		dev->busy_since = ev_now(loop);
+		ev_idle_start(loop, &dev->busy_idle);
+	} else if (ev_now(loop) - dev->busy_since > dev->busy_window) {
+		ev_idle_stop(loop, &dev->busy_idle);
+	}
+}
+
 static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct dev *dev = w->data;
 
-	(void)loop;
 	(void)revents;
 	resp_send_due_acks(dev);
 	net_flush(dev);
 	cq_flush_notify(dev);
+	if (dev->busy_window > 0)
+		keep_polling_while_busy(loop, dev);
 }
 
 /* The default cap on pinned memory: enough for any test, short of locking the host up. */
@@ -270,6 +316,10 @@ int main(int argc, char **argv)
 	ev_prepare_init(&dev.flush_watcher, on_prepare);
 	dev.flush_watcher.data = &dev;
 	ev_prepare_start(dev.loop, &dev.flush_watcher);
+	ev_idle_init(&dev.busy_idle, on_busy_idle);
+	dev.busy_window = o.busy_poll_us * 1e-6;
+	if (o.busy_poll_us)
+		log_info("busy-polling for %u us after traffic", o.busy_poll_us);
 	ev_run(dev.loop, 0);
 	status = 0;
 out:
