@@ -923,8 +923,12 @@ static int open_device(struct endpoint *ep, const struct options *o)
 
 	ep->ctx = rocemu_open(o->socket_path);
 	if (!ep->ctx) {
-		msg("rocemu_open(%s): %s", o->socket_path ? o->socket_path : "default socket",
-		    strerror(errno));
+		if (!o->socket_path && errno == ENOTUNIQ)
+			msg("rocemu_open: several rocemud sockets in %s: name one with -D SOCKET or "
+			    "$ROCEMU_SOCKET", ROCEMU_DEFAULT_SOCKET_DIR);
+		else
+			msg("rocemu_open(%s): %s", o->socket_path ? o->socket_path : "default socket",
+			    strerror(errno));
 		return -1;
 	}
 	if ((err = rocemu_query_device(ep->ctx, &ep->dev)))

@@ -77,7 +77,7 @@ static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr 
 	}
 	if ((mask & IBV_QP_AV) && (a->dest_ipv4 == 0 || a->dest_ipv4 == qp->dev->ipv4)) {
 		snprintf(err, errlen, "peer address must be another host's IPv4 (on one machine, "
-			 "run a second rocemud on another address)");
+			 "use a second rocemud's address)");
 		return -EINVAL;
 	}
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
