@@ -247,16 +247,22 @@ for mtu in 4096 1024; do
 	done
 done
 
-say "latency: 64-byte WRITEs one at a time (rdma-write --tx-depth 1; regcost lat)"
-for rep in $(seq "$KEY_REPS"); do
-	out=$(rdma_write 64 4000 --tx-depth 1) && record lat_rdma_write "$out"
+# regcost_lat KIND: one post-to-completion run with the client blocking, one busy-polling
+regcost_lat() {
+	local mode flag out
 	for mode in block busy; do
 		flag=
 		[ $mode = busy ] && flag=--busy
 		out=$("${IN_A[@]}" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" -n 5000 -t 2 \
 			$flag) &&
-			record lat "$out" || say "regcost lat ($mode) failed"
+			record "$1" "$out" || say "regcost lat ($mode, $1) failed"
 	done
+}
+
+say "latency: 64-byte WRITEs one at a time (rdma-write --tx-depth 1; regcost lat)"
+for rep in $(seq "$KEY_REPS"); do
+	out=$(rdma_write 64 4000 --tx-depth 1) && record lat_rdma_write "$out"
+	regcost_lat lat
 done
 
 # The daemons' --busy-poll mode: neither sleeps for BUSY_POLL_US after traffic.
@@ -265,13 +271,7 @@ stop_daemons
 start_daemons --busy-poll $BUSY_POLL_US
 say "latency with rocemud --busy-poll $BUSY_POLL_US (regcost lat, client blocking and busy)"
 for rep in $(seq "$KEY_REPS"); do
-	for mode in block busy; do
-		flag=
-		[ $mode = busy ] && flag=--busy
-		out=$("${IN_A[@]}" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" -n 5000 -t 2 \
-			$flag) &&
-			record lat_daemon_busy "$out" || say "regcost lat ($mode, daemons busy-poll) failed"
-	done
+	regcost_lat lat_daemon_busy
 done
 stop_daemons
 start_daemons

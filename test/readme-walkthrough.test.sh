@@ -10,14 +10,16 @@
 #     socket path could not collide anyway, so no -s is added);
 #   - 10.0.0.2 becomes the receiving host's address;
 #   - `build/` becomes the build tree under test ($BUILD), so the ASan build runs it too;
+#   - `/tmp/` becomes a folder of this run's own per host (the capture file);
 #   - comments are stripped; the rocemud line gets the -d its own comment offers, and runs
 #     in the background with its pid recorded (so teardown stops it by pid);
 #   - `scripts/install-deps.sh && make` must be there but is not run: the suite has built.
 # Block 1 runs on both hosts ("On each"), block 2 on the receiving host b (in the
-# background: it waits for a client), block 3 on the writing host a. Then what the section
-# promises is checked: the daemon's socket at /run/rocemu/IFACE.sock with mode 0660;
-# `local address:` / `remote address:` from both sides; the client's table header; and
-# `verify: OK` from both.
+# background: it waits for a client), block 3 on the writing host a, block 4 (counters and
+# the capture) on host a. Then what the section promises is checked: the daemon's socket at
+# /run/rocemu/IFACE.sock with mode 0660; `local address:` / `remote address:` from both
+# sides; the client's table header; `verify: OK` from both; the counters showing the
+# packets; tshark reading the capture's first frames as RRoCE.
 # Last, the "Loopback" bullet's two rocemud commands run in host a's network namespace,
 # whose lo is its own, so 127.0.0.1 and 127.0.0.2 stay as written; only `rocemud` becomes
 # $BUILD/rocemud, /tmp/ becomes this run's directory, and -d is added; an rdma-write
@@ -57,8 +59,8 @@ awk -v dir="$WORK" '
 	/^```/ { inblock = 0; next }
 	inblock { sub(/[ \t]+#.*$/, ""); print > (dir "/block-" n ".sh") }
 	END { print n + 0 > (dir "/blocks") }' "$WORK/section.md"
-[ "$(cat "$WORK/blocks")" -eq 3 ] ||
-	fail "'$SECTION' has $(cat "$WORK/blocks") sh blocks, this test knows 3 (setup on each host, receiver, writer)"
+[ "$(cat "$WORK/blocks")" -eq 4 ] ||
+	fail "'$SECTION' has $(cat "$WORK/blocks") sh blocks, this test knows 4 (setup on each host, receiver, writer, counters and capture)"
 grep -qx 'scripts/install-deps.sh && make' "$WORK/block-1.sh" ||
 	fail "block 1 lacks 'scripts/install-deps.sh && make'"
 grep -v -x 'scripts/install-deps.sh && make' "$WORK/block-1.sh" >"$WORK/daemon.sh"
@@ -66,6 +68,9 @@ grep -v -x 'scripts/install-deps.sh && make' "$WORK/block-1.sh" >"$WORK/daemon.s
 	fail "block 1 should be the install line and one build/rocemud line: $(cat "$WORK/block-1.sh")"
 grep -q -- '--server' "$WORK/block-2.sh" || fail "block 2 is not the receiver: $(cat "$WORK/block-2.sh")"
 grep -q '10\.0\.0\.2' "$WORK/block-3.sh" || fail "block 3 does not write to 10.0.0.2: $(cat "$WORK/block-3.sh")"
+grep -q 'rocemuctl stats' "$WORK/block-4.sh" && grep -q 'tshark -r' "$WORK/block-4.sh" ||
+	fail "block 4 should read the counters and the capture: $(cat "$WORK/block-4.sh")"
+command -v tshark >/dev/null || fail "tshark is missing (scripts/install-deps.sh installs it)"
 # The promises this test checks must still be the README's.
 PROSE=$(tr '\n' ' ' <"$WORK/section.md" | tr -s ' ')
 for promise in '`/run/rocemu/eth0.sock`' 'mode 0660' '`local address:` / `remote address:`' \
@@ -79,11 +84,13 @@ HEADER_WORDS=$(grep -o '`#bytes [^`]*` table' <<<"$PROSE" | sed -e 's/` table$//
 # sed_escape TEXT: TEXT as a literal sed replacement (delimiter |).
 sed_escape() { printf '%s' "$1" | sed -e 's/[\\|&]/\\&/g'; }
 
-# substitute IFACE FILE: the file's commands for a host whose interface is IFACE.
+# substitute SIDE IFACE FILE: the file's commands for host SIDE, whose interface is IFACE.
 substitute() {
-	sed -E -e "s|\\<eth0\\>|$(sed_escape "$1")|g" \
+	mkdir -p "$WORK/tmp-$1"
+	sed -E -e "s|\\<eth0\\>|$(sed_escape "$2")|g" \
 		-e "s|\\<10\\.0\\.0\\.2\\>|$(sed_escape "$ADDR_B")|g" \
-		-e "s|(^\|[[:space:]])build/|\\1$(sed_escape "$BUILD")/|g" "$2"
+		-e "s|(^\|[[:space:]])build/|\\1$(sed_escape "$BUILD")/|g" \
+		-e "s|(^\|[[:space:]])/tmp/|\\1$(sed_escape "$WORK/tmp-$1")/|g" "$3"
 }
 
 # ---- two hosts ----
@@ -99,7 +106,7 @@ ADDR_A=$ROCEMU_NETNS_SUBNET.1 ADDR_B=$ROCEMU_NETNS_SUBNET.2
 # /run); the daemon's pid is the host's handle.
 start_host() {
 	local side=$1 iface=$2 cmd sock
-	cmd="$(substitute "$iface" "$WORK/daemon.sh") -d"
+	cmd="$(substitute "$side" "$iface" "$WORK/daemon.sh") -d"
 	echo "host $side: $cmd"
 	ip netns exec "$ROCEMU_NETNS_PREFIX-$side" unshare --mount --propagation private \
 		sh -c 'mount -t tmpfs rocemu-run /run && eval "exec $1"' sh "$cmd" \
@@ -124,8 +131,9 @@ start_host b "$IF_B"
 IN_A=(nsenter -t "${DAEMON_PID[a]}" -m -n --wd="$ROCEMU_ROOT")
 IN_B=(nsenter -t "${DAEMON_PID[b]}" -m -n --wd="$ROCEMU_ROOT")
 
-substitute "$IF_B" "$WORK/block-2.sh" >"$WORK/receiver.sh"
-substitute "$IF_A" "$WORK/block-3.sh" >"$WORK/writer.sh"
+substitute b "$IF_B" "$WORK/block-2.sh" >"$WORK/receiver.sh"
+substitute a "$IF_A" "$WORK/block-3.sh" >"$WORK/writer.sh"
+substitute a "$IF_A" "$WORK/block-4.sh" >"$WORK/inspect.sh"
 RECEIVERS=()
 while IFS= read -r cmd; do
 	echo "host b: $cmd &"
@@ -157,6 +165,23 @@ header_regex=$(sed -E -e 's/[][\.*^$+?(){}|]/\\&/g' -e 's/([^ ]+)/\1(\\[[^]]*\\]
 	-e 's/ +/ +/g' <<<"$HEADER_WORDS")
 grep -qE -- "^ *$header_regex\$" "$WORK/writer.out" ||
 	fail "the writer's table header does not read '$HEADER_WORDS' (as /^ *$header_regex\$/)"
+
+# Block 4, on the writing host: its counters, and its capture's first frames.
+export HOME=$WORK # tshark wants a profile folder it may write, not root's
+while IFS= read -r cmd; do
+	echo "host a: $cmd"
+	"${IN_A[@]}" timeout 60 bash -c "$cmd" >>"$WORK/inspect.out" 2>&1 </dev/null ||
+		{ cat "$WORK/inspect.out"; fail "'$cmd' failed"; }
+done <"$WORK/inspect.sh"
+sed 's/^/  inspect: /' "$WORK/inspect.out"
+for counter in sent_pkts rcvd_pkts acks_sent; do
+	grep -qE "^$counter +[0-9]+ " "$WORK/inspect.out" ||
+		fail "rocemuctl stats shows no $counter line"
+done
+sent=$(awk '$1 == "sent_pkts" { print $2 }' "$WORK/inspect.out")
+[ "${sent:-0}" -ge 256000 ] || fail "sent_pkts $sent: 1000 MiB is at least 256,000 packets"
+[ "$(grep -c 'RRoCE' "$WORK/inspect.out")" -eq 4 ] ||
+	fail "tshark -c 4 did not show 4 RRoCE frames"
 echo "two hosts: OK"
 
 # ---- the Loopback bullet, in host a's network namespace ----
