@@ -1013,6 +1013,22 @@ START_TEST(test_reg_stack_frames_in_moved_page)
 }
 END_TEST
 
+enum { FREE_STACK_BELOW = 100 * 1024, FREE_STACK_LEN = 90 * 1024 };
+
+/* A range reaching far into the free stack below the registering call, the stack the
+ * registration itself runs on, is refused rather than moved under its own feet. */
+START_TEST(test_reg_free_stack_refused)
+{
+	uint8_t *frame = __builtin_frame_address(0);
+
+	grow_stack(2 * FREE_STACK_BELOW);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, frame - FREE_STACK_BELOW, FREE_STACK_LEN, LW));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_REG_MR], 0);
+}
+END_TEST
+
 static void *reg_low_on_thread_stack(void *arg)
 {
 	(void)arg;
@@ -2018,6 +2034,7 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_reg_stack_buffer);
 	tcase_add_test(tc, test_reg_stack_frames_in_moved_page);
 	tcase_add_test(tc, test_reg_thread_stack_frames_in_moved_page);
+	tcase_add_test(tc, test_reg_free_stack_refused);
 	tcase_add_test(tc, test_reg_mmap_buffer);
 	tcase_add_test(tc, test_reg_reused_address);
 	tcase_add_test(tc, test_reg_untouched_buffer);

@@ -63,6 +63,9 @@
 /* Set for pages never populated too (it follows the mapping's soft-dirty flag), so it is
  * the one bit that says nothing about whether a page has contents. */
 #define PAGEMAP_SOFT_DIRTY (UINT64_C(1) << 55)
+/* The most stack the moves use below the frame that starts them, system calls and
+ * allocations included; they need a few KiB. */
+#define MOVE_STACK_BYTES (64 * 1024)
 
 /* What registration does with a mapping in the range. */
 enum vma_kind {
@@ -76,11 +79,10 @@ struct vma_piece {
 	enum vma_kind kind;
 };
 
-/* The mappings that make up a range, and what moving them involves. */
+/* The mappings that make up a range. */
 struct layout {
 	struct vma_piece *v;
 	size_t n, cap;
-	bool holds_stack;  /* a mapping in the range holds the calling thread's stack */
 };
 
 /* The fields of one line of /proc/self/maps. */
@@ -202,9 +204,8 @@ static enum vma_kind vma_kind(const struct maps_line *l)
 }
 
 /* The mappings that make up [start, end), in address order and clipped to it; EFAULT,
- * before anything moved, when part of the range is not mapped. sp is an address in the
- * caller's stack frame. */
-static int read_layout(uintptr_t start, uintptr_t end, uintptr_t sp, struct layout *out)
+ * before anything moved, when part of the range is not mapped. */
+static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char *line = NULL;
@@ -225,7 +226,6 @@ static int read_layout(uintptr_t start, uintptr_t end, uintptr_t sp, struct layo
 		piece_end = l.end < end ? l.end : end;
 		err = pieces_add(out, covered, piece_end, vma_kind(&l));
 		covered = piece_end;
-		out->holds_stack |= l.start <= sp && sp < l.end;
 	}
 	free(line);
 	fclose(f);
@@ -338,17 +338,26 @@ static int move_pieces(const struct layout *layout, int pagemap_fd)
 
 /* A page must not change between being copied and being mapped over, or the change is
  * undone. A buffer on the caller's own stack can share its first page with the frames of
- * this very call, which do change (locals, return addresses): so the moves run with the
- * stack pointer first taken below the range, where every frame they push stays outside
- * it, while the frames above wait unchanged. */
-static int __attribute__((noinline)) move_pieces_below(const struct layout *layout,
-						       int pagemap_fd, uintptr_t start)
+ * this very call, which do change (locals, return addresses): so when the range reaches
+ * the stack below this frame, the moves run with the stack pointer first taken below the
+ * range, where every frame they push stays outside it, while the frames above wait
+ * unchanged. A buffer in a live frame starts less than a page below this one; a range
+ * reaching further down holds the free stack the moves themselves run on, and is refused. */
+static int __attribute__((noinline)) move_pieces_clear_of_stack(const struct layout *layout,
+								int pagemap_fd, uintptr_t start,
+								uintptr_t end)
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
-	size_t drop = frame > start ? frame - start : 0;
-	void *gap = alloca(drop);
+	size_t drop = 0;
+	void *gap;
 	int err;
 
+	if (start < frame && end > frame - MOVE_STACK_BYTES) {
+		if (frame - start > MOVE_STACK_BYTES)
+			return EINVAL;
+		drop = frame - start;
+	}
+	gap = alloca(drop);
 	/* Uses gap after the call, so that the call cannot become a jump that frees it. */
 	__asm__ volatile("" : : "r"(gap) : "memory");
 	err = move_pieces(layout, pagemap_fd);
@@ -359,13 +368,11 @@ static int __attribute__((noinline)) move_pieces_below(const struct layout *layo
 static int adopt_span(uintptr_t start, uintptr_t end)
 {
 	struct layout layout = { 0 };
-	int err = read_layout(start, end, (uintptr_t)__builtin_frame_address(0), &layout);
+	int err = read_layout(start, end, &layout);
 	int pagemap_fd = err ? -1 : open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 
-	if (!err && layout.holds_stack)
-		err = move_pieces_below(&layout, pagemap_fd, start);
-	else if (!err)
-		err = move_pieces(&layout, pagemap_fd);
+	if (!err)
+		err = move_pieces_clear_of_stack(&layout, pagemap_fd, start, end);
 	if (pagemap_fd >= 0)
 		close(pagemap_fd);
 	free(layout.v);
