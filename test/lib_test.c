@@ -5,6 +5,7 @@
  * size. */
 #include "emu/lib/lib_int.h" /* white-box: ctx_find_socket */
 
+#include <alloca.h>
 #include <arpa/inet.h>
 #include <check.h>
 #include <dirent.h>
@@ -23,7 +24,7 @@
 #include <unistd.h>
 
 #define TIMEOUT_S 20
-#define FAKE_MAX_MRS 8
+#define FAKE_MAX_MRS 48
 #define LW IBV_ACCESS_LOCAL_WRITE
 #define RW IBV_ACCESS_REMOTE_WRITE
 
@@ -977,6 +978,76 @@ START_TEST(test_reg_neighbouring_malloc_buffers)
 }
 END_TEST
 
+enum { STACK_MR_LEN = 256, STACK_DEPTHS = 32, STACK_STEP_EXTRA = 128 };
+
+/* A buffer at the low end of this frame: the frames of the registration itself lie just
+ * below it, in the same page whenever the buffer is far enough into its page. skip moves
+ * it deeper, onto stack pages no earlier call registered. */
+static void __attribute__((noinline)) reg_low_on_stack(size_t skip)
+{
+	uint8_t *buf = alloca(skip + STACK_MR_LEN);
+
+	fill(buf, STACK_MR_LEN);
+	reg(buf, STACK_MR_LEN);
+	check_pattern(buf, STACK_MR_LEN);
+	check_shared(&fk.mrs[fk.nmrs - 1], buf, STACK_MR_LEN);
+}
+
+/* The main thread's stack grows only below a mapping the kernel made for it: once its
+ * lowest page is the arena's, it cannot grow further. So reach the depth first. */
+static void __attribute__((noinline)) grow_stack(size_t bytes)
+{
+	volatile uint8_t *deep = alloca(bytes);
+
+	deep[0] = 1;
+}
+
+/* At every offset within a page, in steps of STACK_STEP_EXTRA: the moved page holds the
+ * live frames of the call that moves it, which must come back intact. */
+START_TEST(test_reg_stack_frames_in_moved_page)
+{
+	grow_stack((STACK_DEPTHS + 4) * (3 * (size_t)page + STACK_STEP_EXTRA));
+	for (size_t i = 0; i < STACK_DEPTHS; i++)
+		reg_low_on_stack(i * (3 * (size_t)page + STACK_STEP_EXTRA));
+	ck_assert_uint_eq(fk.nmrs, STACK_DEPTHS);
+}
+END_TEST
+
+enum { FREE_STACK_BELOW = 100 * 1024, FREE_STACK_LEN = 90 * 1024 };
+
+/* A range reaching far into the free stack below the registering call, the stack the
+ * registration itself runs on, is refused rather than moved under its own feet. */
+START_TEST(test_reg_free_stack_refused)
+{
+	uint8_t *frame = __builtin_frame_address(0);
+
+	grow_stack(2 * FREE_STACK_BELOW);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, frame - FREE_STACK_BELOW, FREE_STACK_LEN, LW));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_REG_MR], 0);
+}
+END_TEST
+
+static void *reg_low_on_thread_stack(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < STACK_DEPTHS; i++)
+		reg_low_on_stack(i * (3 * (size_t)page + STACK_STEP_EXTRA));
+	return NULL;
+}
+
+/* The same on another thread's stack, a mapping of its own. */
+START_TEST(test_reg_thread_stack_frames_in_moved_page)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, reg_low_on_thread_stack, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_uint_eq(fk.nmrs, STACK_DEPTHS);
+}
+END_TEST
+
 static void __attribute__((noinline)) reg_on_stack(void)
 {
 	uint8_t stack_buf[3000];
@@ -1024,6 +1095,230 @@ START_TEST(test_reg_reused_address)
 	reg(again, len);
 	check_pattern(fk.mrs[1].view, len);
 	check_shared(&fk.mrs[1], again, len);
+}
+END_TEST
+
+/* ---- contents: registration copies only pages with contents, and loses none ---- */
+
+/* expect(i) is the byte at offset i of both the application's buffer and the daemon's
+ * view of it; view_at is the offset in the buffer of view[0]. */
+static void check_contents(const uint8_t *buf, size_t len, const uint8_t *view, size_t view_at,
+			   size_t view_len, uint8_t (*expect)(size_t))
+{
+	for (size_t i = 0; i < len; i++)
+		ck_assert_msg(buf[i] == expect(i), "buffer byte %zu is 0x%02x, not 0x%02x", i,
+			      buf[i], expect(i));
+	for (size_t i = 0; i < view_len; i++)
+		ck_assert_msg(view[i] == expect(view_at + i), "daemon's byte %zu is 0x%02x, not 0x%02x",
+			      view_at + i, view[i], expect(view_at + i));
+}
+
+static uint8_t zero(size_t i)
+{
+	(void)i;
+	return 0;
+}
+
+/* Bytes of memory the arena holds, through an fd arena_adopt hands out. */
+static long long arena_bytes(const void *adopted)
+{
+	struct stat st;
+	int fd;
+
+	ck_assert_int_eq(arena_adopt((void *)adopted, 1, &fd), 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	return (long long)st.st_blocks * 512;
+}
+
+/* A buffer never written: nothing to copy, so the arena stays empty (each test is a
+ * process of its own, with an arena of its own), yet every byte reads as zero. */
+START_TEST(test_reg_untouched_buffer)
+{
+	const size_t pages = 64, len = pages * (size_t)page - 200;
+	uint8_t *buf = map_anon(pages), *addr = buf + 100;
+
+	reg(addr, len);
+	ck_assert_int_eq(arena_bytes(addr), 0);
+	check_contents(buf, pages * (size_t)page, fk.mrs[0].view, 100, len, zero);
+	check_shared(&fk.mrs[0], addr, len);
+}
+END_TEST
+
+START_TEST(test_reg_touched_buffer)
+{
+	const size_t pages = 16, len = pages * (size_t)page;
+	uint8_t *buf = map_anon(pages);
+
+	fill(buf, len);
+	reg(buf, len);
+	ck_assert_int_ge(arena_bytes(buf), (long long)len);
+	check_contents(buf, len, fk.mrs[0].view, 0, len, pattern);
+	check_shared(&fk.mrs[0], buf, len);
+}
+END_TEST
+
+enum { SPARSE_PAGES = 32, SPARSE_READ_PAGE = 4, SPARSE_BYTE_PAGE = 7, SPARSE_BYTE = 0x77 };
+
+/* Every third page written whole, one byte at the end of another, one only read (it maps
+ * the zero page), the rest never touched. */
+static uint8_t sparse(size_t i)
+{
+	size_t p = i / (size_t)page;
+
+	if (p % 3 == 0)
+		return pattern(i);
+	return i == (SPARSE_BYTE_PAGE + 1) * (size_t)page - 1 ? SPARSE_BYTE : 0;
+}
+
+START_TEST(test_reg_sparse_pages)
+{
+	const size_t len = SPARSE_PAGES * (size_t)page;
+	uint8_t *buf = map_anon(SPARSE_PAGES);
+	volatile uint8_t *read_only = buf + SPARSE_READ_PAGE * (size_t)page;
+
+	for (size_t i = 0; i < len; i++)
+		if (i / (size_t)page % 3 == 0)
+			buf[i] = pattern(i);
+	buf[(SPARSE_BYTE_PAGE + 1) * (size_t)page - 1] = SPARSE_BYTE;
+	ck_assert_uint_eq(*read_only, 0);
+	reg(buf + 10, len - 20);
+	check_contents(buf, len, fk.mrs[0].view, 10, len - 20, sparse);
+	check_shared(&fk.mrs[0], buf + 10, len - 20);
+}
+END_TEST
+
+enum { EDGE_PAGES = 6, EDGE_DATA = 100, EDGE_GAP = 200 };
+
+/* Data of the application's own before and after the MR, in the MR's first and last
+ * pages; the pages between never touched. */
+static uint8_t edges(size_t i)
+{
+	size_t len = EDGE_PAGES * (size_t)page;
+
+	if (i < EDGE_DATA)
+		return pattern(i);
+	return i >= len - EDGE_DATA ? pattern(i - (len - EDGE_DATA)) : 0;
+}
+
+START_TEST(test_reg_edge_pages_shared)
+{
+	const size_t len = EDGE_PAGES * (size_t)page, mr_len = len - 2 * EDGE_GAP;
+	uint8_t *buf = map_anon(EDGE_PAGES);
+
+	fill(buf, EDGE_DATA);
+	fill(buf + len - EDGE_DATA, EDGE_DATA);
+	reg(buf + EDGE_GAP, mr_len);
+	check_contents(buf, len, fk.mrs[0].view, EDGE_GAP, mr_len, edges);
+	check_shared(&fk.mrs[0], buf + EDGE_GAP, mr_len);
+}
+END_TEST
+
+enum { PARTLY_PAGES = 8, PARTLY_FIRST = 2, PARTLY_ALSO_WRITTEN = 5, DAEMON_BYTE = 0xd1 };
+
+/* Pages PARTLY_FIRST and the next written, the first of them then registered and written
+ * by the daemon; one byte of page PARTLY_ALSO_WRITTEN written later; the rest untouched. */
+static uint8_t partly(size_t i)
+{
+	size_t first = PARTLY_FIRST * (size_t)page;
+
+	if (i == first + 5)
+		return DAEMON_BYTE;
+	if (i >= first && i < first + 2 * (size_t)page)
+		return pattern(i - first);
+	return i == PARTLY_ALSO_WRITTEN * (size_t)page ? 0xe2 : 0;
+}
+
+/* A range already partly in the arena: the moved page keeps what the daemon wrote into it
+ * and stays the first MR's, the rest moves around it. */
+START_TEST(test_reg_partly_adopted)
+{
+	const size_t len = PARTLY_PAGES * (size_t)page, first = PARTLY_FIRST * (size_t)page;
+	uint8_t *buf = map_anon(PARTLY_PAGES);
+
+	fill(buf + first, 2 * (size_t)page);
+	reg(buf + first, (size_t)page);
+	fk.mrs[0].view[5] = DAEMON_BYTE;
+	buf[PARTLY_ALSO_WRITTEN * (size_t)page] = 0xe2;
+	reg(buf, len);
+	check_contents(buf, len, fk.mrs[1].view, 0, len, partly);
+	fk.mrs[0].view[6] = 0x66;
+	ck_assert_uint_eq(fk.mrs[1].view[first + 6], 0x66);
+	ck_assert_uint_eq(buf[first + 6], 0x66);
+	check_shared(&fk.mrs[1], buf, len);
+}
+END_TEST
+
+static uint8_t only_second_page(size_t i)
+{
+	return i == (size_t)page ? 0x42 : 0;
+}
+
+/* The arena still holds the first buffer's bytes at the address; new memory there that
+ * was never touched must not show them. */
+START_TEST(test_reg_reused_address_untouched)
+{
+	const size_t len = 4 * (size_t)page;
+	uint8_t *buf = map_anon(4), *again;
+
+	fill(buf, len);
+	reg(buf, len);
+	munmap(buf, len);
+	again = mmap(buf, len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	ck_assert_ptr_eq(again, buf);
+	again[page] = 0x42;
+	reg(again, len);
+	check_contents(again, len, fk.mrs[1].view, 0, len, only_second_page);
+	check_contents(again, len, fk.mrs[0].view, 0, len, only_second_page);
+}
+END_TEST
+
+enum { MIXED_PAGES = 3 };
+
+/* The middle page is a file's, the others anonymous and untouched. */
+static uint8_t file_in_middle(size_t i)
+{
+	return i / (size_t)page == 1 ? pattern(i - (size_t)page) : 0;
+}
+
+/* A page of a file mapping that this mapping never touched still has the file's bytes
+ * (written here through another mapping), shared or private alike. */
+START_TEST(test_reg_file_pages_untouched)
+{
+	static const int kinds[] = { MAP_PRIVATE, MAP_SHARED };
+	const size_t len = MIXED_PAGES * (size_t)page;
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		int fd = memfd_create("lib_test-file", MFD_CLOEXEC);
+		uint8_t *writer, *buf = map_anon(MIXED_PAGES), *middle;
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(ftruncate(fd, page), 0);
+		writer = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		ck_assert_ptr_ne(writer, MAP_FAILED);
+		fill(writer, (size_t)page);
+		middle = mmap(buf + page, (size_t)page, PROT_READ | PROT_WRITE,
+			      kinds[k] | MAP_FIXED, fd, 0);
+		ck_assert_ptr_eq(middle, buf + page);
+		reg(buf + 1, len - 2);
+		check_contents(buf, len, fk.mrs[k].view, 1, len - 2, file_in_middle);
+		check_shared(&fk.mrs[k], buf + 1, len - 2);
+		munmap(writer, (size_t)page);
+		close(fd);
+	}
+}
+END_TEST
+
+/* Memory the application cannot read is refused, as copying it always was. */
+START_TEST(test_reg_unreadable)
+{
+	uint8_t *buf = map_anon(2);
+
+	ck_assert_int_eq(mprotect(buf, 2 * (size_t)page, PROT_NONE), 0);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_reg_mr(pd, buf + 10, (size_t)page, LW));
+	ck_assert_int_eq(errno, EFAULT);
+	ck_assert_uint_eq(fk.count[PROTO_REG_MR], 0);
 }
 END_TEST
 
@@ -1737,8 +2032,19 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_reg_same_page_twice);
 	tcase_add_test(tc, test_reg_neighbouring_malloc_buffers);
 	tcase_add_test(tc, test_reg_stack_buffer);
+	tcase_add_test(tc, test_reg_stack_frames_in_moved_page);
+	tcase_add_test(tc, test_reg_thread_stack_frames_in_moved_page);
+	tcase_add_test(tc, test_reg_free_stack_refused);
 	tcase_add_test(tc, test_reg_mmap_buffer);
 	tcase_add_test(tc, test_reg_reused_address);
+	tcase_add_test(tc, test_reg_untouched_buffer);
+	tcase_add_test(tc, test_reg_touched_buffer);
+	tcase_add_test(tc, test_reg_sparse_pages);
+	tcase_add_test(tc, test_reg_edge_pages_shared);
+	tcase_add_test(tc, test_reg_partly_adopted);
+	tcase_add_test(tc, test_reg_reused_address_untouched);
+	tcase_add_test(tc, test_reg_file_pages_untouched);
+	tcase_add_test(tc, test_reg_unreadable);
 	tcase_add_test(tc, test_reg_invalid);
 	tcase_add_test(tc, test_reg_unmapped);
 	tcase_add_test(tc, test_reg_refused);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <inttypes.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -944,6 +945,48 @@ START_TEST(test_reg_fd_read_only)
 }
 END_TEST
 
+/* The VmFlags line of the /proc/self/smaps entry of the mapping that starts at addr, or
+ * "" when there is none. */
+static void smaps_vmflags(const void *addr, char *out, size_t out_len)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[512];
+	bool in_entry = false;
+
+	ck_assert_ptr_nonnull(f);
+	*out = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		uintptr_t start, end;
+
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2)
+			in_entry = start == (uintptr_t)addr;
+		else if (in_entry && strncmp(line, "VmFlags:", 8) == 0)
+			snprintf(out, out_len, "%.*s", (int)(out_len - 1), line + 8);
+	}
+	fclose(f);
+}
+
+/* The daemon asks for huge pages for the memory clients hand it, which the kernel grants
+ * where shmem may have them on request: the mapping carries the "hg" flag. */
+START_TEST(test_reg_fd_asks_for_huge_pages)
+{
+	int fd = memfd_pages(4);
+	struct mr *mr = NULL;
+	char flags[256];
+
+	if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
+		fprintf(stderr, "SKIP: this kernel has no transparent huge pages\n");
+		close(fd);
+		return;
+	}
+	ck_assert_int_eq(mr_reg_fd(pd, fd, 0, 4 * ps, 0, LW, &mr), 0);
+	smaps_vmflags(mr_host_span(mr, 0, &(size_t){ 0 }), flags, sizeof(flags));
+	ck_assert_msg(strstr(flags, " hg") != NULL, "VmFlags:%s", flags);
+	mr_dereg(mr);
+	close(fd);
+}
+END_TEST
+
 /* ---- lifetimes ---- */
 
 START_TEST(test_client_free_releases_all)
@@ -1108,6 +1151,7 @@ static void add_fd_tests(Suite *s)
 	tcase_add_test(tc, test_reg_fd_beyond_file);
 	tcase_add_test(tc, test_reg_fd_bad_arguments);
 	tcase_add_test(tc, test_reg_fd_read_only);
+	tcase_add_test(tc, test_reg_fd_asks_for_huge_pages);
 }
 
 static void add_lifetime_tests(Suite *s)

@@ -2,17 +2,18 @@
 # librocemu end to end (test/verbs_e2e.c) between two real daemons, on lo (two addresses
 # of 127/8) and across two network namespaces joined by a veth: every way an RDMA WRITE
 # must be refused (stale rkey, MR or QP without remote write, another PD, another process,
-# another client's lkey, just outside the MR), flushes behind an error, WRITE WITH
-# IMMEDIATE and RNR, zero-length writes; a client killed with SIGKILL gives its pinned
-# memory back while the others keep working. Once, not per topology: rocemud's
-# command-line errors. One line per check; the failures are listed at the end.
+# another client's lkey, just outside the MR), flushes behind an error, a target whose
+# pages were partly never touched, WRITE WITH IMMEDIATE and RNR, zero-length writes; a
+# client killed with SIGKILL gives its pinned memory back while the others keep working.
+# Once, not per topology: rocemud's command-line errors. One line per check; the failures
+# are listed at the end.
 set -u
 source "$(dirname "$0")/daemons.sh"
 require_root
 
 E2E=$BUILD/verbs_e2e
 CASES="stale-rkey no-remote-write other-pd other-process qp-no-remote-write foreign-lkey
-       flush canaries write-imm zero-length rnr-recover"
+       flush canaries sparse-target write-imm zero-length rnr-recover"
 HOLD_MIB=32
 FAILED=()
 PASSED=0

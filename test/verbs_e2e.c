@@ -808,6 +808,83 @@ static void case_canaries(struct env *e)
 	region_close(&buf);
 }
 
+/* B's target for the sparse case: SPARSE_PAGES pages of which only these were written
+ * before registration, the others never touched; the MR leaves SPARSE_EDGE bytes of the
+ * first and last page out; A's write covers the end of an untouched page, an untouched
+ * page and the start of a written one. */
+#define SPARSE_PAGES   16
+#define SPARSE_EDGE    100
+#define SPARSE_MSG_AT  (3 * page_size() + 100)
+#define SPARSE_MSG_LEN (2 * page_size() + 200)
+
+static size_t page_size(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static bool sparse_page_written(size_t page)
+{
+	return page == 0 || page == 5 || page == SPARSE_PAGES - 1;
+}
+
+/* Byte i of the sparse target, with A's message at [msg_at, msg_at + msg_len). */
+static uint8_t sparse_byte(size_t i, size_t msg_at, size_t msg_len)
+{
+	if (i - msg_at < msg_len)
+		return pat(i - msg_at, SEED_SOURCE);
+	return sparse_page_written(i / page_size()) ? pat(i, SEED_TARGET) : 0;
+}
+
+static bool sparse_intact(const uint8_t *p, size_t msg_at, size_t msg_len, const char *when)
+{
+	for (size_t i = 0; i < SPARSE_PAGES * page_size(); i++) {
+		if (p[i] != sparse_byte(i, msg_at, msg_len)) {
+			failed("target byte %zu is 0x%02x %s, expected 0x%02x", i, p[i], when,
+			       sparse_byte(i, msg_at, msg_len));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Registration keeps a buffer's bytes whether its pages were written or never touched,
+ * and the daemon's WRITE lands in the application's own pages. */
+static void sparse_write(struct env *e, struct region *src, struct region *dst)
+{
+	const struct conn_opts o = default_opts();
+	const struct shot s = { "WRITE over untouched and written pages", src->p,
+				(uint32_t)SPARSE_MSG_LEN, src->mr->lkey,
+				(uintptr_t)dst->p + SPARSE_MSG_AT, dst->mr->rkey, IBV_WC_SUCCESS };
+
+	if (!sparse_intact(dst->p, 0, 0, "after registration"))
+		return;
+	note("contents kept by registration");
+	if (one_write(e, &o, &s) &&
+	    sparse_intact(dst->p, SPARSE_MSG_AT, SPARSE_MSG_LEN, "after the write"))
+		note("byte-exact, untouched pages still zero around it");
+}
+
+static void case_sparse_target(struct env *e)
+{
+	const size_t len = SPARSE_PAGES * page_size();
+	struct region src = { 0 }, dst = { .n = &e->b, .len = len };
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		broken("mmap %zu bytes: %s", len, strerror(errno));
+		return;
+	}
+	dst.p = p;
+	for (size_t i = 0; i < len; i++)
+		if (sparse_page_written(i / page_size()))
+			dst.p[i] = pat(i, SEED_TARGET);
+	if (region_open(&src, &e->a, SPARSE_MSG_LEN, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_reg(&dst, e->b.pd, SPARSE_EDGE, len - 2 * SPARSE_EDGE, ACCESS_TARGET) == 0)
+		sparse_write(e, &src, &dst);
+	region_close(&src);
+	region_close(&dst);
+}
+
 static int post_write_imm(struct end *a, struct region *src, uint32_t len, struct region *dst)
 {
 	struct ibv_sge sge = { (uintptr_t)src->p, len, src->mr->lkey };
@@ -1271,6 +1348,7 @@ static const struct test_case {
 	{ "foreign-lkey", case_foreign_lkey, false },
 	{ "flush", case_flush, false },
 	{ "canaries", case_canaries, false },
+	{ "sparse-target", case_sparse_target, false },
 	{ "write-imm", case_write_imm, false },
 	{ "zero-length", case_zero_length, false },
 	{ "rnr-recover", case_rnr_recover, false },

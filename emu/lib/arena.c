@@ -1,11 +1,21 @@
 /* The arena: how the daemon writes straight into the application's own buffers.
  *
  * One process-wide memfd, sparse and as large as the address space, in which the file
- * offset of every page equals its virtual address. Registering a buffer copies the current
+ * offset of every page equals its virtual address. Registering a buffer puts the current
  * contents of its pages into the arena at those offsets and maps the arena over them with
  * MAP_FIXED: the same addresses show the same bytes, now backed by memory the daemon maps
  * too (REG_MR hands it the fd with fd_offset = addr). One fd serves every MR, and a page
  * two MRs share is one page for the daemon as well.
+ *
+ * Only pages with contents are copied. A fresh buffer is mostly pages the application
+ * never touched, and copying them would make the kernel fault in and copy a gigabyte of
+ * zeros. In a private anonymous mapping, a page that /proc/self/pagemap shows neither
+ * present nor swapped out has never been populated (or was discarded) and reads as zeros;
+ * so does a hole in the arena, which is punched beneath such pages because the arena may
+ * still hold an earlier buffer's bytes at those offsets. pagemap rather than mincore():
+ * mincore() reports residency, so a swapped-out page would look empty and its bytes would
+ * be lost. Only anonymous mappings: in a file mapping a page that is not mapped still has
+ * the file's bytes, so every page of any other mapping is copied.
  *
  * Whether a page is already in the arena is read from /proc/self/maps (mapped from the
  * arena's inode at offset == address), not remembered: a list of moved ranges goes stale
@@ -23,15 +33,22 @@
  *   registrations (which copy, and so detach, any inherited arena pages they cover).
  * - Another thread writing to a buffer while it is being registered may lose that write.
  * - Moved pages are readable and writable whatever their protection was, and a buffer in
- *   a file mapping is detached from its file (it keeps the contents). */
+ *   a file mapping is detached from its file (it keeps the contents).
+ * - Memory whose missing pages a userfaultfd handler supplies registers its untouched
+ *   pages as zeros without asking the handler (the move ends its userfaultfd
+ *   registration anyway).
+ * - The main thread's stack grows only below a mapping the kernel made for it: a buffer
+ *   in its lowest pages, once moved, keeps it from growing any deeper. */
 #include "emu/lib/lib_int.h"
 
+#include <alloca.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -41,13 +58,40 @@
 /* Above every user address, 5-level paging included (user space ends below 2^56). */
 #define ARENA_BYTES (UINT64_C(1) << 57)
 
-struct span {
-	uintptr_t start, end;
+/* Entries of /proc/self/pagemap read at once: 16 MiB of address space in 32 KiB. */
+#define PAGEMAP_BATCH 4096
+/* Set for pages never populated too (it follows the mapping's soft-dirty flag), so it is
+ * the one bit that says nothing about whether a page has contents. */
+#define PAGEMAP_SOFT_DIRTY (UINT64_C(1) << 55)
+/* The most stack the moves use below the frame that starts them, system calls and
+ * allocations included; they need a few KiB. */
+#define MOVE_STACK_BYTES (64 * 1024)
+
+/* What registration does with a mapping in the range. */
+enum vma_kind {
+	VMA_IN_ARENA,     /* already moved: leave it, the daemon may be writing into it */
+	VMA_ANON_PRIVATE, /* pages never populated read as zeros and need no copy */
+	VMA_OTHER,        /* every page is copied */
 };
 
-struct spans {
-	struct span *v;
+struct vma_piece {
+	uintptr_t start, end;
+	enum vma_kind kind;
+};
+
+/* The mappings that make up a range. */
+struct layout {
+	struct vma_piece *v;
 	size_t n, cap;
+};
+
+/* The fields of one line of /proc/self/maps. */
+struct maps_line {
+	uintptr_t start, end;
+	char perms[5];
+	uint64_t offset, inode;
+	unsigned dev_major, dev_minor;
+	const char *name; /* "" for an anonymous mapping without one */
 };
 
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -104,71 +148,97 @@ static int arena_open(void)
 	return 0;
 }
 
-static int spans_add(struct spans *s, uintptr_t start, uintptr_t end)
+/* Appends [start, end), merged into the last piece when it continues it. */
+static int pieces_add(struct layout *p, uintptr_t start, uintptr_t end, enum vma_kind kind)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		struct span *v = realloc(s->v, cap * sizeof(*v));
+	struct vma_piece *last = p->n ? &p->v[p->n - 1] : NULL;
+
+	if (last && last->end == start && last->kind == kind) {
+		last->end = end;
+		return 0;
+	}
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 8;
+		struct vma_piece *v = realloc(p->v, cap * sizeof(*v));
 
 		if (!v)
 			return ENOMEM;
-		s->v = v;
-		s->cap = cap;
+		p->v = v;
+		p->cap = cap;
 	}
-	s->v[s->n++] = (struct span){ start, end };
+	p->v[p->n++] = (struct vma_piece){ start, end, kind };
 	return 0;
 }
 
-/* One line of /proc/self/maps: is it [ms, me) of the arena with offset == address? */
-static bool parse_arena_line(const char *line, uintptr_t *ms, uintptr_t *me)
+static bool parse_maps_line(char *line, struct maps_line *l)
 {
-	uint64_t offset, inode;
-	unsigned maj, min;
+	int name_at = -1;
 
-	if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %*s %" SCNx64 " %x:%x %" SCNu64, ms, me,
-		   &offset, &maj, &min, &inode) != 6)
+	line[strcspn(line, "\n")] = '\0';
+	if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %" SCNx64 " %x:%x %" SCNu64 " %n",
+		   &l->start, &l->end, l->perms, &l->offset, &l->dev_major, &l->dev_minor,
+		   &l->inode, &name_at) != 7 || name_at < 0)
 		return false;
-	return maj == major(arena_dev) && min == minor(arena_dev) && inode == arena_ino &&
-	       offset == *ms;
+	l->name = line + name_at;
+	return true;
 }
 
-/* The parts of [start, end) already in the arena, in address order. */
-static int arena_spans(uintptr_t start, uintptr_t end, struct spans *out)
+/* The names the kernel gives private anonymous memory: none, the heap, a stack, or one
+ * set with PR_SET_VMA_ANON_NAME. [vdso] and the like also have no inode but are not. */
+static bool anonymous_name(const char *name)
+{
+	return !*name || strcmp(name, "[heap]") == 0 || strncmp(name, "[stack", 6) == 0 ||
+	       strncmp(name, "[anon:", 6) == 0;
+}
+
+/* Unreadable memory counts as VMA_OTHER, so copying it fails as it always did. */
+static enum vma_kind vma_kind(const struct maps_line *l)
+{
+	if (l->dev_major == major(arena_dev) && l->dev_minor == minor(arena_dev) &&
+	    l->inode == arena_ino && l->offset == l->start)
+		return VMA_IN_ARENA;
+	if (l->dev_major == 0 && l->dev_minor == 0 && l->inode == 0 && l->perms[0] == 'r' &&
+	    l->perms[3] == 'p' && anonymous_name(l->name))
+		return VMA_ANON_PRIVATE;
+	return VMA_OTHER;
+}
+
+/* The mappings that make up [start, end), in address order and clipped to it; EFAULT,
+ * before anything moved, when part of the range is not mapped. */
+static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char *line = NULL;
 	size_t cap = 0;
+	uintptr_t covered = start;
 	int err = 0;
 
 	if (!f)
 		return errno;
-	while (!err && getline(&line, &cap, f) > 0) {
-		uintptr_t ms, me;
+	while (!err && covered < end && getline(&line, &cap, f) > 0) {
+		struct maps_line l;
+		uintptr_t piece_end;
 
-		if (!parse_arena_line(line, &ms, &me) || me <= start)
+		if (!parse_maps_line(line, &l) || l.end <= covered)
 			continue;
-		if (ms >= end)
+		if (l.start > covered)
 			break;
-		err = spans_add(out, ms > start ? ms : start, me < end ? me : end);
+		piece_end = l.end < end ? l.end : end;
+		err = pieces_add(out, covered, piece_end, vma_kind(&l));
+		covered = piece_end;
 	}
 	free(line);
 	fclose(f);
-	return err;
+	return err ? err : covered < end ? EFAULT : 0;
 }
 
 /* Whole pages are copied, bytes the application never allocated included (malloc's
  * headers, a sanitizer's redzones): the raw system call keeps a sanitizer's pwrite()
  * interceptor from taking that for an overflow. */
-static ssize_t copy_to_arena(uintptr_t at, size_t len)
-{
-	return syscall(SYS_pwrite64, arena_fd, (void *)at, len, (off_t)at);
-}
-
-/* Copies the pages' contents into the arena, then maps the arena over them. */
-static int move_run(uintptr_t start, uintptr_t end)
+static int copy_to_arena(uintptr_t start, uintptr_t end)
 {
 	for (uintptr_t at = start; at < end;) {
-		ssize_t n = copy_to_arena(at, end - at);
+		ssize_t n = syscall(SYS_pwrite64, arena_fd, (void *)at, end - at, (off_t)at);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -176,26 +246,136 @@ static int move_run(uintptr_t start, uintptr_t end)
 			return n < 0 ? errno : EIO;
 		at += (uintptr_t)n;
 	}
-	if (mmap((void *)start, end - start, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-		 arena_fd, (off_t)start) == MAP_FAILED)
+	return 0;
+}
+
+static int punch_arena(uintptr_t start, uintptr_t end)
+{
+	if (fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+		      (off_t)(end - start)) != 0)
 		return errno;
 	return 0;
 }
 
+static int read_pagemap(int pagemap_fd, uintptr_t at, uint64_t *entries, size_t n)
+{
+	size_t want = n * sizeof(*entries), got = 0;
+	off_t where = (off_t)(at / (uintptr_t)sysconf(_SC_PAGESIZE) * sizeof(*entries));
+
+	while (got < want) {
+		ssize_t r = pread(pagemap_fd, (char *)entries + got, want - got,
+				  where + (off_t)got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : EIO;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* Copies the runs of pages of [start, end) that have ever been populated (present or
+ * swapped out); what pagemap shows with no bit but soft-dirty is a page never populated. */
+static int copy_populated(int pagemap_fd, uintptr_t start, uintptr_t end)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = start, run_start = start;
+	uint64_t *entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
+	bool in_run = false;
+	int err = entries ? 0 : ENOMEM;
+
+	while (!err && at < end) {
+		size_t n = (end - at) / page < PAGEMAP_BATCH ? (end - at) / page : PAGEMAP_BATCH;
+
+		err = read_pagemap(pagemap_fd, at, entries, n);
+		for (size_t i = 0; !err && i < n; i++, at += page) {
+			bool populated = (entries[i] & ~PAGEMAP_SOFT_DIRTY) != 0;
+
+			if (populated && !in_run)
+				run_start = at;
+			else if (!populated && in_run)
+				err = copy_to_arena(run_start, at);
+			in_run = populated;
+		}
+	}
+	if (!err && in_run)
+		err = copy_to_arena(run_start, end);
+	free(entries);
+	return err;
+}
+
+/* Puts the piece's contents into the arena, then maps the arena over it. Without pagemap
+ * (a /proc that hides it) anonymous memory is copied whole, like any other. */
+static int move_piece(const struct vma_piece *p, int pagemap_fd)
+{
+	int err;
+
+	if (p->kind == VMA_ANON_PRIVATE && pagemap_fd >= 0) {
+		err = punch_arena(p->start, p->end);
+		if (!err)
+			err = copy_populated(pagemap_fd, p->start, p->end);
+	} else {
+		err = copy_to_arena(p->start, p->end);
+	}
+	if (err)
+		return err;
+	if (mmap((void *)p->start, p->end - p->start, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, arena_fd, (off_t)p->start) == MAP_FAILED)
+		return errno;
+	return 0;
+}
+
+static int move_pieces(const struct layout *layout, int pagemap_fd)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < layout->n; i++) {
+		if (layout->v[i].kind != VMA_IN_ARENA)
+			err = move_piece(&layout->v[i], pagemap_fd);
+	}
+	return err;
+}
+
+/* A page must not change between being copied and being mapped over, or the change is
+ * undone. A buffer on the caller's own stack can share its first page with the frames of
+ * this very call, which do change (locals, return addresses): so when the range reaches
+ * the stack below this frame, the moves run with the stack pointer first taken below the
+ * range, where every frame they push stays outside it, while the frames above wait
+ * unchanged. A buffer in a live frame starts less than a page below this one; a range
+ * reaching further down holds the free stack the moves themselves run on, and is refused. */
+static int __attribute__((noinline)) move_pieces_clear_of_stack(const struct layout *layout,
+								int pagemap_fd, uintptr_t start,
+								uintptr_t end)
+{
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	size_t drop = 0;
+	void *gap;
+	int err;
+
+	if (start < frame && end > frame - MOVE_STACK_BYTES) {
+		if (frame - start > MOVE_STACK_BYTES)
+			return EINVAL;
+		drop = frame - start;
+	}
+	gap = alloca(drop);
+	/* Uses gap after the call, so that the call cannot become a jump that frees it. */
+	__asm__ volatile("" : : "r"(gap) : "memory");
+	err = move_pieces(layout, pagemap_fd);
+	__asm__ volatile("" : : "r"(gap) : "memory");
+	return err;
+}
+
 static int adopt_span(uintptr_t start, uintptr_t end)
 {
-	struct spans in_arena = { 0 };
-	uintptr_t cursor = start;
-	int err = arena_spans(start, end, &in_arena);
+	struct layout layout = { 0 };
+	int err = read_layout(start, end, &layout);
+	int pagemap_fd = err ? -1 : open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 
-	for (size_t i = 0; !err && i < in_arena.n; i++) {
-		if (in_arena.v[i].start > cursor)
-			err = move_run(cursor, in_arena.v[i].start);
-		cursor = in_arena.v[i].end;
-	}
-	if (!err && cursor < end)
-		err = move_run(cursor, end);
-	free(in_arena.v);
+	if (!err)
+		err = move_pieces_clear_of_stack(&layout, pagemap_fd, start, end);
+	if (pagemap_fd >= 0)
+		close(pagemap_fd);
+	free(layout.v);
 	return err;
 }
 

@@ -5,8 +5,11 @@
  *       to a bare mlock of as much: REPS (default 5) times each, every time in a new child
  *       process on a fresh anonymous mapping (a child has an arena of its own, so no rep
  *       finds pages an earlier one moved). Times rocemu_reg_mr and rocemu_dereg_mr, mlock
- *       and munlock, and rocemu_reg_mr of a buffer whose pages were written first. Prints
- *       one JSON object of medians in seconds, and every sample.
+ *       and munlock, and rocemu_reg_mr of a buffer whose pages were written first. The
+ *       mlock is the baseline of issue 6: a fresh anonymous mapping locked by the process
+ *       that mapped it. Prints one JSON object of medians in seconds, the median of each
+ *       rep's reg / mlock (neighbouring runs, so a noisy moment hits both), every sample,
+ *       and the huge page settings that decide both costs.
  *   regcost objs SOCK DAEMON_PID [-m MRS] [-q QPS]
  *       the daemon's own memory (VmRSS - VmLck of /proc/DAEMON_PID/status) before and
  *       while this client holds MRS (default 1000) one-page MRs and QPS (default 1000) QPs
@@ -221,11 +224,29 @@ static struct reg_sample reg_in_child(const char *sock, size_t len, enum reg_kin
 	return s;
 }
 
+/* The selected value of a transparent_hugepage setting ("always [madvise] never"), or
+ * "none" when the kernel has no such file. */
+static void thp_setting(const char *name, char *out, size_t out_len)
+{
+	char path[128], line[128], *open_br, *close_br;
+	FILE *f;
+
+	snprintf(out, out_len, "none");
+	snprintf(path, sizeof(path), "/sys/kernel/mm/transparent_hugepage/%s", name);
+	if (!(f = fopen(path, "re")))
+		return;
+	if (fgets(line, sizeof(line), f) && (open_br = strchr(line, '[')) &&
+	    (close_br = strchr(open_br, ']')))
+		snprintf(out, out_len, "%.*s", (int)(close_br - open_br - 1), open_br + 1);
+	fclose(f);
+}
+
 static int cmd_reg(int argc, char **argv)
 {
 	unsigned gib = 1, reps = 5;
 	double reg[MAX_REPS], dereg[MAX_REPS], lock[MAX_REPS], unlock[MAX_REPS],
-	       touched[MAX_REPS];
+	       touched[MAX_REPS], ratio[MAX_REPS];
+	char thp[32], shmem_thp[32];
 	const char *sock;
 	size_t len;
 	int c;
@@ -252,11 +273,15 @@ static int cmd_reg(int argc, char **argv)
 		lock[i] = m.setup;
 		unlock[i] = m.teardown;
 		touched[i] = t.setup;
+		ratio[i] = r.setup / m.setup;
 	}
+	thp_setting("enabled", thp, sizeof(thp));
+	thp_setting("shmem_enabled", shmem_thp, sizeof(shmem_thp));
 	printf("{\"gib\":%u,\"reps\":%u,\"reg_s\":%.4f,\"dereg_s\":%.4f,\"mlock_s\":%.4f,"
-	       "\"munlock_s\":%.4f,\"reg_touched_s\":%.4f,", gib, reps, median(reg, reps),
+	       "\"munlock_s\":%.4f,\"reg_touched_s\":%.4f,\"reg_over_mlock\":%.3f,"
+	       "\"thp\":\"%s\",\"shmem_thp\":\"%s\",", gib, reps, median(reg, reps),
 	       median(dereg, reps), median(lock, reps), median(unlock, reps),
-	       median(touched, reps));
+	       median(touched, reps), median(ratio, reps), thp, shmem_thp);
 	print_samples("reg_samples", reg, reps);
 	printf(",");
 	print_samples("mlock_samples", lock, reps);
