@@ -1,5 +1,5 @@
-/* What the end-to-end programs (test/NAME_e2e.c) share: the one line each case prints, and
- * the clock their waits are measured by.
+/* What the end-to-end programs (test/NAME_e2e.c) share: the one line each case prints, the
+ * clock their waits are measured by, and the pipes to the children they fork.
  *
  * A case's line gathers what it saw: notes joined by "; ", and failures, which add
  * "KIND: what" and mark the case failed. e2e_report prints "NAME: OK|FAIL: line", the way
@@ -8,6 +8,7 @@
 #define ROCEMU_TEST_E2E_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Adds what was seen to the case's line. */
@@ -31,5 +32,10 @@ int e2e_report(const char *name, const char *quiet);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t e2e_now_ms(void);
+
+/* The pipes between a program and the child it forks: all of len bytes, or -1 (an error or
+ * EOF; for e2e_read_full also timeout_ms gone by). */
+int e2e_write_full(int fd, const void *buf, size_t len);
+int e2e_read_full(int fd, void *buf, size_t len, int timeout_ms);
 
 #endif

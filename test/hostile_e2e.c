@@ -987,51 +987,6 @@ static const struct hcase cases[] = {
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-/* ---- pipes to the child ---- */
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Exactly len bytes within timeout_ms; -1 on timeout, EOF or error. */
-static int read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	int64_t deadline = e2e_now_ms() + timeout_ms;
-	uint8_t *p = buf;
-
-	while (len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - e2e_now_ms();
-		ssize_t n;
-
-		if (left <= 0)
-			return -1;
-		if (poll(&pfd, 1, (int)left) <= 0)
-			continue;   /* EINTR, or the deadline: checked above */
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* ---- another process: a child with its own context, PD and MR on the same daemon ---- */
 
 struct child_res {
@@ -1078,13 +1033,13 @@ static int child_main(const char *sock, int up, int down)
 	char cmd;
 
 	child_offer(sock, &r, &m);
-	if (write_full(up, &m, sizeof(m)) == 0)
-		while (m.ok && read_full(down, &cmd, 1, CHILD_WAIT_MS) == 0 && cmd == 'c') {
+	if (e2e_write_full(up, &m, sizeof(m)) == 0)
+		while (m.ok && e2e_read_full(down, &cmd, 1, CHILD_WAIT_MS) == 0 && cmd == 'c') {
 			m.changed_at = m.size;
 			for (size_t i = 0; i < m.size && m.changed_at == m.size; i++)
 				if (r.p[i] != canary(i, SEED_CHILD))
 					m.changed_at = i;
-			if (write_full(up, &m, sizeof(m)) < 0)
+			if (e2e_write_full(up, &m, sizeof(m)) < 0)
 				break;
 		}
 	if (r.mr)
@@ -1128,7 +1083,7 @@ static void child_hello(struct env *e)
 {
 	struct child_msg m;
 
-	if (read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
+	if (e2e_read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
 		snprintf(e->child.why, sizeof(e->child.why), "no word from it within %d ms",
 			 WAIT_MS);
 		return;
@@ -1149,8 +1104,8 @@ static bool verify_child(struct env *e)
 		e2e_error("the other process has no MR: %s", e->child.why);
 		return false;
 	}
-	if (write_full(e->child.down, "c", 1) < 0 ||
-	    read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
+	if (e2e_write_full(e->child.down, "c", 1) < 0 ||
+	    e2e_read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
 		e2e_error("no verdict from the other process within %d ms", WAIT_MS);
 		return false;
 	}

@@ -912,52 +912,6 @@ struct child_msg {
 	char why[256];
 };
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Exactly len bytes within timeout_ms; -1 on timeout, EOF or error. */
-static int read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	int64_t deadline = e2e_now_ms() + timeout_ms;
-	uint8_t *p = buf;
-
-	while (len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - e2e_now_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&pfd, 1, (int)left) < 0) {
-			if (left > 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (!pfd.revents)
-			continue;
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void child_offer(const char *sock_b, struct node *b, struct region *r,
 			struct child_msg *m)
 {
@@ -977,10 +931,10 @@ static int child_main(const char *sock_b, int out, int in)
 	char go;
 
 	child_offer(sock_b, &b, &r, &m);
-	if (write_full(out, &m, sizeof(m)) == 0 && m.ok &&
-	    read_full(in, &go, 1, CHILD_WAIT_MS) == 0) {
+	if (e2e_write_full(out, &m, sizeof(m)) == 0 && m.ok &&
+	    e2e_read_full(in, &go, 1, CHILD_WAIT_MS) == 0) {
 		m.changed_at = pat_mismatch(r.p, 0, r.len, SEED_TARGET);
-		write_full(out, &m, sizeof(m));
+		e2e_write_full(out, &m, sizeof(m));
 	}
 	region_close(&r);
 	node_close(&b);
@@ -994,7 +948,7 @@ static void parent_writes(struct env *e, int in, int out)
 	struct region src = { 0 };
 	struct child_msg m = { 0 };
 
-	if (read_full(in, &m, sizeof(m), WAIT_MS) < 0) {
+	if (e2e_read_full(in, &m, sizeof(m), WAIT_MS) < 0) {
 		e2e_timeout("no word from the child within %d ms", WAIT_MS);
 		return;
 	}
@@ -1007,7 +961,7 @@ static void parent_writes(struct env *e, int in, int out)
 						 src.mr->lkey, m.addr, m.rkey,
 						 IBV_WC_REM_ACCESS_ERR });
 	region_close(&src);
-	if (write_full(out, "g", 1) < 0 || read_full(in, &m, sizeof(m), WAIT_MS) < 0)
+	if (e2e_write_full(out, "g", 1) < 0 || e2e_read_full(in, &m, sizeof(m), WAIT_MS) < 0)
 		e2e_timeout("no verdict from the child within %d ms", WAIT_MS);
 	else if (m.changed_at != m.len)
 		e2e_mismatch("the child's buffer changed at offset %llu",
