@@ -71,7 +71,7 @@ $(TESTS):
 ASAN_VARS := BUILD=build/asan OPT=-O1 \
              SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all'
 
-$(BUILD)/%_e2e: $(BUILD)/test/%_e2e.o $(LIB_ROCEMU) $(LIB_WIRE) $(LIB_ICRC)
+$(BUILD)/%_e2e: $(BUILD)/test/%_e2e.o $(BUILD)/test/e2e.o $(LIB_ROCEMU) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS)
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).

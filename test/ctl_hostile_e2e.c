@@ -26,7 +26,6 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,11 +37,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "emu/proto.h"
 #include "emu/rocemu.h"
+#include "test/e2e.h"
 
 #define WAIT_MS        3000     /* the longest wait for a reply, a completion, a state */
 #define QUIET_MS       300      /* how long "nothing more happens" is watched for */
@@ -69,65 +68,12 @@ enum counter { PROTO_COUNTERS(CNT_ENUM) C_COUNT };
 
 /* ---- one line per case ---- */
 
-static char g_line[2048];
-static size_t g_used;
-static bool g_failed, g_any_failed;
+static bool g_any_failed;
 
-static void vnote(const char *prefix, const char *fmt, va_list ap)
-{
-	int n;
-
-	if (g_used + 16 >= sizeof(g_line))
-		return;
-	n = snprintf(g_line + g_used, sizeof(g_line) - g_used, "%s%s", g_used ? "; " : "",
-		     prefix);
-	g_used += (size_t)n;
-	n = vsnprintf(g_line + g_used, sizeof(g_line) - g_used, fmt, ap);
-	if (n > 0)
-		g_used += (size_t)n;
-	if (g_used >= sizeof(g_line))
-		g_used = sizeof(g_line) - 1;
-}
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vnote("", fmt, ap);
-	va_end(ap);
-}
-
-/* Records a mismatch; returns false so checks can end with `return failed(...)`. */
-static bool failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static bool failed(const char *fmt, ...)
-{
-	va_list ap;
-
-	g_failed = true;
-	va_start(ap, fmt);
-	vnote("MISMATCH: ", fmt, ap);
-	va_end(ap);
-	return false;
-}
-
+/* A case that noted nothing says "as expected". */
 static void report(const char *name)
 {
-	printf("%s: %s: %s\n", name, g_failed ? "FAIL" : "OK", g_used ? g_line : "as expected");
-	fflush(stdout);
-	g_any_failed |= g_failed;
-	g_failed = false;
-	g_used = 0;
-	g_line[0] = '\0';
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	g_any_failed |= e2e_report(name, "as expected");
 }
 
 static const char *errno_name(int err)
@@ -250,10 +196,10 @@ static long vmlck_kb(void)
  * earlier cases are gone. */
 static void baseline(int *fds, long *lck_kb)
 {
-	int64_t deadline = now_ms() + WAIT_MS;
+	int64_t deadline = e2e_now_ms() + WAIT_MS;
 	int last = -2, same = 0;
 
-	while (same < 3 && now_ms() < deadline) {
+	while (same < 3 && e2e_now_ms() < deadline) {
 		usleep(100000);
 		*fds = fd_count();
 		same = *fds == last ? same + 1 : 0;
@@ -265,12 +211,12 @@ static void baseline(int *fds, long *lck_kb)
 /* Waits until the daemon's descriptors and locked memory are back to a baseline. */
 static bool back_to(int fds, long lck_kb, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = e2e_now_ms() + timeout_ms;
 
 	while (fd_count() != fds || vmlck_kb() != lck_kb) {
-		if (now_ms() > deadline)
-			return failed("descriptors %d (baseline %d), VmLck %ld kB (baseline %ld)",
-				      fd_count(), fds, vmlck_kb(), lck_kb);
+		if (e2e_now_ms() > deadline)
+			return e2e_mismatch("descriptors %d (baseline %d), VmLck %ld kB (baseline %ld)",
+					    fd_count(), fds, vmlck_kb(), lck_kb);
 		usleep(20000);
 	}
 	return true;
@@ -416,9 +362,9 @@ static int call_ok(int fd, const void *req, size_t len, const int *fds, int nfds
 	if (a->got == GOT_REPLY && a->len >= sizeof(struct proto_reply) && a->m.r.hdr.status == 0)
 		return 0;
 	close_fds(a);
-	failed("%s: %s %d \"%.*s\"", what, a->got == GOT_REPLY ? "status" :
-	       a->got == GOT_GONE ? "disconnected" : "no reply", (int)a->m.r.hdr.status,
-	       PROTO_ERRMSG, a->m.r.errmsg);
+	e2e_mismatch("%s: %s %d \"%.*s\"", what, a->got == GOT_REPLY ? "status" :
+		     a->got == GOT_GONE ? "disconnected" : "no reply", (int)a->m.r.hdr.status,
+		     PROTO_ERRMSG, a->m.r.errmsg);
 	return -1;
 }
 
@@ -433,24 +379,24 @@ static int handle_op(int fd, uint32_t op, uint32_t handle, struct answer *a, con
 static bool refused(struct answer *a)
 {
 	if (a->got == GOT_GONE) {
-		note("disconnected");
+		e2e_note("disconnected");
 		return true;
 	}
 	if (a->got == GOT_NOTHING)
-		return failed("no answer within %d ms", WAIT_MS);
+		return e2e_mismatch("no answer within %d ms", WAIT_MS);
 	if (a->len < sizeof(struct proto_reply))
-		return failed("a %zu-byte reply", a->len);
+		return e2e_mismatch("a %zu-byte reply", a->len);
 	if (a->m.r.hdr.status >= 0) {
 		close_fds(a);
-		return failed("accepted (status %d)", (int)a->m.r.hdr.status);
+		return e2e_mismatch("accepted (status %d)", (int)a->m.r.hdr.status);
 	}
 	if (a->nfds) {
 		close_fds(a);
-		return failed("an error reply carried descriptors");
+		return e2e_mismatch("an error reply carried descriptors");
 	}
 	if (!a->m.r.errmsg[0])
-		return failed("%s without an explanation", errno_name(-a->m.r.hdr.status));
-	note("%s \"%.*s\"", errno_name(-a->m.r.hdr.status), PROTO_ERRMSG, a->m.r.errmsg);
+		return e2e_mismatch("%s without an explanation", errno_name(-a->m.r.hdr.status));
+	e2e_note("%s \"%.*s\"", errno_name(-a->m.r.hdr.status), PROTO_ERRMSG, a->m.r.errmsg);
 	return true;
 }
 
@@ -487,8 +433,8 @@ static uint8_t canary(size_t i)
 
 static int good_fail(struct good *g, const char *call_name, int err)
 {
-	failed("%s on %s: %s (%s)", call_name, g->name, strerror(err),
-	       g->ctx ? rocemu_last_error(g->ctx) : "");
+	e2e_mismatch("%s on %s: %s (%s)", call_name, g->name, strerror(err),
+		     g->ctx ? rocemu_last_error(g->ctx) : "");
 	return -1;
 }
 
@@ -554,7 +500,7 @@ static bool victim_ok(void)
 	int err;
 
 	if (!daemon_alive())
-		return failed("rocemud is gone (state %c)", proc_state());
+		return e2e_mismatch("rocemud is gone (state %c)", proc_state());
 	if ((err = rocemu_query_port(g_b.ctx, &port)))
 		return good_fail(&g_b, "rocemu_query_port", err), false;
 	if (!(pd = rocemu_alloc_pd(g_b.ctx)))
@@ -564,7 +510,7 @@ static bool victim_ok(void)
 	if ((err = rocemu_query_qp(g_b.qp, &qa)))
 		return good_fail(&g_b, "rocemu_query_qp", err), false;
 	if (qa.qp_state != IBV_QPS_RTS)
-		return failed("the good client's QP left RTS (state %d)", (int)qa.qp_state);
+		return e2e_mismatch("the good client's QP left RTS (state %d)", (int)qa.qp_state);
 	return true;
 }
 
@@ -616,7 +562,7 @@ static int hostile_connect(const char *path)
 	int fd = sock_connect(path);
 
 	if (fd < 0) {
-		failed("connect %s: %s", path, strerror(errno));
+		e2e_mismatch("connect %s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (call_ok(fd, &hello, sizeof(hello), NULL, 0, &a, "HELLO") < 0) {
@@ -632,10 +578,10 @@ static int map_cq(struct cq_ring *r, struct answer *a)
 	void *map;
 
 	if (a->nfds != 2)
-		return close_fds(a), failed("CREATE_CQ came with %d descriptors", a->nfds), -1;
+		return close_fds(a), e2e_mismatch("CREATE_CQ came with %d descriptors", a->nfds), -1;
 	map = mmap(NULL, rep->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a->fds[0], 0);
 	if (map == MAP_FAILED)
-		return close_fds(a), failed("mapping the CQ ring: %s", strerror(errno)), -1;
+		return close_fds(a), e2e_mismatch("mapping the CQ ring: %s", strerror(errno)), -1;
 	*r = (struct cq_ring){ .ctl = map, .e = (struct proto_cqe *)((struct proto_ring_ctl *)map + 1),
 			       .entries = rep->entries, .bytes = rep->ring_bytes,
 			       .ring_fd = a->fds[0], .notify_fd = a->fds[1] };
@@ -648,10 +594,10 @@ static int map_qp(struct qp_ring *r, struct answer *a)
 	void *map;
 
 	if (a->nfds != 2)
-		return close_fds(a), failed("CREATE_QP came with %d descriptors", a->nfds), -1;
+		return close_fds(a), e2e_mismatch("CREATE_QP came with %d descriptors", a->nfds), -1;
 	map = mmap(NULL, rep->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a->fds[0], 0);
 	if (map == MAP_FAILED)
-		return close_fds(a), failed("mapping the QP ring: %s", strerror(errno)), -1;
+		return close_fds(a), e2e_mismatch("mapping the QP ring: %s", strerror(errno)), -1;
 	*r = (struct qp_ring){ .map = map, .bytes = rep->ring_bytes, .sq_ctl = map,
 			       .sq = (struct proto_swqe *)((struct proto_ring_ctl *)map + 1),
 			       .rq_ctl = (struct proto_ring_ctl *)((char *)map + rep->rq_offset),
@@ -821,14 +767,14 @@ static int qp_state_of(int fd, uint32_t qp)
 
 static bool wait_state(struct hostile *h, int want)
 {
-	int64_t deadline = now_ms() + WAIT_MS;
+	int64_t deadline = e2e_now_ms() + WAIT_MS;
 	int s;
 
-	while ((s = qp_state_of(h->fd, h->qp)) != want && now_ms() < deadline)
+	while ((s = qp_state_of(h->fd, h->qp)) != want && e2e_now_ms() < deadline)
 		usleep(5000);
 	if (s != want)
-		return failed("QP state %d, expected %d", s, want);
-	note("QP in state %d", s);
+		return e2e_mismatch("QP state %d, expected %d", s, want);
+	e2e_note("QP in state %d", s);
 	return true;
 }
 
@@ -1046,7 +992,7 @@ static bool undo_control(struct hostile *h, uint32_t op, struct answer *a)
 	struct answer d;
 
 	close_fds(a);
-	note("accepted: handle %u", r->handle);
+	e2e_note("accepted: handle %u", r->handle);
 	return handle_op(h->fd, destroy, r->handle, &d, "destroying it") == 0;
 }
 
@@ -1059,20 +1005,20 @@ static bool run_msg_case(struct hostile *h, const struct msg_case *c)
 	bool ok;
 
 	if (nfds && (fds[0] < 0 || (nfds == 2 && fds[1] < 0)))
-		return failed("cannot make the descriptors: %s", strerror(errno));
+		return e2e_mismatch("cannot make the descriptors: %s", strerror(errno));
 	default_msg(h, c->op, &m);
 	apply_patch(&m, &c->p);
 	call(h->fd, m.bytes, len, fds, nfds, &a);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	if (!c->accept && c->misleads && a.got == GOT_REPLY && strstr(a.m.r.errmsg, c->misleads))
-		return refused(&a), failed("the explanation blames %s", c->misleads);
+		return refused(&a), e2e_mismatch("the explanation blames %s", c->misleads);
 	if (!c->accept)
 		return refused(&a);
 	ok = a.got == GOT_REPLY && a.m.r.hdr.status == 0;
 	if (!ok)
-		return close_fds(&a), failed("refused: %d \"%.*s\"", (int)a.m.r.hdr.status,
-					     PROTO_ERRMSG, a.m.r.errmsg);
+		return close_fds(&a), e2e_mismatch("refused: %d \"%.*s\"", (int)a.m.r.hdr.status,
+						   PROTO_ERRMSG, a.m.r.errmsg);
 	return undo_control(h, c->op, &a);
 }
 
@@ -1142,7 +1088,7 @@ static bool run_modify_case(struct hostile *h, const struct modify_case *c)
 	if (!refused(&a))
 		return false;
 	if (a.got == GOT_REPLY && (state = qp_state_of(h->fd, h->qp)) != (int)c->from)
-		return failed("the QP moved from %d to %d", (int)c->from, state);
+		return e2e_mismatch("the QP moved from %d to %d", (int)c->from, state);
 	return true;
 }
 
@@ -1205,7 +1151,7 @@ static bool foreign_requests(struct hostile *owner, int intruder)
 		call(intruder, m.bytes, size_of_op(c->op), fd >= 0 ? &fd : NULL, fd >= 0, &a);
 		if (fd >= 0)
 			close(fd);
-		note("%s", c->what);
+		e2e_note("%s", c->what);
 		ok &= refused(&a);
 	}
 	return ok;
@@ -1222,14 +1168,14 @@ static bool case_foreign_handles(void)
 	if (!h || h_to(h, IBV_QPS_INIT) < 0 || (intruder = hostile_connect(g_sock_b)) < 0)
 		return false;
 	if (h->pd2 != 2 || h->cq2 != 2 || h->mr != 1 || h->qp != 1)
-		note("owner's handles PD %u CQ %u MR %u QP %u", h->pd2, h->cq2, h->mr, h->qp);
+		e2e_note("owner's handles PD %u CQ %u MR %u QP %u", h->pd2, h->cq2, h->mr, h->qp);
 	ok = handle_op(intruder, PROTO_ALLOC_PD, 0, &a, "intruder ALLOC_PD") == 0 &&
 	     call_ok(intruder, &cq, sizeof(cq), NULL, 0, &a, "intruder CREATE_CQ") == 0;
 	close_fds(&a);
 	ok = ok && foreign_requests(h, intruder);
 	close(intruder);
 	if (ok && qp_state_of(h->fd, h->qp) != IBV_QPS_INIT)
-		return failed("the owner's QP is no longer in INIT");
+		return e2e_mismatch("the owner's QP is no longer in INIT");
 	if (ok && handle_op(h->fd, PROTO_QUERY_QP, h->qp, &a, "owner QUERY_QP") < 0)
 		return false;
 	return ok;
@@ -1252,11 +1198,11 @@ static bool case_ring_seals(void)
 		int shrink_err = errno;
 		int grow = ftruncate(rings[i].fd, (off_t)rings[i].bytes * 2);
 
-		note("%s seals 0x%x, shrink %s, grow %s", rings[i].what, seals,
-		     shrink ? errno_name(shrink_err) : "allowed", grow ? errno_name(errno) : "allowed");
+		e2e_note("%s seals 0x%x, shrink %s, grow %s", rings[i].what, seals,
+			 shrink ? errno_name(shrink_err) : "allowed", grow ? errno_name(errno) : "allowed");
 		if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
 				     (F_SEAL_SHRINK | F_SEAL_GROW) || !shrink || !grow)
-			ok = failed("%s can be resized", rings[i].what);
+			ok = e2e_mismatch("%s can be resized", rings[i].what);
 	}
 	return ok;
 }
@@ -1282,7 +1228,7 @@ static void sq_post(struct qp_ring *q, const struct proto_swqe *w, int n, bool r
 /* Up to max completions from the CQ ring within timeout_ms; the client owns cons. */
 static int cq_take(struct cq_ring *c, struct proto_cqe *out, int max, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = e2e_now_ms() + timeout_ms;
 	int got = 0;
 
 	for (;;) {
@@ -1292,7 +1238,7 @@ static int cq_take(struct cq_ring *c, struct proto_cqe *out, int max, int timeou
 		while (cons != prod && got < max)
 			out[got++] = c->e[cons++ & (c->entries - 1)];
 		__atomic_store_n(&c->ctl->cons, cons, __ATOMIC_RELEASE);
-		if (got >= max || now_ms() > deadline)
+		if (got >= max || e2e_now_ms() > deadline)
 			return got;
 		usleep(1000);
 	}
@@ -1344,11 +1290,11 @@ static struct proto_swqe bad_wqe(const struct hostile *h, enum wqe_bad bad)
 static bool expect_cqe(const struct proto_cqe *e, uint64_t wr_id, enum ibv_wc_status want,
 		       enum ibv_wc_status alt)
 {
-	note("wr_id %llu -> %s", (unsigned long long)e->wr_id,
-	     wc_name(e->status));
+	e2e_note("wr_id %llu -> %s", (unsigned long long)e->wr_id,
+		 wc_name(e->status));
 	if (e->wr_id != wr_id || (e->status != want && e->status != alt))
-		return failed("expected %s for wr_id %llu", wc_name(want),
-			      (unsigned long long)wr_id);
+		return e2e_mismatch("expected %s for wr_id %llu", wc_name(want),
+				    (unsigned long long)wr_id);
 	return true;
 }
 
@@ -1364,12 +1310,12 @@ static bool run_wqe_case(struct hostile *h, const struct wqe_case *c)
 	sq_post(&h->q, w, 2, true);
 	n = cq_take(&h->cq, e, 2, WAIT_MS);
 	if (n != 2)
-		return failed("%d completions, expected 2", n);
+		return e2e_mismatch("%d completions, expected 2", n);
 	if (!expect_cqe(&e[0], w[0].wr_id, c->want, c->alt) ||
 	    !expect_cqe(&e[1], w[1].wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_WR_FLUSH_ERR))
 		return false;
 	if (cq_take(&h->cq, e, 1, QUIET_MS))
-		return failed("an extra completion");
+		return e2e_mismatch("an extra completion");
 	return wait_state(h, IBV_QPS_ERR);
 }
 
@@ -1383,14 +1329,14 @@ static bool sq_index_case(int32_t delta_entries, int32_t delta)
 	if (!h || h_to(h, IBV_QPS_RTS) < 0)
 		return false;
 	prod = h->q.sq_ctl->prod + (uint32_t)(delta_entries * (int32_t)h->q.sq_entries + delta);
-	note("producer %u -> %u", h->q.sq_ctl->prod, prod);
+	e2e_note("producer %u -> %u", h->q.sq_ctl->prod, prod);
 	__atomic_store_n(&h->q.sq_ctl->prod, prod, __ATOMIC_RELEASE);
 	doorbell(&h->q);
 	if (!wait_state(h, IBV_QPS_ERR))
 		return false;
 	if (cq_take(&h->cq, &e, 1, QUIET_MS))
-		return failed("a completion (wr_id %llu, %s)", (unsigned long long)e.wr_id,
-			      wc_name(e.status));
+		return e2e_mismatch("a completion (wr_id %llu, %s)", (unsigned long long)e.wr_id,
+				    wc_name(e.status));
 	return true;
 }
 
@@ -1420,8 +1366,8 @@ static bool case_rq_beyond(void)
 	if (call_ok(h->fd, &m, sizeof(m), NULL, 0, &a, "MODIFY_QP to ERR") < 0)
 		return false;
 	if (cq_take(&h->cq, &e, 1, QUIET_MS))
-		return failed("a flushed receive completion (wr_id %llu)",
-			      (unsigned long long)e.wr_id);
+		return e2e_mismatch("a flushed receive completion (wr_id %llu)",
+				    (unsigned long long)e.wr_id);
 	return wait_state(h, IBV_QPS_ERR);
 }
 
@@ -1446,17 +1392,17 @@ static bool case_cq_cons_beyond(void)
 	if (!wait_state(h, IBV_QPS_ERR))
 		return false;
 	after = stat_counter(h->fd, C_cq_overflow);
-	note("cq_overflow %llu -> %llu, producer %u -> %u", (unsigned long long)before,
-	     (unsigned long long)after, prod, h->cq.ctl->prod);
+	e2e_note("cq_overflow %llu -> %llu, producer %u -> %u", (unsigned long long)before,
+		 (unsigned long long)after, prod, h->cq.ctl->prod);
 	if (after <= before || after == UINT64_MAX || h->cq.ctl->prod != prod)
-		return failed("the completion was not dropped and counted");
+		return e2e_mismatch("the completion was not dropped and counted");
 	__atomic_store_n(&h->cq.ctl->cons, prod, __ATOMIC_RELEASE);
 	if (h_to(h, IBV_QPS_RTS) < 0)
 		return false;
 	sq_post(&h->q, &w, 1, true);
 	return cq_take(&h->cq, &e, 1, WAIT_MS) == 1 ? expect_cqe(&e, w.wr_id, IBV_WC_LOC_QP_OP_ERR,
 								   IBV_WC_LOC_QP_OP_ERR)
-						    : failed("no completion once the CQ was honest");
+						    : e2e_mismatch("no completion once the CQ was honest");
 }
 
 /* Both wakeup descriptors closed at once: the daemon still completes (the work is found
@@ -1483,11 +1429,11 @@ static bool case_closed_fds(void)
 	m.attr_mask = IBV_QP_STATE;
 	ok = ok && call_ok(h.fd, &m, sizeof(m), NULL, 0, &a, "MODIFY_QP RTS -> RTS") == 0;
 	ok = ok && (cq_take(&h.cq, &e, 1, WAIT_MS) == 1 ? expect_cqe(&e, w.wr_id,
-				IBV_WC_LOC_LEN_ERR, IBV_WC_LOC_LEN_ERR) : failed("no completion"));
+				IBV_WC_LOC_LEN_ERR, IBV_WC_LOC_LEN_ERR) : e2e_mismatch("no completion"));
 	ticks = cpu_over(500);
-	note("daemon CPU %ld ticks in 0.5 s", ticks);
+	e2e_note("daemon CPU %ld ticks in 0.5 s", ticks);
 	if (ticks > CPU_BUSY_TICKS / 2)
-		ok = failed("the daemon is busy with nothing to do");
+		ok = e2e_mismatch("the daemon is busy with nothing to do");
 	hostile_close(&h);
 	return ok;
 }
@@ -1509,10 +1455,10 @@ static bool case_never_reads(void)
 
 	baseline(&base_fds, &base_lck);
 	fd = hostile_connect(g_sock_b);
-	end = now_ms() + 1000;
+	end = e2e_now_ms() + 1000;
 	if (fd < 0)
 		return false;
-	while (sent < FLOOD_CQS + FLOOD_REQUESTS && now_ms() < end) {
+	while (sent < FLOOD_CQS + FLOOD_REQUESTS && e2e_now_ms() < end) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 
 		if (send_msg(fd, sent < FLOOD_CQS ? (const void *)&cq : (const void *)&st,
@@ -1521,14 +1467,14 @@ static bool case_never_reads(void)
 		else
 			poll(&p, 1, 10);
 	}
-	t0 = now_ms();
+	t0 = e2e_now_ms();
 	ok = victim_ok();
-	note("%d requests sent (%d CREATE_CQ) in at most 1 s, no reply read; the good client "
-	     "served in %lld ms", sent, FLOOD_CQS, (long long)(now_ms() - t0));
-	if (ok && now_ms() - t0 > 1000)
-		ok = failed("the good client waited over a second");
+	e2e_note("%d requests sent (%d CREATE_CQ) in at most 1 s, no reply read; the good client "
+		 "served in %lld ms", sent, FLOOD_CQS, (long long)(e2e_now_ms() - t0));
+	if (ok && e2e_now_ms() - t0 > 1000)
+		ok = e2e_mismatch("the good client waited over a second");
 	if (sent < FLOOD_CQS + FLOOD_REQUESTS)
-		ok = failed("the daemon stopped reading the requests");
+		ok = e2e_mismatch("the daemon stopped reading the requests");
 	close(fd);
 	return back_to(base_fds, base_lck, 5000) && ok;
 }
@@ -1554,7 +1500,7 @@ static bool case_churn(void)
 	baseline(&base_fds, &base_lck);
 
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return failed("pipe: %s", strerror(errno));
+		return e2e_mismatch("pipe: %s", strerror(errno));
 	fflush(stdout);
 	for (int i = 0; i < CHURN_KIDS; i++)
 		if ((kids[i] = fork()) == 0)
@@ -1566,13 +1512,13 @@ static bool case_churn(void)
 	close(p[0]);
 	for (int i = 0; i < CHURN_KIDS; i++)
 		waitpid(kids[i], NULL, 0);
-	note("%d of %d clients connected (half with PD, CQ, MR and QP), then SIGKILLed", made,
-	     CHURN_KIDS * CHURN_EACH);
+	e2e_note("%d of %d clients connected (half with PD, CQ, MR and QP), then SIGKILLed", made,
+		 CHURN_KIDS * CHURN_EACH);
 	if (made != CHURN_KIDS * CHURN_EACH)
-		return failed("only %d clients were set up", made);
+		return e2e_mismatch("only %d clients were set up", made);
 	if (!back_to(base_fds, base_lck, 5000))
 		return false;
-	note("descriptors back to %d, VmLck to %ld kB", base_fds, base_lck);
+	e2e_note("descriptors back to %d, VmLck to %ld kB", base_fds, base_lck);
 	return true;
 }
 
@@ -1600,7 +1546,7 @@ static bool exhaust_cqs(int hog)
 		call(hog, &cq, sizeof(cq), NULL, 0, &a);
 		close_fds(&a);
 	} while (a.got == GOT_REPLY && a.m.r.hdr.status == 0 && ++n < 4 * EXHAUST_ROOM);
-	note("%d CQs, then", n);
+	e2e_note("%d CQs, then", n);
 	return refused(&a);
 }
 
@@ -1609,10 +1555,10 @@ static bool exhaust_good_cq(void)
 	struct rocemu_cq *cq = rocemu_create_cq(g_b.ctx, 4);
 
 	if (!cq)
-		return failed("the good client cannot create a CQ: %s (\"%s\")", strerror(errno),
-			      rocemu_last_error(g_b.ctx));
+		return e2e_mismatch("the good client cannot create a CQ: %s (\"%s\")", strerror(errno),
+				    rocemu_last_error(g_b.ctx));
 	rocemu_destroy_cq(cq);
-	note("the good client created a CQ");
+	e2e_note("the good client created a CQ");
 	return true;
 }
 
@@ -1626,13 +1572,13 @@ static bool exhaust_waiting(int *waiting)
 
 	*waiting = sock_connect(g_sock_b);
 	if (*waiting < 0)
-		return failed("connect: %s", strerror(errno));
+		return e2e_mismatch("connect: %s", strerror(errno));
 	usleep(100000);
 	ticks = cpu_over(1000);
-	note("daemon CPU %ld ticks in 1 s", ticks);
+	e2e_note("daemon CPU %ld ticks in 1 s", ticks);
 	if ((err = rocemu_query_port(g_b.ctx, &port)))
 		return good_fail(&g_b, "rocemu_query_port", err), false;
-	return ticks <= CPU_BUSY_TICKS || failed("the daemon spins");
+	return ticks <= CPU_BUSY_TICKS || e2e_mismatch("the daemon spins");
 }
 
 /* Everything released: the connection that waited, and a new one, are served. */
@@ -1642,12 +1588,12 @@ static bool exhaust_recovered(int waiting)
 	bool ok = hello_answered(waiting, WAIT_MS);
 
 	if (!ok)
-		failed("the waiting client is not served");
+		e2e_mismatch("the waiting client is not served");
 	if (fd < 0 || !hello_answered(fd, WAIT_MS))
-		ok = failed("a new client is not served");
+		ok = e2e_mismatch("a new client is not served");
 	close_if(fd);
 	close_if(waiting);
-	return ok && (note("the waiting client and a new one are served"), true);
+	return ok && (e2e_note("the waiting client and a new one are served"), true);
 }
 
 /* One client holding the daemon's descriptors, with RLIMIT_NOFILE at what the daemon
@@ -1663,7 +1609,7 @@ static bool case_exhaust(void)
 	struct rlimit old, low;
 
 	if (hog < 0 || prlimit(g_pid, RLIMIT_NOFILE, NULL, &old) < 0)
-		return failed("setup: %s", strerror(errno));
+		return e2e_mismatch("setup: %s", strerror(errno));
 	low = (struct rlimit){ (rlim_t)fd_count() + EXHAUST_ROOM, old.rlim_max };
 	prlimit(g_pid, RLIMIT_NOFILE, &low, NULL);
 	finish(steps[0], exhaust_cqs(hog));
@@ -1674,7 +1620,7 @@ static bool case_exhaust(void)
 	prlimit(g_pid, RLIMIT_NOFILE, &old, NULL);
 	close(hog);
 	finish(steps[3], exhaust_recovered(waiting));
-	note("the steps' lines are above");
+	e2e_note("the steps' lines are above");
 	return true;
 }
 
@@ -1715,20 +1661,20 @@ static bool expect_edquot(struct answer *a)
 	if (!refused(a))
 		return false;
 	if (a->got == GOT_REPLY && a->m.r.hdr.status != -EDQUOT)
-		return failed("status %s, expected EDQUOT", errno_name(-a->m.r.hdr.status));
+		return e2e_mismatch("status %s, expected EDQUOT", errno_name(-a->m.r.hdr.status));
 	if (a->got == GOT_REPLY && !strstr(a->m.r.errmsg, "RLIMIT_MEMLOCK"))
-		return failed("the message does not name the limit");
+		return e2e_mismatch("the message does not name the limit");
 	return true;
 }
 
 static bool expect_ok(struct answer *a)
 {
 	if (a->got == GOT_REPLY && a->m.r.hdr.status == 0) {
-		note("accepted");
+		e2e_note("accepted");
 		return true;
 	}
-	return failed("refused: %s \"%.*s\"", a->got == GOT_REPLY ?
-		      errno_name(-a->m.r.hdr.status) : "no reply", PROTO_ERRMSG, a->m.r.errmsg);
+	return e2e_mismatch("refused: %s \"%.*s\"", a->got == GOT_REPLY ?
+			    errno_name(-a->m.r.hdr.status) : "no reply", PROTO_ERRMSG, a->m.r.errmsg);
 }
 
 /* The child's cases, as nobody with RLIMIT_MEMLOCK of 1 MiB; one line each. */
@@ -1742,15 +1688,15 @@ static int pin_child(void)
 
 	g_any_failed = false; /* the parent's verdicts so far are not the child's */
 	if (drop_to_nobody() < 0 || (fd = sock_connect(g_sock_b)) < 0) {
-		failed("as nobody: %s (is the socket reachable for nobody?)", strerror(errno));
+		e2e_mismatch("as nobody: %s (is the socket reachable for nobody?)", strerror(errno));
 		report("pin: connect as nobody");
 		return 1;
 	}
 	call(fd, &hello, sizeof(hello), NULL, 0, &a);
 	limit = ((struct proto_hello_reply *)a.m.bytes)->pin_limit;
-	note("HELLO says pin_limit %llu", (unsigned long long)limit);
+	e2e_note("HELLO says pin_limit %llu", (unsigned long long)limit);
 	if (a.got != GOT_REPLY || limit != PIN_CAP)
-		failed("expected %u, the client's RLIMIT_MEMLOCK", PIN_CAP);
+		e2e_mismatch("expected %u, the client's RLIMIT_MEMLOCK", PIN_CAP);
 	report("pin: HELLO reports the client's pin limit");
 	reg_bytes(fd, 2 * PIN_CAP, &a);
 	expect_edquot(&a);
@@ -1761,12 +1707,12 @@ static int pin_child(void)
 	a.got = GOT_NOTHING;
 	if ((fd2 = sock_connect(g_sock_b)) >= 0)
 		reg_bytes(fd2, 3 * PIN_CAP / 4, &a);
-	note("the process already pins 512 KiB on its first connection");
+	e2e_note("the process already pins 512 KiB on its first connection");
 	expect_edquot(&a);
 	report("pin: the same process registers 768 KiB more on a second connection");
 	call(fd, &fault, sizeof(fault), NULL, 0, &a);
 	if (refused(&a) && a.got == GOT_REPLY && a.m.r.hdr.status != -EPERM)
-		failed("expected EPERM");
+		e2e_mismatch("expected EPERM");
 	report("pin: SET_FAULT as nobody");
 	return g_any_failed ? 1 : 0;
 }
@@ -1781,12 +1727,12 @@ static bool case_pin_cap(void)
 	if (pid == 0)
 		_exit(pin_child());
 	if (pid < 0 || waitpid(pid, &status, 0) < 0)
-		return failed("fork: %s", strerror(errno));
+		return e2e_mismatch("fork: %s", strerror(errno));
 	if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
-		return failed("the unprivileged child did not finish (status 0x%x)", status);
+		return e2e_mismatch("the unprivileged child did not finish (status 0x%x)", status);
 	/* its lines above are the cases; this one only says that they ran */
 	g_any_failed |= WEXITSTATUS(status) != 0;
-	note("the child's lines are above");
+	e2e_note("the child's lines are above");
 	return true;
 }
 
@@ -1831,7 +1777,7 @@ static bool case_orphan(void)
 	pid_t child;
 
 	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(result, O_CLOEXEC) < 0)
-		return failed("pipe: %s", strerror(errno));
+		return e2e_mismatch("pipe: %s", strerror(errno));
 	fflush(stdout);
 	kill(g_pid, SIGSTOP);
 	child = orphan_child(go[0], result[1]);
@@ -1844,9 +1790,9 @@ static bool case_orphan(void)
 	for (int i = 0; i < 2; i++)
 		close(go[i]), close(result[i]);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		return failed("the connecting child failed (exit %d)", WEXITSTATUS(status));
-	note("the connecting process (nobody, RLIMIT_MEMLOCK 1 MiB) exited before the "
-	     "daemon accepted; its child registers 2 MiB");
+		return e2e_mismatch("the connecting child failed (exit %d)", WEXITSTATUS(status));
+	e2e_note("the connecting process (nobody, RLIMIT_MEMLOCK 1 MiB) exited before the "
+		 "daemon accepted; its child registers 2 MiB");
 	return expect_edquot(&a);
 }
 
@@ -1869,17 +1815,17 @@ static bool final_write(void)
 	if (rocemu_wait_cq(g_a.cq, 10000) == 0)
 		n = rocemu_poll_cq(g_a.cq, 1, &wc);
 	if (n != 1 || wc.status != IBV_WC_SUCCESS)
-		return failed("the write did not complete (%s)", n == 1 ?
-			      wc_name(wc.status) : "no completion");
+		return e2e_mismatch("the write did not complete (%s)", n == 1 ?
+				    wc_name(wc.status) : "no completion");
 	for (size_t i = 0; i < GOOD_PAGES * PAGE; i++) {
 		bool inside = i >= GOOD_OFF && i < GOOD_OFF + GOOD_LEN;
 		uint8_t want = inside ? (uint8_t)((i - GOOD_OFF) * 31 + 7) : canary(i);
 
 		if (g_b.buf[i] != want)
-			return failed("byte %zu of B's buffer is 0x%02x, not 0x%02x", i,
-				      g_b.buf[i], want);
+			return e2e_mismatch("byte %zu of B's buffer is 0x%02x, not 0x%02x", i,
+					    g_b.buf[i], want);
 	}
-	note("%u bytes written byte-exact, canaries intact", GOOD_LEN);
+	e2e_note("%u bytes written byte-exact, canaries intact", GOOD_LEN);
 	return victim_ok();
 }
 
@@ -1924,8 +1870,8 @@ static bool selected(const char *name)
 /* Each case, then the same check of the daemon and the good client. */
 static void finish(const char *name, bool ok)
 {
-	if (!ok && !g_failed)
-		failed("the case could not run");
+	if (!ok && !e2e_case_failed())
+		e2e_mismatch("the case could not run");
 	victim_ok();
 	report(name);
 }
@@ -1973,7 +1919,7 @@ static int setup(void)
 	g_peer_ip = g_a.port.ipv4;
 	g_port_mtu = g_b.port.active_mtu;
 	if (g_port_mtu >= IBV_MTU_2048)
-		return failed("B's active MTU must be below 2048 (start it with -m 1024)"), -1;
+		return e2e_mismatch("B's active MTU must be below 2048 (start it with -m 1024)"), -1;
 	return good_connect(&g_b, &g_a, mtu) < 0 || good_connect(&g_a, &g_b, mtu) < 0 ? -1 : 0;
 }
 

@@ -3,12 +3,15 @@
 #   topology_up lo|netns     start both; sets SOCK_A SOCK_B ADDR_A ADDR_B and the arrays
 #                            IN_A IN_B (command prefixes that run in each host)
 #   daemon_start SIDE        (re)start side a or b; daemon_stop SIDE [SIGNAL]
+#   PIDS+=($!)               a background process of the test's own (a holder, a client):
+#                            teardown sends it SIGTERM before it stops the daemons
 # Needs ROCEMU_BUILD (the build tree). Runs as root.
 ROCEMU_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${ROCEMU_BUILD:-$ROCEMU_ROOT/build}
 WORK=$(mktemp -d /tmp/rocemu-test.XXXXXX)
 TOPOLOGY=
 declare -A DAEMON_PID=()
+PIDS=()
 
 fail() {
 	echo "FAIL: $*"
@@ -25,6 +28,7 @@ skip() {
 
 teardown() {
 	local pid
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
 	for pid in "${DAEMON_PID[@]}"; do
 		kill "$pid" 2>/dev/null
 	done

@@ -34,7 +34,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,12 +42,12 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "emu/proto.h"
 #include "emu/rocemu.h"
 #include "icrc/icrc.h"
+#include "test/e2e.h"
 #include "wire/wire.h"
 
 /* rocemuctl's control-socket client, compiled in: counters are read exactly as
@@ -235,78 +234,12 @@ struct env {
 	uint64_t before[C_COUNT], after[C_COUNT];
 };
 
-/* ---- what a case saw: one line, and whether everything matched ---- */
-
-static char g_line[4096];
-static size_t g_used;
-static bool g_failed;
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (g_used + 8 >= sizeof(g_line))
-		return;
-	if (g_used)
-		g_used += (size_t)snprintf(g_line + g_used, sizeof(g_line) - g_used, "; ");
-	va_start(ap, fmt);
-	n = vsnprintf(g_line + g_used, sizeof(g_line) - g_used, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		g_used += (size_t)n;
-	if (g_used >= sizeof(g_line))
-		g_used = sizeof(g_line) - 1;
-}
-
-static void flag(const char *kind, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
-static void flag(const char *kind, const char *fmt, va_list ap)
-{
-	char buf[512];
-
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	note("%s: %s", kind, buf);
-	g_failed = true;
-}
-
-/* Not what the case expects. */
-static void mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void mismatch(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	flag("MISMATCH", fmt, ap);
-	va_end(ap);
-}
-
-/* A call that should have worked did not. */
-static void broken(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void broken(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	flag("ERROR", fmt, ap);
-	va_end(ap);
-}
-
 static int vfail(struct env *e, const char *call, int err)
 {
 	const char *why = e->ctx ? rocemu_last_error(e->ctx) : "";
 
-	broken("%s: %s%s%s%s", call, strerror(err), *why ? " (" : "", why, *why ? ")" : "");
+	e2e_error("%s: %s%s%s%s", call, strerror(err), *why ? " (" : "", why, *why ? ")" : "");
 	return -1;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- patterns ---- */
@@ -351,7 +284,7 @@ static int watch(struct watched *w, const char *name, size_t pages, unsigned see
 	w->p = map_pages(pages, seed);
 	w->shadow = malloc(w->len);
 	if (!w->p || !w->shadow) {
-		broken("%s: no memory for %zu bytes", name, w->len);
+		e2e_error("%s: no memory for %zu bytes", name, w->len);
 		return -1;
 	}
 	memcpy(w->shadow, w->p, w->len);
@@ -369,8 +302,8 @@ static bool watched_ok(struct watched *w)
 			first = i;
 	if (!n)
 		return true;
-	mismatch("%s buffer: %zu byte(s) changed that must not have, the first at offset %zu "
-		 "(0x%02x, expected 0x%02x)", w->name, n, first, w->p[first], w->shadow[first]);
+	e2e_mismatch("%s buffer: %zu byte(s) changed that must not have, the first at offset %zu "
+		     "(0x%02x, expected 0x%02x)", w->name, n, first, w->p[first], w->shadow[first]);
 	memcpy(w->shadow, w->p, w->len);
 	return false;
 }
@@ -497,8 +430,8 @@ static int put_pkt(struct env *e, const struct hcase *c, int idx, int i, uint64_
 	fill_payload(f->data, p->len, (unsigned)(idx * MAX_PKTS + i + 1));
 	f->len = wire_build(f->b, FRAME_CAP, &e->path, e->ip_id++, &bth, &ext, f->data, p->len);
 	if (!f->len)
-		broken("wire_build refused packet %d (opcode 0x%02x, %u bytes)", i, p->opcode,
-		       p->len);
+		e2e_error("wire_build refused packet %d (opcode 0x%02x, %u bytes)", i, p->opcode,
+			  p->len);
 	return f->len ? 0 : -1;
 }
 
@@ -1054,51 +987,6 @@ static const struct hcase cases[] = {
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-/* ---- pipes to the child ---- */
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Exactly len bytes within timeout_ms; -1 on timeout, EOF or error. */
-static int read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	int64_t deadline = now_ms() + timeout_ms;
-	uint8_t *p = buf;
-
-	while (len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - now_ms();
-		ssize_t n;
-
-		if (left <= 0)
-			return -1;
-		if (poll(&pfd, 1, (int)left) <= 0)
-			continue;   /* EINTR, or the deadline: checked above */
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* ---- another process: a child with its own context, PD and MR on the same daemon ---- */
 
 struct child_res {
@@ -1145,13 +1033,13 @@ static int child_main(const char *sock, int up, int down)
 	char cmd;
 
 	child_offer(sock, &r, &m);
-	if (write_full(up, &m, sizeof(m)) == 0)
-		while (m.ok && read_full(down, &cmd, 1, CHILD_WAIT_MS) == 0 && cmd == 'c') {
+	if (e2e_write_full(up, &m, sizeof(m)) == 0)
+		while (m.ok && e2e_read_full(down, &cmd, 1, CHILD_WAIT_MS) == 0 && cmd == 'c') {
 			m.changed_at = m.size;
 			for (size_t i = 0; i < m.size && m.changed_at == m.size; i++)
 				if (r.p[i] != canary(i, SEED_CHILD))
 					m.changed_at = i;
-			if (write_full(up, &m, sizeof(m)) < 0)
+			if (e2e_write_full(up, &m, sizeof(m)) < 0)
 				break;
 		}
 	if (r.mr)
@@ -1169,7 +1057,7 @@ static int child_start(struct env *e)
 	int up[2], down[2];
 
 	if (pipe2(up, O_CLOEXEC) < 0 || pipe2(down, O_CLOEXEC) < 0) {
-		broken("pipe2: %s", strerror(errno));
+		e2e_error("pipe2: %s", strerror(errno));
 		return -1;
 	}
 	fflush(NULL);
@@ -1184,7 +1072,7 @@ static int child_start(struct env *e)
 	e->child.up = up[0];
 	e->child.down = down[1];
 	if (e->child.pid < 0) {
-		broken("fork: %s", strerror(errno));
+		e2e_error("fork: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1195,7 +1083,7 @@ static void child_hello(struct env *e)
 {
 	struct child_msg m;
 
-	if (read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
+	if (e2e_read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
 		snprintf(e->child.why, sizeof(e->child.why), "no word from it within %d ms",
 			 WAIT_MS);
 		return;
@@ -1213,20 +1101,20 @@ static bool verify_child(struct env *e)
 	struct child_msg m;
 
 	if (!e->child.ok) {
-		broken("the other process has no MR: %s", e->child.why);
+		e2e_error("the other process has no MR: %s", e->child.why);
 		return false;
 	}
-	if (write_full(e->child.down, "c", 1) < 0 ||
-	    read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
-		broken("no verdict from the other process within %d ms", WAIT_MS);
+	if (e2e_write_full(e->child.down, "c", 1) < 0 ||
+	    e2e_read_full(e->child.up, &m, sizeof(m), WAIT_MS) < 0) {
+		e2e_error("no verdict from the other process within %d ms", WAIT_MS);
 		return false;
 	}
 	if (m.changed_at != m.size) {
-		mismatch("the other process's buffer changed at offset %llu",
-			 (unsigned long long)m.changed_at);
+		e2e_mismatch("the other process's buffer changed at offset %llu",
+			     (unsigned long long)m.changed_at);
 		return false;
 	}
-	note("the other process's buffer unchanged");
+	e2e_note("the other process's buffer unchanged");
 	return true;
 }
 
@@ -1246,13 +1134,13 @@ static void child_stop(struct env *e)
 		if (i == WAIT_MS / 10) {
 			kill(e->child.pid, SIGKILL);
 			waitpid(e->child.pid, &status, 0);
-			broken("the child did not exit within %d ms; killed it", WAIT_MS);
+			e2e_error("the child did not exit within %d ms; killed it", WAIT_MS);
 			return;
 		}
 		poll(NULL, 0, 10);
 	}
 	if (e->child.ok && (!WIFEXITED(status) || WEXITSTATUS(status)))
-		broken("the child ended with status 0x%x", (unsigned)status);
+		e2e_error("the child ended with status 0x%x", (unsigned)status);
 }
 
 /* ---- the daemon: counters, QPs, memory ---- */
@@ -1264,11 +1152,11 @@ static int read_stats(struct env *e, uint64_t out[C_COUNT])
 	char err[256];
 
 	if (ctl_call(e->ctl, &req, sizeof(req), &rep, sizeof(rep), err, sizeof(err)) < 0) {
-		broken("stats: %s", err);
+		e2e_error("stats: %s", err);
 		return -1;
 	}
 	if (rep.ncounters != PROTO_NCOUNTERS) {
-		broken("stats: %u counters, this build knows %d", rep.ncounters, PROTO_NCOUNTERS);
+		e2e_error("stats: %u counters, this build knows %d", rep.ncounters, PROTO_NCOUNTERS);
 		return -1;
 	}
 	memcpy(out, rep.counters, sizeof(rep.counters));
@@ -1361,13 +1249,13 @@ static int setup_verbs(struct env *e)
 	int err;
 
 	if (!(e->ctx = rocemu_open(e->sock))) {
-		broken("rocemu_open(%s): %s", e->sock, strerror(errno));
+		e2e_error("rocemu_open(%s): %s", e->sock, strerror(errno));
 		return -1;
 	}
 	if ((err = rocemu_query_port(e->ctx, &e->port)))
 		return vfail(e, "rocemu_query_port", err);
 	if (e->port.active_mtu < PMTU_ENUM) {
-		broken("the port's active MTU is below the %d bytes the cases assume", PMTU);
+		e2e_error("the port's active MTU is below the %d bytes the cases assume", PMTU);
 		return -1;
 	}
 	e->self = e->port.ipv4;
@@ -1388,7 +1276,7 @@ static int open_tx(struct env *e)
 	e->tx = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);   /* protocol 0: sends only */
 	if (e->tx >= 0)
 		return 0;
-	broken("AF_PACKET socket: %s (needs root or CAP_NET_RAW)", strerror(errno));
+	e2e_error("AF_PACKET socket: %s (needs root or CAP_NET_RAW)", strerror(errno));
 	return -1;
 }
 
@@ -1400,7 +1288,7 @@ static int send_frame(struct env *e, const struct frame *f)
 	if (sendto(e->tx, f->b, f->len, 0, (struct sockaddr *)&sll, sizeof(sll)) ==
 	    (ssize_t)f->len)
 		return 0;
-	broken("sending a %zu-byte frame on %s: %s", f->len, e->port.ifname, strerror(errno));
+	e2e_error("sending a %zu-byte frame on %s: %s", f->len, e->port.ifname, strerror(errno));
 	return -1;
 }
 
@@ -1430,7 +1318,7 @@ static int open_rx(struct env *e)
 	e->rx = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (e->rx < 0 || setsockopt(e->rx, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) ||
 	    bind(e->rx, (struct sockaddr *)&sll, sizeof(sll))) {
-		broken("receive socket on %s: %s", e->port.ifname, strerror(errno));
+		e2e_error("receive socket on %s: %s", e->port.ifname, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1447,8 +1335,8 @@ static int open_guard(struct env *e)
 	e->guard = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (e->guard < 0 || setsockopt(e->guard, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) ||
 	    bind(e->guard, (struct sockaddr *)&sin, sizeof(sin))) {
-		broken("binding UDP %d on the peer address: %s (is a daemon serving it?)",
-		       WIRE_ROCE_PORT, strerror(errno));
+		e2e_error("binding UDP %d on the peer address: %s (is a daemon serving it?)",
+			  WIRE_ROCE_PORT, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1458,7 +1346,7 @@ static int open_guard(struct env *e)
  * On lo every frame passes twice, going out and coming in; only the second counts. */
 static int recv_answer(struct env *e, int ms, uint8_t *buf, size_t cap, size_t *len)
 {
-	const int64_t deadline = now_ms() + ms;
+	const int64_t deadline = e2e_now_ms() + ms;
 
 	for (;;) {
 		struct sockaddr_ll from;
@@ -1474,10 +1362,10 @@ static int recv_answer(struct env *e, int ms, uint8_t *buf, size_t cap, size_t *
 			return 1;
 		}
 		if (errno != EAGAIN && errno != EINTR) {
-			broken("receiving answers: %s", strerror(errno));
+			e2e_error("receiving answers: %s", strerror(errno));
 			return -1;
 		}
-		left = deadline - now_ms();
+		left = deadline - e2e_now_ms();
 		if (left <= 0)
 			return 0;
 		poll(&pfd, 1, (int)left);
@@ -1514,17 +1402,17 @@ static int setup(struct env *e)
 	char err[256];
 
 	if (alloc_frames(e) < 0) {
-		broken("no memory for frames");
+		e2e_error("no memory for frames");
 		return -1;
 	}
 	if (setup_verbs(e) < 0)
 		return -1;
 	if (!(e->ifindex = (int)if_nametoindex(e->port.ifname))) {
-		broken("interface %s: %s", e->port.ifname, strerror(errno));
+		e2e_error("interface %s: %s", e->port.ifname, strerror(errno));
 		return -1;
 	}
 	if ((e->ctl = ctl_connect(e->sock, err, sizeof(err))) < 0) {
-		broken("%s", err);
+		e2e_error("%s", err);
 		return -1;
 	}
 	e->path = (struct wire_path){ .src_ip = e->peer, .dst_ip = e->self, .src_port = 0xd00d,
@@ -1532,7 +1420,7 @@ static int setup(struct env *e)
 	if (open_tx(e) < 0 || open_rx(e) < 0 || open_guard(e) < 0 || barrier_qp(e) < 0)
 		return -1;
 	if (build_barrier(e) < 0) {
-		broken("wire_build refused the barrier");
+		e2e_error("wire_build refused the barrier");
 		return -1;
 	}
 	child_hello(e);
@@ -1605,7 +1493,7 @@ static void drain_strays(struct env *e)
 	size_t len;
 
 	while (recv_answer(e, 0, buf, sizeof(buf), &len) == 1)
-		mismatch("an answer arrived before this case's frames were sent (%zu bytes)", len);
+		e2e_mismatch("an answer arrived before this case's frames were sent (%zu bytes)", len);
 }
 
 /* Frames [from, to) of the case, then the barrier. */
@@ -1620,15 +1508,15 @@ static int send_frames(struct env *e, int from, int to)
 /* Once the nth barrier of the case is counted, every frame before it has been handled. */
 static int wait_barrier(struct env *e, unsigned nth)
 {
-	const int64_t deadline = now_ms() + WAIT_MS;
+	const int64_t deadline = e2e_now_ms() + WAIT_MS;
 
 	for (;;) {
 		if (read_stats(e, e->after) < 0)
 			return -1;
 		if (e->after[C_drop_stale_ack] - e->before[C_drop_stale_ack] >= nth)
 			return 0;
-		if (now_ms() > deadline) {
-			broken("the barrier was not counted within %d ms", WAIT_MS);
+		if (e2e_now_ms() > deadline) {
+			e2e_error("the barrier was not counted within %d ms", WAIT_MS);
 			return -1;
 		}
 		poll(NULL, 0, 1);
@@ -1663,14 +1551,14 @@ static void check_counters(struct env *e, const struct hcase *c, const uint64_t 
 		int64_t own = (int64_t)got - (barrier ? n_barriers(c) : 0);
 
 		if (got != want[i])
-			mismatch("%s moved by %llu, expected %llu", counter_names[i],
-				 (unsigned long long)got, (unsigned long long)want[i]);
+			e2e_mismatch("%s moved by %llu, expected %llu", counter_names[i],
+				     (unsigned long long)got, (unsigned long long)want[i]);
 		if (own && i != C_sent_pkts && used < sizeof(moved))
 			used += (size_t)snprintf(moved + used, sizeof(moved) - used, "%s%s %+lld",
 						 used ? ", " : "", counter_names[i],
 						 (long long)own);
 	}
-	note("%s", used ? moved : "no counter moved");
+	e2e_note("%s", used ? moved : "no counter moved");
 }
 
 static void check_answer(struct env *e, const uint8_t *buf, size_t len,
@@ -1681,23 +1569,23 @@ static void check_answer(struct env *e, const uint8_t *buf, size_t len,
 	char name[48], got_psn[40], want_psn[40];
 
 	if (st != WIRE_OK || pkt.bth.opcode != WIRE_OP_RC_ACK) {
-		mismatch("an answer that is not an ACKNOWLEDGE (%s, opcode 0x%02x)",
-			 wire_status_name(st), pkt.bth.opcode);
+		e2e_mismatch("an answer that is not an ACKNOWLEDGE (%s, opcode 0x%02x)",
+			     wire_status_name(st), pkt.bth.opcode);
 		return;
 	}
-	note("%s at %s", wire_syndrome_name(pkt.ext.aeth.syndrome, name, sizeof(name)),
-	     psn_name(e, pkt.bth.psn, got_psn, sizeof(got_psn)));
+	e2e_note("%s at %s", wire_syndrome_name(pkt.ext.aeth.syndrome, name, sizeof(name)),
+		 psn_name(e, pkt.bth.psn, got_psn, sizeof(got_psn)));
 	if (!wire_icrc_ok(buf, &pkt))
-		mismatch("the answer's ICRC is wrong");
+		e2e_mismatch("the answer's ICRC is wrong");
 	if (pkt.bth.dest_qp != PEER_QPN)
-		mismatch("the answer is for QP 0x%06x, not the peer's 0x%06x", pkt.bth.dest_qp,
-			 PEER_QPN);
+		e2e_mismatch("the answer is for QP 0x%06x, not the peer's 0x%06x", pkt.bth.dest_qp,
+			     PEER_QPN);
 	if (!want)
-		mismatch("one answer more than expected");
+		e2e_mismatch("one answer more than expected");
 	else if (pkt.ext.aeth.syndrome != want->syndrome ||
 		 pkt.bth.psn != ((e->psn + (uint32_t)want->psn) & WIRE_PSN_MASK))
-		mismatch("expected syndrome 0x%02x at %s", want->syndrome,
-			 psn_name(e, (e->psn + (uint32_t)want->psn) & WIRE_PSN_MASK, want_psn,
+		e2e_mismatch("expected syndrome 0x%02x at %s", want->syndrome,
+			     psn_name(e, (e->psn + (uint32_t)want->psn) & WIRE_PSN_MASK, want_psn,
 				  sizeof(want_psn)));
 }
 
@@ -1716,10 +1604,10 @@ static void check_answers(struct env *e, const struct hcase *c)
 			return;
 		if (got == 0) {
 			if (i < want)
-				mismatch("answer %d of %d did not come within %d ms", i + 1, want,
-					 WAIT_MS);
+				e2e_mismatch("answer %d of %d did not come within %d ms", i + 1, want,
+					     WAIT_MS);
 			else if (i == 0)
-				note("no answer");
+				e2e_note("no answer");
 			return;
 		}
 		check_answer(e, buf, len, i < want ? &c->ans[i] : NULL);
@@ -1750,7 +1638,7 @@ static size_t land(struct env *e, const struct hcase *c)
 		if (!(c->lands >> i & 1) || !f->data_len)
 			continue;
 		if (!(w = holder(e, f->va, f->data_len))) {
-			broken("the table lets frame %d land outside the watched buffers", i);
+			e2e_error("the table lets frame %d land outside the watched buffers", i);
 			continue;
 		}
 		memcpy(w->shadow + (f->va - (uintptr_t)w->p), f->data, f->data_len);
@@ -1766,9 +1654,9 @@ static void check_memory(struct env *e, size_t landed)
 	for (size_t i = 0; i < sizeof(e->w) / sizeof(e->w[0]); i++)
 		ok = watched_ok(&e->w[i]) && ok;
 	if (ok && landed)
-		note("%zu byte(s) landed byte-exact, nothing else changed", landed);
+		e2e_note("%zu byte(s) landed byte-exact, nothing else changed", landed);
 	else if (ok)
-		note("buffers unchanged");
+		e2e_note("buffers unchanged");
 }
 
 static uint32_t fresh_psn(struct env *e)
@@ -1798,7 +1686,7 @@ static int dereg_late(struct env *e)
 	int err;
 
 	if (!e->late_mr) {
-		broken("the MR to deregister is gone already (the case can run once per process)");
+		e2e_error("the MR to deregister is gone already (the case can run once per process)");
 		return -1;
 	}
 	err = rocemu_dereg_mr(e->late_mr);
@@ -1813,9 +1701,7 @@ static bool run_case(struct env *e, const struct hcase *c, int idx)
 	unsigned access = c->qp_no_write ? 0 : IBV_ACCESS_REMOTE_WRITE;
 	uint64_t want[C_COUNT];
 
-	g_used = 0;
-	g_line[0] = '\0';
-	g_failed = false;
+	e2e_reset();
 	drain_strays(e);
 	e->psn = c->psn ? c->psn : fresh_psn(e);
 	if (qp_connect(e, e->qp, PEER_QPN, e->psn, access) == 0 && build_shot(e, c, idx) == 0 &&
@@ -1827,9 +1713,7 @@ static bool run_case(struct env *e, const struct hcase *c, int idx)
 		if (c->verify)
 			c->verify(e);
 	}
-	printf("%s: %s: %s\n", c->name, g_failed ? "FAIL" : "OK", g_line);
-	fflush(stdout);
-	return !g_failed;
+	return e2e_report(c->name, "") == 0;
 }
 
 static bool selected(const char *name, int argc, char **argv)
@@ -1844,8 +1728,8 @@ int main(int argc, char **argv)
 {
 	static struct env env = { .ctl = -1, .tx = -1, .rx = -1, .guard = -1,
 				  .psn_seq = FIRST_PSN, .child = { .up = -1, .down = -1 } };
-	const int64_t t0 = now_ms();
-	int ran = 0, failed = 0;
+	const int64_t t0 = e2e_now_ms();
+	int ran = 0, failed = 0, teardown_failed = 0;
 
 	if (argc < 4 || inet_pton(AF_INET, argv[2], &env.peer) != 1 ||
 	    inet_pton(AF_INET, argv[3], &env.spoof) != 1) {
@@ -1854,7 +1738,7 @@ int main(int argc, char **argv)
 	}
 	env.sock = argv[1];
 	if (child_start(&env) < 0 || setup(&env) < 0) {
-		printf("setup: FAIL: %s\n", g_line);
+		printf("setup: FAIL: %s\n", e2e_line());
 		teardown(&env);
 		return 2;
 	}
@@ -1863,12 +1747,11 @@ int main(int argc, char **argv)
 			ran++;
 			failed += !run_case(&env, &cases[i], (int)i);
 		}
-	g_used = 0;
-	g_failed = false;
+	e2e_reset();
 	teardown(&env);
-	if (g_failed)
-		printf("teardown: FAIL: %s\n", g_line);
+	if (e2e_case_failed())
+		teardown_failed = e2e_report("teardown", "");
 	printf("hostile: %d of %d cases matched in %.1f s\n", ran - failed, ran,
-	       (double)(now_ms() - t0) / 1000);
-	return failed || g_failed || !ran ? 1 : 0;
+	       (double)(e2e_now_ms() - t0) / 1000);
+	return failed || teardown_failed || !ran ? 1 : 0;
 }

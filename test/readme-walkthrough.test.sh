@@ -41,13 +41,6 @@ SECTION="## Running on two machines"
 # The exact header line of rdma-write's table (tools/rdma-write.c, print_table).
 TABLE_HEADER=" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
 RUN_SECONDS=180
-PIDS=()
-cleanup_walkthrough() {
-	local pid
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-	teardown
-}
-trap cleanup_walkthrough EXIT
 
 # ---- the section, its prose and its code blocks, from README.md ----
 

@@ -11,13 +11,6 @@ command -v python3 >/dev/null || skip "needs python3 to parse --json"
 
 CTL=$BUILD/rocemuctl
 HOLD=$BUILD/list_pages_e2e
-PIDS=()
-cleanup_pages() {
-	local pid
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-	teardown
-}
-trap cleanup_pages EXIT
 
 read -r _ _ PAGE_CLIENTS _ PAGE_MRS _ PAGE_QPS < <("$HOLD" pages) || fail "$HOLD pages"
 [ "${PAGE_MRS:-0}" -gt 0 ] && [ "${PAGE_QPS:-0}" -gt 0 ] && [ "${PAGE_CLIENTS:-0}" -gt 1 ] ||

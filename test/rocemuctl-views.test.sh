@@ -8,13 +8,6 @@ command -v python3 >/dev/null || skip "needs python3 to parse --json"
 
 CTL=$BUILD/rocemuctl
 PORT=$((35000 + RANDOM % 5000))
-PIDS=()
-cleanup_views() {
-	local pid
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-	teardown
-}
-trap cleanup_views EXIT
 
 # json_check SIDE VIEW PYTHON_EXPR: the view's --json parses and the expression holds of it
 # (d is the document).

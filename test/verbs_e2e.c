@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,10 +21,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "emu/rocemu.h"
+#include "test/e2e.h"
 
 #define PROG "verbs_e2e"
 
@@ -49,100 +48,19 @@
 #define WRAP_START    0xffff80
 #define ORPHAN_WAIT_MS 30000
 #define IMM_VALUE     0x12345678u
-#define LINE_MAX_LEN  2048
 
 #define ACCESS_TARGET (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
 enum seed { SEED_TARGET = 1, SEED_SOURCE, SEED_CANARY, SEED_OTHER };
 
-/* ---- what a case saw: one line, and whether everything matched ---- */
-
+/* The case this process runs: the name its line starts with. */
 static const char *g_case = "?";
-static char g_line[LINE_MAX_LEN];
-static size_t g_used;
-static bool g_failed;
-
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void note(const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (g_used + 8 >= sizeof(g_line))
-		return;
-	if (g_used)
-		g_used += (size_t)snprintf(g_line + g_used, sizeof(g_line) - g_used, "; ");
-	va_start(ap, fmt);
-	n = vsnprintf(g_line + g_used, sizeof(g_line) - g_used, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		g_used += (size_t)n;
-	if (g_used >= sizeof(g_line))
-		g_used = sizeof(g_line) - 1;
-}
-
-/* Records a failure of the case: kind is MISMATCH (not what was expected), TIMEOUT or
- * ERROR (a call that should have worked did not). */
-static void flag(const char *kind, const char *fmt, va_list ap)
-{
-	char buf[512];
-
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	note("%s: %s", kind, buf);
-	g_failed = true;
-}
-
-static void failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void failed(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	flag("MISMATCH", fmt, ap);
-	va_end(ap);
-}
-
-static void broken(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void broken(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	flag("ERROR", fmt, ap);
-	va_end(ap);
-}
-
-static void timed_out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void timed_out(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	flag("TIMEOUT", fmt, ap);
-	va_end(ap);
-}
-
-static int report(void)
-{
-	printf("%s: %s: %s\n", g_case, g_failed ? "FAIL" : "OK", g_line);
-	fflush(stdout);
-	return g_failed ? 1 : 0;
-}
-
 
 static const char *state_name(enum ibv_qp_state s)
 {
 	static const char *const names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
 
 	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- buffers: mmap'ed (registration remaps their pages), filled with patterns ---- */
@@ -175,8 +93,8 @@ static bool expect_range(const uint8_t *p, size_t from, size_t to, unsigned seed
 
 	if (bad == to)
 		return true;
-	failed("%s differs at offset %zu (0x%02x, expected 0x%02x)", what, bad, p[bad],
-	       pat(bad, seed));
+	e2e_mismatch("%s differs at offset %zu (0x%02x, expected 0x%02x)", what, bad, p[bad],
+		     pat(bad, seed));
 	return false;
 }
 
@@ -205,8 +123,8 @@ static int vfail(const struct node *n, const char *call, int err)
 {
 	const char *why = n && n->ctx ? rocemu_last_error(n->ctx) : "";
 
-	broken("%s on %s: %s%s%s%s", call, n ? n->name : "?", strerror(err), *why ? " (" : "",
-	       why, *why ? ")" : "");
+	e2e_error("%s on %s: %s%s%s%s", call, n ? n->name : "?", strerror(err), *why ? " (" : "",
+		  why, *why ? ")" : "");
 	return -1;
 }
 
@@ -216,7 +134,7 @@ static int region_alloc(struct region *r, struct node *n, size_t len, unsigned s
 
 	*r = (struct region){ .n = n };
 	if (p == MAP_FAILED) {
-		broken("mmap %zu bytes: %s", len, strerror(errno));
+		e2e_error("mmap %zu bytes: %s", len, strerror(errno));
 		return -1;
 	}
 	r->p = p;
@@ -264,13 +182,13 @@ static int node_open(struct node *n, const char *name, const char *sock)
 
 	n->name = name;
 	if (!(n->ctx = rocemu_open(sock))) {
-		broken("rocemu_open(%s) for %s: %s", sock, name, strerror(errno));
+		e2e_error("rocemu_open(%s) for %s: %s", sock, name, strerror(errno));
 		return -1;
 	}
 	if ((err = rocemu_query_port(n->ctx, &n->port)))
 		return vfail(n, "rocemu_query_port", err);
 	if (n->port.active_mtu < IBV_MTU_256 || n->port.active_mtu > IBV_MTU_4096) {
-		failed("%s: active MTU %d is not an enum ibv_mtu", name, (int)n->port.active_mtu);
+		e2e_mismatch("%s: active MTU %d is not an enum ibv_mtu", name, (int)n->port.active_mtu);
 		return -1;
 	}
 	if (!(n->pd = rocemu_alloc_pd(n->ctx)))
@@ -451,11 +369,11 @@ static int post_wr(struct end *e, struct ibv_send_wr *wr)
 /* The next completion on e's CQ within WAIT_MS; -1 (reported) when none came. */
 static int next_wc(struct end *e, struct ibv_wc *wc, const char *what)
 {
-	const int64_t deadline = now_ms() + WAIT_MS;
+	const int64_t deadline = e2e_now_ms() + WAIT_MS;
 
 	for (;;) {
 		int n = rocemu_poll_cq(e->cq, 1, wc), err;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - e2e_now_ms();
 
 		if (n == 1)
 			return 0;
@@ -463,8 +381,8 @@ static int next_wc(struct end *e, struct ibv_wc *wc, const char *what)
 			return vfail(e->n, "rocemu_poll_cq", errno);
 		err = left > 0 ? rocemu_wait_cq(e->cq, (int)left) : ETIMEDOUT;
 		if (err == ETIMEDOUT) {
-			timed_out("no completion on %s within %d ms for %s", e->n->name,
-				  WAIT_MS, what);
+			e2e_timeout("no completion on %s within %d ms for %s", e->n->name,
+				    WAIT_MS, what);
 			return -1;
 		}
 		if (err)
@@ -482,16 +400,16 @@ static bool expect_wc(struct end *e, uint64_t wr_id, enum ibv_wc_status want, co
 		return false;
 	if (out)
 		*out = wc;
-	note("%s -> %s", what, rocemu_wc_status_str(wc.status));
+	e2e_note("%s -> %s", what, rocemu_wc_status_str(wc.status));
 	if (wc.status != want || wc.wr_id != wr_id) {
-		failed("%s: expected %s for wr_id %llu, got %s for wr_id %llu", what,
-		       rocemu_wc_status_str(want), (unsigned long long)wr_id, rocemu_wc_status_str(wc.status),
-		       (unsigned long long)wc.wr_id);
+		e2e_mismatch("%s: expected %s for wr_id %llu, got %s for wr_id %llu", what,
+			     rocemu_wc_status_str(want), (unsigned long long)wr_id, rocemu_wc_status_str(wc.status),
+			     (unsigned long long)wc.wr_id);
 		return false;
 	}
 	if (wc.qp_num != e->qp->qp_num) {
-		failed("%s: completion names QP 0x%06x, not 0x%06x", what, wc.qp_num,
-		       e->qp->qp_num);
+		e2e_mismatch("%s: completion names QP 0x%06x, not 0x%06x", what, wc.qp_num,
+			     e->qp->qp_num);
 		return false;
 	}
 	return true;
@@ -510,8 +428,8 @@ static bool expect_quiet(struct end *e, const char *what)
 		return false;
 	}
 	if (rocemu_poll_cq(e->cq, 1, &wc) == 1)
-		failed("%s: an extra completion, %s for wr_id %llu", what, rocemu_wc_status_str(wc.status),
-		       (unsigned long long)wc.wr_id);
+		e2e_mismatch("%s: an extra completion, %s for wr_id %llu", what, rocemu_wc_status_str(wc.status),
+			     (unsigned long long)wc.wr_id);
 	return false;
 }
 
@@ -526,8 +444,8 @@ static bool expect_state(struct end *e, enum ibv_qp_state want)
 	}
 	if (a.qp_state == want)
 		return true;
-	failed("%s's QP is in %s, expected %s", e->n->name, state_name(a.qp_state),
-	       state_name(want));
+	e2e_mismatch("%s's QP is in %s, expected %s", e->n->name, state_name(a.qp_state),
+		     state_name(want));
 	return false;
 }
 
@@ -582,16 +500,16 @@ static void stale_rkey_writes(struct env *e, struct region *src, struct region *
 	    region_reg(dst, e->b.pd, 0, dst->len, ACCESS_TARGET) < 0)
 		return;
 	if (dst->mr->rkey == old_rkey)
-		failed("the new registration got the old rkey 0x%08x back", old_rkey);
+		e2e_mismatch("the new registration got the old rkey 0x%08x back", old_rkey);
 	s.what = "old rkey after a new registration";
 	if (!one_write(e, &o, &s) || !expect_pat(dst->p, dst->len, SEED_TARGET, "target"))
 		return;
-	note("target unchanged");
+	e2e_note("target unchanged");
 	s.what = "new rkey";
 	s.rkey = dst->mr->rkey;
 	s.want = IBV_WC_SUCCESS;
 	if (one_write(e, &o, &s) && expect_pat(dst->p, dst->len, SEED_SOURCE, "target"))
-		note("byte-exact");
+		e2e_note("byte-exact");
 }
 
 static void case_stale_rkey(struct env *e)
@@ -613,7 +531,7 @@ static void refused_write(struct env *e, const struct conn_opts *o, struct regio
 				(uintptr_t)dst->p, dst->mr->rkey, want };
 
 	if (one_write(e, o, &s) && expect_pat(dst->p, dst->len, SEED_TARGET, "target"))
-		note("target unchanged");
+		e2e_note("target unchanged");
 }
 
 static void case_no_remote_write(struct env *e)
@@ -638,11 +556,11 @@ static void other_pd_writes(struct env *e, struct rocemu_pd *pd2, struct region 
 				 dst->mr->rkey, IBV_WC_SUCCESS };
 
 	refused_write(e, &o, src, dst, IBV_WC_REM_ACCESS_ERR, "MR in PD2, QP in PD1");
-	if (g_failed)
+	if (e2e_case_failed())
 		return;
 	o.pd_b = pd2;
 	if (one_write(e, &o, &ok) && expect_pat(dst->p, dst->len, SEED_SOURCE, "target"))
-		note("byte-exact");
+		e2e_note("byte-exact");
 }
 
 static void case_other_pd(struct env *e)
@@ -740,7 +658,7 @@ static void flush_writes(struct env *e, struct region *src, struct region *dst)
 	    expect_flushed(&c.a, 4, 3, "posted after the error:") &&
 	    expect_quiet(&c.a, "after the flushes") &&
 	    expect_pat(dst->p, dst->len, SEED_TARGET, "target"))
-		note("unsignaled ones flushed too, nothing more, target unchanged");
+		e2e_note("unsignaled ones flushed too, nothing more, target unchanged");
 	conn_close(&c);
 }
 
@@ -785,12 +703,12 @@ static void canary_writes(struct env *e, struct region *src, struct region *buf)
 
 	if (!one_write(e, &o, &shots[0]) || !canaries_intact(buf, SEED_SOURCE, "after the write"))
 		return;
-	note("byte-exact");
+	e2e_note("byte-exact");
 	for (size_t i = 1; i < sizeof(shots) / sizeof(shots[0]); i++)
 		if (!one_write(e, &o, &shots[i]))
 			return;
 	if (canaries_intact(buf, SEED_SOURCE, "after the refused writes"))
-		note("canaries and MR contents unchanged");
+		e2e_note("canaries and MR contents unchanged");
 }
 
 static void case_canaries(struct env *e)
@@ -899,13 +817,13 @@ static bool check_recv_wc(const struct ibv_wc *wc, uint32_t len, uint32_t qpn)
 {
 	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
 	    wc->imm_data != htonl(IMM_VALUE) || wc->byte_len != len || wc->qp_num != qpn) {
-		failed("B's completion: opcode %d flags 0x%x imm 0x%08x byte_len %u qp 0x%06x, "
-		       "expected %d, WITH_IMM, 0x%08x, %u, 0x%06x", (int)wc->opcode,
-		       (unsigned)wc->wc_flags, ntohl(wc->imm_data), wc->byte_len, wc->qp_num,
-		       (int)IBV_WC_RECV_RDMA_WITH_IMM, IMM_VALUE, len, qpn);
+		e2e_mismatch("B's completion: opcode %d flags 0x%x imm 0x%08x byte_len %u qp 0x%06x, "
+			     "expected %d, WITH_IMM, 0x%08x, %u, 0x%06x", (int)wc->opcode,
+			     (unsigned)wc->wc_flags, ntohl(wc->imm_data), wc->byte_len, wc->qp_num,
+			     (int)IBV_WC_RECV_RDMA_WITH_IMM, IMM_VALUE, len, qpn);
 		return false;
 	}
-	note("B: RECV_RDMA_WITH_IMM, imm 0x%08x, byte_len %u", ntohl(wc->imm_data), wc->byte_len);
+	e2e_note("B: RECV_RDMA_WITH_IMM, imm 0x%08x, byte_len %u", ntohl(wc->imm_data), wc->byte_len);
 	return true;
 }
 
@@ -956,11 +874,11 @@ static void case_write_imm(struct env *e)
 	const uint32_t len = 3 * e->pmtu - 5;
 	struct region src = { 0 }, dst = { 0 };
 
-	note("%u bytes at MTU %u", len, e->pmtu);
+	e2e_note("%u bytes at MTU %u", len, e->pmtu);
 	if (region_open(&src, &e->a, len, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
 	    region_open(&dst, &e->b, len + 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
 	    imm_with_recv(e, &src, len, &dst)) {
-		note("byte-exact");
+		e2e_note("byte-exact");
 		imm_without_recv(e, &src, len, &dst);
 	}
 	region_close(&src);
@@ -987,13 +905,13 @@ static void zero_writes(struct env *e, struct region *src, struct region *dst)
 	    expect_wc(&c.a, 2, IBV_WC_SUCCESS, "one sge of length 0, bad rkey", NULL) &&
 	    expect_states(&c, IBV_WC_SUCCESS) &&
 	    expect_pat(dst->p, dst->len, SEED_TARGET, "target")) {
-		note("target unchanged");
+		e2e_note("target unchanged");
 		if (post_wr(&c.a, &w3) == 0 &&
 		    expect_wc(&c.a, 3, IBV_WC_SUCCESS, "then 16 bytes, good rkey, same QPs",
 			      NULL) &&
 		    expect_pat(dst->p, 16, SEED_SOURCE, "target") &&
 		    expect_range(dst->p, 16, dst->len, SEED_TARGET, "target past 16 bytes"))
-			note("they landed, nothing else changed");
+			e2e_note("they landed, nothing else changed");
 	}
 	conn_close(&c);
 }
@@ -1015,7 +933,7 @@ static bool late_receive(struct conn *c, struct region *src, struct region *dst,
 			 uint64_t recv_id, const char *what)
 {
 	struct ibv_recv_wr rwr = { .wr_id = recv_id }, *bad = NULL;
-	int64_t start = now_ms(), took;
+	int64_t start = e2e_now_ms(), took;
 	int err;
 
 	if (post_write_imm(&c->a, src, 64, dst) < 0)
@@ -1028,10 +946,10 @@ static bool late_receive(struct conn *c, struct region *src, struct region *dst,
 	if (!expect_wc(&c->a, 0x11, IBV_WC_SUCCESS, what, NULL) ||
 	    !expect_wc(&c->b, recv_id, IBV_WC_SUCCESS, "B's late receive", NULL))
 		return false;
-	took = now_ms() - start;
+	took = e2e_now_ms() - start;
 	if (took >= SLOW_RNR_MS * 3 / 4)
 		return true;
-	failed("%s completed in %lld ms: no RNR NAK delayed it", what, (long long)took);
+	e2e_mismatch("%s completed in %lld ms: no RNR NAK delayed it", what, (long long)took);
 	return false;
 }
 
@@ -1051,7 +969,7 @@ static void case_rnr_recover(struct env *e)
 	    conn_open(e, &o, &c) == 0) {
 		if (late_receive(&c, &src, &dst, 0x71, "1st message, receive late, rnr_retry 1") &&
 		    late_receive(&c, &src, &dst, 0x72, "2nd message, receive late, rnr_retry 1"))
-			note("each message got its own RNR retry");
+			e2e_note("each message got its own RNR retry");
 		conn_close(&c);
 	}
 	region_close(&src);
@@ -1071,52 +989,6 @@ struct child_msg {
 	char why[256];
 };
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* Exactly len bytes within timeout_ms; -1 on timeout, EOF or error. */
-static int read_full(int fd, void *buf, size_t len, int timeout_ms)
-{
-	int64_t deadline = now_ms() + timeout_ms;
-	uint8_t *p = buf;
-
-	while (len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - now_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&pfd, 1, (int)left) < 0) {
-			if (left > 0 && errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (!pfd.revents)
-			continue;
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static void child_offer(const char *sock_b, struct node *b, struct region *r,
 			struct child_msg *m)
 {
@@ -1124,7 +996,7 @@ static void child_offer(const char *sock_b, struct node *b, struct region *r,
 	    region_open(r, b, REGION, SEED_TARGET, ACCESS_TARGET) == 0)
 		*m = (struct child_msg){ .ok = 1, .rkey = r->mr->rkey, .addr = (uintptr_t)r->p,
 					 .len = r->len };
-	snprintf(m->why, sizeof(m->why), "%.*s", (int)sizeof(m->why) - 1, g_line);
+	snprintf(m->why, sizeof(m->why), "%.*s", (int)sizeof(m->why) - 1, e2e_line());
 }
 
 /* The child: its own context on B, opened after the fork. */
@@ -1136,14 +1008,14 @@ static int child_main(const char *sock_b, int out, int in)
 	char go;
 
 	child_offer(sock_b, &b, &r, &m);
-	if (write_full(out, &m, sizeof(m)) == 0 && m.ok &&
-	    read_full(in, &go, 1, CHILD_WAIT_MS) == 0) {
+	if (e2e_write_full(out, &m, sizeof(m)) == 0 && m.ok &&
+	    e2e_read_full(in, &go, 1, CHILD_WAIT_MS) == 0) {
 		m.changed_at = pat_mismatch(r.p, 0, r.len, SEED_TARGET);
-		write_full(out, &m, sizeof(m));
+		e2e_write_full(out, &m, sizeof(m));
 	}
 	region_close(&r);
 	node_close(&b);
-	return g_failed ? 1 : 0;
+	return e2e_case_failed() ? 1 : 0;
 }
 
 /* The parent aims at the child's MR through its own QP on B: a PD of another client. */
@@ -1153,12 +1025,12 @@ static void parent_writes(struct env *e, int in, int out)
 	struct region src = { 0 };
 	struct child_msg m = { 0 };
 
-	if (read_full(in, &m, sizeof(m), WAIT_MS) < 0) {
-		timed_out("no word from the child within %d ms", WAIT_MS);
+	if (e2e_read_full(in, &m, sizeof(m), WAIT_MS) < 0) {
+		e2e_timeout("no word from the child within %d ms", WAIT_MS);
 		return;
 	}
 	if (!m.ok || m.len != REGION) {
-		broken("the child has no MR to offer: %.*s", (int)sizeof(m.why) - 1, m.why);
+		e2e_error("the child has no MR to offer: %.*s", (int)sizeof(m.why) - 1, m.why);
 		return;
 	}
 	if (region_open(&src, &e->a, REGION, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0)
@@ -1166,13 +1038,13 @@ static void parent_writes(struct env *e, int in, int out)
 						 src.mr->lkey, m.addr, m.rkey,
 						 IBV_WC_REM_ACCESS_ERR });
 	region_close(&src);
-	if (write_full(out, "g", 1) < 0 || read_full(in, &m, sizeof(m), WAIT_MS) < 0)
-		timed_out("no verdict from the child within %d ms", WAIT_MS);
+	if (e2e_write_full(out, "g", 1) < 0 || e2e_read_full(in, &m, sizeof(m), WAIT_MS) < 0)
+		e2e_timeout("no verdict from the child within %d ms", WAIT_MS);
 	else if (m.changed_at != m.len)
-		failed("the child's buffer changed at offset %llu",
-		       (unsigned long long)m.changed_at);
+		e2e_mismatch("the child's buffer changed at offset %llu",
+			     (unsigned long long)m.changed_at);
 	else
-		note("child's buffer unchanged");
+		e2e_note("child's buffer unchanged");
 }
 
 /* Waits (bounded) for the child; kills it if it does not end in time. */
@@ -1186,13 +1058,13 @@ static void reap(pid_t pid)
 		if (i + 1 == WAIT_MS / 50) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
-			timed_out("the child did not exit within %d ms; killed it", WAIT_MS);
+			e2e_timeout("the child did not exit within %d ms; killed it", WAIT_MS);
 			return;
 		}
 		poll(NULL, 0, 50);
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		failed("the child ended with status 0x%x", (unsigned)status);
+		e2e_mismatch("the child ended with status 0x%x", (unsigned)status);
 }
 
 static void close_fd(int *fd)
@@ -1217,7 +1089,7 @@ static void case_other_process(struct env *e)
 		_exit(child_main(e->sock_b, up[1], down[0]));
 	}
 	if (pid < 0)
-		broken("pipe or fork: %s", strerror(errno));
+		e2e_error("pipe or fork: %s", strerror(errno));
 	close_fd(&up[1]);
 	close_fd(&down[0]);
 	if (pid > 0 && env_open(e) == 0)
@@ -1242,7 +1114,7 @@ static void case_psn_wrap(struct env *e)
 					     WRAP_LEN, src.mr->lkey, (uintptr_t)dst.p,
 					     dst.mr->rkey, IBV_WC_SUCCESS }) &&
 	    expect_pat(dst.p, WRAP_LEN, SEED_SOURCE, "target"))
-		note("byte-exact");
+		e2e_note("byte-exact");
 	region_close(&src);
 	region_close(&dst);
 }
@@ -1261,26 +1133,26 @@ static int orphan(const char *sock)
 
 	g_case = "orphan";
 	if (node_open(&n, "the daemon", sock) < 0 || !(cq = rocemu_create_cq(n.ctx, 4)))
-		return report();
+		return e2e_report(g_case, "");
 	printf("ready\n");
 	fflush(stdout);
 	if (poll(&in, 1, ORPHAN_WAIT_MS) != 1 || !fgets(line, sizeof(line), stdin)) {
-		timed_out("no go-ahead on stdin within %d ms", ORPHAN_WAIT_MS);
-		return report();
+		e2e_timeout("no go-ahead on stdin within %d ms", ORPHAN_WAIT_MS);
+		return e2e_report(g_case, "");
 	}
 	err = rocemu_alloc_pd(n.ctx) ? 0 : errno;
 	if (err == EPIPE)
-		note("alloc_pd: EPIPE (%s)", rocemu_last_error(n.ctx));
+		e2e_note("alloc_pd: EPIPE (%s)", rocemu_last_error(n.ctx));
 	else
-		failed("alloc_pd after the daemon went away: %s", err ? strerror(err) : "succeeded");
+		e2e_mismatch("alloc_pd after the daemon went away: %s", err ? strerror(err) : "succeeded");
 	err = rocemu_wait_cq(cq, 2000);
 	if (err == EPIPE)
-		note("wait_cq: EPIPE");
+		e2e_note("wait_cq: EPIPE");
 	else
-		failed("wait_cq after the daemon went away: %s", err ? strerror(err) : "returned 0");
+		e2e_mismatch("wait_cq after the daemon went away: %s", err ? strerror(err) : "returned 0");
 	rocemu_close(n.ctx);
 	n.ctx = NULL;
-	return report();
+	return e2e_report(g_case, "");
 }
 
 /* ---- hold: pinned memory for the SIGKILL test ---- */
@@ -1330,7 +1202,7 @@ static int hold(const char *sock, const char *size_arg)
 	}
 	region_close(&r);
 	node_close(&n);
-	return report();
+	return e2e_report(g_case, "");
 }
 
 /* ---- main ---- */
@@ -1374,7 +1246,7 @@ static int run_case(const struct test_case *tc, const char *sock_a, const char *
 	if (tc->opens_env || env_open(&e) == 0)
 		tc->run(&e);
 	env_close(&e);
-	return report();
+	return e2e_report(g_case, "");
 }
 
 int main(int argc, char **argv)
