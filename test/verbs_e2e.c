@@ -757,8 +757,8 @@ static bool sparse_intact(const uint8_t *p, size_t msg_at, size_t msg_len, const
 {
 	for (size_t i = 0; i < SPARSE_PAGES * page_size(); i++) {
 		if (p[i] != sparse_byte(i, msg_at, msg_len)) {
-			failed("target byte %zu is 0x%02x %s, expected 0x%02x", i, p[i], when,
-			       sparse_byte(i, msg_at, msg_len));
+			e2e_mismatch("target byte %zu is 0x%02x %s, expected 0x%02x", i, p[i], when,
+				     sparse_byte(i, msg_at, msg_len));
 			return false;
 		}
 	}
@@ -776,10 +776,10 @@ static void sparse_write(struct env *e, struct region *src, struct region *dst)
 
 	if (!sparse_intact(dst->p, 0, 0, "after registration"))
 		return;
-	note("contents kept by registration");
+	e2e_note("contents kept by registration");
 	if (one_write(e, &o, &s) &&
 	    sparse_intact(dst->p, SPARSE_MSG_AT, SPARSE_MSG_LEN, "after the write"))
-		note("byte-exact, untouched pages still zero around it");
+		e2e_note("byte-exact, untouched pages still zero around it");
 }
 
 static void case_sparse_target(struct env *e)
@@ -789,7 +789,7 @@ static void case_sparse_target(struct env *e)
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED) {
-		broken("mmap %zu bytes: %s", len, strerror(errno));
+		e2e_error("mmap %zu bytes: %s", len, strerror(errno));
 		return;
 	}
 	dst.p = p;
