@@ -1,7 +1,7 @@
 /* rocemud: plays an RDMA HCA (RoCEv2) on one Ethernet interface. */
 #include <errno.h>
-#include <sched.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
