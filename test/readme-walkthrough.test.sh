@@ -80,10 +80,11 @@ sed_escape() { printf '%s' "$1" | sed -e 's/[\\|&]/\\&/g'; }
 # substitute SIDE IFACE FILE: the file's commands for host SIDE, whose interface is IFACE.
 substitute() {
 	mkdir -p "$WORK/tmp-$1"
-	sed -E -e "s|\\<eth0\\>|$(sed_escape "$2")|g" \
+	# /tmp/ first: the build tree put in place of build/ may itself be under /tmp
+	sed -E -e "s|(^\|[[:space:]])/tmp/|\\1$(sed_escape "$WORK/tmp-$1")/|g" \
+		-e "s|\\<eth0\\>|$(sed_escape "$2")|g" \
 		-e "s|\\<10\\.0\\.0\\.2\\>|$(sed_escape "$ADDR_B")|g" \
-		-e "s|(^\|[[:space:]])build/|\\1$(sed_escape "$BUILD")/|g" \
-		-e "s|(^\|[[:space:]])/tmp/|\\1$(sed_escape "$WORK/tmp-$1")/|g" "$3"
+		-e "s|(^\|[[:space:]])build/|\\1$(sed_escape "$BUILD")/|g" "$3"
 }
 
 # ---- two hosts ----
@@ -186,8 +187,8 @@ LOOP_SOCKS=()
 n=0
 while IFS= read -r cmd; do
 	n=$((n + 1))
-	cmd=$(sed -E -e "s|^rocemud |$(sed_escape "$BUILD")/rocemud |" \
-		-e "s|(^\|[[:space:]])/tmp/|\\1$(sed_escape "$WORK")/|g" <<<"$cmd")
+	cmd=$(sed -E -e "s|(^\|[[:space:]])/tmp/|\\1$(sed_escape "$WORK")/|g" \
+		-e "s|^rocemud |$(sed_escape "$BUILD")/rocemud |" <<<"$cmd")
 	sock=$(grep -oE -- '-s [^ ]+' <<<"$cmd" | cut -d' ' -f2)
 	[ -n "$sock" ] || fail "the Loopback command '$cmd' names no socket"
 	echo "host a, lo: $cmd -d"
