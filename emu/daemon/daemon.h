@@ -255,6 +255,12 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
 void qp_to_error(struct qp *qp);
 
+/* The states in which a QP takes requests, and so answers them. */
+static inline bool qp_takes_requests(const struct qp *qp)
+{
+	return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+}
+
 /* req.c: requester and completer */
 void req_doorbell_cb(struct ev_loop *loop, ev_io *w, int revents);
 void req_pump(struct qp *qp);

@@ -417,6 +417,7 @@ int op_status(struct client *c, const struct request *req, struct reply *rep)
 	struct client *i;
 
 	(void)req;
+	net_read_ring_drops(dev);
 	r->state = net_link_up(dev) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	r->max_mtu = dev->max_mtu;
 	r->active_mtu = dev->active_mtu;
@@ -431,7 +432,8 @@ int op_status(struct client *c, const struct request *req, struct reply *rep)
 	r->sent_pkts = cnt->sent_pkts;
 	r->drops = cnt->drop_malformed + cnt->drop_not_ours + cnt->drop_bad_icrc +
 		   cnt->drop_unknown_qp + cnt->drop_transport + cnt->drop_qp_state +
-		   cnt->drop_wrong_peer + cnt->drop_bad_pkey + cnt->drop_stale_ack;
+		   cnt->drop_wrong_peer + cnt->drop_bad_pkey + cnt->drop_stale_ack +
+		   cnt->drop_ring_full;
 	return 0;
 }
 

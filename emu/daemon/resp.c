@@ -44,7 +44,7 @@ static void send_due_ack(struct qp *qp)
 	if (!qp->ack_due)
 		return;
 	resp_cancel_ack(qp);
-	if (qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD)
+	if (!qp_takes_requests(qp))
 		return;
 	qp->dev->cnt.acks_sent++;
 	send_ack(qp, qp->rcv_psn - 1, WIRE_SYN_ACK);

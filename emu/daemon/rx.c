@@ -18,7 +18,7 @@ static bool qp_accepts(const struct qp *qp, bool response)
 {
 	if (response)
 		return qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
-	return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+	return qp_takes_requests(qp);
 }
 
 static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire_pkt *pkt)
