@@ -153,6 +153,7 @@ static int open_pcap(struct dev *dev, char *err, size_t errlen)
 {
 	char perr[PCAP_ERRBUF_SIZE], filter[128], ip[INET_ADDRSTRLEN];
 	struct bpf_program prog;
+	int one = 1;
 
 	inet_ntop(AF_INET, &dev->ipv4, ip, sizeof(ip));
 	snprintf(filter, sizeof(filter), "udp dst port %d and dst host %s", WIRE_ROCE_PORT, ip);
@@ -168,6 +169,11 @@ static int open_pcap(struct dev *dev, char *err, size_t errlen)
 			 errno == EPERM ? " (raw sockets need root or CAP_NET_RAW)" : "");
 		return -1;
 	}
+	/* libpcap drops our own frames only after the kernel offered them to the ring's filter;
+	 * with this option (Linux 4.20) the kernel does not offer them. Older kernels refuse
+	 * it, and libpcap's direction still holds. */
+	(void)setsockopt(pcap_fileno(dev->pcap), SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
+			 sizeof(one));
 	if (pcap_setfilter(dev->pcap, &prog) || pcap_setnonblock(dev->pcap, 1, perr)) {
 		snprintf(err, errlen, "cannot filter on %s: %s", dev->ifname, pcap_geterr(dev->pcap));
 		pcap_freecode(&prog);
@@ -180,10 +186,13 @@ static int open_pcap(struct dev *dev, char *err, size_t errlen)
 	return 0;
 }
 
+/* Bound to the interface with protocol 0: a packet socket bound to an EtherType also
+ * receives every frame of that type, a clone per frame queued to a socket nobody reads.
+ * (Naming the interface in each message instead costs a device lookup per frame.) The
+ * kernel reads each frame's EtherType from its Ethernet header. */
 static int open_tx(struct dev *dev, char *err, size_t errlen)
 {
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex,
-				   .sll_protocol = htons(ETH_P_IP) };
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex };
 
 	dev->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (dev->tx_fd < 0 || bind(dev->tx_fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
