@@ -37,7 +37,19 @@ teardown() {
 		kill -9 "$pid" 2>/dev/null
 	done
 	[ "$TOPOLOGY" = netns ] && "$ROCEMU_ROOT/scripts/netns.sh" down >/dev/null 2>&1
+	[ "$TOPOLOGY" = lo ] && drop_lo_tables
 	rm -rf "$WORK"
+}
+# A daemon killed on lo leaves its nftables ingress table in this host's namespace; the
+# namespaces of the netns topology take theirs with them.
+drop_lo_tables() {
+	local addr
+	command -v nft >/dev/null || return 0
+	for addr in "$ADDR_A" "$ADDR_B"; do
+		nft delete table netdev "$(printf 'rocemu_if%s_%02x%02x%02x%02x' \
+			"$(cat /sys/class/net/lo/ifindex)" $(tr . ' ' <<<"$addr"))" 2>/dev/null
+	done
+	return 0
 }
 trap teardown EXIT
 

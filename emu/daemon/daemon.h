@@ -153,6 +153,7 @@ struct dev {
 	struct ev_loop *loop;
 	char ifname[IF_NAMESIZE];
 	int ifindex;
+	char ingress_table[40];      /* our nftables table, when the ingress drop is in place */
 	uint8_t mac[6];
 	uint32_t ipv4;               /* network byte order */
 	unsigned link_mtu;
@@ -220,6 +221,11 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
 bool net_link_up(struct dev *dev);
 unsigned net_mtu_bytes(enum ibv_mtu mtu);
+
+/* ingress.c: an nftables rule that keeps RoCE frames out of the kernel's IP input; 0, or -1
+ * with a message (the guard socket still keeps the kernel quiet) */
+int ingress_drop_add(struct dev *dev, char *err, size_t errlen);
+int ingress_drop_remove(struct dev *dev, char *err, size_t errlen);
 
 /* capture.c: --pcap recording; capture_frame does nothing when it is off */
 int capture_open(struct dev *dev, const char *path, uint64_t max_bytes, char *err,

@@ -25,6 +25,7 @@ struct options {
 	const char *pcap;
 	uint64_t pcap_max;
 	uint32_t busy_poll_us;
+	bool no_ingress_drop;
 	bool foreground;
 	bool verbose;
 };
@@ -34,7 +35,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
-		"               [--busy-poll USEC]\n"
+		"               [--busy-poll USEC] [--no-ingress-drop]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
@@ -51,7 +52,9 @@ static void usage(FILE *out)
 		"  --pcap-max BYTES  at this size FILE becomes FILE.1 and a new FILE starts\n"
 		"             (K, M, G; default 64M)\n"
 		"  --busy-poll USEC  after frames move, poll for USEC microseconds instead of\n"
-		"             sleeping: lower latency for a CPU kept busy (default: off)\n",
+		"             sleeping: lower latency for a CPU kept busy (default: off)\n"
+		"  --no-ingress-drop  do not add the nftables ingress rule that keeps RoCE frames\n"
+		"             to this address out of the kernel's IP input\n",
 		ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
@@ -96,6 +99,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "pcap", required_argument, NULL, 'C' },
 		{ "pcap-max", required_argument, NULL, 'M' },
 		{ "busy-poll", required_argument, NULL, 'B' },
+		{ "no-ingress-drop", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -106,6 +110,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'g': o->group = optarg; break;
 		case 'F': o->fault = optarg; break;
 		case 'C': o->pcap = optarg; break;
+		case 'N': o->no_ingress_drop = true; break;
 		case 'B': {
 			char *end;
 			unsigned long us = strtoul(optarg, &end, 10);
@@ -263,8 +268,24 @@ static int dev_start(struct dev *dev, const struct options *o)
 	return 0;
 }
 
+static void start_ingress_drop(struct dev *dev)
+{
+	char err[256];
+
+	if (ingress_drop_add(dev, err, sizeof(err)) == 0)
+		log_info("RoCE frames to this address are dropped at ingress after capture "
+			 "(nftables table netdev %s)", dev->ingress_table);
+	else
+		log_info("no ingress drop (%s): the kernel's IP input sees every RoCE frame, and "
+			 "the UDP socket on port %d keeps it quiet", err, WIRE_ROCE_PORT);
+}
+
 static void dev_stop(struct dev *dev)
 {
+	char err[256];
+
+	if (ingress_drop_remove(dev, err, sizeof(err)) < 0)
+		log_warn("removing the ingress drop: %s", err);
 	while (!LIST_EMPTY(&dev->clients))
 		client_destroy(LIST_FIRST(&dev->clients));
 	ctl_close(dev);
@@ -303,6 +324,8 @@ int main(int argc, char **argv)
 	}
 	log_info("rocemud on %s (%s), MTU %u, socket %s", dev.ifname, o.addr ? o.addr : "first IPv4",
 		 net_mtu_bytes(dev.active_mtu), dev.sock_path);
+	if (!o.no_ingress_drop)
+		start_ingress_drop(&dev);
 	if (fault_active(&dev.fault)) {
 		char spec[256];
 

@@ -1,0 +1,145 @@
+/* An nftables ingress rule that drops RoCE frames to our address before the kernel's IP
+ * input sees them. The packet sockets (libpcap's ring) are offered each frame before the
+ * ingress hook runs, so we still receive everything; the kernel no longer routes each frame,
+ * looks up the guard socket and queues a copy there. On a veth the receiver's kernel work is
+ * charged to the sender, so both daemons gain (about 6-8% CPU per 64-byte WRITE here).
+ *
+ * The rule is optional: without nft, or without CAP_NET_ADMIN, the guard UDP socket alone
+ * keeps the kernel from answering with ICMP port unreachable. One table per interface and
+ * address, replaced when it is found left over from a daemon that was killed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "emu/daemon/daemon.h"
+#include "wire/wire.h"
+
+extern char **environ;
+
+/* nft quotes names in double quotes and knows no escape inside them. */
+static bool quotable(const char *name)
+{
+	return !strpbrk(name, "\"\\\n");
+}
+
+static int text_fd(const char *name, const char *text)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	size_t len = text ? strlen(text) : 0;
+
+	if (fd < 0)
+		return -1;
+	if ((len && write(fd, text, len) != (ssize_t)len) || lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The first line nft wrote to stderr, or a description of how it ended. */
+static void describe_failure(int err_fd, int status, char *err, size_t errlen)
+{
+	char line[160];
+	ssize_t n = pread(err_fd, line, sizeof(line) - 1, 0);
+
+	if (n > 0) {
+		line[n] = '\0';
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(err, errlen, "nft: %s", line);
+	} else if (WIFEXITED(status)) {
+		snprintf(err, errlen, "nft exited with status %d", WEXITSTATUS(status));
+	} else {
+		snprintf(err, errlen, "nft was killed by signal %d", WTERMSIG(status));
+	}
+}
+
+/* Runs `nft -f -` on SCRIPT: 0, or -1 with ERR saying why. */
+static int run_nft(const char *script, char *err, size_t errlen)
+{
+	char *argv[] = { "nft", "-f", "-", NULL };
+	posix_spawn_file_actions_t fa;
+	int in_fd = text_fd("rocemu-nft-in", script), err_fd = text_fd("rocemu-nft-err", NULL);
+	int rc = -1, status;
+	pid_t pid;
+
+	if (in_fd < 0 || err_fd < 0 || posix_spawn_file_actions_init(&fa) != 0) {
+		snprintf(err, errlen, "cannot prepare to run nft: %s", strerror(errno));
+		goto out;
+	}
+	posix_spawn_file_actions_adddup2(&fa, in_fd, STDIN_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
+	errno = posix_spawnp(&pid, "nft", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (errno) {
+		snprintf(err, errlen, "cannot run nft: %s", strerror(errno));
+		goto out;
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			snprintf(err, errlen, "waiting for nft: %s", strerror(errno));
+			goto out;
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		rc = 0;
+	else
+		describe_failure(err_fd, status, err, errlen);
+out:
+	if (in_fd >= 0)
+		close(in_fd);
+	if (err_fd >= 0)
+		close(err_fd);
+	return rc;
+}
+
+int ingress_drop_add(struct dev *dev, char *err, size_t errlen)
+{
+	char ip[INET_ADDRSTRLEN], name[sizeof(dev->ingress_table)], script[512];
+
+	if (!quotable(dev->ifname)) {
+		snprintf(err, errlen, "interface name %s cannot be quoted for nft", dev->ifname);
+		return -1;
+	}
+	inet_ntop(AF_INET, &dev->ipv4, ip, sizeof(ip));
+	snprintf(name, sizeof(name), "rocemu_if%d_%08x", dev->ifindex, ntohl(dev->ipv4));
+	/* add + delete first: one transaction replaces a table a killed daemon left. */
+	snprintf(script, sizeof(script),
+		 "add table netdev %s\n"
+		 "delete table netdev %s\n"
+		 "table netdev %s {\n"
+		 "  chain ingress {\n"
+		 "    type filter hook ingress device \"%s\" priority 0; policy accept;\n"
+		 "    ip daddr %s udp dport %d drop\n"
+		 "  }\n"
+		 "}\n",
+		 name, name, name, dev->ifname, ip, WIRE_ROCE_PORT);
+	if (run_nft(script, err, errlen) < 0)
+		return -1;
+	snprintf(dev->ingress_table, sizeof(dev->ingress_table), "%s", name);
+	return 0;
+}
+
+int ingress_drop_remove(struct dev *dev, char *err, size_t errlen)
+{
+	char script[128];
+	int rc;
+
+	if (!dev->ingress_table[0])
+		return 0;
+	snprintf(script, sizeof(script), "delete table netdev %s\n", dev->ingress_table);
+	rc = run_nft(script, err, errlen);
+	if (rc < 0) {
+		size_t used = strlen(err);
+
+		snprintf(err + used, errlen - used, " (table netdev %s)", dev->ingress_table);
+	}
+	dev->ingress_table[0] = '\0';
+	return rc;
+}

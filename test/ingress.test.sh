@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The nftables ingress drop: rocemud adds a netdev table that drops UDP 4791 to its address
+# after libpcap has seen the frame, so the kernel's IP input (and the guard UDP socket) never
+# sees a RoCE frame; it removes the table when it stops, replaces one a killed daemon left,
+# and without nft (or with --no-ingress-drop) falls back to the guard socket alone. In each
+# case transfers stay byte-exact and the kernel sends no ICMP port unreachable.
+set -u
+source "$(dirname "$0")/daemons.sh"
+require_root
+command -v nft >/dev/null || skip "nft is missing (scripts/install-deps.sh installs nftables)"
+
+PORT=$((41000 + RANDOM % 5000))
+
+# snmp_b GROUP FIELD: a counter of /proc/net/snmp in host b
+snmp_b() {
+	"${IN_B[@]}" awk -v g="$1:" -v f="$2" '$1 == g && !n { for (i = 2; i <= NF; i++) h[i] = $i; n = 1; next }
+		$1 == g && n { for (i = 2; i <= NF; i++) if (h[i] == f) print $i }' /proc/net/snmp
+}
+
+table_b() { # the table rocemud b names for its interface and address
+	printf 'rocemu_if%s_%02x%02x%02x%02x' "$("${IN_B[@]}" cat "/sys/class/net/$IF_B/ifindex")" \
+		$(tr . ' ' <<<"$ADDR_B")
+}
+
+tables_b() { "${IN_B[@]}" nft list tables netdev | grep -c "rocemu_" ; }
+
+# transfer WHAT: 2000 x 4 KiB byte-exact; the guard socket's counters must move (or not)
+transfer() {
+	local what=$1 udp0 err0 icmp0 udp1 err1 icmp1 rc
+	PORT=$((PORT + 1))
+	udp0=$(snmp_b Udp InDatagrams) err0=$(snmp_b Udp RcvbufErrors)
+	icmp0=$(snmp_b IcmpMsg OutType3)
+	"${IN_B[@]}" timeout 60 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $PORT -s 4096 --verify \
+		>"$WORK/server.out" 2>&1 &
+	local server=$!
+	"${IN_A[@]}" timeout 60 "$BUILD/rdma-write" -D "$SOCK_A" -p $PORT -s 4096 -n 2000 --verify \
+		--json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
+	rc=$?
+	wait $server
+	[ $rc -eq 0 ] && [ $? -eq 0 ] && grep -q '"verify":"OK"' "$WORK/client.json" ||
+		{ cat "$WORK/client.json" "$WORK/client.err" "$WORK/server.out"; fail "transfer ($what)"; }
+	udp1=$(snmp_b Udp InDatagrams) err1=$(snmp_b Udp RcvbufErrors)
+	icmp1=$(snmp_b IcmpMsg OutType3)
+	[ "${icmp1:-0}" = "${icmp0:-0}" ] || fail "$what: the kernel sent $((icmp1 - icmp0)) ICMP unreachables"
+	GUARD_SAW=$(( (udp1 - udp0) + (err1 - err0) ))
+	echo "ingress: $what: 2000 x 4 KiB byte-exact; the guard socket was offered $GUARD_SAW frames"
+}
+
+topology_up netns
+TABLE=$(table_b)
+grep -q "dropped at ingress after capture (nftables table netdev $TABLE)" "$WORK/rocemud-b.log" ||
+	fail "rocemud b did not report its ingress drop: $(cat "$WORK/rocemud-b.log")"
+"${IN_B[@]}" nft list table netdev "$TABLE" | grep -q "ip daddr $ADDR_B udp dport 4791 drop" ||
+	fail "table $TABLE lacks the drop rule: $("${IN_B[@]}" nft list ruleset)"
+transfer "with the ingress drop"
+[ "$GUARD_SAW" -eq 0 ] || fail "with the ingress drop the IP stack still saw $GUARD_SAW RoCE frames"
+
+daemon_stop b
+[ "$(tables_b)" -eq 0 ] || fail "rocemud b left its table behind on SIGTERM"
+echo "ingress: SIGTERM removes table $TABLE"
+
+daemon_start b
+daemon_stop b KILL
+[ "$(tables_b)" -eq 1 ] || fail "a killed rocemud should leave its table (found $(tables_b))"
+daemon_start b
+[ "$(tables_b)" -eq 1 ] || fail "a restarted rocemud should replace the left-over table"
+transfer "after replacing a killed daemon's table"
+daemon_stop b
+[ "$(tables_b)" -eq 0 ] || fail "the replaced table stayed after SIGTERM"
+echo "ingress: a table left by SIGKILL is replaced at the next start and removed at its stop"
+
+ROCEMUD_ARGS=--no-ingress-drop daemon_start b
+[ "$(tables_b)" -eq 0 ] || fail "--no-ingress-drop added a table"
+transfer "--no-ingress-drop"
+[ "$GUARD_SAW" -gt 0 ] || fail "without the ingress drop the guard socket saw no frame"
+daemon_stop b
+
+saved=("${IN_B[@]}")
+IN_B=("${saved[@]}" env PATH=/nonexistent)
+daemon_start b
+IN_B=("${saved[@]}")
+grep -q "no ingress drop (cannot run nft: No such file or directory)" "$WORK/rocemud-b.log" ||
+	fail "without nft rocemud should say so: $(tail -n 3 "$WORK/rocemud-b.log")"
+transfer "without nft"
+[ "$GUARD_SAW" -gt 0 ] || fail "without nft the guard socket saw no frame"
+echo "ingress: without nft, or with --no-ingress-drop, the guard socket keeps the kernel quiet"
