@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The nftables ingress drop: rocemud adds a netdev table that drops UDP 4791 to its address
+# What the kernel does for each RoCE frame on the receiving host. The sending packet socket
+# is not bound to an EtherType, so it receives nothing (no clone of every frame queued
+# unread). The nftables ingress drop: rocemud adds a netdev table that drops UDP 4791 to its address
 # after libpcap has seen the frame, so the kernel's IP input (and the guard UDP socket) never
 # sees a RoCE frame; it removes the table when it stops, replaces one a killed daemon left,
 # and without nft (or with --no-ingress-drop) falls back to the guard socket alone. In each
@@ -54,6 +56,13 @@ grep -q "dropped at ingress after capture (nftables table netdev $TABLE)" "$WORK
 	fail "table $TABLE lacks the drop rule: $("${IN_B[@]}" nft list ruleset)"
 transfer "with the ingress drop"
 [ "$GUARD_SAW" -eq 0 ] || fail "with the ingress drop the IP stack still saw $GUARD_SAW RoCE frames"
+# /proc/net/packet: sk RefCnt Type Proto Iface R(unning hook) Rmem User Inode. Only the
+# capture ring (ETH_P_ALL, 0003) may have a receive hook, and nothing may sit unread.
+packets=$("${IN_B[@]}" awk 'NR > 1' /proc/net/packet)
+[ "$(awk '$6 == 1 && $4 != "0003"' <<<"$packets")" = "" ] ||
+	fail "a packet socket other than the capture ring receives frames: $packets"
+[ "$(awk '$7 != 0' <<<"$packets")" = "" ] || fail "frames wait unread in a packet socket: $packets"
+echo "ingress: only the capture ring receives; no packet socket holds unread frames"
 
 daemon_stop b
 [ "$(tables_b)" -eq 0 ] || fail "rocemud b left its table behind on SIGTERM"
