@@ -5,7 +5,8 @@
 # after libpcap has seen the frame, so the kernel's IP input (and the guard UDP socket) never
 # sees a RoCE frame; it removes the table when it stops, replaces one a killed daemon left,
 # and without nft (or with --no-ingress-drop) falls back to the guard socket alone. In each
-# case transfers stay byte-exact and the kernel sends no ICMP port unreachable.
+# case transfers stay byte-exact and the kernel sends no ICMP port unreachable. An nft that
+# hangs is killed after 5 s.
 set -u
 source "$(dirname "$0")/daemons.sh"
 require_root
@@ -93,3 +94,18 @@ grep -q "no ingress drop (cannot run nft: No such file or directory)" "$WORK/roc
 transfer "without nft"
 [ "$GUARD_SAW" -gt 0 ] || fail "without nft the guard socket saw no frame"
 echo "ingress: without nft, or with --no-ingress-drop, the guard socket keeps the kernel quiet"
+daemon_stop b
+
+# an nft that never finishes: the daemon gives up after 5 s and serves with the guard socket
+mkdir -p "$WORK/hung-bin"
+printf '#!/bin/sh\necho $$ >"%s"\nexec sleep 60\n' "$WORK/hung.pid" >"$WORK/hung-bin/nft"
+chmod +x "$WORK/hung-bin/nft"
+IN_B=("${saved[@]}" env PATH="$WORK/hung-bin:$PATH")
+daemon_start b
+IN_B=("${saved[@]}")
+for _ in $(seq 100); do grep -q "nft did not finish" "$WORK/rocemud-b.log" && break; sleep 0.1; done
+grep -q "no ingress drop (nft did not finish in 5 s and was killed)" "$WORK/rocemud-b.log" ||
+	fail "a hung nft should be killed after 5 s: $(tail -n 3 "$WORK/rocemud-b.log")"
+kill -0 "$(cat "$WORK/hung.pid")" 2>/dev/null && fail "the hung nft was left running"
+transfer "after a hung nft"
+echo "ingress: an nft that hangs is killed after 5 s and the daemon serves with the guard socket"

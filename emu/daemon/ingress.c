@@ -10,15 +10,20 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "emu/daemon/daemon.h"
 #include "wire/wire.h"
+
+#define NFT_TIMEOUT_NS 5000000000L
+#define NFT_POLL_NS 1000000L
 
 extern char **environ;
 
@@ -59,6 +64,31 @@ static void describe_failure(int err_fd, int status, char *err, size_t errlen)
 	}
 }
 
+/* nft talks to the kernel over netlink and normally ends in milliseconds; a daemon must
+ * not hang at start or stop if it does not. */
+static int await_nft(pid_t pid, int *status, char *err, size_t errlen)
+{
+	const struct timespec tick = { .tv_nsec = NFT_POLL_NS };
+
+	for (long waited = 0; waited < NFT_TIMEOUT_NS; waited += NFT_POLL_NS) {
+		pid_t got = waitpid(pid, status, WNOHANG);
+
+		if (got == pid)
+			return 0;
+		if (got < 0 && errno != EINTR) {
+			snprintf(err, errlen, "waiting for nft: %s", strerror(errno));
+			return -1;
+		}
+		nanosleep(&tick, NULL);
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	snprintf(err, errlen, "nft did not finish in %d s and was killed",
+		 (int)(NFT_TIMEOUT_NS / 1000000000L));
+	return -1;
+}
+
 /* Runs `nft -f -` on SCRIPT: 0, or -1 with ERR saying why. */
 static int run_nft(const char *script, char *err, size_t errlen)
 {
@@ -81,12 +111,8 @@ static int run_nft(const char *script, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot run nft: %s", strerror(errno));
 		goto out;
 	}
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR) {
-			snprintf(err, errlen, "waiting for nft: %s", strerror(errno));
-			goto out;
-		}
-	}
+	if (await_nft(pid, &status, err, errlen) < 0)
+		goto out;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		rc = 0;
 	else
