@@ -40,14 +40,19 @@ teardown() {
 	[ "$TOPOLOGY" = lo ] && drop_lo_tables
 	rm -rf "$WORK"
 }
+# ingress_table IFINDEX IPV4: the nftables table rocemud names for an interface and address
+ingress_table() {
+	printf 'rocemu_if%s_%02x%02x%02x%02x' "$1" $(tr . ' ' <<<"$2")
+}
+
 # A daemon killed on lo leaves its nftables ingress table in this host's namespace; the
 # namespaces of the netns topology take theirs with them.
 drop_lo_tables() {
 	local addr
 	command -v nft >/dev/null || return 0
 	for addr in "$ADDR_A" "$ADDR_B"; do
-		nft delete table netdev "$(printf 'rocemu_if%s_%02x%02x%02x%02x' \
-			"$(cat /sys/class/net/lo/ifindex)" $(tr . ' ' <<<"$addr"))" 2>/dev/null
+		nft delete table netdev "$(ingress_table "$(cat /sys/class/net/lo/ifindex)" "$addr")" \
+			2>/dev/null
 	done
 	return 0
 }

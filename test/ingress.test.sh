@@ -21,8 +21,7 @@ snmp_b() {
 }
 
 table_b() { # the table rocemud b names for its interface and address
-	printf 'rocemu_if%s_%02x%02x%02x%02x' "$("${IN_B[@]}" cat "/sys/class/net/$IF_B/ifindex")" \
-		$(tr . ' ' <<<"$ADDR_B")
+	ingress_table "$("${IN_B[@]}" cat "/sys/class/net/$IF_B/ifindex")" "$ADDR_B"
 }
 
 tables_b() { "${IN_B[@]}" nft list tables netdev | grep -c "rocemu_" ; }
