@@ -74,8 +74,14 @@ ASAN_VARS := BUILD=build/asan OPT=-O1 \
 $(BUILD)/%_e2e: $(BUILD)/test/%_e2e.o $(BUILD)/test/e2e.o $(LIB_ROCEMU) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS)
 
+# gso.test.sh preloads it into rocemud to play a kernel without UDP GSO on packet sockets.
+# Built without the sanitizer: a preloaded library must not bring a second runtime.
+$(BUILD)/test/gso_refuse.so: test/gso_refuse.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl
+
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
-build-tests: all $(TESTS) $(TEST_PROGRAMS)
+build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)

@@ -198,6 +198,9 @@ struct proto_query_qp_reply {
 	X(drop_bad_pkey, "dropped: P_Key mismatch")                                      \
 	X(drop_stale_ack, "dropped: ACK or NAK for a PSN not outstanding")               \
 	X(drop_ring_full, "dropped by the kernel: the receive ring was full")            \
+	X(drop_truncated, "dropped: frame larger than a receive ring slot")              \
+	X(sent_gso_frames, "GSO frames sent (several packets of one QP in one send)")     \
+	X(rcvd_gso_frames, "GSO frames received and cut into their packets")             \
 	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
 	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \
 	X(nak_rem_access_sent, "remote access error NAKs sent (rkey, PD, access, bounds)") \

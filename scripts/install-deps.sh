@@ -18,6 +18,7 @@ packages=(
 	man-db                       # the install test renders each man page with man -l
 	systemd                      # the install test checks the unit with systemd-analyze
 	tshark                       # the pcap test decodes the daemon's recordings as Wireshark does
+	ethtool                      # the GSO test turns off a veth's UDP segmentation offload
 )
 
 missing=()

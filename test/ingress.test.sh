@@ -2,7 +2,7 @@
 # What the kernel does for each RoCE frame on the receiving host. The sending packet socket
 # is not bound to an EtherType, so it receives nothing (no clone of every frame queued
 # unread). The nftables ingress drop: rocemud adds a netdev table that drops UDP 4791 to its address
-# after libpcap has seen the frame, so the kernel's IP input (and the guard UDP socket) never
+# after the capture ring has seen the frame, so the kernel's IP input (and the guard UDP socket) never
 # sees a RoCE frame; it removes the table when it stops, replaces one a killed daemon left,
 # and without nft (or with --no-ingress-drop) falls back to the guard socket alone. In each
 # case transfers stay byte-exact and the kernel sends no ICMP port unreachable. An nft that

@@ -342,6 +342,105 @@ START_TEST(test_status_names_are_distinct)
 }
 END_TEST
 
+/* Three WRITE packets of one flow (MIDDLE, MIDDLE, LAST: the same headers), ids 100-102,
+ * the last shorter, as a sender builds them; the GSO frame carries the first whole and the
+ * others' UDP payloads. */
+#define GSO_PKTS 3
+static uint8_t gso_pkt[GSO_PKTS][600];
+static size_t gso_len[GSO_PKTS];
+static unsigned gso_got;
+
+static size_t build_gso_frame(uint8_t *gso)
+{
+	static const size_t payload[GSO_PKTS] = { 512, 512, 200 };
+	static const uint8_t op[GSO_PKTS] = { 0x07, 0x07, 0x08 };  /* MIDDLE, MIDDLE, LAST */
+	struct wire_ext ext = { 0 };
+	size_t len = 0;
+
+	for (int i = 0; i < GSO_PKTS; i++) {
+		struct wire_bth bth = { .opcode = op[i], .pkey = 0xffff, .dest_qp = 0x123456,
+					.psn = 10u + (unsigned)i };
+		uint8_t data[512];
+
+		memset(data, 0x30 + i, sizeof(data));
+		gso_len[i] = wire_build(gso_pkt[i], sizeof(gso_pkt[i]), &path, (uint16_t)(100 + i),
+					&bth, &ext, data, payload[i]);
+		ck_assert_uint_gt(gso_len[i], 0);
+		if (i == 0) {
+			memcpy(gso, gso_pkt[0], gso_len[0]);
+			len = gso_len[0];
+		} else {
+			memcpy(gso + len, gso_pkt[i] + WIRE_GSO_HDR_LEN, gso_len[i] - WIRE_GSO_HDR_LEN);
+			len += gso_len[i] - WIRE_GSO_HDR_LEN;
+		}
+	}
+	return len;
+}
+
+static void take_segment(void *ctx, const uint8_t *f, size_t len)
+{
+	struct wire_pkt pkt;
+
+	(void)ctx;
+	ck_assert_uint_lt(gso_got, GSO_PKTS);
+	ck_assert_uint_eq(len, gso_len[gso_got]);
+	ck_assert_mem_eq(f, gso_pkt[gso_got], len);
+	ck_assert_int_eq(wire_parse(f, len, &pkt), WIRE_OK);
+	ck_assert(wire_icrc_ok(f, &pkt));
+	gso_got++;
+}
+
+START_TEST(test_gso_frame_cuts_into_the_packets_sent)
+{
+	size_t len = build_gso_frame(frame);
+
+	gso_got = 0;
+	ck_assert(wire_gso_split(frame, len, gso_len[0] - WIRE_GSO_HDR_LEN, take_segment, NULL));
+	ck_assert_uint_eq(gso_got, GSO_PKTS);
+}
+END_TEST
+
+START_TEST(test_gso_grouping_rules)
+{
+	uint8_t other[600];
+
+	build_gso_frame(frame);
+	ck_assert(wire_gso_can_follow(gso_pkt[0], gso_len[0], gso_pkt[1], gso_len[1], 1));
+	ck_assert(wire_gso_can_follow(gso_pkt[0], gso_len[0], gso_pkt[2], gso_len[2], 2));
+	ck_assert(!wire_gso_can_follow(gso_pkt[0], gso_len[0], gso_pkt[2], gso_len[2], 1));
+	ck_assert(!wire_gso_can_follow(gso_pkt[2], gso_len[2], gso_pkt[1], gso_len[1], 1));
+	ck_assert(!wire_gso_can_follow(gso_pkt[0], gso_len[0], gso_pkt[1], gso_len[1] + 1, 1));
+	memcpy(other, gso_pkt[1], gso_len[1]);
+	other[WIRE_ETH_LEN + 19] ^= 1;             /* another destination address */
+	ck_assert(!wire_gso_can_follow(gso_pkt[0], gso_len[0], other, gso_len[1], 1));
+	memcpy(other, gso_pkt[1], gso_len[1]);
+	other[WIRE_ETH_LEN + WIRE_IPV4_LEN + 1] ^= 1; /* another source port */
+	ck_assert(!wire_gso_can_follow(gso_pkt[0], gso_len[0], other, gso_len[1], 1));
+	wire_gso_set_pseudo_sum(gso_pkt[0]);
+	ck_assert(gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 6] |
+		  gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 7]);
+	wire_gso_clear_checksum(gso_pkt[0]);
+	ck_assert(!(gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 6] |
+		    gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 7]));
+}
+END_TEST
+
+START_TEST(test_gso_split_refusals)
+{
+	size_t len = build_gso_frame(frame);
+
+	gso_got = 0;
+	ck_assert(!wire_gso_split(frame, len, 0, take_segment, NULL));
+	ck_assert(!wire_gso_split(frame, WIRE_GSO_HDR_LEN, 100, take_segment, NULL));
+	frame[WIRE_ETH_LEN + 9] = 6;                    /* TCP */
+	ck_assert(!wire_gso_split(frame, len, 100, take_segment, NULL));
+	frame[WIRE_ETH_LEN + 9] = 17;
+	frame[WIRE_ETH_LEN] = 0x46;                     /* IPv4 options */
+	ck_assert(!wire_gso_split(frame, len, 100, take_segment, NULL));
+	ck_assert_uint_eq(gso_got, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("wire");
@@ -363,6 +462,9 @@ int main(void)
 	tcase_add_test(tc, test_ethernet_padding_is_ignored);
 	tcase_add_test(tc, test_psn_serial_arithmetic);
 	tcase_add_test(tc, test_status_names_are_distinct);
+	tcase_add_test(tc, test_gso_frame_cuts_into_the_packets_sent);
+	tcase_add_test(tc, test_gso_grouping_rules);
+	tcase_add_test(tc, test_gso_split_refusals);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

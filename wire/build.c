@@ -15,17 +15,6 @@ static size_t pad_for(size_t payload_len)
 	return (0 - payload_len) & 3;
 }
 
-static uint16_t ipv4_checksum(const uint8_t *ip)
-{
-	uint32_t sum = 0;
-
-	for (int i = 0; i < WIRE_IPV4_LEN; i += 2)
-		sum += get16(ip + i);
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
 static uint8_t *put_eth_ipv4_udp(uint8_t *p, const struct wire_path *path, uint16_t ip_id,
 				 size_t udp_len)
 {
@@ -45,7 +34,7 @@ static uint8_t *put_eth_ipv4_udp(uint8_t *p, const struct wire_path *path, uint1
 	put16(ip + 10, 0);
 	memcpy(ip + 12, &path->src_ip, 4);
 	memcpy(ip + 16, &path->dst_ip, 4);
-	put16(ip + 10, ipv4_checksum(ip));
+	put16(ip + 10, (uint16_t)~fold16(sum16(ip, WIRE_IPV4_LEN, 0)));
 	put16(udp, path->src_port);
 	put16(udp + 2, WIRE_ROCE_PORT);
 	put16(udp + 4, (uint16_t)udp_len);

@@ -2,6 +2,7 @@
 #ifndef ROCEMU_WIRE_BYTES_H
 #define ROCEMU_WIRE_BYTES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 static inline uint16_t get16(const uint8_t *p)
@@ -47,6 +48,22 @@ static inline void put64(uint8_t *p, uint64_t v)
 {
 	put32(p, (uint32_t)(v >> 32));
 	put32(p + 4, (uint32_t)v);
+}
+
+/* Internet checksum arithmetic: the 16-bit ones' complement sum of n bytes (n even) added
+ * to sum, and its fold to 16 bits. */
+static inline uint32_t sum16(const uint8_t *p, size_t n, uint32_t sum)
+{
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += get16(p + i);
+	return sum;
+}
+
+static inline uint16_t fold16(uint32_t sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
 }
 
 #endif

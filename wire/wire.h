@@ -226,6 +226,30 @@ size_t wire_build(uint8_t *buf, size_t cap, const struct wire_path *path, uint16
 		  const struct wire_bth *bth, const struct wire_ext *ext,
 		  const void *payload, size_t payload_len);
 
+/* UDP GSO frames (gso.c): one frame that carries a run of packets of one flow, the first
+ * whole and then only the UDP payloads of the others. */
+#define WIRE_GSO_HDR_LEN (WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN)
+typedef void (*wire_deliver_fn)(void *ctx, const uint8_t *frame, size_t len);
+
+/* Whether the frame next can be packet k (from 0) of the GSO frame that first starts:
+ * IPv4 without options, UDP, the same MACs, addresses, ports, TOS, flags and TTL, the IPv4
+ * id k above first's, and no longer than first (only the last packet may be shorter). */
+bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *next,
+			 size_t next_len, unsigned k);
+
+/* The first frame's UDP checksum field as a GSO frame needs it: the pseudo-header sum that
+ * the kernel finishes for each packet; wire_gso_clear_checksum() puts back RoCEv2's 0. */
+void wire_gso_set_pseudo_sum(uint8_t *first);
+void wire_gso_clear_checksum(uint8_t *first);
+
+/* Cuts a received GSO frame of len bytes into its packets of seg_bytes of UDP payload (the
+ * last may be shorter), in place, and hands each to deliver as Linux would have made it:
+ * the IPv4 id counting up, its own lengths and IPv4 checksum, the UDP checksum 0. False,
+ * and nothing delivered, when the frame is not IPv4/UDP without options (one VLAN tag is
+ * allowed) or holds no payload. */
+bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_fn deliver,
+		    void *ctx);
+
 /* The AETH syndrome's meaning. */
 enum wire_aeth_type { WIRE_AETH_ACK = 0, WIRE_AETH_RNR_NAK = 1, WIRE_AETH_RESERVED = 2,
 		      WIRE_AETH_NAK = 3 };

@@ -5,6 +5,7 @@
 
 #include <ev.h>
 #include <infiniband/verbs.h>
+#include <linux/virtio_net.h>
 #include <net/if.h>
 #include <pcap/pcap.h>
 #include <stdbool.h>
@@ -23,6 +24,13 @@
 #define DEV_TX_BATCH 64
 #define DEV_RX_BUDGET 256         /* frames per wakeup; the rest waits for the next turn */
 #define DEV_FRAME_MAX (WIRE_BASE_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
+/* The largest UDP GSO frame sent (headers once, then the segments' payloads): every
+ * daemon's receive ring takes one whole, whatever its link MTU. */
+#define NET_GSO_FRAME_MAX 16256
+#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5   /* Linux 6.2; older headers lack it */
+#endif
+#define NET_GSO_MAX_SEGS 64
 #define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
 #define QP_ACKREQ_EVERY 64
 
@@ -34,6 +42,19 @@ struct dev_counters {
 
 struct client;
 struct qp;
+
+/* The receive ring (rxring.c) */
+struct rx_ring {
+	int fd;
+	uint8_t *map;
+	size_t map_bytes;
+	size_t block_bytes;
+	unsigned slot_bytes;
+	unsigned slots_per_block;
+	unsigned slots;
+	unsigned head;               /* the next slot to look at */
+	bool vnet;                   /* a virtio-net header comes before every frame */
+};
 
 struct cq {
 	struct client *client;
@@ -163,9 +184,12 @@ struct dev {
 	enum ibv_mtu active_mtu;
 	uint16_t ip_id;
 
-	pcap_t *pcap;
+	struct rx_ring rx;
 	ev_io rx_watcher;
 	int tx_fd;
+	bool tx_vnet;                /* every message sent starts with a virtio-net header */
+	bool tx_gso;                 /* frames of one flow go out as UDP GSO frames */
+	bool gso_off;                /* --no-gso */
 	int udp_guard_fd;
 	int ctl_fd;
 	ev_io ctl_watcher;
@@ -180,8 +204,11 @@ struct dev {
 
 	/* frames built this loop iteration, sent together before the loop sleeps */
 	unsigned tx_count;
+	uint16_t tx_len[DEV_TX_BATCH];
 	struct mmsghdr tx_msgs[DEV_TX_BATCH];
-	struct iovec tx_iov[DEV_TX_BATCH];
+	uint8_t tx_msg_first[DEV_TX_BATCH];   /* the first frame of each message */
+	struct virtio_net_hdr tx_vnet_hdr[DEV_TX_BATCH];
+	struct iovec tx_iov[2 * DEV_TX_BATCH];
 	uint8_t (*tx_frames)[DEV_FRAME_MAX];
 	STAILQ_HEAD(, cq) notify_list;
 	TAILQ_HEAD(, qp) acks_due;
@@ -221,6 +248,18 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
 bool net_link_up(struct dev *dev);
 unsigned net_mtu_bytes(enum ibv_mtu mtu);
+
+/* txmsg.c: the frames of one flush as sendmmsg messages, GSO frames where allowed */
+unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first);
+unsigned txmsg_frames_from(const struct dev *dev, unsigned m);
+unsigned txmsg_gso_count(const struct dev *dev, unsigned from, unsigned to);
+unsigned txmsg_without_gso(struct dev *dev, unsigned m, unsigned msgs);
+
+/* rxring.c: the receive ring; deliver gets each RoCE frame, GSO frames already cut */
+int rxring_open(struct dev *dev, const char *filter, char *err, size_t errlen);
+void rxring_close(struct dev *dev);
+void rxring_read(struct dev *dev, unsigned budget, wire_deliver_fn deliver);
+void rxring_read_drops(struct dev *dev);
 
 /* ingress.c: an nftables rule that keeps RoCE frames out of the kernel's IP input; 0, or -1
  * with a message (the guard socket still keeps the kernel quiet) */

@@ -1,5 +1,5 @@
 /* An nftables ingress rule that drops RoCE frames to our address before the kernel's IP
- * input sees them. The packet sockets (libpcap's ring) are offered each frame before the
+ * input sees them. The packet sockets (our receive ring) are offered each frame before the
  * ingress hook runs, so we still receive everything; the kernel no longer routes each frame,
  * looks up the guard socket and queues a copy there. On a veth the receiver's kernel work is
  * charged to the sender, so both daemons gain (about 6-8% CPU per 64-byte WRITE here).

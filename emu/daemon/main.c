@@ -26,6 +26,7 @@ struct options {
 	uint64_t pcap_max;
 	uint32_t busy_poll_us;
 	bool no_ingress_drop;
+	bool no_gso;
 	bool foreground;
 	bool verbose;
 };
@@ -35,7 +36,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
-		"               [--busy-poll USEC] [--no-ingress-drop]\n"
+		"               [--busy-poll USEC] [--no-ingress-drop] [--no-gso]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
@@ -54,7 +55,9 @@ static void usage(FILE *out)
 		"  --busy-poll USEC  after frames move, poll for USEC microseconds instead of\n"
 		"             sleeping: lower latency for a CPU kept busy (default: off)\n"
 		"  --no-ingress-drop  do not add the nftables ingress rule that keeps RoCE frames\n"
-		"             to this address out of the kernel's IP input\n",
+		"             to this address out of the kernel's IP input\n"
+		"  --no-gso   send every packet in a send of its own, also on veth and lo\n"
+		"             (where runs of one QP's packets go as one UDP GSO frame)\n",
 		ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
@@ -100,6 +103,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "pcap-max", required_argument, NULL, 'M' },
 		{ "busy-poll", required_argument, NULL, 'B' },
 		{ "no-ingress-drop", no_argument, NULL, 'N' },
+		{ "no-gso", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -111,6 +115,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'F': o->fault = optarg; break;
 		case 'C': o->pcap = optarg; break;
 		case 'N': o->no_ingress_drop = true; break;
+		case 'G': o->no_gso = true; break;
 		case 'B': {
 			char *end;
 			unsigned long us = strtoul(optarg, &end, 10);
@@ -237,6 +242,7 @@ static int dev_start(struct dev *dev, const struct options *o)
 {
 	char err[256], path[108];
 
+	dev->gso_off = o->no_gso;
 	if (net_open(dev, o->ifname, o->addr, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;
@@ -324,6 +330,9 @@ int main(int argc, char **argv)
 	}
 	log_info("rocemud on %s (%s), MTU %u, socket %s", dev.ifname, o.addr ? o.addr : "first IPv4",
 		 net_mtu_bytes(dev.active_mtu), dev.sock_path);
+	log_info("%s", dev.tx_gso ? "packets of one QP go out as UDP GSO frames (veth or lo)" :
+		 o.no_gso ? "no GSO (--no-gso): every packet is a send of its own" :
+		 "no GSO: not veth or lo, or the kernel lacks virtio-net headers on packet sockets");
 	if (!o.no_ingress_drop)
 		start_ingress_drop(&dev);
 	if (fault_active(&dev.fault)) {

@@ -1,9 +1,11 @@
-/* The interface: its address and MTU, libpcap receive, AF_PACKET batched send, the peer's
+/* The interface: its address and MTU, the receive ring, AF_PACKET batched send, the peer's
  * MAC address, and keeping the kernel from answering RoCE packets itself. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/ethtool.h>
 #include <linux/if_packet.h>
+#include <linux/sockios.h>
 #include <net/ethernet.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
@@ -16,16 +18,6 @@
 
 #include "emu/daemon/daemon.h"
 
-/* The receive ring. libpcap gives every frame a slot sized by the snap length and rounds
- * its blocks up to a power of two, so a 65535-byte snap length on a 9000-byte link held
- * only ~500 frames in 64 MiB. No frame longer than the link MTU arrives, so the snap length
- * is the link's largest frame, and the ring holds RX_RING_FRAMES of them within
- * RX_RING_MAX_BYTES (loopback, with its 64 KiB MTU, gets fewer). */
-#define RX_RING_FRAMES 1024
-#define RX_RING_MAX_BYTES ((size_t)64 << 20)
-#define ETH_MAX_HEADER 18        /* Ethernet header and one VLAN tag */
-#define RX_SLOT_OVERHEAD 96      /* libpcap's per-frame header and address, aligned */
-#define SNAPLEN_MAX 65535
 #define RESOLVE_TRIES 100          /* 10 ms apart: a second for ARP to answer */
 #define DISCARD_PORT 9
 
@@ -130,60 +122,38 @@ fail:
 	return rc;
 }
 
-static int rx_snaplen(const struct dev *dev)
+static int open_rx(struct dev *dev, char *err, size_t errlen)
 {
-	unsigned len = dev->link_mtu + ETH_MAX_HEADER;
-
-	return len < SNAPLEN_MAX ? (int)len : SNAPLEN_MAX;
-}
-
-static int rx_buffer_bytes(int snaplen)
-{
-	size_t slot = (size_t)snaplen + RX_SLOT_OVERHEAD, block = 4096, frames;
-
-	while (block < slot)
-		block <<= 1;
-	frames = RX_RING_MAX_BYTES / block * (block / slot);
-	if (frames > RX_RING_FRAMES)
-		frames = RX_RING_FRAMES;
-	return (int)(frames * slot);
-}
-
-static int open_pcap(struct dev *dev, char *err, size_t errlen)
-{
-	char perr[PCAP_ERRBUF_SIZE], filter[128], ip[INET_ADDRSTRLEN];
-	struct bpf_program prog;
-	int one = 1;
+	char filter[128], ip[INET_ADDRSTRLEN];
 
 	inet_ntop(AF_INET, &dev->ipv4, ip, sizeof(ip));
 	snprintf(filter, sizeof(filter), "udp dst port %d and dst host %s", WIRE_ROCE_PORT, ip);
-	dev->pcap = pcap_create(dev->ifname, perr);
-	if (!dev->pcap ||
-	    pcap_set_snaplen(dev->pcap, rx_snaplen(dev)) || pcap_set_immediate_mode(dev->pcap, 1) ||
-	    pcap_set_buffer_size(dev->pcap, rx_buffer_bytes(rx_snaplen(dev))) ||
-	    pcap_activate(dev->pcap) < 0 ||
-	    pcap_setdirection(dev->pcap, PCAP_D_IN) ||
-	    pcap_compile(dev->pcap, &prog, filter, 1, PCAP_NETMASK_UNKNOWN)) {
-		snprintf(err, errlen, "cannot capture on %s: %s%s", dev->ifname,
-			 dev->pcap ? pcap_geterr(dev->pcap) : perr,
-			 errno == EPERM ? " (raw sockets need root or CAP_NET_RAW)" : "");
+	if (rxring_open(dev, filter, err, errlen) < 0)
 		return -1;
-	}
-	/* libpcap drops our own frames only after the kernel offered them to the ring's filter;
-	 * with this option (Linux 4.20) the kernel does not offer them. Older kernels refuse
-	 * it, and libpcap's direction still holds. */
-	(void)setsockopt(pcap_fileno(dev->pcap), SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
-			 sizeof(one));
-	if (pcap_setfilter(dev->pcap, &prog) || pcap_setnonblock(dev->pcap, 1, perr)) {
-		snprintf(err, errlen, "cannot filter on %s: %s", dev->ifname, pcap_geterr(dev->pcap));
-		pcap_freecode(&prog);
-		return -1;
-	}
-	pcap_freecode(&prog);
-	ev_io_init(&dev->rx_watcher, net_rx_cb, pcap_get_selectable_fd(dev->pcap), EV_READ);
+	ev_io_init(&dev->rx_watcher, net_rx_cb, dev->rx.fd, EV_READ);
 	dev->rx_watcher.data = dev;
 	ev_io_start(dev->loop, &dev->rx_watcher);
 	return 0;
+}
+
+/* GSO frames go where no wire follows: into a veth, whose peer gets the frame uncut, or
+ * lo. On a real NIC, segmentation would fill in the UDP checksums RoCEv2 sends as 0. */
+static bool link_keeps_gso_local(struct dev *dev)
+{
+	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+	struct ifreq ifr = { .ifr_data = (void *)&info };
+	int fd;
+	bool veth;
+
+	if (dev->loopback)
+		return true;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev->ifname);
+	veth = ioctl(fd, SIOCETHTOOL, &ifr) == 0 && !strcmp(info.driver, "veth");
+	close(fd);
+	return veth;
 }
 
 /* Bound to the interface with protocol 0: a packet socket bound to an EtherType also
@@ -193,6 +163,7 @@ static int open_pcap(struct dev *dev, char *err, size_t errlen)
 static int open_tx(struct dev *dev, char *err, size_t errlen)
 {
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex };
+	int one = 1;
 
 	dev->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (dev->tx_fd < 0 || bind(dev->tx_fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
@@ -206,11 +177,10 @@ static int open_tx(struct dev *dev, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (int i = 0; i < DEV_TX_BATCH; i++) {
-		dev->tx_iov[i].iov_base = dev->tx_frames[i];
-		dev->tx_msgs[i].msg_hdr.msg_iov = &dev->tx_iov[i];
-		dev->tx_msgs[i].msg_hdr.msg_iovlen = 1;
-	}
+	if (!dev->gso_off && dev->rx.vnet && link_keeps_gso_local(dev))
+		dev->tx_vnet = setsockopt(dev->tx_fd, SOL_PACKET, PACKET_VNET_HDR, &one,
+					  sizeof(one)) == 0;
+	dev->tx_gso = dev->tx_vnet;
 	return 0;
 }
 
@@ -237,15 +207,15 @@ static int open_udp_guard(struct dev *dev, char *err, size_t errlen)
 
 int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen)
 {
-	dev->tx_fd = dev->udp_guard_fd = -1;
+	dev->tx_fd = dev->udp_guard_fd = dev->rx.fd = -1;
 	snprintf(dev->ifname, sizeof(dev->ifname), "%s", ifname);
 	if (strlen(ifname) >= sizeof(dev->ifname)) {
 		snprintf(err, errlen, "interface name %s is too long", ifname);
 		return -1;
 	}
 	if (find_address(dev, ifname, addr, err, errlen) || read_link(dev, err, errlen) ||
-	    open_tx(dev, err, errlen) || open_udp_guard(dev, err, errlen) ||
-	    open_pcap(dev, err, errlen))
+	    open_rx(dev, err, errlen) || open_tx(dev, err, errlen) ||
+	    open_udp_guard(dev, err, errlen))
 		return -1;
 	dev->max_mtu = dev->active_mtu = net_mtu_for_link(dev->link_mtu);
 	dev->ip_id = (uint16_t)getpid();
@@ -257,10 +227,9 @@ void net_close(struct dev *dev)
 	fault_stage_free(&dev->fault_tx);
 	fault_stage_free(&dev->fault_rx);
 	capture_close(dev);
-	if (dev->pcap) {
+	if (dev->rx.fd >= 0)
 		ev_io_stop(dev->loop, &dev->rx_watcher);
-		pcap_close(dev->pcap);
-	}
+	rxring_close(dev);
 	if (dev->tx_fd >= 0)
 		close(dev->tx_fd);
 	if (dev->udp_guard_fd >= 0)
@@ -286,7 +255,7 @@ static void tx_enqueue(void *ctx, const uint8_t *frame, size_t len)
 	if (slot != frame)
 		memcpy(slot, frame, len);
 	capture_frame(dev, slot, len);
-	dev->tx_iov[dev->tx_count].iov_len = len;
+	dev->tx_len[dev->tx_count] = (uint16_t)len;
 	dev->tx_count++;
 	dev->cnt.sent_pkts++;
 }
@@ -324,55 +293,70 @@ int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen)
 	return 0;
 }
 
-/* The kernel counts the frames it could not put in a full ring; libpcap sums them. */
 void net_read_ring_drops(struct dev *dev)
 {
-	struct pcap_stat st;
+	rxring_read_drops(dev);
+}
 
-	if (dev->pcap && pcap_stats(dev->pcap, &st) == 0)
-		dev->cnt.drop_ring_full = st.ps_drop;
+static void note_link_up(struct dev *dev)
+{
+	if (dev->link_down) {
+		dev->link_down = false;
+		log_info("%s is up again", dev->ifname);
+	}
+}
+
+static void note_send_error(struct dev *dev, unsigned frames_lost)
+{
+	if ((errno == ENETDOWN || errno == ENXIO) && !dev->link_down) {
+		dev->link_down = true;
+		dev->cnt.link_downed++;
+		log_warn("%s is down: frames are lost until it comes back", dev->ifname);
+	}
+	dev->cnt.send_err += frames_lost;
+	log_limited("sending on %s: %s", dev->ifname, strerror(errno));
 }
 
 /* One sendmmsg for the frames built since the last flush. ENOBUFS means the kernel's
  * queue was full: the frames are lost like any dropped packet and RC retransmits them. */
 void net_flush(struct dev *dev)
 {
-	unsigned done = 0;
+	unsigned done = 0, msgs;
 
 	fault_release_held(&dev->fault_tx);
-	while (done < dev->tx_count) {
-		int n = sendmmsg(dev->tx_fd, dev->tx_msgs + done, dev->tx_count - done, 0);
+	msgs = txmsg_build(dev, 0, 0);
+	while (done < msgs) {
+		int n = sendmmsg(dev->tx_fd, dev->tx_msgs + done, msgs - done, 0);
 
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EINVAL && dev->tx_gso &&
+		    txmsg_gso_count(dev, done, msgs)) {
+			log_info("%s: the kernel refuses UDP GSO frames; each packet goes alone",
+				 dev->ifname);
+			msgs = txmsg_without_gso(dev, done, msgs);
+			continue;
+		}
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if ((errno == ENETDOWN || errno == ENXIO) && !dev->link_down) {
-				dev->link_down = true;
-				dev->cnt.link_downed++;
-				log_warn("%s is down: frames are lost until it comes back", dev->ifname);
-			}
-			dev->cnt.send_err += dev->tx_count - done;
-			log_limited("sending on %s: %s", dev->ifname, strerror(errno));
+			note_send_error(dev, txmsg_frames_from(dev, done));
 			break;
 		}
-		if (dev->link_down) {
-			dev->link_down = false;
-			log_info("%s is up again", dev->ifname);
-		}
+		note_link_up(dev);
+		dev->cnt.sent_gso_frames += txmsg_gso_count(dev, done, done + (unsigned)n);
 		done += (unsigned)n;
 	}
 	dev->tx_count = 0;
 }
 
-static void rx_one(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes)
+static void rx_one(void *ctx, const uint8_t *frame, size_t len)
 {
-	struct dev *dev = (struct dev *)user;
+	struct dev *dev = ctx;
 
-	capture_frame(dev, bytes, h->caplen);
+	capture_frame(dev, frame, len);
 	if (dev->fault.rx && fault_active(&dev->fault))
-		fault_apply(&dev->fault_rx, bytes, h->caplen, FAULT_FROM);
+		fault_apply(&dev->fault_rx, frame, len, FAULT_FROM);
 	else
-		dev_rx_frame(dev, bytes, h->caplen);
+		dev_rx_frame(dev, frame, len);
 }
 
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -381,10 +365,9 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	/* A bounded count: with -1, libpcap keeps reading while frames keep arriving, and a
-	 * sender that never pauses would starve every timer of this loop. What is left keeps
-	 * the descriptor readable for the next turn. */
-	pcap_dispatch(dev->pcap, DEV_RX_BUDGET, rx_one, (u_char *)dev);
+	/* A bounded count: a sender that never pauses would otherwise starve every timer of
+	 * this loop. What is left keeps the descriptor readable for the next turn. */
+	rxring_read(dev, DEV_RX_BUDGET, rx_one);
 	fault_release_held(&dev->fault_rx);
 }
 

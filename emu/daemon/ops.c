@@ -433,7 +433,7 @@ int op_status(struct client *c, const struct request *req, struct reply *rep)
 	r->drops = cnt->drop_malformed + cnt->drop_not_ours + cnt->drop_bad_icrc +
 		   cnt->drop_unknown_qp + cnt->drop_transport + cnt->drop_qp_state +
 		   cnt->drop_wrong_peer + cnt->drop_bad_pkey + cnt->drop_stale_ack +
-		   cnt->drop_ring_full;
+		   cnt->drop_ring_full + cnt->drop_truncated;
 	return 0;
 }
 

@@ -1,0 +1,110 @@
+/* The messages of one sendmmsg: each frame alone, or, where the link keeps GSO frames
+ * local (veth, lo), runs of frames of one flow as one UDP GSO frame: the first frame whole,
+ * then only the UDP payloads of the rest, with a virtio-net header that tells the kernel
+ * how to cut it. Every frame was built (ICRC included) with the IPv4 id and lengths that
+ * segmentation gives it back: ids count up by one, as the frames' own do. */
+#include <endian.h>
+#include <string.h>
+
+#include "emu/daemon/daemon.h"
+
+#define GSO_HDR WIRE_GSO_HDR_LEN
+
+/* How many frames from index first on go in one message. Only the last of a GSO frame may
+ * be shorter than the first. */
+static unsigned group_size(const struct dev *dev, unsigned first)
+{
+	const uint8_t *a = dev->tx_frames[first];
+	size_t a_len = dev->tx_len[first], total = a_len;
+	unsigned n = 1;
+
+	if (!dev->tx_gso)
+		return 1;
+	while (first + n < dev->tx_count && n < NET_GSO_MAX_SEGS) {
+		size_t b_len = dev->tx_len[first + n];
+
+		if (total + b_len - GSO_HDR > NET_GSO_FRAME_MAX ||
+		    !wire_gso_can_follow(a, a_len, dev->tx_frames[first + n], b_len, n))
+			break;
+		total += b_len - GSO_HDR;
+		n++;
+		if (b_len < a_len)
+			break;
+	}
+	return n;
+}
+
+static void set_gso_header(struct virtio_net_hdr *vh, uint8_t *first, size_t first_len)
+{
+	wire_gso_set_pseudo_sum(first);
+	*vh = (struct virtio_net_hdr){
+		.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+		.gso_type = VIRTIO_NET_HDR_GSO_UDP_L4,
+		.hdr_len = htole16(GSO_HDR),
+		.gso_size = htole16((uint16_t)(first_len - GSO_HDR)),
+		.csum_start = htole16(WIRE_ETH_LEN + WIRE_IPV4_LEN),
+		.csum_offset = htole16(6),      /* the UDP checksum */
+	};
+}
+
+static struct iovec *put_iov(struct iovec *iov, void *base, size_t len)
+{
+	*iov = (struct iovec){ .iov_base = base, .iov_len = len };
+	return iov + 1;
+}
+
+/* Lays out frames first.. as messages m.. (their iovecs from the one message m starts at);
+ * returns the number of messages in all. */
+unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first)
+{
+	struct iovec *iov = m ? dev->tx_msgs[m].msg_hdr.msg_iov : dev->tx_iov;
+
+	for (unsigned f = first; f < dev->tx_count; m++) {
+		unsigned n = group_size(dev, f);
+		struct msghdr *h = &dev->tx_msgs[m].msg_hdr;
+		struct virtio_net_hdr *vh = &dev->tx_vnet_hdr[m];
+
+		h->msg_iov = iov;
+		dev->tx_msg_first[m] = (uint8_t)f;
+		memset(vh, 0, sizeof(*vh));
+		if (n > 1)
+			set_gso_header(vh, dev->tx_frames[f], dev->tx_len[f]);
+		if (dev->tx_vnet)
+			iov = put_iov(iov, vh, sizeof(*vh));
+		iov = put_iov(iov, dev->tx_frames[f], dev->tx_len[f]);
+		for (unsigned k = 1; k < n; k++)
+			iov = put_iov(iov, dev->tx_frames[f + k] + GSO_HDR,
+				      dev->tx_len[f + k] - GSO_HDR);
+		h->msg_iovlen = (size_t)(iov - h->msg_iov);
+		f += n;
+	}
+	return m;
+}
+
+/* The frames in message m and the ones after it. */
+unsigned txmsg_frames_from(const struct dev *dev, unsigned m)
+{
+	return dev->tx_count - dev->tx_msg_first[m];
+}
+
+/* How many of messages [from, to) are GSO frames. */
+unsigned txmsg_gso_count(const struct dev *dev, unsigned from, unsigned to)
+{
+	unsigned n = 0;
+
+	for (unsigned m = from; m < to; m++)
+		n += dev->tx_vnet_hdr[m].gso_type != VIRTIO_NET_HDR_GSO_NONE;
+	return n;
+}
+
+/* A kernel without UDP GSO on packet sockets (before Linux 6.2) refuses a GSO frame: from
+ * then on every frame goes alone, with the UDP checksum 0 it was built with. Returns the
+ * new number of messages. */
+unsigned txmsg_without_gso(struct dev *dev, unsigned m, unsigned msgs)
+{
+	for (unsigned i = m; i < msgs; i++)
+		if (dev->tx_vnet_hdr[i].gso_type != VIRTIO_NET_HDR_GSO_NONE)
+			wire_gso_clear_checksum(dev->tx_frames[dev->tx_msg_first[i]]);
+	dev->tx_gso = false;
+	return txmsg_build(dev, m, dev->tx_msg_first[m]);
+}

@@ -1,0 +1,75 @@
+/* UDP GSO frames of RoCEv2 packets: the headers of the first packet once, then the UDP
+ * payloads of all of them. Linux cuts such a frame into packets that keep the first one's
+ * headers except for the IPv4 id (counting up by one from the first), the IPv4 and UDP
+ * lengths, and the checksums; every packet here is built, ICRC included, with the values
+ * that cutting gives it back. */
+#include <string.h>
+
+#include "wire/bytes.h"
+#include "wire/wire.h"
+
+#define ETHERTYPE_IPV4 0x0800
+#define ETHERTYPE_VLAN 0x8100
+#define IPV4_NO_OPTIONS 0x45
+#define IPV4_PROTO_UDP 17
+#define IP_AT WIRE_ETH_LEN
+#define UDP_AT (WIRE_ETH_LEN + WIRE_IPV4_LEN)
+
+bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *next,
+			 size_t next_len, unsigned k)
+{
+	return first_len >= WIRE_GSO_HDR_LEN && next_len > WIRE_GSO_HDR_LEN &&
+	       next_len <= first_len && get16(first + 12) == ETHERTYPE_IPV4 &&
+	       first[IP_AT] == IPV4_NO_OPTIONS && first[IP_AT + 9] == IPV4_PROTO_UDP &&
+	       !memcmp(first, next, IP_AT + 2) &&
+	       !memcmp(first + IP_AT + 6, next + IP_AT + 6, 4) &&
+	       !memcmp(first + IP_AT + 12, next + IP_AT + 12, 12) &&
+	       get16(next + IP_AT + 4) == (uint16_t)(get16(first + IP_AT + 4) + k);
+}
+
+/* The kernel finishes each packet's UDP checksum from the pseudo-header sum left in the
+ * field (a veth or lo passes the frame on without doing so; the ICRC ignores the field). */
+void wire_gso_set_pseudo_sum(uint8_t *first)
+{
+	uint32_t sum = sum16(first + IP_AT + 12, 8, IPV4_PROTO_UDP + get16(first + UDP_AT + 4));
+
+	put16(first + UDP_AT + 6, fold16(sum));
+}
+
+void wire_gso_clear_checksum(uint8_t *first)
+{
+	put16(first + UDP_AT + 6, 0);
+}
+
+/* Each packet is rebuilt in place, its headers written over the end of the packet before
+ * it, which deliver has had by then. */
+bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_fn deliver,
+		    void *ctx)
+{
+	uint8_t head[WIRE_GSO_HDR_LEN + WIRE_VLAN_LEN];
+	size_t l3 = WIRE_ETH_LEN, hdr;
+	uint16_t id;
+
+	if (len >= WIRE_ETH_LEN + WIRE_VLAN_LEN && get16(frame + 12) == ETHERTYPE_VLAN)
+		l3 += WIRE_VLAN_LEN;
+	hdr = l3 + WIRE_IPV4_LEN + WIRE_UDP_LEN;
+	if (!seg_bytes || len <= hdr || get16(frame + l3 - 2) != ETHERTYPE_IPV4 ||
+	    frame[l3] != IPV4_NO_OPTIONS || frame[l3 + 9] != IPV4_PROTO_UDP)
+		return false;
+	memcpy(head, frame, hdr);
+	id = get16(head + l3 + 4);
+	for (size_t off = hdr; off < len; off += seg_bytes, id++) {
+		size_t n = len - off < seg_bytes ? len - off : seg_bytes;
+		uint8_t *seg = frame + off - hdr, *ip = seg + l3;
+
+		memcpy(seg, head, hdr);
+		put16(ip + 2, (uint16_t)(WIRE_IPV4_LEN + WIRE_UDP_LEN + n));
+		put16(ip + 4, id);
+		put16(ip + 10, 0);
+		put16(ip + 10, (uint16_t)~fold16(sum16(ip, WIRE_IPV4_LEN, 0)));
+		put16(ip + WIRE_IPV4_LEN + 4, (uint16_t)(WIRE_UDP_LEN + n));
+		put16(ip + WIRE_IPV4_LEN + 6, 0);
+		deliver(ctx, seg, hdr + n);
+	}
+	return true;
+}
