@@ -24,7 +24,6 @@
 #define ETH_MAX_HEADER 18        /* Ethernet header and one VLAN tag */
 #define RX_SLOT_OVERHEAD 96      /* tpacket2_hdr, sockaddr_ll and the virtio-net header */
 #define FILTER_SNAPLEN 262144    /* what the filter keeps of a frame: all of it */
-#define ETHERTYPE_IPV4 0x0800
 #define ETHERTYPE_VLAN 0x8100
 
 /* Every slot holds a whole frame of the link or a GSO frame of NET_GSO_FRAME_MAX, whether
@@ -200,8 +199,9 @@ static void take_slot(struct dev *dev, struct tpacket2_hdr *h, wire_deliver_fn d
 	if (h->tp_status & TP_STATUS_VLAN_VALID)
 		frame = restore_vlan(h, frame, &len);
 	if ((vh.gso_type & ~VIRTIO_NET_HDR_GSO_ECN) == VIRTIO_NET_HDR_GSO_UDP_L4) {
-		dev->cnt.rcvd_gso_frames++;
-		if (!wire_gso_split(frame, len, le16toh(vh.gso_size), deliver, dev))
+		if (wire_gso_split(frame, len, le16toh(vh.gso_size), deliver, dev))
+			dev->cnt.rcvd_gso_frames++;
+		else
 			dev->cnt.drop_malformed++;
 	} else if (vh.gso_type != VIRTIO_NET_HDR_GSO_NONE) {
 		dev->cnt.drop_malformed++;      /* TCP or UFO: not RoCE */
