@@ -27,10 +27,10 @@
 /* The largest UDP GSO frame sent (headers once, then the segments' payloads): every
  * daemon's receive ring takes one whole, whatever its link MTU. */
 #define NET_GSO_FRAME_MAX 16256
+#define NET_GSO_MAX_SEGS 64
 #ifndef VIRTIO_NET_HDR_GSO_UDP_L4
 #define VIRTIO_NET_HDR_GSO_UDP_L4 5   /* Linux 6.2; older headers lack it */
 #endif
-#define NET_GSO_MAX_SEGS 64
 #define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
 #define QP_ACKREQ_EVERY 64
 
