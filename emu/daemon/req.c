@@ -86,15 +86,18 @@ static bool fetch(struct qp *qp)
 	return true;
 }
 
+/* The send queue slot is given back before the completion is published: a client that
+ * sees the completion and posts at once must find the slot free (its post would fail with
+ * "the send queue is full" otherwise). */
 static void complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 {
 	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status, .opcode = IBV_WC_RDMA_WRITE,
 				 .byte_len = (uint32_t)w->length, .qp_num = qp->qpn };
 
-	if (w->signaled || status != IBV_WC_SUCCESS)
-		cq_push(qp->send_cq, &cqe);
 	qp->comp_idx++;
 	__atomic_store_n(&qp->sq_ctl->cons, qp->comp_idx, __ATOMIC_RELEASE);
+	if (w->signaled || status != IBV_WC_SUCCESS)
+		cq_push(qp->send_cq, &cqe);
 }
 
 /* The oldest outstanding request fails with status; everything behind it is flushed. */

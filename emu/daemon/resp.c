@@ -234,7 +234,7 @@ void resp_flush_rq(struct qp *qp)
 					 .qp_num = qp->qpn };
 
 		qp->rq_cons++;
+		__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
 		cq_push(qp->recv_cq, &cqe);
 	}
-	__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
 }
