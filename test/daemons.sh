@@ -3,6 +3,7 @@
 #   topology_up lo|netns     start both; sets SOCK_A SOCK_B ADDR_A ADDR_B and the arrays
 #                            IN_A IN_B (command prefixes that run in each host)
 #   daemon_start SIDE        (re)start side a or b; daemon_stop SIDE [SIGNAL]
+#   counter SIDE NAME        a counter of rocemuctl stats on side a or b
 #   PIDS+=($!)               a background process of the test's own (a holder, a client):
 #                            teardown sends it SIGTERM before it stops the daemons
 # Needs ROCEMU_BUILD (the build tree). Runs as root.
@@ -108,6 +109,13 @@ topology_up() {
 	esac
 	daemon_start a
 	daemon_start b
+}
+
+# counter SIDE NAME: one of rocemuctl stats' counters of daemon a or b
+counter() {
+	local sock=$SOCK_A
+	[ "$1" = b ] && sock=$SOCK_B
+	"$BUILD/rocemuctl" -s "$sock" stats | awk -v n="$2" '$1 == n {print $2}'
 }
 
 # The daemon's locked memory, from /proc: what pinned buffers cost it.

@@ -19,12 +19,6 @@ SIZE=4M ITERS=16
 case $BUILD in */asan) ITERS=4 ;; esac
 CTL=$BUILD/rocemuctl
 
-counter() { # SIDE NAME
-	local sock=$SOCK_A
-	[ "$1" = b ] && sock=$SOCK_B
-	"$CTL" -s "$sock" stats | awk -v n="$2" '$1 == n {print $2}'
-}
-
 run_under() { # SPEC EXPECT_COUNTER...
 	local spec=$1 before_a before_b
 	shift

@@ -19,15 +19,8 @@ command -v ethtool >/dev/null || skip "ethtool is missing (scripts/install-deps.
 PRELOAD=$BUILD/test/gso_refuse.so
 [ -f "$PRELOAD" ] || fail "$PRELOAD is missing (make $PRELOAD)"
 
-CTL=$BUILD/rocemuctl
 PORT=$((44000 + RANDOM % 5000))
 declare -A BEFORE=()
-
-counter() { # SIDE NAME
-	local sock=$SOCK_A
-	[ "$1" = b ] && sock=$SOCK_B
-	"$CTL" -s "$sock" stats | awk -v n="$2" '$1 == n {print $2}'
-}
 
 COUNTERS="sent_pkts rcvd_pkts sent_gso_frames rcvd_gso_frames send_err drop_bad_icrc
 	drop_malformed drop_truncated drop_ring_full drop_unknown_qp"

@@ -10,12 +10,6 @@ CTL=$BUILD/rocemuctl
 PORT=$((30000 + RANDOM % 5000))
 BOUND=20   # seconds within which a failure must be reported
 
-counter() { # SIDE NAME
-	local sock=$SOCK_A
-	[ "$1" = b ] && sock=$SOCK_B
-	"$CTL" -s "$sock" stats | awk -v n="$2" '$1 == n {print $2}'
-}
-
 # server on b, client on a, in the background: SERVER_PID CLIENT_PID, output in $WORK
 start_pair() { # "CLIENT ARGS" SERVER ARGS...
 	local client_args=$1

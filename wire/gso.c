@@ -8,8 +8,6 @@
 #include "wire/bytes.h"
 #include "wire/wire.h"
 
-#define ETHERTYPE_IPV4 0x0800
-#define ETHERTYPE_VLAN 0x8100
 #define IPV4_NO_OPTIONS 0x45
 #define IPV4_PROTO_UDP 17
 #define IP_AT WIRE_ETH_LEN
@@ -19,7 +17,7 @@ bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *
 			 size_t next_len, unsigned k)
 {
 	return first_len >= WIRE_GSO_HDR_LEN && next_len > WIRE_GSO_HDR_LEN &&
-	       next_len <= first_len && get16(first + 12) == ETHERTYPE_IPV4 &&
+	       next_len <= first_len && get16(first + 12) == WIRE_ETHERTYPE_IPV4 &&
 	       first[IP_AT] == IPV4_NO_OPTIONS && first[IP_AT + 9] == IPV4_PROTO_UDP &&
 	       !memcmp(first, next, IP_AT + 2) &&
 	       !memcmp(first + IP_AT + 6, next + IP_AT + 6, 4) &&
@@ -50,10 +48,10 @@ bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_f
 	size_t l3 = WIRE_ETH_LEN, hdr;
 	uint16_t id;
 
-	if (len >= WIRE_ETH_LEN + WIRE_VLAN_LEN && get16(frame + 12) == ETHERTYPE_VLAN)
+	if (len >= WIRE_ETH_LEN + WIRE_VLAN_LEN && get16(frame + 12) == WIRE_ETHERTYPE_VLAN)
 		l3 += WIRE_VLAN_LEN;
 	hdr = l3 + WIRE_IPV4_LEN + WIRE_UDP_LEN;
-	if (!seg_bytes || len <= hdr || get16(frame + l3 - 2) != ETHERTYPE_IPV4 ||
+	if (!seg_bytes || len <= hdr || get16(frame + l3 - 2) != WIRE_ETHERTYPE_IPV4 ||
 	    frame[l3] != IPV4_NO_OPTIONS || frame[l3 + 9] != IPV4_PROTO_UDP)
 		return false;
 	memcpy(head, frame, hdr);

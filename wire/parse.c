@@ -5,9 +5,6 @@
 
 #include "wire/bytes.h"
 
-#define ETHERTYPE_IPV4 0x0800
-#define ETHERTYPE_IPV6 0x86dd
-#define ETHERTYPE_VLAN 0x8100
 #define IPPROTO_UDP_ 17
 #define IPV6_NH_FRAGMENT 44
 #define IPV4_MF 0x2000
@@ -31,7 +28,7 @@ static bool parse_l2(const struct cursor *c, struct wire_pkt *pkt, uint16_t *eth
 	if (!captured(c, 0, WIRE_ETH_LEN))
 		return false;
 	*ethertype = get16(c->frame + 12);
-	if (*ethertype == ETHERTYPE_VLAN) {
+	if (*ethertype == WIRE_ETHERTYPE_VLAN) {
 		if (!captured(c, WIRE_ETH_LEN, WIRE_VLAN_LEN))
 			return false;
 		pkt->vlan = true;
@@ -228,9 +225,9 @@ enum wire_status wire_parse(const uint8_t *frame, size_t caplen, struct wire_pkt
 	memset(pkt, 0, sizeof(*pkt));
 	if (!parse_l2(&c, pkt, &ethertype))
 		return WIRE_NOT_ROCE;
-	if (ethertype == ETHERTYPE_IPV4)
+	if (ethertype == WIRE_ETHERTYPE_IPV4)
 		st = parse_ipv4(&c, pkt, &ip_payload);
-	else if (ethertype == ETHERTYPE_IPV6)
+	else if (ethertype == WIRE_ETHERTYPE_IPV6)
 		st = parse_ipv6(&c, pkt, &ip_payload);
 	else
 		st = WIRE_NOT_ROCE;

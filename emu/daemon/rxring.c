@@ -24,7 +24,6 @@
 #define ETH_MAX_HEADER 18        /* Ethernet header and one VLAN tag */
 #define RX_SLOT_OVERHEAD 96      /* tpacket2_hdr, sockaddr_ll and the virtio-net header */
 #define FILTER_SNAPLEN 262144    /* what the filter keeps of a frame: all of it */
-#define ETHERTYPE_VLAN 0x8100
 
 /* Every slot holds a whole frame of the link or a GSO frame of NET_GSO_FRAME_MAX, whether
  * or not this daemon sends GSO frames itself: its peer may. */
@@ -170,7 +169,7 @@ static struct tpacket2_hdr *slot_at(const struct rx_ring *r, unsigned i)
 static uint8_t *restore_vlan(const struct tpacket2_hdr *h, uint8_t *frame, size_t *len)
 {
 	uint16_t tpid = (h->tp_status & TP_STATUS_VLAN_TPID_VALID) && h->tp_vlan_tpid ?
-			h->tp_vlan_tpid : ETHERTYPE_VLAN;
+			h->tp_vlan_tpid : WIRE_ETHERTYPE_VLAN;
 
 	memmove(frame - WIRE_VLAN_LEN, frame, 12);
 	frame -= WIRE_VLAN_LEN;

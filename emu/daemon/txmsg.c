@@ -8,8 +8,6 @@
 
 #include "emu/daemon/daemon.h"
 
-#define GSO_HDR WIRE_GSO_HDR_LEN
-
 /* How many frames from index first on go in one message. Only the last of a GSO frame may
  * be shorter than the first. */
 static unsigned group_size(const struct dev *dev, unsigned first)
@@ -23,10 +21,10 @@ static unsigned group_size(const struct dev *dev, unsigned first)
 	while (first + n < dev->tx_count && n < NET_GSO_MAX_SEGS) {
 		size_t b_len = dev->tx_len[first + n];
 
-		if (total + b_len - GSO_HDR > NET_GSO_FRAME_MAX ||
+		if (total + b_len - WIRE_GSO_HDR_LEN > NET_GSO_FRAME_MAX ||
 		    !wire_gso_can_follow(a, a_len, dev->tx_frames[first + n], b_len, n))
 			break;
-		total += b_len - GSO_HDR;
+		total += b_len - WIRE_GSO_HDR_LEN;
 		n++;
 		if (b_len < a_len)
 			break;
@@ -40,8 +38,8 @@ static void set_gso_header(struct virtio_net_hdr *vh, uint8_t *first, size_t fir
 	*vh = (struct virtio_net_hdr){
 		.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
 		.gso_type = VIRTIO_NET_HDR_GSO_UDP_L4,
-		.hdr_len = htole16(GSO_HDR),
-		.gso_size = htole16((uint16_t)(first_len - GSO_HDR)),
+		.hdr_len = htole16(WIRE_GSO_HDR_LEN),
+		.gso_size = htole16((uint16_t)(first_len - WIRE_GSO_HDR_LEN)),
 		.csum_start = htole16(WIRE_ETH_LEN + WIRE_IPV4_LEN),
 		.csum_offset = htole16(6),      /* the UDP checksum */
 	};
@@ -73,8 +71,8 @@ unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first)
 			iov = put_iov(iov, vh, sizeof(*vh));
 		iov = put_iov(iov, dev->tx_frames[f], dev->tx_len[f]);
 		for (unsigned k = 1; k < n; k++)
-			iov = put_iov(iov, dev->tx_frames[f + k] + GSO_HDR,
-				      dev->tx_len[f + k] - GSO_HDR);
+			iov = put_iov(iov, dev->tx_frames[f + k] + WIRE_GSO_HDR_LEN,
+				      dev->tx_len[f + k] - WIRE_GSO_HDR_LEN);
 		h->msg_iovlen = (size_t)(iov - h->msg_iov);
 		f += n;
 	}
