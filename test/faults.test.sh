@@ -51,6 +51,34 @@ run_under() { # SPEC EXPECT_COUNTER...
 	echo "$spec: $ITERS x $SIZE byte-exact in $((SECONDS - start)) s, ${mbps} MB/s, retransmissions $retries,$shown"
 }
 
+# many_qps PAIRS SIZE ITERS SPEC: PAIRS rdma-write pairs at once, each QP's window in
+# flight together, so the send batch fills (and is sent) in the middle of the fault
+# stage's work, on both daemons; every pair byte-exact.
+many_qps() {
+	local pairs=$1 size=$2 iters=$3 spec=$4 servers=() clients=() start=$SECONDS k
+	"$CTL" -s "$SOCK_A" fault "$spec" && "$CTL" -s "$SOCK_B" fault "$spec" || fail "fault $spec"
+	local sent0=$(( $(counter a sent_pkts) + $(counter b sent_pkts) ))
+	for ((k = 0; k < pairs; k++)); do
+		"${IN_B[@]}" timeout 300 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $((PORT + 1 + k)) \
+			-s "$size" --verify --timeout-ms 60000 >"$WORK/server$k.out" 2>&1 &
+		servers+=($!)
+	done
+	for ((k = 0; k < pairs; k++)); do
+		"${IN_A[@]}" timeout 300 "$BUILD/rdma-write" -D "$SOCK_A" -p $((PORT + 1 + k)) -s "$size" \
+			-n "$iters" --verify -u 8 --timeout-ms 60000 --json "$ADDR_B" \
+			>"$WORK/client$k.json" 2>"$WORK/client$k.err" &
+		clients+=($!)
+	done
+	for ((k = 0; k < pairs; k++)); do
+		wait "${clients[k]}" && wait "${servers[k]}" && grep -q '"verify":"OK"' "$WORK/client$k.json" ||
+			{ cat "$WORK/client$k.json" "$WORK/client$k.err" "$WORK/server$k.out"
+			  fail "$spec: pair $k of $pairs ($iters x $size) not byte-exact"; }
+	done
+	PORT=$((PORT + pairs))
+	local frames=$(( $(counter a sent_pkts) + $(counter b sent_pkts) - sent0 ))
+	echo "$spec: $pairs QPs x $iters x $size byte-exact in $((SECONDS - start)) s, $frames frames sent"
+}
+
 topology_up netns
 "$CTL" -s "$SOCK_A" fault "drop=2" 2>"$WORK/err" && fail "drop=2 accepted"
 grep -q "probabilities go from 0 to 1" "$WORK/err" || fail "bad fault spec message: $(cat "$WORK/err")"
@@ -63,8 +91,25 @@ run_under "reorder=0.25,seed=13" fault_reordered out_of_seq_request
 run_under "dup=0.01,seed=14" fault_duplicated duplicate_request
 run_under "corrupt=0.01,seed=15" fault_corrupted drop_bad_icrc
 run_under "delay=400,seed=16" fault_delayed timeouts
+
+# Every pair of fault kinds, then all of them with and without delay. Without delay a frame
+# passes straight on from the fault stage to the send batch, whose flush once released (and
+# freed) the very frame the stage was still holding back for reordering.
+KINDS=(drop=0.02 dup=0.02 corrupt=0.01 reorder=0.1 delay=200)
+COUNTERS=(fault_dropped fault_duplicated fault_corrupted fault_reordered fault_delayed)
+seed=20
+for ((i = 0; i < ${#KINDS[@]}; i++)); do
+	for ((j = i + 1; j < ${#KINDS[@]}; j++)); do
+		seed=$((seed + 1))
+		run_under "${KINDS[i]},${KINDS[j]},seed=$seed" "${COUNTERS[i]}" "${COUNTERS[j]}"
+	done
+done
 run_under "drop=0.01,dup=0.01,corrupt=0.01,reorder=0.25,delay=200,seed=17" \
 	fault_dropped fault_duplicated fault_corrupted fault_reordered fault_delayed drop_bad_icrc
+run_under "drop=0.05,dup=0.01,corrupt=0.01,reorder=0.25,seed=7" \
+	fault_dropped fault_duplicated fault_corrupted fault_reordered drop_bad_icrc
+many_qps 8 64 4000 "drop=0.01,dup=0.02,corrupt=0.01,reorder=0.1,seed=40"
+many_qps 8 1M 8 "drop=0.01,dup=0.02,corrupt=0.01,reorder=0.1,seed=41"
 "$CTL" -s "$SOCK_A" fault off && "$CTL" -s "$SOCK_B" fault off || fail "fault off"
 "$CTL" -s "$SOCK_A" stats | grep -q "^fault injection .*off" || fail "fault off not shown by stats"
 echo "faults: every fault survived byte-exact, counters accounted"

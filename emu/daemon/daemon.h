@@ -237,11 +237,6 @@ struct dev {
 /* net.c: the interface, frame I/O and neighbours */
 int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen);
 void net_close(struct dev *dev);
-uint8_t *net_tx_slot(struct dev *dev);
-void net_tx_commit(struct dev *dev, size_t len);
-void net_flush(struct dev *dev);
-/* Applies a fault spec ("off" clears it); 0, or -1 with a message. */
-int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen);
 void net_read_ring_drops(struct dev *dev);
 int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6]);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -265,6 +260,17 @@ void rxring_read_drops(struct dev *dev);
  * with a message (the guard socket still keeps the kernel quiet) */
 int ingress_drop_add(struct dev *dev, char *err, size_t errlen);
 int ingress_drop_remove(struct dev *dev, char *err, size_t errlen);
+
+/* netpath.c: the TX batch and the fault stages. A frame is built in net_tx_slot() and
+ * handed over with net_tx_commit(); net_flush() sends the batch before the loop waits. */
+uint8_t *net_tx_slot(struct dev *dev);
+void net_tx_commit(struct dev *dev, size_t len);
+void net_flush(struct dev *dev);
+/* A received frame, through the receive fault stage; net_rx_batch_end() after a batch. */
+void net_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
+void net_rx_batch_end(struct dev *dev);
+/* Applies a fault spec ("off" clears it); 0, or -1 with a message. */
+int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen);
 
 /* capture.c: --pcap recording; capture_frame does nothing when it is off */
 int capture_open(struct dev *dev, const char *path, uint64_t max_bytes, char *err,

@@ -1,6 +1,7 @@
 #include "emu/daemon/fault.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,21 +140,29 @@ static struct held_frame *hold(const uint8_t *frame, size_t len)
 	return h;
 }
 
-static void delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* The delayed frames due by until, oldest first. Each leaves the queue before it is
+ * delivered: a delivery may append to it. */
+static void deliver_delayed(struct fault_stage *st, ev_tstamp until)
 {
-	struct fault_stage *st = w->data;
-	ev_tstamp now = ev_now(loop);
 	struct held_frame *h;
 
-	(void)revents;
-	while ((h = st->delayed_head) && h->due <= now) {
+	while ((h = st->delayed_head) && h->due <= until) {
 		st->delayed_head = h->next;
 		if (!st->delayed_head)
 			st->delayed_tail = NULL;
 		st->deliver(st->ctx, h->data, h->len);
 		free(h);
 	}
-	if (st->delayed_head) {
+}
+
+static void delay_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct fault_stage *st = w->data;
+	ev_tstamp now = ev_now(loop);
+
+	(void)revents;
+	deliver_delayed(st, now);
+	if (st->delayed_head && !ev_is_active(w)) {
 		ev_timer_set(w, st->delayed_head->due - now, 0);
 		ev_timer_start(loop, w);
 	}
@@ -210,11 +219,15 @@ static void pass_on(struct fault_stage *st, const uint8_t *frame, size_t len)
 	}
 }
 
+/* A delivery may flush the batch the caller's frame sits in, or release what this stage
+ * holds: so every decision is made, the held frame taken out of the stage and a second copy
+ * made, before the first delivery, and frame is not read after it. */
 void fault_apply(struct fault_stage *st, const uint8_t *frame, size_t len, size_t from_offset)
 {
 	const struct fault_cfg *cfg = st->cfg;
 	uint8_t copy[DEV_FRAME_MAX];
 	struct held_frame *behind = st->behind;
+	bool twice;
 
 	if (chance(st, cfg->drop)) {
 		st->cnt->fault_dropped++;
@@ -233,13 +246,18 @@ void fault_apply(struct fault_stage *st, const uint8_t *frame, size_t len, size_
 		if (st->behind)
 			return;
 	}
+	twice = chance(st, cfg->dup) && len <= sizeof(copy);
+	if (twice && frame != copy) {
+		memcpy(copy, frame, len);
+		frame = copy;
+	}
+	st->behind = NULL;
 	pass_on(st, frame, len);
-	if (chance(st, cfg->dup)) {
+	if (twice) {
 		st->cnt->fault_duplicated++;
 		pass_on(st, frame, len);
 	}
 	if (behind) {
-		st->behind = NULL;
 		st->cnt->fault_reordered++;
 		pass_on(st, behind->data, behind->len);
 		free(behind);
@@ -255,6 +273,14 @@ void fault_release_held(struct fault_stage *st)
 		pass_on(st, behind->data, behind->len);
 		free(behind);
 	}
+}
+
+void fault_drain(struct fault_stage *st)
+{
+	fault_release_held(st);
+	deliver_delayed(st, INFINITY);
+	if (st->loop)
+		ev_timer_stop(st->loop, &st->timer);
 }
 
 void fault_stage_free(struct fault_stage *st)

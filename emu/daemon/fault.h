@@ -49,10 +49,18 @@ void fault_stage_init(struct fault_stage *st, struct ev_loop *loop, const struct
 		      struct dev_counters *cnt, fault_deliver_fn deliver, void *ctx,
 		      uint64_t salt);
 void fault_stage_reseed(struct fault_stage *st);
-/* Passes one frame through the stage; corrupt flips a bit at or after from_offset. */
+/* Passes one frame through the stage; corrupt flips a bit at or after from_offset. The
+ * frame is read only before its first delivery, and a delivery may do anything the
+ * stage's user does (flush the batch that holds frame, deliver into the other stage,
+ * call fault_release_held): frames longer than DEV_FRAME_MAX are never corrupted or
+ * duplicated. */
 void fault_apply(struct fault_stage *st, const uint8_t *frame, size_t len, size_t from_offset);
-/* Delivers everything still held (reorder) or drops what is delayed (shutdown: free). */
+/* Delivers the frame held back for reordering, if any: the stage's user calls it when no
+ * next frame is coming soon (the end of a batch). */
 void fault_release_held(struct fault_stage *st);
+/* Delivers everything held, delayed frames too, now: before the stage is changed. */
+void fault_drain(struct fault_stage *st);
+/* Frees what is still held, undelivered (shutdown). */
 void fault_stage_free(struct fault_stage *st);
 
 #endif

@@ -1,0 +1,381 @@
+/* libFuzzer harness for the way frames take between the transport and the socket: the TX
+ * batch and its sendmmsg (emu/daemon/netpath.c, txmsg.c, the GSO frames of wire/gso.c) and
+ * the fault stages of both directions (fault.c), driven with random fault specs, frame
+ * sizes and flows, flush points, send failures, fault changes while frames are held, and
+ * received frames whose delivery sends more frames (as a received ACK makes the requester
+ * resend from inside the receive stage: the shape of the crash of issue 13).
+ *
+ * sendmmsg is replaced (by a macro, before netpath.c is compiled in) with a function that
+ * takes every message apart again, cuts a GSO frame the way Linux does (wire_gso_split)
+ * and checks each packet; dev_rx_frame, the receiver, checks each frame delivered to it.
+ * After every input:
+ *   - each packet sent or received parses and has a good ICRC unless a fault corrupted it,
+ *     and a good one is byte for byte the frame committed under its serial (the PSN);
+ *   - nothing is lost or made up: frames committed plus frames received, less those dropped,
+ *     plus those duplicated, are the frames queued for sending plus the frames delivered;
+ *     frames queued are frames that reached sendmmsg plus those a send error lost;
+ *   - a plain (not GSO) frame carries the UDP checksum 0 that RoCEv2 sends.
+ *
+ * Input: a header of INPUT_HDR (fault spec, GSO mode, flows), then ops: a byte each and
+ * the argument bytes the op reads (see run_op). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "icrc/icrc.c"
+#include "wire/build.c"
+#include "wire/gso.c"
+#include "wire/opcode.c"
+#include "wire/parse.c"
+
+static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags);
+#define sendmmsg fake_sendmmsg
+#include "emu/daemon/netpath.c"
+#undef sendmmsg
+#include "emu/daemon/fault.c"
+#include "emu/daemon/txmsg.c"
+
+#define MUST(cond)                                                                        \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
+			fprintf(stderr, "txpath_fuzz: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			abort();                                                          \
+		}                                                                         \
+	} while (0)
+
+#define INPUT_HDR   8
+#define MAX_SERIALS 4096
+#define MAX_OPS     3000
+#define FLOWS       3
+#define PEER_QPN    0x000123
+#define WIRE_BTH_AT (WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN)
+
+/* What a frame was built from: enough to build it again. */
+struct committed {
+	uint16_t payload_len;
+	uint16_t ip_id;
+	uint8_t flow;
+	uint8_t responses;      /* frames the receiver sends back on its delivery */
+	bool rx;
+};
+
+enum send_mode { SEND_OK, SEND_EINTR, SEND_ENOBUFS, SEND_EINVAL, SEND_PARTIAL, SEND_ENETDOWN,
+		 SEND_MODES };
+
+static struct dev dev;
+static struct committed frames[MAX_SERIALS];
+static uint32_t serials;
+static uint64_t committed_tx, injected_rx, delivered_rx, reached_socket, bad_frames;
+static enum send_mode next_send;
+
+/* ---- what capture.c and log.c give the daemon ---- */
+
+void capture_frame(struct dev *d, const uint8_t *frame, size_t len)
+{
+	(void)d;
+	(void)frame;
+	(void)len;
+}
+
+void log_info(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+void log_warn(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+void log_limited(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+/* ---- frames ---- */
+
+static const struct wire_path *flow_path(unsigned flow)
+{
+	static const struct wire_path paths[FLOWS] = {
+		{ .src_mac = { 2, 0, 0, 0, 0, 1 }, .dst_mac = { 2, 0, 0, 0, 0, 2 },
+		  .src_ip = 0x010012c6u, .dst_ip = 0x020012c6u, .src_port = 49152, .ttl = 64 },
+		{ .src_mac = { 2, 0, 0, 0, 0, 1 }, .dst_mac = { 2, 0, 0, 0, 0, 2 },
+		  .src_ip = 0x010012c6u, .dst_ip = 0x020012c6u, .src_port = 49153, .ttl = 64 },
+		{ .src_mac = { 2, 0, 0, 0, 0, 1 }, .dst_mac = { 2, 0, 0, 0, 0, 3 },
+		  .src_ip = 0x010012c6u, .dst_ip = 0x030012c6u, .src_port = 49152, .ttl = 64 },
+	};
+
+	return &paths[flow % FLOWS];
+}
+
+static uint8_t pattern(uint32_t serial, size_t i)
+{
+	return (uint8_t)(serial * 131 + i * 7 + 1);
+}
+
+/* Frame serial as it was built: a WRITE MIDDLE with a payload, or an ACK without. */
+static size_t build(uint8_t *buf, uint32_t serial)
+{
+	const struct committed *c = &frames[serial];
+	struct wire_bth bth = { .opcode = c->payload_len ? WIRE_OP_RC_WRITE_MIDDLE : WIRE_OP_RC_ACK,
+				.pkey = 0xffff, .dest_qp = PEER_QPN, .psn = serial };
+	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = c->responses } };
+	uint8_t payload[4096];
+
+	for (size_t i = 0; i < c->payload_len; i++)
+		payload[i] = pattern(serial, i);
+	return wire_build(buf, DEV_FRAME_MAX, flow_path(c->flow), c->ip_id, &bth, &ext, payload,
+			  c->payload_len);
+}
+
+/* A frame that arrived (sent or received): corrupted, or exactly what was committed. Returns
+ * its serial, or -1 for a corrupted one. */
+static int64_t check_frame(const uint8_t *frame, size_t len, bool rx)
+{
+	uint8_t expect[DEV_FRAME_MAX];
+	struct wire_pkt pkt;
+	uint32_t serial;
+
+	if (wire_parse(frame, len, &pkt) != WIRE_OK || !wire_icrc_ok(frame, &pkt)) {
+		bad_frames++;
+		return -1;
+	}
+	serial = pkt.bth.psn;
+	MUST(serial < serials && frames[serial].rx == rx);
+	MUST(build(expect, serial) == len);
+	/* the ICRC leaves out the BTH's reserved byte: a bit flipped there passes, as on a wire */
+	MUST(!memcmp(expect, frame, WIRE_BTH_AT + 4) &&
+	     !memcmp(expect + WIRE_BTH_AT + 5, frame + WIRE_BTH_AT + 5, len - WIRE_BTH_AT - 5));
+	return serial;
+}
+
+static uint32_t new_serial(size_t payload_len, unsigned flow, unsigned responses, bool rx)
+{
+	frames[serials] = (struct committed){ .payload_len = (uint16_t)payload_len,
+		.ip_id = rx ? 0 : dev.ip_id++, .flow = (uint8_t)flow,
+		.responses = (uint8_t)responses, .rx = rx };
+	return serials++;
+}
+
+static void commit_tx(size_t payload_len, unsigned flow)
+{
+	uint8_t *slot;
+
+	if (serials == MAX_SERIALS)
+		return;
+	slot = net_tx_slot(&dev);
+	net_tx_commit(&dev, build(slot, new_serial(payload_len, flow, 0, false)));
+	committed_tx++;
+}
+
+/* The transport, as far as this path sees it: a received frame may make it send. */
+void dev_rx_frame(struct dev *d, const uint8_t *frame, size_t len)
+{
+	int64_t serial = check_frame(frame, len, true);
+
+	MUST(d == &dev);
+	delivered_rx++;
+	if (serial < 0)
+		return;
+	for (unsigned k = 0; k < frames[serial].responses; k++)
+		commit_tx(k ? 1024 : 0, (unsigned)serial + k);
+}
+
+static void receive(unsigned responses, size_t payload_len)
+{
+	uint8_t buf[DEV_FRAME_MAX];
+
+	if (serials == MAX_SERIALS)
+		return;
+	injected_rx++;
+	net_rx_frame(&dev, buf, build(buf, new_serial(payload_len, 0, responses, true)));
+}
+
+/* ---- the socket ---- */
+
+static void check_plain(const uint8_t *frame, size_t len)
+{
+	MUST(len > WIRE_GSO_HDR_LEN);
+	MUST(frame[WIRE_ETH_LEN + WIRE_IPV4_LEN + 6] == 0 && frame[WIRE_ETH_LEN + WIRE_IPV4_LEN + 7] == 0);
+	check_frame(frame, len, false);
+	reached_socket++;
+}
+
+static void deliver_segment(void *ctx, const uint8_t *frame, size_t len)
+{
+	(void)ctx;
+	check_plain(frame, len);
+}
+
+static void take_message(const struct msghdr *h)
+{
+	static uint8_t buf[NET_GSO_FRAME_MAX + DEV_FRAME_MAX];
+	struct virtio_net_hdr vh = { 0 };
+	size_t len = 0, i = 0;
+
+	if (dev.tx_vnet) {
+		MUST(h->msg_iovlen >= 2 && h->msg_iov[0].iov_len == sizeof(vh));
+		memcpy(&vh, h->msg_iov[0].iov_base, sizeof(vh));
+		i = 1;
+	}
+	for (; i < h->msg_iovlen; i++) {
+		MUST(len + h->msg_iov[i].iov_len <= sizeof(buf));
+		memcpy(buf + len, h->msg_iov[i].iov_base, h->msg_iov[i].iov_len);
+		len += h->msg_iov[i].iov_len;
+	}
+	if (vh.gso_type == VIRTIO_NET_HDR_GSO_NONE) {
+		MUST(dev.tx_vnet ? h->msg_iovlen == 2 : h->msg_iovlen == 1);
+		check_plain(buf, len);
+		return;
+	}
+	MUST(dev.tx_gso && vh.gso_type == VIRTIO_NET_HDR_GSO_UDP_L4);
+	MUST(vh.hdr_len == WIRE_GSO_HDR_LEN && vh.csum_start == WIRE_ETH_LEN + WIRE_IPV4_LEN);
+	MUST(len <= NET_GSO_FRAME_MAX && h->msg_iovlen - 1 <= NET_GSO_MAX_SEGS);
+	MUST(wire_gso_split(buf, len, vh.gso_size, deliver_segment, NULL));
+}
+
+static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
+{
+	static const int errnos[SEND_MODES] = { 0, EINTR, ENOBUFS, EINVAL, 0, ENETDOWN };
+	enum send_mode mode = next_send;
+
+	(void)fd;
+	(void)flags;
+	MUST(n > 0 && n <= DEV_TX_BATCH);
+	next_send = SEND_OK;
+	if (errnos[mode]) {
+		errno = errnos[mode];
+		return -1;
+	}
+	if (mode == SEND_PARTIAL)
+		n = 1;
+	for (unsigned m = 0; m < n; m++)
+		take_message(&msgs[m].msg_hdr);
+	return (int)n;
+}
+
+/* ---- the input ---- */
+
+static double prob(uint8_t b)
+{
+	return b < 128 ? 0 : (b - 127) / 256.0;
+}
+
+static void set_fault(const uint8_t *b)
+{
+	static const char *const dirs[] = { "both", "rx", "tx", "both" };
+	char spec[200], err[200];
+
+	snprintf(spec, sizeof(spec), "drop=%g,dup=%g,corrupt=%g,reorder=%g,delay=%u,seed=%u,dir=%s",
+		 prob(b[0]), prob(b[1]), prob(b[2]), prob(b[3]), b[4] & 0x80 ? (b[4] & 3u) : 0u,
+		 b[5], dirs[b[4] >> 5 & 3]);
+	MUST(net_set_fault(&dev, spec, err, sizeof(err)) == 0);
+}
+
+static void run_loop(void)
+{
+	ev_now_update(dev.loop);
+	ev_run(dev.loop, EVRUN_NOWAIT);
+}
+
+/* One op: returns the bytes it used (at least 1). */
+static size_t run_op(const uint8_t *d, size_t size)
+{
+	static size_t last_len;
+	static unsigned last_flow;
+	uint8_t op = d[0];
+	size_t arg = size > 2 ? (d[1] | (size_t)d[2] << 8) : 0;
+
+	switch (op % 8) {
+	case 0: /* a frame to send: payload length, flow */
+		last_len = arg % 4097;
+		last_flow = op >> 3;
+		commit_tx(last_len, last_flow);
+		return 3;
+	case 1: /* frames like the last one, as a message's packets are */
+		for (unsigned k = 0; k <= op >> 3; k++)
+			commit_tx(last_len, last_flow);
+		return 1;
+	case 2: /* a frame received, and the frames its delivery sends */
+		receive(op >> 3 & 7, arg % 2049);
+		return 3;
+	case 3: /* the loop is about to wait */
+		net_flush(&dev);
+		run_loop();
+		return 1;
+	case 4:
+		net_rx_batch_end(&dev);
+		return 1;
+	case 5: /* how the next sendmmsg ends */
+		next_send = (enum send_mode)((op >> 3) % SEND_MODES);
+		return 1;
+	case 6: /* rocemuctl fault, while frames may be held */
+		if (size < 7)
+			return size;
+		set_fault(d + 1);
+		return 7;
+	default: /* delayed frames fall due */
+		run_loop();
+		return 1;
+	}
+}
+
+static void settle_and_check(void)
+{
+	char err[200];
+	const struct dev_counters *c = &dev.cnt;
+
+	MUST(net_set_fault(&dev, "off", err, sizeof(err)) == 0);
+	MUST(!dev.fault_tx.behind && !dev.fault_rx.behind && !dev.fault_tx.delayed_head &&
+	     !dev.fault_rx.delayed_head);
+	next_send = SEND_OK;
+	net_flush(&dev);
+	MUST(dev.tx_count == 0);
+	MUST(committed_tx + injected_rx - c->fault_dropped + c->fault_duplicated ==
+	     c->sent_pkts + delivered_rx);
+	MUST(c->sent_pkts == reached_socket + c->send_err);
+	MUST(bad_frames <= c->fault_corrupted + c->fault_duplicated);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	dev.loop = ev_loop_new(EVFLAG_AUTO);
+	dev.tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
+	dev.tx_fd = -1;
+	dev.ipv4 = 0x010012c6u;
+	snprintf(dev.ifname, sizeof(dev.ifname), "fuzz0");
+	MUST(dev.loop && dev.tx_frames);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < INPUT_HDR)
+		return 0;
+	memset(&dev.cnt, 0, sizeof(dev.cnt));
+	serials = 0;
+	committed_tx = injected_rx = delivered_rx = reached_socket = bad_frames = 0;
+	next_send = SEND_OK;
+	dev.ip_id = (uint16_t)(data[6] << 8 | data[7]);
+	dev.tx_vnet = data[4] & 1;
+	dev.tx_gso = dev.tx_vnet && (data[4] & 2);
+	set_fault(data);
+	data += INPUT_HDR;
+	size -= INPUT_HDR;
+	for (unsigned n = 0; n < MAX_OPS && size; n++) {
+		size_t used = run_op(data, size);
+
+		used = used < size ? used : size;
+		data += used;
+		size -= used;
+	}
+	settle_and_check();
+	return 0;
+}
