@@ -113,6 +113,13 @@ fuzz: fuzz-build
 demo:
 	scripts/demo.sh
 
+# Issue 13's soak: 20 seeds of the README's fault spec, 64 MiB each, in both builds.
+.PHONY: fault-soak
+fault-soak: all
+	$(MAKE) $(ASAN_VARS) build-tests
+	ROCEMU_BUILD=$(CURDIR)/$(BUILD) test/fault-soak.sh 20
+	ROCEMU_BUILD=$(CURDIR)/build/asan test/fault-soak.sh 20
+
 clean:
 	rm -rf build
 
