@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_RING 4096   /* entries per SQ, RQ or CQ */
@@ -179,15 +179,15 @@ struct proto_query_qp_reply {
 	X(duplicate_request, "duplicate request packets (re-ACKed, not executed again)")  \
 	X(out_of_seq_request, "request packets ahead of the expected PSN")              \
 	X(rcvd_rnr_err, "RNR NAKs received")                                             \
-	X(send_rnr_err, "RNR NAKs sent (WRITE WITH IMMEDIATE without a receive WQE)")    \
+	X(send_rnr_err, "RNR NAKs sent (SEND or WRITE WITH IMM without a receive WQE)")  \
 	X(rcvd_seq_err, "PSN sequence error NAKs received")                              \
 	X(retry_exceeded_err, "work requests failed after retry_cnt retransmissions")     \
 	X(retry_rnr_exceeded_err, "work requests failed after rnr_retry RNR retries")     \
 	X(completer_retry_err, "retransmissions started (timeout or sequence NAK)")      \
 	X(send_err, "frames the kernel refused to send")                                 \
 	X(link_downed, "times the link was seen going down")                             \
-	X(rdma_sends, "RDMA WRITE messages sent")                                        \
-	X(rdma_recvs, "RDMA WRITE messages received")                                    \
+	X(rdma_sends, "RDMA WRITE and SEND messages sent")                              \
+	X(rdma_recvs, "RDMA WRITE and SEND messages received")                          \
 	X(drop_malformed, "dropped: malformed RoCEv2 packet (see rocemuctl decode)")     \
 	X(drop_not_ours, "dropped: destination IP is not this device")                   \
 	X(drop_bad_icrc, "dropped: ICRC mismatch")                                       \
@@ -204,6 +204,7 @@ struct proto_query_qp_reply {
 	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
 	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \
 	X(nak_rem_access_sent, "remote access error NAKs sent (rkey, PD, access, bounds)") \
+	X(nak_rem_op_sent, "remote operational error NAKs sent (a receive WQE unfit for a SEND)") \
 	X(acks_sent, "ACKs sent")                                                        \
 	X(timeouts, "retransmission timer expiries")                                     \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
@@ -320,7 +321,7 @@ struct proto_sge {
 /* A send work request, as the client library writes it. */
 struct proto_swqe {
 	uint64_t wr_id;
-	uint32_t opcode;     /* IBV_WR_RDMA_WRITE or IBV_WR_RDMA_WRITE_WITH_IMM */
+	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM] */
 	uint32_t flags;      /* IBV_SEND_SIGNALED */
 	uint64_t remote_addr;
 	uint32_t rkey;
@@ -330,8 +331,12 @@ struct proto_swqe {
 	struct proto_sge sge[PROTO_MAX_SGE];
 };
 
+/* A receive work request: where an incoming SEND is scattered. */
 struct proto_rwqe {
 	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t pad;
+	struct proto_sge sge[PROTO_MAX_SGE];
 };
 
 struct proto_cqe {
@@ -343,7 +348,7 @@ struct proto_cqe {
 	uint32_t qp_num;
 	uint32_t wc_flags;   /* IBV_WC_WITH_IMM */
 	uint32_t vendor_err;
-	uint32_t pad;
+	uint32_t src_qp;     /* receive completions: the sending QP */
 };
 
 /* Ring memfd layouts. QP: ctl, SQ entries, then (at rq_offset) ctl, RQ entries.

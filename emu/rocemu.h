@@ -72,6 +72,7 @@ struct rocemu_qp_init_attr {
 	uint32_t max_recv_wr;
 	uint32_t max_send_sge;
 	int sq_sig_all;
+	uint32_t max_recv_sge;
 };
 
 /* Connects to the daemon's socket: path, else $ROCEMU_SOCKET, else the only socket in
@@ -112,9 +113,11 @@ int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_ma
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr);
 int rocemu_destroy_qp(struct rocemu_qp *qp);
 
-/* RDMA WRITE and WRITE WITH IMMEDIATE (IBV_WR_RDMA_WRITE[_WITH_IMM]) work requests. */
+/* RDMA WRITE, WRITE WITH IMMEDIATE, SEND and SEND WITH IMMEDIATE work requests
+ * (IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM]). */
 int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-/* Receive work requests, consumed by incoming WRITE WITH IMMEDIATE. */
+/* Receive work requests: an incoming SEND is scattered through the SGEs of the next one
+ * (lkeys of MRs with IBV_ACCESS_LOCAL_WRITE); WRITE WITH IMMEDIATE consumes one too. */
 int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 
 /* "IBV_WC_REM_ACCESS_ERR" and so on: the status's name as the enum spells it (verbs'

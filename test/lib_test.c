@@ -1777,7 +1777,7 @@ START_TEST(test_post_send_bad_opcode)
 	struct ibv_send_wr wr[2] = { write_wr(1), write_wr(2) }, *bad = NULL;
 
 	wr[0].next = &wr[1];
-	wr[1].opcode = IBV_WR_SEND;
+	wr[1].opcode = IBV_WR_BIND_MW;
 	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), EINVAL);
 	ck_assert_ptr_eq(bad, &wr[1]);
 	ck_assert_uint_eq(fake_sq(&fk)->prod, 1);
@@ -1810,16 +1810,39 @@ START_TEST(test_post_recv)
 	struct ibv_recv_wr wr[5], *bad = NULL;
 	const struct proto_rwqe *slots = (const struct proto_rwqe *)(fake_rq(&fk) + 1);
 
+	struct ibv_sge rsge[2] = { { .addr = 0x1000, .length = 10, .lkey = 7 },
+				   { .addr = 0x2000, .length = 20, .lkey = 8 } };
+
 	for (int i = 0; i < 5; i++)
 		wr[i] = (struct ibv_recv_wr){ .wr_id = 50 + (uint64_t)i,
 					      .next = i < 4 ? &wr[i + 1] : NULL };
+	wr[1].sg_list = rsge;
+	wr[1].num_sge = 2;
 	ck_assert_int_eq(rocemu_post_recv(qp, wr, &bad), ENOMEM);
 	ck_assert_ptr_eq(bad, &wr[4]);
 	ck_assert_uint_eq(__atomic_load_n(&fake_rq(&fk)->prod, __ATOMIC_ACQUIRE), 4);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4; i++) {
 		ck_assert_uint_eq(slots[i].wr_id, 50 + (uint64_t)i);
+		ck_assert_uint_eq(slots[i].num_sge, i == 1 ? 2 : 0);
+	}
+	ck_assert_uint_eq(slots[1].sge[0].addr, 0x1000);
+	ck_assert_uint_eq(slots[1].sge[1].length, 20);
+	ck_assert_uint_eq(slots[1].sge[1].lkey, 8);
 	ck_assert_uint_eq(fake_sq(&fk)->prod, 0);
 	ck_assert_uint_gt(fake_doorbell(&fk), 0);
+}
+END_TEST
+
+START_TEST(test_post_recv_too_many_sge)
+{
+	struct ibv_sge rsge[PROTO_MAX_SGE + 1] = { { 0 } };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = rsge, .num_sge = PROTO_MAX_SGE + 1 };
+	struct ibv_recv_wr *bad = NULL;
+
+	ck_assert_int_eq(rocemu_post_recv(qp, &wr, &bad), EINVAL);
+	ck_assert_ptr_eq(bad, &wr);
+	ck_assert_uint_eq(fake_rq(&fk)->prod, 0);
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "num_sge"));
 }
 END_TEST
 
@@ -2081,6 +2104,7 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_post_send_bad_opcode);
 	tcase_add_test(tc, test_post_send_too_many_sge);
 	tcase_add_test(tc, test_post_recv);
+	tcase_add_test(tc, test_post_recv_too_many_sge);
 	tcase_add_test(tc, test_post_daemon_gone);
 	tcase_add_test(tc, test_modify_not_ipv4_gid);
 	tcase_add_test(tc, test_modify_sends_attrs);

@@ -13,7 +13,8 @@ require_root
 
 E2E=$BUILD/verbs_e2e
 CASES="stale-rkey no-remote-write other-pd other-process qp-no-remote-write foreign-lkey
-       flush canaries sparse-target write-imm zero-length rnr-recover"
+       flush canaries sparse-target write-imm zero-length rnr-recover send-recv send-errors
+       send-rnr"
 HOLD_MIB=32
 FAILED=()
 PASSED=0

@@ -453,7 +453,8 @@ static bool expect_state(struct end *e, enum ibv_qp_state want)
  * responder's QP too when it NAKed the request as invalid or an access error. */
 static bool expect_states(struct conn *c, enum ibv_wc_status st)
 {
-	bool remote = st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR;
+	bool remote = st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR ||
+		      st == IBV_WC_REM_OP_ERR;
 
 	if (st == IBV_WC_SUCCESS)
 		return expect_state(&c->a, IBV_QPS_RTS) && expect_state(&c->b, IBV_QPS_RTS);
@@ -927,22 +928,39 @@ static void case_zero_length(struct env *e)
 	region_close(&dst);
 }
 
-/* One WRITE WITH IMM that finds no receive: the receive comes LATE_RECV_MS later, within
- * the RNR NAK's delay, so the one retry that rnr_retry 1 allows finds it. */
-static bool late_receive(struct conn *c, struct region *src, struct region *dst,
-			 uint64_t recv_id, const char *what)
+static int post_recv(struct end *e, uint64_t wr_id, struct ibv_sge *sge, int num_sge)
 {
-	struct ibv_recv_wr rwr = { .wr_id = recv_id }, *bad = NULL;
-	int64_t start = e2e_now_ms(), took;
-	int err;
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sge, .num_sge = num_sge };
+	struct ibv_recv_wr *bad = NULL;
+	int err = rocemu_post_recv(e->qp, &wr, &bad);
 
-	if (post_write_imm(&c->a, src, 64, dst) < 0)
+	return err ? vfail(e->n, "rocemu_post_recv", err) : 0;
+}
+
+static struct ibv_send_wr send_wr(uint64_t wr_id, struct ibv_sge *sge, int num_sge,
+				  enum ibv_wr_opcode opcode)
+{
+	return (struct ibv_send_wr){ .wr_id = wr_id, .sg_list = sge, .num_sge = num_sge,
+				     .opcode = opcode, .send_flags = IBV_SEND_SIGNALED,
+				     .imm_data = htonl(IMM_VALUE) };
+}
+
+/* 64 bytes by SEND (else WRITE WITH IMM, wr_id 0x11 both) that find no receive: the
+ * receive comes LATE_RECV_MS later, within the RNR NAK's delay, so the one retry that
+ * rnr_retry 1 allows finds it. */
+static bool late_receive(struct conn *c, struct region *src, struct region *dst,
+			 uint64_t recv_id, bool send, const char *what)
+{
+	struct ibv_sge out = { (uintptr_t)src->p, 64, src->mr->lkey };
+	struct ibv_sge in = { (uintptr_t)dst->p, 64, dst->mr->lkey };
+	struct ibv_send_wr wr = send_wr(0x11, &out, 1, IBV_WR_SEND);
+	int64_t start = e2e_now_ms(), took;
+
+	if (send ? post_wr(&c->a, &wr) < 0 : post_write_imm(&c->a, src, 64, dst) < 0)
 		return false;
 	poll(NULL, 0, LATE_RECV_MS);
-	if ((err = rocemu_post_recv(c->b.qp, &rwr, &bad))) {
-		vfail(c->b.n, "rocemu_post_recv", err);
+	if (post_recv(&c->b, recv_id, &in, 1) < 0)
 		return false;
-	}
 	if (!expect_wc(&c->a, 0x11, IBV_WC_SUCCESS, what, NULL) ||
 	    !expect_wc(&c->b, recv_id, IBV_WC_SUCCESS, "B's late receive", NULL))
 		return false;
@@ -967,13 +985,201 @@ static void case_rnr_recover(struct env *e)
 	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
 	    region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
 	    conn_open(e, &o, &c) == 0) {
-		if (late_receive(&c, &src, &dst, 0x71, "1st message, receive late, rnr_retry 1") &&
-		    late_receive(&c, &src, &dst, 0x72, "2nd message, receive late, rnr_retry 1"))
+		if (late_receive(&c, &src, &dst, 0x71, false,
+				 "1st message, receive late, rnr_retry 1") &&
+		    late_receive(&c, &src, &dst, 0x72, false,
+				 "2nd message, receive late, rnr_retry 1") &&
+		    late_receive(&c, &src, &dst, 0x73, true, "a SEND, receive late, rnr_retry 1"))
 			e2e_note("each message got its own RNR retry");
 		conn_close(&c);
 	}
 	region_close(&src);
 	region_close(&dst);
+}
+
+/* ---- SEND and RECV ---- */
+
+#define SEND_MAX   (1u << 20)
+#define SEND_SLACK 64         /* receive space past each message, which must stay as it was */
+
+/* [off, off + len) of r as n SGEs in order, of nearly equal lengths. */
+static void split_sges(struct ibv_sge *sge, int n, const struct region *r, size_t off,
+		       size_t len)
+{
+	for (int i = 0; i < n; i++) {
+		size_t piece = len / (size_t)n + ((size_t)i < len % (size_t)n);
+
+		sge[i] = (struct ibv_sge){ (uintptr_t)(r->p + off), (uint32_t)piece, r->mr->lkey };
+		off += piece;
+	}
+}
+
+/* As rxe fills in a receive completion: IBV_WC_GRH on every one, the immediate as sent. */
+static bool check_send_recv_wc(const struct ibv_wc *wc, const struct conn *c, uint32_t len,
+			       bool imm)
+{
+	unsigned flags = IBV_WC_GRH | (imm ? IBV_WC_WITH_IMM : 0);
+
+	if (wc->opcode == IBV_WC_RECV && wc->byte_len == len && wc->wc_flags == flags &&
+	    (!imm || wc->imm_data == htonl(IMM_VALUE)) && wc->src_qp == c->a.qp->qp_num)
+		return true;
+	return e2e_mismatch("B's completion: opcode %d byte_len %u flags 0x%x imm 0x%08x src_qp "
+			    "0x%06x, expected %d, %u, 0x%x, 0x%08x, 0x%06x", (int)wc->opcode,
+			    wc->byte_len, (unsigned)wc->wc_flags, ntohl(wc->imm_data), wc->src_qp,
+			    (int)IBV_WC_RECV, len, flags, imm ? IMM_VALUE : 0, c->a.qp->qp_num);
+}
+
+/* len bytes from two SGEs on A into a receive of three SGEs on B with SEND_SLACK bytes to
+ * spare: both completions as verbs says, the bytes where they belong, none past them. */
+static bool one_send(struct conn *c, struct region *src, struct region *dst, uint32_t len,
+		     bool imm)
+{
+	struct ibv_sge out[2], in[3];
+	struct ibv_send_wr wr;
+	struct ibv_wc wc;
+	char what[48];
+
+	fill_pat(dst->p, dst->len, SEED_TARGET);
+	split_sges(out, 2, src, 0, len);
+	split_sges(in, 3, dst, 0, len + SEND_SLACK);
+	wr = send_wr(len, out, 2, imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND);
+	snprintf(what, sizeof(what), "SEND%s of %u bytes", imm ? " WITH IMM" : "", len);
+	if (post_recv(&c->b, 0x100000 + len, in, 3) < 0 || post_wr(&c->a, &wr) < 0 ||
+	    !expect_wc(&c->a, len, IBV_WC_SUCCESS, what, &wc))
+		return false;
+	if (wc.opcode != IBV_WC_SEND || wc.byte_len != len)
+		return e2e_mismatch("%s: A's completion has opcode %d, byte_len %u", what,
+				    (int)wc.opcode, wc.byte_len);
+	return expect_wc(&c->b, 0x100000 + len, IBV_WC_SUCCESS, "B's receive", &wc) &&
+	       check_send_recv_wc(&wc, c, len, imm) &&
+	       expect_pat(dst->p, len, SEED_SOURCE, "receive buffer") &&
+	       expect_range(dst->p, len, dst->len, SEED_TARGET, "receive buffer past the message");
+}
+
+/* Sizes around the MTU and a long message, across the PSN wrap, one QP pair throughout. */
+static void case_send_recv(struct env *e)
+{
+	const uint32_t sizes[] = { 0, 1, 4095, 4096, 4097, SEND_MAX };
+	struct conn_opts o = default_opts();
+	struct region src = { 0 }, dst = { 0 };
+	struct conn c;
+	bool ok = true;
+
+	o.psn_a = PSN_WRAP;
+	if (region_open(&src, &e->a, SEND_MAX, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, SEND_MAX + SEND_SLACK, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    conn_open(e, &o, &c) == 0) {
+		for (size_t i = 0; ok && i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			ok = one_send(&c, &src, &dst, sizes[i], false);
+		if (ok && one_send(&c, &src, &dst, 3 * e->pmtu - 5, true) &&
+		    one_send(&c, &src, &dst, 0, true))
+			e2e_note("byte-exact, nothing past the messages changed");
+		conn_close(&c);
+	}
+	region_close(&src);
+	region_close(&dst);
+}
+
+/* A request that B's receive cannot take, on a fresh QP pair: A's and B's completions
+ * must be want_a and want_b, and B's QP in the error state. */
+struct recv_shot {
+	const char *what;
+	enum ibv_wr_opcode opcode;
+	uint32_t len;             /* from A */
+	uint32_t recv_len;        /* B's one receive SGE, at dst */
+	uint32_t recv_lkey;
+	uint32_t rkey;            /* WRITE WITH IMM's target, SEND WITH INV's key */
+	enum ibv_wc_status want_a, want_b;
+};
+
+static bool refused_receive(struct env *e, struct region *src, struct region *dst,
+			    const struct recv_shot *s)
+{
+	struct ibv_sge out = { (uintptr_t)src->p, s->len, src->mr->lkey };
+	struct ibv_sge in = { (uintptr_t)dst->p, s->recv_len, s->recv_lkey };
+	struct ibv_send_wr wr = send_wr(1, &out, 1, s->opcode);
+	struct conn_opts o = default_opts();
+	char what[96];
+	struct conn c;
+	bool ok = false;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)dst->p;
+	wr.wr.rdma.rkey = s->rkey;
+	if (s->opcode == IBV_WR_SEND_WITH_INV)
+		wr.invalidate_rkey = s->rkey;
+	snprintf(what, sizeof(what), "B's receive after %s", s->what);
+	if (conn_open(e, &o, &c) < 0)
+		return false;
+	if (post_recv(&c.b, 2, &in, 1) == 0 && post_wr(&c.a, &wr) == 0 &&
+	    expect_wc(&c.a, 1, s->want_a, s->what, NULL) &&
+	    expect_wc(&c.b, 2, s->want_b, what, NULL))
+		ok = expect_state(&c.a, s->want_a == IBV_WC_SUCCESS ? IBV_QPS_RTS : IBV_QPS_ERR) &&
+		     expect_state(&c.b, IBV_QPS_ERR);
+	conn_close(&c);
+	return ok;
+}
+
+/* Every way B's side refuses, with rxe's statuses on both sides; only SEND WITH INVALIDATE
+ * places its data (before the invalidation fails), nothing else changes the buffer. */
+static void case_send_errors(struct env *e)
+{
+	struct region src = { 0 }, dst = { 0 }, ro = { 0 };
+	struct recv_shot shots[] = {
+		{ "a 200-byte SEND into a 100-byte receive", IBV_WR_SEND, 200, 100, 0, 0,
+		  IBV_WC_REM_OP_ERR, IBV_WC_LOC_QP_OP_ERR },
+		{ "a SEND into a receive without LOCAL_WRITE", IBV_WR_SEND, 200, 256, 0, 0,
+		  IBV_WC_REM_OP_ERR, IBV_WC_LOC_QP_OP_ERR },
+		{ "a WRITE WITH IMM to a bad rkey", IBV_WR_RDMA_WRITE_WITH_IMM, 200, 0, 0, 0,
+		  IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_ACCESS_ERR },
+		{ "a SEND WITH INVALIDATE", IBV_WR_SEND_WITH_INV, 200, 256, 0, 0,
+		  IBV_WC_SUCCESS, IBV_WC_REM_INV_REQ_ERR },
+	};
+	bool ok = true;
+
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) < 0 ||
+	    region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_alloc(&ro, &e->b, 4096, SEED_OTHER) < 0 || region_reg(&ro, e->b.pd, 0, 4096, 0) < 0)
+		goto out;
+	shots[0].recv_lkey = shots[3].recv_lkey = dst.mr->lkey;
+	shots[1].recv_lkey = ro.mr->lkey;
+	shots[2].rkey = dst.mr->rkey ^ 0x80;
+	shots[3].rkey = dst.mr->rkey;
+	for (int i = 0; ok && i < 3; i++)
+		ok = refused_receive(e, &src, &dst, &shots[i]) &&
+		     expect_pat(dst.p, dst.len, SEED_TARGET, "B's buffer") &&
+		     expect_pat(ro.p, ro.len, SEED_OTHER, "B's read-only buffer");
+	if (ok && refused_receive(e, &src, &dst, &shots[3]) &&
+	    expect_pat(dst.p, 200, SEED_SOURCE, "B's buffer") &&
+	    expect_range(dst.p, 200, dst.len, SEED_TARGET, "B's buffer past the SEND"))
+		e2e_note("nothing else written");
+out:
+	region_close(&src);
+	region_close(&dst);
+	region_close(&ro);
+}
+
+/* No receive posted and rnr_retry 0: the first RNR NAK ends the SEND. */
+static void case_send_rnr(struct env *e)
+{
+	struct conn_opts o = default_opts();
+	struct region src = { 0 };
+	struct ibv_sge out;
+	struct ibv_send_wr wr;
+	struct conn c;
+
+	o.rnr_retry = 0;
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    conn_open(e, &o, &c) == 0) {
+		out = (struct ibv_sge){ (uintptr_t)src.p, 64, src.mr->lkey };
+		wr = send_wr(1, &out, 1, IBV_WR_SEND);
+		if (post_wr(&c.a, &wr) == 0 &&
+		    expect_wc(&c.a, 1, IBV_WC_RNR_RETRY_EXC_ERR, "SEND, no receive, rnr_retry 0",
+			      NULL) &&
+		    expect_states(&c, IBV_WC_RNR_RETRY_EXC_ERR))
+			expect_quiet(&c.b, "B after the RNR NAK");
+		conn_close(&c);
+	}
+	region_close(&src);
 }
 
 /* ---- other-process: a forked child owns the target MR ---- */
@@ -1225,6 +1431,9 @@ static const struct test_case {
 	{ "zero-length", case_zero_length, false },
 	{ "rnr-recover", case_rnr_recover, false },
 	{ "psn-wrap", case_psn_wrap, false },
+	{ "send-recv", case_send_recv, false },
+	{ "send-errors", case_send_errors, false },
+	{ "send-rnr", case_send_rnr, false },
 };
 
 static void usage(FILE *f)

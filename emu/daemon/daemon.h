@@ -88,6 +88,13 @@ struct send_wqe {
 	uint32_t npkts;              /* set when the request starts, at the path MTU then */
 };
 
+/* A receive work request, copied from the client's ring when a message needs it. */
+struct recv_wqe {
+	struct proto_rwqe wqe;
+	uint64_t length;             /* the SGEs' bytes together */
+	uint64_t placed;             /* bytes scattered so far */
+};
+
 struct qp {
 	struct dev *dev;
 	struct client *client;
@@ -136,13 +143,15 @@ struct qp {
 	uint32_t msn;
 	bool nak_seq_sent;
 	uint32_t nak_high;           /* highest ahead-of-sequence PSN since the last NAK */
-	bool in_write;
-	bool write_imm;
+	bool in_msg;                 /* a message's FIRST came, its LAST not yet */
+	uint8_t msg_kind;            /* WIRE_KIND_SEND or _WRITE, while in_msg */
 	uint64_t write_va;
 	uint32_t write_rkey;
 	uint64_t write_left;
 	uint32_t write_len;
 	uint32_t rq_cons;
+	struct recv_wqe recv;        /* the receive WQE the message under way fills */
+	bool recv_held;              /* recv is the head of the RQ, copied out */
 	bool ack_due;                /* an ACK through rcv_psn - 1 goes out before the loop sleeps */
 	TAILQ_ENTRY(qp) ack_link;
 
@@ -322,9 +331,19 @@ void req_flush(struct qp *qp);
 
 /* resp.c: responder */
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
-void resp_flush_rq(struct qp *qp);
 void resp_send_due_acks(struct dev *dev);
 void resp_cancel_ack(struct qp *qp);
+
+/* rq.c: the receive queue. rq_take() copies out the head WQE (0; -EAGAIN when none is
+ * posted, -EPROTO when the client's index lies, -EINVAL for a malformed WQE, which stays
+ * held so it completes in error); rq_scatter() places the next n bytes of a SEND (0;
+ * -ERANGE past the WQE's end, -EFAULT for an SGE that fails its lkey, PD, LOCAL_WRITE or
+ * bounds check); rq_complete() fills in wr_id, qp_num, src_qp, pops the WQE and posts the
+ * completion; rq_flush() flushes every WQE left. */
+int rq_take(struct qp *qp);
+int rq_scatter(struct qp *qp, const uint8_t *data, size_t n);
+void rq_complete(struct qp *qp, struct proto_cqe *cqe);
+void rq_flush(struct qp *qp);
 
 /* tx helpers shared by requester and responder (rx.c) */
 void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);

@@ -158,7 +158,7 @@ void qp_reset(struct qp *qp)
 	qp->sq_ctl->cons = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
 	qp->fetch_idx = qp->send_idx = qp->comp_idx = qp->sq_ctl->cons;
 	qp->rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
-	qp->in_write = qp->nak_seq_sent = qp->rnr_wait = false;
+	qp->in_msg = qp->recv_held = qp->nak_seq_sent = qp->rnr_wait = false;
 	qp->msn = 0;
 	memset(&qp->attr, 0, sizeof(qp->attr));
 	qp->attr.timeout = DEFAULT_TIMEOUT;
@@ -221,5 +221,5 @@ void qp_to_error(struct qp *qp)
 	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
 	qp->state = IBV_QPS_ERR;
 	req_flush(qp);
-	resp_flush_rq(qp);
+	rq_flush(qp);
 }

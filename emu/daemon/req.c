@@ -1,4 +1,4 @@
-/* Requester and completer of an RC QP: RDMA WRITE work requests from the client's ring,
+/* Requester and completer of an RC QP: RDMA WRITE and SEND work requests from the client's ring,
  * segmented by the path MTU, at most QP_MAX_INFLIGHT PSNs unacknowledged, completed in
  * order when ACKed, resent go-back-N on a sequence NAK or a timeout. */
 #include <arpa/inet.h>
@@ -27,11 +27,23 @@ static bool outstanding(const struct qp *qp)
 	return qp->snd_max != qp->snd_una;
 }
 
+static bool wqe_is_send(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
+	       w->opcode == IBV_WR_SEND_WITH_INV;
+}
+
+static bool wqe_has_imm(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
 static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 {
 	uint64_t total = 0;
 
-	if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+	if (!wqe_is_send(w) && w->opcode != IBV_WR_RDMA_WRITE &&
+	    w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (w->num_sge > PROTO_MAX_SGE)
 		return IBV_WC_LOC_LEN_ERR;
@@ -91,7 +103,8 @@ static bool fetch(struct qp *qp)
  * "the send queue is full" otherwise). */
 static void complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 {
-	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status, .opcode = IBV_WC_RDMA_WRITE,
+	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status,
+				 .opcode = wqe_is_send(w) ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
 				 .byte_len = (uint32_t)w->length, .qp_num = qp->qpn };
 
 	qp->comp_idx++;
@@ -118,17 +131,22 @@ void req_flush(struct qp *qp)
 	qp->send_pkt = 0;
 }
 
+/* SEND and WRITE share one layout: FIRST, MIDDLE, LAST, LAST_IMM, ONLY, ONLY_IMM. */
 static uint8_t packet_opcode(const struct send_wqe *w, uint32_t k)
 {
-	bool imm = w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	enum { FIRST, MIDDLE, LAST, LAST_IMM, ONLY, ONLY_IMM };
+	uint8_t base = wqe_is_send(w) ? WIRE_OP_RC_SEND_FIRST : WIRE_OP_RC_WRITE_FIRST;
+	bool imm = wqe_has_imm(w);
+
+	bool inv = w->opcode == IBV_WR_SEND_WITH_INV;
 
 	if (w->npkts == 1)
-		return imm ? WIRE_OP_RC_WRITE_ONLY_IMM : WIRE_OP_RC_WRITE_ONLY;
+		return inv ? WIRE_OP_RC_SEND_ONLY_INV : base + (imm ? ONLY_IMM : ONLY);
 	if (k == 0)
-		return WIRE_OP_RC_WRITE_FIRST;
+		return base + FIRST;
 	if (k + 1 < w->npkts)
-		return WIRE_OP_RC_WRITE_MIDDLE;
-	return imm ? WIRE_OP_RC_WRITE_LAST_IMM : WIRE_OP_RC_WRITE_LAST;
+		return base + MIDDLE;
+	return inv ? WIRE_OP_RC_SEND_LAST_INV : base + (imm ? LAST_IMM : LAST);
 }
 
 /* Copies [offset, offset + n) of the request's gather list into dst, through each local
@@ -161,9 +179,10 @@ static int gather(struct qp *qp, const struct send_wqe *w, uint64_t offset, uint
 static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint32_t psn)
 {
 	struct dev *dev = qp->dev;
-	/* ibv_send_wr carries the immediate in network order; wire_ext in host order */
+	/* ibv_send_wr carries the immediate in network order, the rkey to invalidate in host
+	 * order (the two share a union); wire_ext has both in host order */
 	struct wire_ext ext = { .reth = { w->remote_addr, w->rkey, (uint32_t)w->length },
-				.imm = ntohl(w->imm) };
+				.imm = ntohl(w->imm), .ieth = w->imm };
 	struct wire_bth bth = { .opcode = packet_opcode(w, k), .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn };
 	uint64_t offset = (uint64_t)k * qp->pmtu;

@@ -1,6 +1,10 @@
-/* Responder of an RC QP for RDMA WRITE: the checks of ROCEV2.md in their order, each with
- * rxe's NAK, and the copy through the target MR's page table only after all of them. */
+/* Responder of an RC QP for SEND and RDMA WRITE: rxe's checks in rxe's order (PSN, opcode
+ * sequence, the QP's permission, the receive WQE, the length for the packet's place, the
+ * rkey), each with rxe's NAK and, when the message holds a receive WQE, rxe's status on its
+ * completion. Only after all of them does data move: a WRITE through the target MR's page
+ * table, a SEND through the receive WQE's SGEs. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <string.h>
 
 #include "emu/daemon/daemon.h"
@@ -8,7 +12,12 @@
 #define MAX_DMA_LEN (1u << 31)
 #define RNR_NAK 0x20
 
-enum verdict { GO_ON, DROP, NAK_INV, NAK_ACCESS, NAK_RNR };
+enum verdict { GO_ON, DROP, NAK_INV, NAK_ACCESS, NAK_RNR, NAK_OP };
+
+static bool is_first(const struct wire_opcode_info *op)
+{
+	return op->pos == WIRE_POS_FIRST || op->pos == WIRE_POS_ONLY;
+}
 
 static bool is_last(const struct wire_opcode_info *op)
 {
@@ -18,6 +27,12 @@ static bool is_last(const struct wire_opcode_info *op)
 static bool has_imm(const struct wire_opcode_info *op)
 {
 	return op->headers & WIRE_HDR_IMMDT;
+}
+
+/* A SEND takes a receive WQE at its first packet, a WRITE WITH IMMEDIATE at its last. */
+static bool takes_recv(const struct wire_opcode_info *op)
+{
+	return op->kind == WIRE_KIND_SEND ? is_first(op) : has_imm(op) && is_last(op);
 }
 
 /* An ACK covers every PSN up to its own, so one per QP for all the frames read in one
@@ -89,16 +104,50 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 	return GO_ON;
 }
 
-/* 2-4. Opcode sequence, the QP's own access, and the packet's length for its place. */
-static enum verdict check_request(struct qp *qp, const struct wire_pkt *pkt)
+/* 2. Opcode sequence: a message under way goes on with its own kind, MIDDLE or LAST;
+ * otherwise a message starts. */
+static enum verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_opcode_info *op = pkt->op;
-	bool starts = op->pos == WIRE_POS_FIRST || op->pos == WIRE_POS_ONLY;
 
-	if (op->kind != WIRE_KIND_WRITE || starts == qp->in_write)
+	if (qp->in_msg)
+		return !is_first(op) && op->kind == qp->msg_kind ? GO_ON : NAK_INV;
+	return is_first(op) ? GO_ON : NAK_INV;
+}
+
+/* 3. The QP's own permission for the operation (READ and atomics are not served). */
+static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
+{
+	if (pkt->op->kind == WIRE_KIND_SEND)
+		return GO_ON;
+	if (pkt->op->kind == WIRE_KIND_WRITE)
+		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON : NAK_INV;
+	return NAK_INV;
+}
+
+/* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
+ * taken and fails as malformed. */
+static enum verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
+{
+	if (!takes_recv(pkt->op))
+		return GO_ON;
+	switch (rq_take(qp)) {
+	case 0:
+		return GO_ON;
+	case -EAGAIN:
+		return NAK_RNR;
+	case -EPROTO:
 		return NAK_INV;
-	if (!(qp->attr.access & IBV_ACCESS_REMOTE_WRITE))
-		return NAK_INV;
+	default:
+		return NAK_OP;
+	}
+}
+
+/* 5. The payload for the packet's place in its message, and a WRITE's DMA length. */
+static enum verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
+{
+	const struct wire_opcode_info *op = pkt->op;
+
 	if (op->pos == WIRE_POS_ONLY && pkt->payload_len > qp->pmtu)
 		return NAK_INV;
 	if ((op->pos == WIRE_POS_FIRST || op->pos == WIRE_POS_MIDDLE) &&
@@ -106,23 +155,25 @@ static enum verdict check_request(struct qp *qp, const struct wire_pkt *pkt)
 		return NAK_INV;
 	if (op->pos == WIRE_POS_LAST && (pkt->payload_len == 0 || pkt->payload_len > qp->pmtu))
 		return NAK_INV;
-	if (starts && pkt->ext.reth.length > MAX_DMA_LEN)
+	if ((op->headers & WIRE_HDR_RETH) && pkt->ext.reth.length > MAX_DMA_LEN)
 		return NAK_INV;
 	return GO_ON;
 }
 
-/* 5. Memory, on every packet: the rkey resolves to an MR of this QP's PD that grants
- * remote write and holds [va, va + remaining); then the payload must fit the message. */
-static enum verdict check_memory(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
+/* 6. A WRITE's memory, on every packet: the rkey resolves to an MR of this QP's PD that
+ * grants remote write and holds [va, va + remaining); then the payload must fit. */
+static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
 {
 	const struct wire_opcode_info *op = pkt->op;
 
-	if (op->pos == WIRE_POS_FIRST || op->pos == WIRE_POS_ONLY) {
+	*mr = NULL;
+	if (op->kind != WIRE_KIND_WRITE)
+		return GO_ON;
+	if (is_first(op)) {
 		qp->write_va = pkt->ext.reth.va;
 		qp->write_rkey = pkt->ext.reth.rkey;
 		qp->write_left = qp->write_len = pkt->ext.reth.length;
 	}
-	*mr = NULL;
 	if (qp->write_left && mr_lookup(qp->dev->mrs, qp->write_rkey, qp->pd,
 					IBV_ACCESS_REMOTE_WRITE, qp->write_va, qp->write_left,
 					mr) != MR_OK)
@@ -133,57 +184,117 @@ static enum verdict check_memory(struct qp *qp, const struct wire_pkt *pkt, stru
 	return GO_ON;
 }
 
-/* WRITE WITH IMMEDIATE consumes a receive WQE; none posted is an RNR NAK. */
-static enum verdict check_receive(struct qp *qp, const struct wire_pkt *pkt)
+static enum verdict place(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
+			  struct mr *mr)
 {
-	uint32_t prod;
+	const uint8_t *data = frame + pkt->payload_off;
 
-	if (!has_imm(pkt->op))
-		return GO_ON;
-	prod = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
-	if (prod - qp->rq_cons > qp->rq_entries) {
-		log_limited("client pid %d: QP 0x%06x receive ring index %u is beyond the ring",
-			    (int)qp->client->pid, qp->qpn, prod);
-		return NAK_INV;
-	}
-	return prod == qp->rq_cons ? NAK_RNR : GO_ON;
-}
-
-static void complete_receive(struct qp *qp, const struct wire_pkt *pkt)
-{
-	struct proto_rwqe rwqe = qp->rq[qp->rq_cons & (qp->rq_entries - 1)];
-	struct proto_cqe cqe = { .wr_id = rwqe.wr_id, .status = IBV_WC_SUCCESS,
-				 .opcode = IBV_WC_RECV_RDMA_WITH_IMM, .byte_len = qp->write_len,
-				 .imm = htonl(pkt->ext.imm), .qp_num = qp->qpn,
-				 .wc_flags = IBV_WC_WITH_IMM };
-
-	qp->rq_cons++;
-	__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
-	cq_push(qp->recv_cq, &cqe);
-}
-
-static void execute(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
-		    struct mr *mr)
-{
+	if (pkt->op->kind == WIRE_KIND_SEND)
+		return rq_scatter(qp, data, pkt->payload_len) < 0 ? NAK_OP : GO_ON;
 	if (pkt->payload_len) {
-		mr_copy_in(mr, qp->write_va, frame + pkt->payload_off, pkt->payload_len);
+		mr_copy_in(mr, qp->write_va, data, pkt->payload_len);
 		qp->write_va += pkt->payload_len;
 		qp->write_left -= pkt->payload_len;
 	}
-	qp->rcv_psn = (qp->rcv_psn + 1) & WIRE_PSN_MASK;
-	qp->in_write = !is_last(pkt->op);
-	if (is_last(pkt->op)) {
-		qp->msn = (qp->msn + 1) & 0xffffff;
-		qp->dev->cnt.rdma_recvs++;
-		if (has_imm(pkt->op))
-			complete_receive(qp, pkt);
-	}
-	if (pkt->bth.ack_req)
-		ack_later(qp);
+	return GO_ON;
 }
 
-/* A NAK carries the PSN of the packet it answers; invalid requests and access errors end
- * the QP, an RNR NAK only asks the requester to come back. */
+/* The receive completion of a message's last packet, as rxe fills it in: IBV_WC_GRH on
+ * every one, the immediate as it came on the wire (network order). */
+static void complete_receive(struct qp *qp, const struct wire_pkt *pkt,
+			     enum ibv_wc_status status)
+{
+	bool write = pkt->op->kind == WIRE_KIND_WRITE;
+	struct proto_cqe cqe = { .status = status,
+				 .opcode = write ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+				 .byte_len = write ? qp->write_len : (uint32_t)qp->recv.placed,
+				 .wc_flags = IBV_WC_GRH };
+
+	if (has_imm(pkt->op)) {
+		cqe.wc_flags |= IBV_WC_WITH_IMM;
+		cqe.imm = htonl(pkt->ext.imm);
+	}
+	if (pkt->op->headers & WIRE_HDR_IETH) {
+		cqe.wc_flags |= IBV_WC_WITH_INV;
+		cqe.imm = pkt->ext.ieth;
+	}
+	rq_complete(qp, &cqe);
+}
+
+/* SEND WITH INVALIDATE names an rkey to invalidate after the data is placed. rocemu has
+ * no memory windows or fast-registration MRs, the only keys a SEND may invalidate (rxe
+ * refuses ordinary MRs too): the receive completes with IBV_WC_REM_INV_REQ_ERR and the QP
+ * goes to the error state, and, as rxe does, the packet is still ACKed, not NAKed. */
+static void refuse_invalidate(struct qp *qp, const struct wire_pkt *pkt)
+{
+	send_due_ack(qp);
+	if (pkt->bth.ack_req) {
+		qp->dev->cnt.acks_sent++;
+		send_ack(qp, pkt->bth.psn, WIRE_SYN_ACK);
+	}
+	complete_receive(qp, pkt, IBV_WC_REM_INV_REQ_ERR);
+	qp_to_error(qp);
+}
+
+static void finish_message(struct qp *qp, const struct wire_pkt *pkt)
+{
+	qp->msn = (qp->msn + 1) & 0xffffff;
+	qp->dev->cnt.rdma_recvs++;
+	if (qp->recv_held)
+		complete_receive(qp, pkt, IBV_WC_SUCCESS);
+}
+
+static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
+			    struct mr *mr)
+{
+	enum verdict v = place(qp, frame, pkt, mr);
+
+	if (v != GO_ON)
+		return v;
+	if (pkt->op->headers & WIRE_HDR_IETH) {
+		refuse_invalidate(qp, pkt);
+		return GO_ON;
+	}
+	qp->rcv_psn = (qp->rcv_psn + 1) & WIRE_PSN_MASK;
+	qp->in_msg = !is_last(pkt->op);
+	qp->msg_kind = pkt->op->kind;
+	if (is_last(pkt->op))
+		finish_message(qp, pkt);
+	if (pkt->bth.ack_req)
+		ack_later(qp);
+	return GO_ON;
+}
+
+static uint8_t nak_syndrome(struct dev *dev, enum verdict v)
+{
+	switch (v) {
+	case NAK_ACCESS:
+		dev->cnt.nak_rem_access_sent++;
+		return WIRE_SYN_NAK_REM_ACCESS;
+	case NAK_OP:
+		dev->cnt.nak_rem_op_sent++;
+		return WIRE_SYN_NAK_REM_OP;
+	default:
+		dev->cnt.nak_inv_req_sent++;
+		return WIRE_SYN_NAK_INV_REQ;
+	}
+}
+
+static enum ibv_wc_status receive_status(enum verdict v)
+{
+	switch (v) {
+	case NAK_ACCESS:
+		return IBV_WC_REM_ACCESS_ERR;
+	case NAK_OP:
+		return IBV_WC_LOC_QP_OP_ERR;
+	default:
+		return IBV_WC_REM_INV_REQ_ERR;
+	}
+}
+
+/* A NAK carries the PSN of the packet it answers. An RNR NAK only asks the requester to
+ * come back; the others end the QP, and the receive WQE the message holds completes with
+ * the error first. */
 static void refuse(struct qp *qp, const struct wire_pkt *pkt, enum verdict v)
 {
 	send_due_ack(qp);
@@ -192,13 +303,9 @@ static void refuse(struct qp *qp, const struct wire_pkt *pkt, enum verdict v)
 		send_ack(qp, pkt->bth.psn, RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
 		return;
 	}
-	if (v == NAK_ACCESS) {
-		qp->dev->cnt.nak_rem_access_sent++;
-		send_ack(qp, pkt->bth.psn, WIRE_SYN_NAK_REM_ACCESS);
-	} else {
-		qp->dev->cnt.nak_inv_req_sent++;
-		send_ack(qp, pkt->bth.psn, WIRE_SYN_NAK_INV_REQ);
-	}
+	send_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, v));
+	if (qp->recv_held)
+		complete_receive(qp, pkt, receive_status(v));
 	qp_to_error(qp);
 }
 
@@ -210,31 +317,17 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 	if (v == DROP)
 		return;
 	if (v == GO_ON)
-		v = check_request(qp, pkt);
+		v = check_op_seq(qp, pkt);
 	if (v == GO_ON)
-		v = check_memory(qp, pkt, &mr);
-	if (v == GO_ON && is_last(pkt->op))
-		v = check_receive(qp, pkt);
-	if (v != GO_ON) {
+		v = check_op_valid(qp, pkt);
+	if (v == GO_ON)
+		v = check_resource(qp, pkt);
+	if (v == GO_ON)
+		v = check_length(qp, pkt);
+	if (v == GO_ON)
+		v = check_rkey(qp, pkt, &mr);
+	if (v == GO_ON)
+		v = execute(qp, frame, pkt, mr);
+	if (v != GO_ON)
 		refuse(qp, pkt, v);
-		return;
-	}
-	execute(qp, frame, pkt, mr);
-}
-
-void resp_flush_rq(struct qp *qp)
-{
-	uint32_t prod = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
-
-	if (prod - qp->rq_cons > qp->rq_entries)
-		prod = qp->rq_cons;
-	while (qp->rq_cons != prod) {
-		struct proto_cqe cqe = { .wr_id = qp->rq[qp->rq_cons & (qp->rq_entries - 1)].wr_id,
-					 .status = IBV_WC_WR_FLUSH_ERR, .opcode = IBV_WC_RECV,
-					 .qp_num = qp->qpn };
-
-		qp->rq_cons++;
-		__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
-		cq_push(qp->recv_cq, &cqe);
-	}
 }

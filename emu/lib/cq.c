@@ -120,6 +120,7 @@ static void cqe_to_wc(const struct proto_cqe *e, struct ibv_wc *wc)
 	wc->qp_num = e->qp_num;
 	wc->wc_flags = e->wc_flags;
 	wc->vendor_err = e->vendor_err;
+	wc->src_qp = e->src_qp;
 }
 
 /* An empty ring: 0, or -1 with EPIPE once the daemon is known to be gone. */

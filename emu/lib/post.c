@@ -22,19 +22,40 @@ static void ring_doorbell(struct qp_priv *qp, struct ring *r)
 		;
 }
 
+static bool opcode_supported(enum ibv_wr_opcode opcode)
+{
+	return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+	       opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
+	       opcode == IBV_WR_SEND_WITH_INV;
+}
+
+static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct ibv_sge *sg_list)
+{
+	if (num_sge < 0 || num_sge > PROTO_MAX_SGE || (num_sge && !sg_list))
+		return rpc_fail(ctx, EINVAL, "num_sge %d: at most %d, with an sg_list", num_sge,
+				PROTO_MAX_SGE);
+	return 0;
+}
+
 static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 {
 	struct rocemu_context *ctx = qp->pub.context;
 
-	if (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
-		return rpc_fail(ctx, EINVAL, "opcode %d: only RDMA WRITE [WITH IMM] is supported",
-				(int)wr->opcode);
-	if (wr->num_sge < 0 || wr->num_sge > PROTO_MAX_SGE || (wr->num_sge && !wr->sg_list))
-		return rpc_fail(ctx, EINVAL, "num_sge %d: at most %d, with an sg_list",
-				wr->num_sge, PROTO_MAX_SGE);
+	if (!opcode_supported(wr->opcode))
+		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM] and SEND [WITH IMM "
+				"or INV] are supported", (int)wr->opcode);
+	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
+		return EINVAL;
 	if (ring_full(&qp->sq))
 		return rpc_fail(ctx, ENOMEM, "the send queue is full (%u entries)", qp->sq.count);
 	return 0;
+}
+
+static void copy_sg_list(struct proto_sge *to, const struct ibv_sge *from, int n)
+{
+	for (int i = 0; i < n; i++)
+		to[i] = (struct proto_sge){ .addr = from[i].addr, .length = from[i].length,
+					    .lkey = from[i].lkey };
 }
 
 static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
@@ -54,12 +75,7 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		.imm = wr->imm_data,
 		.num_sge = (uint32_t)wr->num_sge,
 	};
-	for (int i = 0; i < wr->num_sge; i++)
-		slot->sge[i] = (struct proto_sge){
-			.addr = wr->sg_list[i].addr,
-			.length = wr->sg_list[i].length,
-			.lkey = wr->sg_list[i].lkey,
-		};
+	copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
 	qp->sq.next++;
 	return 0;
 }
@@ -97,11 +113,14 @@ static int post_one_recv(struct qp_priv *qp, const struct ibv_recv_wr *wr)
 {
 	struct proto_rwqe *slot;
 
+	if (check_sg_list(qp->pub.context, wr->num_sge, wr->sg_list))
+		return EINVAL;
 	if (ring_full(&qp->rq))
 		return rpc_fail(qp->pub.context, ENOMEM, "the receive queue is full (%u entries)",
 				qp->rq.count);
 	slot = (struct proto_rwqe *)qp->rq.entries + (qp->rq.next & (qp->rq.count - 1));
-	slot->wr_id = wr->wr_id;
+	*slot = (struct proto_rwqe){ .wr_id = wr->wr_id, .num_sge = (uint32_t)wr->num_sge };
+	copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
 	qp->rq.next++;
 	return 0;
 }

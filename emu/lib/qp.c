@@ -57,9 +57,9 @@ static int check_init_attr(struct rocemu_pd *pd, const struct rocemu_qp_init_att
 		return rpc_fail(pd->ctx, EINVAL, "a QP needs a send and a receive CQ");
 	if (attr->send_cq->ctx != pd->ctx || attr->recv_cq->ctx != pd->ctx)
 		return rpc_fail(pd->ctx, EINVAL, "the CQs belong to another context");
-	if (attr->max_send_sge > PROTO_MAX_SGE)
-		return rpc_fail(pd->ctx, EINVAL, "max_send_sge %u is above %d", attr->max_send_sge,
-				PROTO_MAX_SGE);
+	if (attr->max_send_sge > PROTO_MAX_SGE || attr->max_recv_sge > PROTO_MAX_SGE)
+		return rpc_fail(pd->ctx, EINVAL, "max_send_sge %u or max_recv_sge %u is above %d",
+				attr->max_send_sge, attr->max_recv_sge, PROTO_MAX_SGE);
 	return 0;
 }
 

@@ -48,6 +48,7 @@
 #include "emu/daemon/qp.c"
 #include "emu/daemon/req.c"
 #include "emu/daemon/resp.c"
+#include "emu/daemon/rq.c"
 #include "emu/daemon/rx.c"
 
 #define PAGE        4096u
