@@ -157,7 +157,9 @@ struct proto_qp_attr {
 	uint8_t retry_cnt;
 	uint8_t rnr_retry;
 	uint8_t min_rnr_timer;
-	uint32_t pad;
+	uint8_t max_rd_atomic;       /* READs and atomics this QP may have outstanding */
+	uint8_t max_dest_rd_atomic;  /* ... and serve for its peer at once */
+	uint16_t pad;
 };
 
 struct proto_modify_qp {
@@ -321,8 +323,9 @@ struct proto_sge {
 /* A send work request, as the client library writes it. */
 struct proto_swqe {
 	uint64_t wr_id;
-	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM] */
-	uint32_t flags;      /* IBV_SEND_SIGNALED */
+	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM|_INV],
+			      * IBV_WR_RDMA_READ */
+	uint32_t flags;      /* IBV_SEND_SIGNALED, IBV_SEND_FENCE */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t imm;        /* network byte order, as ibv_send_wr */

@@ -821,7 +821,7 @@ static const struct hcase cases[] = {
 	{ "CNP to an RC QP", .pkts = { P(OP_CNP, 0, 0) }, DROPPED(drop_transport) },
 	{ "RC SEND ONLY, no receive posted (RNR NAK)", .pkts = { PA(OP_SEND, 0, 64) },
 	  NAK_WITH(0x20 | MIN_RNR_TIMER, 0, send_rnr_err, 1) },
-	{ "RC RDMA READ REQUEST (not supported)", .pkts = { PA(OP_READ, 0, 0) },
+	{ "RC RDMA READ REQUEST to a QP without remote read", .pkts = { PA(OP_READ, 0, 0) },
 	  .reth = R(MR, 0, MR, 64), NAK_INV(0, 1) },
 	{ "RC COMPARE SWAP (not supported)", .pkts = { PA(OP_CMP_SWAP, 0, 0) },
 	  NAK_INV(0, 1) },

@@ -3,8 +3,10 @@
 # of 127/8) and across two network namespaces joined by a veth: every way an RDMA WRITE
 # must be refused (stale rkey, MR or QP without remote write, another PD, another process,
 # another client's lkey, just outside the MR), flushes behind an error, a target whose
-# pages were partly never touched, WRITE WITH IMMEDIATE and RNR, zero-length writes; a
-# client killed with SIGKILL gives its pinned memory back while the others keep working.
+# pages were partly never touched, WRITE WITH IMMEDIATE and RNR, zero-length writes, SEND
+# and RDMA READ (sizes, scatter lists, errors on both sides, RNR, fences; across the
+# namespaces also under 1% and 5% loss); a client killed with SIGKILL gives its pinned
+# memory back while the others keep working.
 # Once, not per topology: rocemud's command-line errors. One line per check; the failures
 # are listed at the end.
 set -u
@@ -14,7 +16,10 @@ require_root
 E2E=$BUILD/verbs_e2e
 CASES="stale-rkey no-remote-write other-pd other-process qp-no-remote-write foreign-lkey
        flush canaries sparse-target write-imm zero-length rnr-recover send-recv send-errors
-       send-rnr"
+       send-rnr read read-errors"
+# Run again with loss injected on both daemons (netns only): resends, READs asked for
+# again from their first missing response, duplicates answered from the responder's state.
+LOSSY_CASES="send-recv read"
 HOLD_MIB=32
 FAILED=()
 PASSED=0
@@ -163,6 +168,16 @@ for topology in ${ROCEMU_TOPOLOGIES:-lo netns}; do
 	for c in $CASES; do
 		run_case "$c"
 	done
+	if [ "$topology" = netns ]; then
+		for spec in drop=0.01,seed=3 drop=0.05,dup=0.01,seed=4; do
+			"$BUILD/rocemuctl" -s "$SOCK_A" fault "$spec" &&
+				"$BUILD/rocemuctl" -s "$SOCK_B" fault "$spec" || failed "fault $spec"
+			for c in $LOSSY_CASES; do
+				TOPOLOGY="netns, $spec" run_case "$c"
+			done
+		done
+		"$BUILD/rocemuctl" -s "$SOCK_A" fault off && "$BUILD/rocemuctl" -s "$SOCK_B" fault off
+	fi
 	sigkill_case
 	run_case canaries   # the other clients keep working
 	for side in a b; do

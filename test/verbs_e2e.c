@@ -48,6 +48,7 @@
 #define WRAP_START    0xffff80
 #define ORPHAN_WAIT_MS 30000
 #define IMM_VALUE     0x12345678u
+#define QP_RD_ATOMIC  4       /* READs outstanding each way */
 
 #define ACCESS_TARGET (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
@@ -247,13 +248,16 @@ struct conn_opts {
 	uint8_t rnr_retry;        /* A's */
 	uint8_t min_rnr_timer;    /* B's: the delay its RNR NAKs ask for */
 	uint32_t psn_a, psn_b;
+	uint8_t rd_atomic_a;      /* A's max_rd_atomic */
+	uint8_t rd_atomic_b;      /* B's max_dest_rd_atomic */
 };
 
 static struct conn_opts default_opts(void)
 {
 	return (struct conn_opts){ .access_b = IBV_ACCESS_REMOTE_WRITE,
 				   .rnr_retry = QP_RNR_RETRY, .min_rnr_timer = MIN_RNR_TIMER,
-				   .psn_a = PSN_A, .psn_b = PSN_B };
+				   .psn_a = PSN_A, .psn_b = PSN_B, .rd_atomic_a = QP_RD_ATOMIC,
+				   .rd_atomic_b = QP_RD_ATOMIC };
 }
 
 /* A CQ and an RC QP on it, sq_sig_all = 0: each WR says whether it is signaled. */
@@ -299,7 +303,7 @@ static int qp_init(struct end *e, int access)
 }
 
 static int qp_rtr(struct end *e, const struct end *peer, enum ibv_mtu mtu, uint32_t rq_psn,
-		  uint8_t min_rnr_timer)
+		  uint8_t min_rnr_timer, uint8_t rd_atomic)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
@@ -307,22 +311,24 @@ static int qp_rtr(struct end *e, const struct end *peer, enum ibv_mtu mtu, uint3
 		.dest_qp_num = peer->qp->qp_num,
 		.rq_psn = rq_psn,
 		.min_rnr_timer = min_rnr_timer,
+		.max_dest_rd_atomic = rd_atomic,
 		.ah_attr = { .is_global = 1, .port_num = 1,
 			     .grh = { .dgid = peer->n->port.gid, .hop_limit = 64 } },
 	};
 
 	return modify(e, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			     IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER, "rocemu_modify_qp(RTR)");
+			     IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC,
+		      "rocemu_modify_qp(RTR)");
 }
 
-static int qp_rts(struct end *e, uint32_t sq_psn, uint8_t rnr_retry)
+static int qp_rts(struct end *e, uint32_t sq_psn, uint8_t rnr_retry, uint8_t rd_atomic)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = sq_psn,
 				 .timeout = QP_TIMEOUT, .retry_cnt = QP_RETRY_CNT,
-				 .rnr_retry = rnr_retry };
+				 .rnr_retry = rnr_retry, .max_rd_atomic = rd_atomic };
 
 	return modify(e, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY, "rocemu_modify_qp(RTS)");
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC, "rocemu_modify_qp(RTS)");
 }
 
 static void conn_close(struct conn *c)
@@ -338,10 +344,10 @@ static int conn_open(struct env *e, const struct conn_opts *o, struct conn *c)
 	if (end_open(&c->a, &e->a, e->a.pd) < 0 ||
 	    end_open(&c->b, &e->b, o->pd_b ? o->pd_b : e->b.pd) < 0 ||
 	    qp_init(&c->a, IBV_ACCESS_REMOTE_WRITE) < 0 || qp_init(&c->b, o->access_b) < 0 ||
-	    qp_rtr(&c->a, &c->b, e->mtu, o->psn_b, MIN_RNR_TIMER) < 0 ||
-	    qp_rtr(&c->b, &c->a, e->mtu, o->psn_a, o->min_rnr_timer) < 0 ||
-	    qp_rts(&c->a, o->psn_a, o->rnr_retry) < 0 ||
-	    qp_rts(&c->b, o->psn_b, QP_RNR_RETRY) < 0) {
+	    qp_rtr(&c->a, &c->b, e->mtu, o->psn_b, MIN_RNR_TIMER, QP_RD_ATOMIC) < 0 ||
+	    qp_rtr(&c->b, &c->a, e->mtu, o->psn_a, o->min_rnr_timer, o->rd_atomic_b) < 0 ||
+	    qp_rts(&c->a, o->psn_a, o->rnr_retry, o->rd_atomic_a) < 0 ||
+	    qp_rts(&c->b, o->psn_b, QP_RNR_RETRY, QP_RD_ATOMIC) < 0) {
 		conn_close(c);
 		return -1;
 	}
@@ -1182,6 +1188,187 @@ static void case_send_rnr(struct env *e)
 	region_close(&src);
 }
 
+/* ---- RDMA READ ---- */
+
+#define ACCESS_READABLE (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ)
+
+static struct ibv_send_wr read_wr(uint64_t wr_id, struct ibv_sge *sge, int num_sge,
+				  uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_send_wr wr = write_wr(wr_id, sge, num_sge, raddr, rkey);
+
+	wr.opcode = IBV_WR_RDMA_READ;
+	return wr;
+}
+
+/* len bytes of B's MR at offset 0 read into three SGEs on A with SEND_SLACK to spare. */
+static bool one_read(struct conn *c, struct region *dst, struct region *remote, uint32_t len)
+{
+	struct ibv_sge in[3];
+	struct ibv_send_wr wr;
+	struct ibv_wc wc;
+	char what[48];
+
+	fill_pat(dst->p, dst->len, SEED_TARGET);
+	split_sges(in, 3, dst, 0, len);
+	wr = read_wr(len, in, 3, (uintptr_t)remote->p, remote->mr->rkey);
+	snprintf(what, sizeof(what), "READ of %u bytes", len);
+	if (post_wr(&c->a, &wr) < 0 || !expect_wc(&c->a, len, IBV_WC_SUCCESS, what, &wc))
+		return false;
+	if (wc.opcode != IBV_WC_RDMA_READ || wc.byte_len != len)
+		return e2e_mismatch("%s: A's completion has opcode %d, byte_len %u", what,
+				    (int)wc.opcode, wc.byte_len);
+	return expect_pat(dst->p, len, SEED_OTHER, "READ's destination") &&
+	       expect_range(dst->p, len, dst->len, SEED_TARGET, "destination past the READ");
+}
+
+#define MANY_READS 16
+#define MANY_LEN   65536
+
+/* MANY_READS READs of MANY_LEN posted at once (QP_RD_ATOMIC may be outstanding), each from
+ * its own piece of B's MR into its own piece of A's buffer: all succeed, in order. */
+static bool many_reads(struct conn *c, struct region *dst, struct region *remote)
+{
+	struct ibv_sge sge[MANY_READS];
+	struct ibv_send_wr wr[MANY_READS];
+
+	fill_pat(dst->p, dst->len, SEED_TARGET);
+	for (int i = 0; i < MANY_READS; i++) {
+		sge[i] = (struct ibv_sge){ (uintptr_t)(dst->p + i * MANY_LEN), MANY_LEN,
+					   dst->mr->lkey };
+		wr[i] = read_wr(0x200 + (uint64_t)i, &sge[i], 1,
+				(uintptr_t)(remote->p + i * MANY_LEN), remote->mr->rkey);
+		wr[i].next = i + 1 < MANY_READS ? &wr[i + 1] : NULL;
+	}
+	if (post_wr(&c->a, wr) < 0)
+		return false;
+	for (int i = 0; i < MANY_READS; i++) {
+		struct ibv_wc wc;
+
+		if (next_wc(&c->a, &wc, "16 READs of 64 KiB") < 0)
+			return false;
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 0x200 + (uint64_t)i)
+			return e2e_mismatch("READ %d of 16: %s for wr_id 0x%llx", i,
+					    rocemu_wc_status_str(wc.status),
+					    (unsigned long long)wc.wr_id);
+	}
+	e2e_note("16 READs of 64 KiB, 4 outstanding -> IBV_WC_SUCCESS, in order");
+	return expect_pat(dst->p, MANY_READS * MANY_LEN, SEED_OTHER, "the 16 READs' destination");
+}
+
+/* Sizes around the MTU and a long READ, across the PSN wrap, one QP pair throughout; then
+ * 16 READs of 64 KiB posted at once with 4 allowed outstanding, completed in order. */
+static void case_read(struct env *e)
+{
+	const uint32_t sizes[] = { 0, 1, 4095, 4096, 4097, SEND_MAX };
+	struct conn_opts o = default_opts();
+	struct region dst = { 0 }, remote = { 0 };
+	struct conn c;
+	bool ok = true;
+
+	o.psn_a = PSN_WRAP;
+	o.access_b |= IBV_ACCESS_REMOTE_READ;
+	if (region_open(&dst, &e->a, SEND_MAX + SEND_SLACK, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    region_open(&remote, &e->b, SEND_MAX, SEED_OTHER, ACCESS_READABLE) == 0 &&
+	    conn_open(e, &o, &c) == 0) {
+		for (size_t i = 0; ok && i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			ok = one_read(&c, &dst, &remote, sizes[i]);
+		if (ok && many_reads(&c, &dst, &remote))
+			e2e_note("byte-exact, nothing past the READs changed");
+		conn_close(&c);
+	}
+	region_close(&dst);
+	region_close(&remote);
+}
+
+/* A READ from B's buffer into A's, then a fenced WRITE of A's buffer into B's second
+ * buffer: the fence holds the WRITE until the READ's data is in, so B's second buffer gets
+ * what the READ brought (without it, the WRITE would gather A's old bytes at once). */
+static bool fenced_write(struct env *e, struct region *local, struct region *remote,
+			 struct region *copy)
+{
+	struct conn_opts o = default_opts();
+	struct ibv_sge sge = { (uintptr_t)local->p, 8192, local->mr->lkey };
+	struct ibv_send_wr rd = read_wr(1, &sge, 1, (uintptr_t)remote->p, remote->mr->rkey);
+	struct ibv_send_wr wr = write_wr(2, &sge, 1, (uintptr_t)copy->p, copy->mr->rkey);
+	struct conn c;
+	bool ok = false;
+
+	o.access_b |= IBV_ACCESS_REMOTE_READ;
+	wr.send_flags |= IBV_SEND_FENCE;
+	rd.next = &wr;
+	if (conn_open(e, &o, &c) < 0)
+		return false;
+	ok = post_wr(&c.a, &rd) == 0 &&
+	     expect_wc(&c.a, 1, IBV_WC_SUCCESS, "READ then a fenced WRITE of what it read", NULL) &&
+	     expect_wc(&c.a, 2, IBV_WC_SUCCESS, "the fenced WRITE", NULL) &&
+	     expect_pat(copy->p, 8192, SEED_OTHER, "the fenced WRITE's target");
+	conn_close(&c);
+	return ok;
+}
+
+/* One READ on a fresh QP pair that must end with want on A: both QPs in ERR after a NAK. */
+static bool refused_read(struct env *e, const struct conn_opts *o, const char *what,
+			 struct ibv_sge *sge, uint64_t raddr, uint32_t rkey,
+			 enum ibv_wc_status want)
+{
+	struct ibv_send_wr wr = read_wr(1, sge, 1, raddr, rkey);
+	struct conn c;
+	bool ok;
+
+	if (conn_open(e, o, &c) < 0)
+		return false;
+	ok = post_wr(&c.a, &wr) == 0 && expect_wc(&c.a, 1, want, what, NULL) &&
+	     expect_states(&c, want);
+	conn_close(&c);
+	return ok;
+}
+
+/* Every way a READ is refused, with rxe's status; A's buffer never changes. */
+static void case_read_errors(struct env *e)
+{
+	struct conn_opts o = default_opts(), no_qp_read = default_opts();
+	struct conn_opts no_ord = default_opts(), no_ird = default_opts();
+	struct region local = { 0 }, remote = { 0 }, wronly = { 0 }, ro = { 0 }, copy = { 0 };
+	struct ibv_sge sge;
+
+	o.access_b |= IBV_ACCESS_REMOTE_READ;
+	no_ord = no_ird = o;
+	no_ord.rd_atomic_a = 0;
+	no_ird.rd_atomic_b = 0;
+	if (region_open(&local, &e->a, 8192, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&remote, &e->b, 8192, SEED_OTHER, ACCESS_READABLE) < 0 ||
+	    region_open(&copy, &e->b, 8192, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&wronly, &e->b, 8192, SEED_OTHER, ACCESS_TARGET) < 0 ||
+	    region_alloc(&ro, &e->a, 4096, SEED_TARGET) < 0 || region_reg(&ro, e->a.pd, 0, 4096, 0) < 0)
+		goto out;
+	sge = (struct ibv_sge){ (uintptr_t)local.p, 64, local.mr->lkey };
+	if (refused_read(e, &o, "READ of an MR without remote read", &sge,
+			 (uintptr_t)wronly.p, wronly.mr->rkey, IBV_WC_REM_ACCESS_ERR) &&
+	    refused_read(e, &o, "READ 1 byte past the MR's end", &sge,
+			 (uintptr_t)remote.p + 8192 - 63, remote.mr->rkey, IBV_WC_REM_ACCESS_ERR) &&
+	    refused_read(e, &no_qp_read, "READ to a QP without remote read", &sge,
+			 (uintptr_t)remote.p, remote.mr->rkey, IBV_WC_REM_INV_REQ_ERR) &&
+	    refused_read(e, &no_ird, "READ to a QP with max_dest_rd_atomic 0", &sge,
+			 (uintptr_t)remote.p, remote.mr->rkey, IBV_WC_REM_INV_REQ_ERR) &&
+	    refused_read(e, &no_ord, "READ on a QP with max_rd_atomic 0", &sge,
+			 (uintptr_t)remote.p, remote.mr->rkey, IBV_WC_LOC_QP_OP_ERR) &&
+	    expect_pat(local.p, local.len, SEED_TARGET, "A's buffer")) {
+		sge = (struct ibv_sge){ (uintptr_t)ro.p, 64, ro.mr->lkey };
+		if (refused_read(e, &o, "READ into a local MR without LOCAL_WRITE", &sge,
+				 (uintptr_t)remote.p, remote.mr->rkey, IBV_WC_LOC_PROT_ERR) &&
+		    expect_pat(ro.p, ro.len, SEED_TARGET, "A's read-only buffer") &&
+		    fenced_write(e, &local, &remote, &copy))
+			e2e_note("nothing written where it must not be");
+	}
+out:
+	region_close(&local);
+	region_close(&remote);
+	region_close(&copy);
+	region_close(&wronly);
+	region_close(&ro);
+}
+
 /* ---- other-process: a forked child owns the target MR ---- */
 
 /* What the child tells the parent: first its MR (ok = 1) or why it has none, then what
@@ -1434,6 +1621,8 @@ static const struct test_case {
 	{ "send-recv", case_send_recv, false },
 	{ "send-errors", case_send_errors, false },
 	{ "send-rnr", case_send_rnr, false },
+	{ "read", case_read, false },
+	{ "read-errors", case_read_errors, false },
 };
 
 static void usage(FILE *f)

@@ -32,6 +32,7 @@
 #define VIRTIO_NET_HDR_GSO_UDP_L4 5   /* Linux 6.2; older headers lack it */
 #endif
 #define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
+#define QP_MAX_RD_ATOMIC 128       /* READs and atomics outstanding, each way (rxe's) */
 #define QP_ACKREQ_EVERY 64
 
 struct dev_counters {
@@ -83,9 +84,23 @@ struct send_wqe {
 	struct proto_sge sge[PROTO_MAX_SGE];
 	uint64_t length;
 	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
+	bool fence;                  /* IBV_SEND_FENCE: waits for earlier READs */
+	bool read_done;              /* a READ's last response has been placed */
+	uint32_t read_placed;        /* a READ's responses placed, in order */
 	bool started;                /* first_psn is assigned */
 	uint32_t first_psn;
 	uint32_t npkts;              /* set when the request starts, at the path MTU then */
+};
+
+/* A responder resource: what a READ (or atomic) was asked, kept so a duplicate request
+ * can be answered again. */
+struct rd_res {
+	bool used;
+	uint32_t first_psn;
+	uint32_t last_psn;
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t len;
 };
 
 /* A receive work request, copied from the client's ring when a message needs it. */
@@ -137,6 +152,8 @@ struct qp {
 	ev_timer retry_timer;
 	ev_timer rnr_timer;
 	bool rnr_wait;
+	uint32_t rd_outstanding;     /* READs started and not yet completed */
+	bool read_retry_started;     /* lost READ responses asked for again, no progress since */
 
 	/* responder */
 	uint32_t rcv_psn;            /* expected PSN */
@@ -152,6 +169,8 @@ struct qp {
 	uint32_t rq_cons;
 	struct recv_wqe recv;        /* the receive WQE the message under way fills */
 	bool recv_held;              /* recv is the head of the RQ, copied out */
+	struct rd_res rd_res[QP_MAX_RD_ATOMIC]; /* the first max_dest_rd_atomic are used */
+	uint32_t rd_res_next;
 	bool ack_due;                /* an ACK through rcv_psn - 1 goes out before the loop sleeps */
 	TAILQ_ENTRY(qp) ack_link;
 
@@ -315,6 +334,15 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
 void qp_to_error(struct qp *qp);
 
+static inline uint32_t pow2_at_least(uint32_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
 /* The states in which a QP takes requests, and so answers them. */
 static inline bool qp_takes_requests(const struct qp *qp)
 {
@@ -325,6 +353,7 @@ static inline bool qp_takes_requests(const struct qp *qp)
 void req_doorbell_cb(struct ev_loop *loop, ev_io *w, int revents);
 void req_pump(struct qp *qp);
 void req_on_ack(struct qp *qp, const struct wire_pkt *pkt);
+void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_flush(struct qp *qp);
@@ -333,6 +362,14 @@ void req_flush(struct qp *qp);
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 void resp_send_due_acks(struct dev *dev);
 void resp_cancel_ack(struct qp *qp);
+
+/* sgl.c: copies through a work request's SGEs, each piece checked against its MR first
+ * (gather: any local MR of the QP's PD; scatter: one with LOCAL_WRITE); 0, -EFAULT for a
+ * piece that fails, -ERANGE when the list ends first. */
+int sgl_gather(struct qp *qp, const struct proto_sge *sge, uint32_t num_sge, uint64_t offset,
+	       uint8_t *dst, size_t n);
+int sgl_scatter(struct qp *qp, const struct proto_sge *sge, uint32_t num_sge, uint64_t offset,
+		const uint8_t *src, size_t n);
 
 /* rq.c: the receive queue. rq_take() copies out the head WQE (0; -EAGAIN when none is
  * posted, -EPROTO when the client's index lies, -EINVAL for a malformed WQE, which stays
@@ -345,9 +382,26 @@ int rq_scatter(struct qp *qp, const uint8_t *data, size_t n);
 void rq_complete(struct qp *qp, struct proto_cqe *cqe);
 void rq_flush(struct qp *qp);
 
-/* tx helpers shared by requester and responder (rx.c) */
+/* rx.c: the receive path, and the sending helpers requester and responder share. A packet
+ * of a QP with n bytes of payload goes in two steps: tx_begin() writes its headers into
+ * the next send slot and says where the payload goes (false when it cannot be encoded),
+ * the caller copies the payload there, and tx_end() adds pad and ICRC and hands it over. */
+struct tx_pkt {
+	uint8_t *frame;
+	uint8_t *payload;
+};
 void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
 void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
+bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
+	      struct tx_pkt *p);
+void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n);
+
+/* read.c: the responder's READ side. read_execute() takes a responder resource for a new
+ * READ and sends its responses; read_replay() answers a duplicate READ again from its
+ * resource (nothing when none holds it). Both return 0, or -EFAULT when the memory stopped
+ * resolving part-way (an access error). */
+int read_execute(struct qp *qp, const struct wire_pkt *pkt);
+int read_replay(struct qp *qp, const struct wire_pkt *pkt);
 
 /* log.c */
 void log_init(bool to_stderr, bool verbose);

@@ -24,14 +24,6 @@ static int channel_open(int ends[2], int daemon_end)
 	return 0;
 }
 
-static uint32_t round_pow2(uint32_t n)
-{
-	uint32_t p = 1;
-
-	while (p < n)
-		p <<= 1;
-	return p;
-}
 
 /* A zeroed shared mapping of bytes in a new memfd; *fd receives the memfd. */
 static void *ring_alloc(const char *name, size_t bytes, int *fd)
@@ -66,7 +58,7 @@ struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
 		return NULL;
 	}
 	cq->client = c;
-	cq->entries = round_pow2(cqe < 1 ? 1 : cqe);
+	cq->entries = pow2_at_least(cqe < 1 ? 1 : cqe);
 	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
 	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
 	*err = map ? channel_open(ends, 1) : -errno;
@@ -164,8 +156,8 @@ static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *r
 {
 	size_t sq_bytes, rq_bytes;
 
-	qp->sq_entries = round_pow2(req->max_send_wr ? req->max_send_wr : 1);
-	qp->rq_entries = round_pow2(req->max_recv_wr ? req->max_recv_wr : 1);
+	qp->sq_entries = pow2_at_least(req->max_send_wr ? req->max_send_wr : 1);
+	qp->rq_entries = pow2_at_least(req->max_recv_wr ? req->max_recv_wr : 1);
 	sq_bytes = proto_ring_bytes(qp->sq_entries, sizeof(struct proto_swqe));
 	rq_bytes = proto_ring_bytes(qp->rq_entries, sizeof(struct proto_rwqe));
 	qp->ring_bytes = sq_bytes + rq_bytes;

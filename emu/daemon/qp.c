@@ -39,7 +39,8 @@ static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
 }
 
 /* Attributes each transition needs before the QP can work (a subset of verbs' list:
- * rocemu has one port and one P_Key, and no RDMA READ or atomics). */
+ * rocemu has one port and one P_Key; without max_rd_atomic and max_dest_rd_atomic a QP
+ * neither issues nor serves READs). */
 static uint32_t required_mask(enum ibv_qp_state from, enum ibv_qp_state to)
 {
 	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR)
@@ -90,6 +91,12 @@ static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr 
 		snprintf(err, errlen, "timeout %u is above 31", a->timeout);
 		return -EINVAL;
 	}
+	if (((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > QP_MAX_RD_ATOMIC) ||
+	    ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > QP_MAX_RD_ATOMIC)) {
+		snprintf(err, errlen, "max_rd_atomic and max_dest_rd_atomic go up to %d",
+			 QP_MAX_RD_ATOMIC);
+		return -EINVAL;
+	}
 	if (((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7) ||
 	    ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)) {
 		snprintf(err, errlen, "retry counts go from 0 to 7 (7 = retry forever)");
@@ -126,6 +133,13 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 		qp->attr.rnr_retry = a->rnr_retry;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		qp->attr.min_rnr_timer = a->min_rnr_timer;
+	/* rounded up to a power of two, as rxe does */
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		qp->attr.max_rd_atomic = (uint8_t)(a->max_rd_atomic ?
+						   pow2_at_least(a->max_rd_atomic) : 0);
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		qp->attr.max_dest_rd_atomic = (uint8_t)(a->max_dest_rd_atomic ?
+							pow2_at_least(a->max_dest_rd_atomic) : 0);
 }
 
 static int connect_path(struct qp *qp, char *err, size_t errlen)
@@ -159,6 +173,8 @@ void qp_reset(struct qp *qp)
 	qp->fetch_idx = qp->send_idx = qp->comp_idx = qp->sq_ctl->cons;
 	qp->rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 	qp->in_msg = qp->recv_held = qp->nak_seq_sent = qp->rnr_wait = false;
+	memset(qp->rd_res, 0, sizeof(qp->rd_res));
+	qp->rd_res_next = qp->rd_outstanding = 0;
 	qp->msn = 0;
 	memset(&qp->attr, 0, sizeof(qp->attr));
 	qp->attr.timeout = DEFAULT_TIMEOUT;

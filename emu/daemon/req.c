@@ -1,6 +1,8 @@
-/* Requester and completer of an RC QP: RDMA WRITE and SEND work requests from the client's ring,
- * segmented by the path MTU, at most QP_MAX_INFLIGHT PSNs unacknowledged, completed in
- * order when ACKed, resent go-back-N on a sequence NAK or a timeout. */
+/* Requester and completer of an RC QP: RDMA WRITE, SEND and READ work requests from the
+ * client's ring, segmented by the path MTU, at most QP_MAX_INFLIGHT PSNs unacknowledged and
+ * max_rd_atomic READs outstanding, completed in order when ACKed (a READ when its last
+ * response is placed), resent go-back-N on a sequence NAK or a timeout (a READ from its
+ * first missing response). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -33,6 +35,11 @@ static bool wqe_is_send(const struct send_wqe *w)
 	       w->opcode == IBV_WR_SEND_WITH_INV;
 }
 
+static bool wqe_is_read(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ;
+}
+
 static bool wqe_has_imm(const struct send_wqe *w)
 {
 	return w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -42,8 +49,10 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 {
 	uint64_t total = 0;
 
-	if (!wqe_is_send(w) && w->opcode != IBV_WR_RDMA_WRITE &&
-	    w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+	/* a QP given no max_rd_atomic could never issue a READ: refused, not left waiting */
+	if ((!wqe_is_send(w) && !wqe_is_read(w) && w->opcode != IBV_WR_RDMA_WRITE &&
+	     w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
+	    (wqe_is_read(w) && qp->attr.max_rd_atomic == 0))
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (w->num_sge > PROTO_MAX_SGE)
 		return IBV_WC_LOC_LEN_ERR;
@@ -51,8 +60,9 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 		const struct proto_sge *s = &w->sge[i];
 
 		total += s->length;
-		if (s->length && mr_lookup(qp->dev->mrs, s->lkey, qp->pd, 0, s->addr, s->length,
-					   NULL) != MR_OK)
+		if (s->length && mr_lookup(qp->dev->mrs, s->lkey, qp->pd,
+					   wqe_is_read(w) ? IBV_ACCESS_LOCAL_WRITE : 0, s->addr,
+					   s->length, NULL) != MR_OK)
 			return IBV_WC_LOC_PROT_ERR;
 	}
 	if (total > MAX_MESSAGE)
@@ -72,6 +82,7 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->wr_id = in.wr_id;
 	w->opcode = in.opcode;
 	w->signaled = qp->sq_sig_all || (in.flags & IBV_SEND_SIGNALED);
+	w->fence = in.flags & IBV_SEND_FENCE;
 	w->remote_addr = in.remote_addr;
 	w->rkey = in.rkey;
 	w->imm = in.imm;
@@ -101,12 +112,20 @@ static bool fetch(struct qp *qp)
 /* The send queue slot is given back before the completion is published: a client that
  * sees the completion and posts at once must find the slot free (its post would fail with
  * "the send queue is full" otherwise). */
+static enum ibv_wc_opcode wc_opcode(const struct send_wqe *w)
+{
+	if (wqe_is_send(w))
+		return IBV_WC_SEND;
+	return wqe_is_read(w) ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE;
+}
+
 static void complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 {
-	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status,
-				 .opcode = wqe_is_send(w) ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status, .opcode = wc_opcode(w),
 				 .byte_len = (uint32_t)w->length, .qp_num = qp->qpn };
 
+	if (wqe_is_read(w) && w->started)
+		qp->rd_outstanding--;
 	qp->comp_idx++;
 	__atomic_store_n(&qp->sq_ctl->cons, qp->comp_idx, __ATOMIC_RELEASE);
 	if (w->signaled || status != IBV_WC_SUCCESS)
@@ -149,36 +168,10 @@ static uint8_t packet_opcode(const struct send_wqe *w, uint32_t k)
 	return inv ? WIRE_OP_RC_SEND_LAST_INV : base + (imm ? LAST_IMM : LAST);
 }
 
-/* Copies [offset, offset + n) of the request's gather list into dst, through each local
- * MR's page table, looking every MR up again in case it was deregistered since. */
-static int gather(struct qp *qp, const struct send_wqe *w, uint64_t offset, uint8_t *dst,
-		  size_t n)
-{
-	for (uint32_t i = 0; i < w->num_sge && n; i++) {
-		const struct proto_sge *s = &w->sge[i];
-		struct mr *mr;
-		size_t piece;
-
-		if (offset >= s->length) {
-			offset -= s->length;
-			continue;
-		}
-		piece = s->length - offset < n ? (size_t)(s->length - offset) : n;
-		if (mr_lookup(qp->dev->mrs, s->lkey, qp->pd, 0, s->addr + offset, piece, &mr) != MR_OK ||
-		    mr_copy_out(mr, s->addr + offset, dst, piece) < 0)
-			return -EFAULT;
-		dst += piece;
-		n -= piece;
-		offset = 0;
-	}
-	return 0;
-}
-
 /* Packet k of request w, with PSN psn: headers, payload gathered from the local MRs straight
  * into the frame, ICRC over both. */
 static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint32_t psn)
 {
-	struct dev *dev = qp->dev;
 	/* ibv_send_wr carries the immediate in network order, the rkey to invalidate in host
 	 * order (the two share a union); wire_ext has both in host order */
 	struct wire_ext ext = { .reth = { w->remote_addr, w->rkey, (uint32_t)w->length },
@@ -186,20 +179,37 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	struct wire_bth bth = { .opcode = packet_opcode(w, k), .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn };
 	uint64_t offset = (uint64_t)k * qp->pmtu;
-	uint8_t *frame;
-	size_t n, hdr;
-	icrc_state crc;
+	struct tx_pkt p;
+	size_t n;
 
 	if (k >= w->npkts)
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
 	bth.ack_req = k + 1 == w->npkts || (psn % QP_ACKREQ_EVERY) == QP_ACKREQ_EVERY - 1;
-	frame = net_tx_slot(dev);
-	hdr = wire_put_headers(frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, &bth, &ext, n);
-	if (!hdr || gather(qp, w, offset, frame + hdr, n) < 0)
+	if (!tx_begin(qp, &bth, &ext, n, &p) ||
+	    sgl_gather(qp, w->sge, w->num_sge, offset, p.payload, n) < 0)
 		return -EFAULT;
-	crc = icrc_update(wire_icrc_headers(frame), frame + hdr, n);
-	net_tx_commit(dev, hdr + n + wire_put_trailer(frame + hdr + n, crc, n));
+	tx_end(qp, &p, n);
+	return 0;
+}
+
+/* A READ request for its responses k on (from k = 0, or from the first one missing): the
+ * RETH moves on by the bytes already placed. */
+static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k,
+			     uint32_t psn)
+{
+	uint64_t done = (uint64_t)k * qp->pmtu;
+	struct wire_ext ext = { .reth = { w->remote_addr + done, w->rkey,
+					  (uint32_t)(w->length - done) } };
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_READ_REQUEST, .pkey = 0xffff,
+				.dest_qp = qp->attr.dest_qpn, .psn = psn, .ack_req = true };
+	uint8_t *frame = net_tx_slot(qp->dev);
+	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->ip_id++, &bth, &ext,
+				NULL, 0);
+
+	if (!len)
+		return -EFAULT;
+	net_tx_commit(qp->dev, len);
 	return 0;
 }
 
@@ -242,6 +252,48 @@ static bool blocked_by_local_error(struct qp *qp, struct send_wqe *w)
 	return true;
 }
 
+/* A READ waits while max_rd_atomic of them are outstanding; a fenced request while any is. */
+static bool waits_for_reads(const struct qp *qp, const struct send_wqe *w)
+{
+	if (w->started)
+		return false;
+	if (wqe_is_read(w) && qp->rd_outstanding >= qp->attr.max_rd_atomic)
+		return true;
+	return w->fence && qp->rd_outstanding > 0;
+}
+
+static void start(struct qp *qp, struct send_wqe *w)
+{
+	w->started = true;
+	w->first_psn = qp->snd_nxt;
+	w->npkts = w->length ? (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
+	if (wqe_is_read(w))
+		qp->rd_outstanding++;
+	else
+		qp->dev->cnt.rdma_sends++;
+}
+
+/* Sends packet send_pkt of w (a READ: its one request, which covers the rest of its PSNs);
+ * false when it cannot be built. */
+static bool send_next(struct qp *qp, struct send_wqe *w)
+{
+	uint32_t covers = wqe_is_read(w) ? w->npkts - qp->send_pkt : 1;
+	int rc = wqe_is_read(w) ? send_read_request(qp, w, qp->send_pkt, qp->snd_nxt)
+				: send_packet(qp, w, qp->send_pkt, qp->snd_nxt);
+
+	if (rc < 0)
+		return false;
+	qp->snd_nxt = (qp->snd_nxt + covers) & WIRE_PSN_MASK;
+	if (wire_psn_diff(qp->snd_nxt, qp->snd_max) > 0)
+		qp->snd_max = qp->snd_nxt;
+	qp->send_pkt += covers;
+	if (qp->send_pkt == w->npkts) {
+		qp->send_idx++;
+		qp->send_pkt = 0;
+	}
+	return true;
+}
+
 void req_pump(struct qp *qp)
 {
 	if (qp->state == IBV_QPS_ERR) {
@@ -260,51 +312,69 @@ void req_pump(struct qp *qp)
 
 		if (blocked_by_local_error(qp, w))
 			return;
-		if (!w->started) {
-			w->started = true;
-			w->first_psn = qp->snd_nxt;
-			w->npkts = w->length ? (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
-			qp->dev->cnt.rdma_sends++;
-		}
-		if (send_packet(qp, w, qp->send_pkt, qp->snd_nxt) < 0) {
+		if (waits_for_reads(qp, w))
+			break;
+		if (!w->started)
+			start(qp, w);
+		if (!send_next(qp, w)) {
 			/* its local MR went away since it was checked: it fails in its turn */
 			w->local_error = IBV_WC_LOC_PROT_ERR;
 			blocked_by_local_error(qp, w);
 			return;
-		}
-		qp->snd_nxt = (qp->snd_nxt + 1) & WIRE_PSN_MASK;
-		if (wire_psn_diff(qp->snd_nxt, qp->snd_max) > 0)
-			qp->snd_max = qp->snd_nxt;
-		if (++qp->send_pkt == w->npkts) {
-			qp->send_idx++;
-			qp->send_pkt = 0;
 		}
 	}
 	if (outstanding(qp) && !ev_is_active(&qp->retry_timer))
 		arm_timer(qp);
 }
 
-/* Everything up to and including psn arrived: complete what that covers. */
+static void retry_from(struct qp *qp, uint32_t psn);
+
+/* The PSN after w's last. */
+static uint32_t end_psn(const struct send_wqe *w)
+{
+	return (w->first_psn + w->npkts) & WIRE_PSN_MASK;
+}
+
+/* Everything up to and including psn arrived: complete what that covers. A READ moves on
+ * only by the responses placed: a PSN past them (a later response of the same READ, or
+ * an ACK past the whole READ) means responses were lost, and a new request from the first
+ * missing one asks for them again. */
 static void ack_through(struct qp *qp, uint32_t psn)
 {
 	uint32_t next = (psn + 1) & WIRE_PSN_MASK;
+	bool lost = false;
 
-	if (wire_psn_diff(next, qp->snd_una) <= 0)
-		return;
-	qp->snd_una = next;
-	qp->retry_left = qp->attr.retry_cnt;
-	qp->rnr_left = qp->attr.rnr_retry;
 	while (qp->comp_idx != qp->fetch_idx) {
 		struct send_wqe *w = wqe_at(qp, qp->comp_idx);
 
-		if (!w->started || wire_psn_diff(w->first_psn + w->npkts - 1, psn) > 0)
+		if (!w->started)
+			break;
+		if (wqe_is_read(w) && !w->read_done) {
+			uint32_t placed = (w->first_psn + w->read_placed) & WIRE_PSN_MASK;
+
+			lost = wire_psn_diff(next, placed) > 0;
+			next = lost ? placed : next;
+			break;
+		}
+		if (wire_psn_diff(end_psn(w), next) > 0)
 			break;
 		complete(qp, w, IBV_WC_SUCCESS);
 	}
-	if (wire_psn_diff(qp->snd_nxt, qp->snd_una) < 0)
-		seek(qp, qp->snd_una);
-	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
-	arm_timer(qp);
+	if (wire_psn_diff(next, qp->snd_una) > 0) {
+		qp->snd_una = next;
+		qp->retry_left = qp->attr.retry_cnt;
+		qp->rnr_left = qp->attr.rnr_retry;
+		if (wire_psn_diff(qp->snd_nxt, qp->snd_una) < 0)
+			seek(qp, qp->snd_una);
+		ev_timer_stop(qp->dev->loop, &qp->retry_timer);
+		arm_timer(qp);
+		qp->read_retry_started = false;
+	}
+	/* once per loss: the ACKs that follow tell the same story */
+	if (lost && !qp->read_retry_started) {
+		qp->read_retry_started = true;
+		retry_from(qp, qp->snd_una);
+	}
 }
 
 static void retry_from(struct qp *qp, uint32_t psn)
@@ -384,6 +454,58 @@ void req_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 	default:
 		qp->dev->cnt.drop_stale_ack++;
 	}
+}
+
+/* Which READ response may carry response k of w's npkts: FIRST and ONLY start a (re)issued
+ * request, MIDDLE and LAST go on with one, as rxe's responder replays them. */
+static bool response_fits(const struct send_wqe *w, uint32_t k, uint8_t pos)
+{
+	bool last = k + 1 == w->npkts;
+
+	switch (pos) {
+	case WIRE_POS_ONLY: return last;
+	case WIRE_POS_FIRST: return !last;
+	case WIRE_POS_MIDDLE: return k > 0 && !last;
+	default: return k > 0 && last;
+	}
+}
+
+/* A READ response: it answers the oldest READ outstanding at exactly the PSN expected
+ * next, or it is dropped (a duplicate, or one past a lost response: the timer retries).
+ * Its payload goes through the READ's own SGEs at the offset its PSN gives. */
+void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	uint32_t psn = pkt->bth.psn, k, want;
+	struct send_wqe *w;
+
+	if (wire_psn_diff(psn, qp->snd_una) < 0 || wire_psn_diff(psn, qp->snd_max) >= 0) {
+		qp->dev->cnt.drop_stale_ack++;
+		return;
+	}
+	ack_through(qp, (psn - 1) & WIRE_PSN_MASK);
+	w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
+	if (qp->state != IBV_QPS_RTS || !w || !wqe_is_read(w) || !w->started ||
+	    psn != qp->snd_una) {
+		qp->dev->cnt.drop_stale_ack++;
+		return;
+	}
+	k = (psn - w->first_psn) & WIRE_PSN_MASK;
+	want = k + 1 == w->npkts ? (uint32_t)(w->length - (uint64_t)k * qp->pmtu) : qp->pmtu;
+	if (!response_fits(w, k, pkt->op->pos) || pkt->payload_len != want ||
+	    ((pkt->op->headers & WIRE_HDR_AETH) &&
+	     wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK)) {
+		fail_head(qp, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	if (sgl_scatter(qp, w->sge, w->num_sge, (uint64_t)k * qp->pmtu,
+			frame + pkt->payload_off, pkt->payload_len) < 0) {
+		fail_head(qp, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	w->read_placed = k + 1;
+	w->read_done = w->read_placed == w->npkts;
+	ack_through(qp, psn);
+	req_pump(qp);
 }
 
 void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)

@@ -1,8 +1,9 @@
-/* Responder of an RC QP for SEND and RDMA WRITE: rxe's checks in rxe's order (PSN, opcode
- * sequence, the QP's permission, the receive WQE, the length for the packet's place, the
- * rkey), each with rxe's NAK and, when the message holds a receive WQE, rxe's status on its
- * completion. Only after all of them does data move: a WRITE through the target MR's page
- * table, a SEND through the receive WQE's SGEs. */
+/* Responder of an RC QP for SEND, RDMA WRITE and RDMA READ: rxe's checks in rxe's order
+ * (PSN, opcode sequence, the QP's permission, the receive WQE or responder resources, the
+ * length for the packet's place, the rkey), each with rxe's NAK and, when the message holds
+ * a receive WQE, rxe's status on its completion. Only after all of them does data move: a
+ * WRITE through the target MR's page table, a SEND through the receive WQE's SGEs, a READ's
+ * responses out of the MR (read.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #define MAX_DMA_LEN (1u << 31)
 #define RNR_NAK 0x20
 
-enum verdict { GO_ON, DROP, NAK_INV, NAK_ACCESS, NAK_RNR, NAK_OP };
+enum verdict { GO_ON, DROP, DUP_READ, NAK_INV, NAK_ACCESS, NAK_RNR, NAK_OP };
 
 static bool is_first(const struct wire_opcode_info *op)
 {
@@ -74,7 +75,7 @@ void resp_send_due_acks(struct dev *dev)
 }
 
 /* 1. PSN: ahead gets one sequence NAK per episode; behind is a duplicate, re-ACKed and not
- * executed again. An episode ends when the expected PSN arrives, or when the requester is
+ * executed again (a READ is answered again from its responder resource). An episode ends when the expected PSN arrives, or when the requester is
  * seen to go back (an ahead packet at or below the highest seen since the NAK): its
  * resend lost the expected PSN again, and without a new NAK only its timer would notice. */
 static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
@@ -97,6 +98,8 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 	}
 	if (d < 0) {
 		qp->dev->cnt.duplicate_request++;
+		if (pkt->op->kind == WIRE_KIND_READ_REQ)
+			return DUP_READ;
 		ack_later(qp);
 		return DROP;
 	}
@@ -115,20 +118,27 @@ static enum verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
 	return is_first(op) ? GO_ON : NAK_INV;
 }
 
-/* 3. The QP's own permission for the operation (READ and atomics are not served). */
+/* 3. The QP's own permission for the operation (atomics are not served). */
 static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 {
-	if (pkt->op->kind == WIRE_KIND_SEND)
+	switch (pkt->op->kind) {
+	case WIRE_KIND_SEND:
 		return GO_ON;
-	if (pkt->op->kind == WIRE_KIND_WRITE)
+	case WIRE_KIND_WRITE:
 		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON : NAK_INV;
-	return NAK_INV;
+	case WIRE_KIND_READ_REQ:
+		return qp->attr.access & IBV_ACCESS_REMOTE_READ ? GO_ON : NAK_INV;
+	default:
+		return NAK_INV;
+	}
 }
 
 /* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
- * taken and fails as malformed. */
+ * taken and fails as malformed. A READ needs responder resources (max_dest_rd_atomic). */
 static enum verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
+	if (pkt->op->kind == WIRE_KIND_READ_REQ)
+		return qp->attr.max_dest_rd_atomic ? GO_ON : NAK_INV;
 	if (!takes_recv(pkt->op))
 		return GO_ON;
 	switch (rq_take(qp)) {
@@ -160,13 +170,20 @@ static enum verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
 	return GO_ON;
 }
 
-/* 6. A WRITE's memory, on every packet: the rkey resolves to an MR of this QP's PD that
- * grants remote write and holds [va, va + remaining); then the payload must fit. */
+/* 6. Memory. A READ's rkey resolves to an MR of this QP's PD that grants remote read and
+ * holds [va, va + length) (a READ of 0 bytes names no memory). A WRITE's, on every packet,
+ * to one that grants remote write and holds [va, va + remaining); then the payload must
+ * fit. */
 static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
 {
 	const struct wire_opcode_info *op = pkt->op;
+	const struct wire_reth *reth = &pkt->ext.reth;
 
 	*mr = NULL;
+	if (op->kind == WIRE_KIND_READ_REQ)
+		return reth->length && mr_lookup(qp->dev->mrs, reth->rkey, qp->pd,
+						 IBV_ACCESS_REMOTE_READ, reth->va, reth->length,
+						 NULL) != MR_OK ? NAK_ACCESS : GO_ON;
 	if (op->kind != WIRE_KIND_WRITE)
 		return GO_ON;
 	if (is_first(op)) {
@@ -247,8 +264,14 @@ static void finish_message(struct qp *qp, const struct wire_pkt *pkt)
 static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
 			    struct mr *mr)
 {
-	enum verdict v = place(qp, frame, pkt, mr);
+	enum verdict v;
 
+	if (pkt->op->kind == WIRE_KIND_READ_REQ) {
+		/* the ACK of what came before goes ahead of the responses */
+		send_due_ack(qp);
+		return read_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
+	}
+	v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
 	if (pkt->op->headers & WIRE_HDR_IETH) {
@@ -316,6 +339,11 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 
 	if (v == DROP)
 		return;
+	if (v == DUP_READ) {
+		if (read_replay(qp, pkt) < 0)
+			refuse(qp, pkt, NAK_ACCESS);
+		return;
+	}
 	if (v == GO_ON)
 		v = check_op_seq(qp, pkt);
 	if (v == GO_ON)

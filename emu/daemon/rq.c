@@ -38,35 +38,18 @@ int rq_take(struct qp *qp)
 	return 0;
 }
 
-/* n bytes at the held WQE's current offset, each SGE's piece checked (lkey of the QP's PD
- * with LOCAL_WRITE, inside its MR) right before it is copied. */
+/* n bytes at the held WQE's current offset. */
 int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 {
 	struct recv_wqe *r = &qp->recv;
-	uint64_t skip = r->placed;
+	int rc;
 
 	if (r->wqe.num_sge > PROTO_MAX_SGE || n > r->length - r->placed)
 		return -ERANGE;
-	for (uint32_t i = 0; i < r->wqe.num_sge && n; i++) {
-		const struct proto_sge *s = &r->wqe.sge[i];
-		size_t piece;
-		struct mr *mr;
-
-		if (skip >= s->length) {
-			skip -= s->length;
-			continue;
-		}
-		piece = s->length - skip < n ? (size_t)(s->length - skip) : n;
-		if (mr_lookup(qp->dev->mrs, s->lkey, qp->pd, IBV_ACCESS_LOCAL_WRITE,
-			      s->addr + skip, piece, &mr) != MR_OK ||
-		    mr_copy_in(mr, s->addr + skip, data, piece) < 0)
-			return -EFAULT;
-		data += piece;
-		n -= piece;
-		r->placed += piece;
-		skip = 0;
-	}
-	return 0;
+	rc = sgl_scatter(qp, r->wqe.sge, r->wqe.num_sge, r->placed, data, n);
+	if (rc == 0)
+		r->placed += n;
+	return rc;
 }
 
 /* The held WQE leaves the ring and its completion is published. */

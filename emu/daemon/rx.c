@@ -75,6 +75,8 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 	if (is_response(pkt.op)) {
 		if (pkt.op->kind == WIRE_KIND_ACK)
 			req_on_ack(qp, &pkt);
+		else if (pkt.op->kind == WIRE_KIND_READ_RESP)
+			req_on_read_response(qp, frame, &pkt);
 		else
 			dev->cnt.drop_transport++;
 		return;
@@ -94,4 +96,24 @@ void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
 
 	if (len)
 		net_tx_commit(dev, len);
+}
+
+bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
+	      struct tx_pkt *p)
+{
+	struct dev *dev = qp->dev;
+	size_t hdr;
+
+	p->frame = net_tx_slot(dev);
+	hdr = wire_put_headers(p->frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, bth, ext, n);
+	p->payload = p->frame + hdr;
+	return hdr != 0;
+}
+
+void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n)
+{
+	icrc_state crc = icrc_update(wire_icrc_headers(p->frame), p->payload, n);
+
+	net_tx_commit(qp->dev, (size_t)(p->payload - p->frame) + n +
+				 wire_put_trailer(p->payload + n, crc, n));
 }

@@ -26,7 +26,7 @@ static bool opcode_supported(enum ibv_wr_opcode opcode)
 {
 	return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
 	       opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
-	       opcode == IBV_WR_SEND_WITH_INV;
+	       opcode == IBV_WR_SEND_WITH_INV || opcode == IBV_WR_RDMA_READ;
 }
 
 static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct ibv_sge *sg_list)
@@ -42,8 +42,8 @@ static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	struct rocemu_context *ctx = qp->pub.context;
 
 	if (!opcode_supported(wr->opcode))
-		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM] and SEND [WITH IMM "
-				"or INV] are supported", (int)wr->opcode);
+		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM], SEND [WITH IMM "
+				"or INV] and RDMA READ are supported", (int)wr->opcode);
 	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
 		return EINVAL;
 	if (ring_full(&qp->sq))

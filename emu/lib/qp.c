@@ -148,6 +148,8 @@ static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto
 		.retry_cnt = attr->retry_cnt,
 		.rnr_retry = attr->rnr_retry,
 		.min_rnr_timer = attr->min_rnr_timer,
+		.max_rd_atomic = attr->max_rd_atomic,
+		.max_dest_rd_atomic = attr->max_dest_rd_atomic,
 	};
 }
 
@@ -188,6 +190,8 @@ static void proto_to_attr(const struct proto_qp_attr *p, struct ibv_qp_attr *att
 	attr->retry_cnt = p->retry_cnt;
 	attr->rnr_retry = p->rnr_retry;
 	attr->min_rnr_timer = p->min_rnr_timer;
+	attr->max_rd_atomic = p->max_rd_atomic;
+	attr->max_dest_rd_atomic = p->max_dest_rd_atomic;
 }
 
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr)

@@ -48,7 +48,9 @@
 #include "emu/daemon/qp.c"
 #include "emu/daemon/req.c"
 #include "emu/daemon/resp.c"
+#include "emu/daemon/read.c"
 #include "emu/daemon/rq.c"
+#include "emu/daemon/sgl.c"
 #include "emu/daemon/rx.c"
 
 #define PAGE        4096u
@@ -132,8 +134,14 @@ void net_tx_commit(struct dev *d, size_t len)
 	MUST(!memcmp(pkt.dst_ip, &peer, 4));
 	MUST(pkt.bth.dest_qp == PEER_QPN);
 	MUST(pkt.op->transport == WIRE_RC);
-	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_WRITE);
+	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_WRITE ||
+	     pkt.op->kind == WIRE_KIND_SEND || pkt.op->kind == WIRE_KIND_READ_REQ ||
+	     pkt.op->kind == WIRE_KIND_READ_RESP);
 	MUST(pkt.payload_len <= qp->pmtu);
+	/* READ responses carry bytes of the readable MR only (its bytes differ from the
+	 * canaries around it) */
+	MUST(pkt.op->kind != WIRE_KIND_READ_RESP || pkt.payload_len < 8 ||
+	     memmem(buf + MAIN_OFF, MAIN_LEN, tx_frame + pkt.payload_off, pkt.payload_len));
 	d->cnt.sent_pkts++;
 	sent_frames++;
 }
@@ -205,9 +213,9 @@ static void setup_memory(void)
 	src = map_pages(SRC_PAGES);
 	MUST(pristine != NULL);
 	for (size_t i = 0; i < BUF_PAGES * PAGE; i++)
-		buf[i] = pristine[i] = PATTERN(i);
+		buf[i] = pristine[i] = PATTERN(i) ^ (i >= MAIN_OFF && i < MAIN_OFF + MAIN_LEN ? 0xa5 : 0);
 	memset(src, 0x5c, SRC_PAGES * PAGE);
-	keys[K_MAIN] = reg(pd, buf, IOVA_BASE, MAIN_OFF, MAIN_LEN, rw, NULL);
+	keys[K_MAIN] = reg(pd, buf, IOVA_BASE, MAIN_OFF, MAIN_LEN, rw | IBV_ACCESS_REMOTE_READ, NULL);
 	keys[K_RO] = reg(pd, buf, IOVA_BASE, RO_OFF, SMALL_LEN, IBV_ACCESS_LOCAL_WRITE, NULL);
 	keys[K_PD2] = reg(pd2, buf, IOVA_BASE, PD2_OFF, SMALL_LEN, rw, NULL);
 	keys[K_DEAD] = reg(pd, buf, IOVA_BASE, DEAD_OFF, SMALL_LEN, rw, &dead);
@@ -273,35 +281,51 @@ static void modify(uint32_t mask, const struct proto_qp_attr *a)
 	MUST(qp_modify(qp, mask, a, err, sizeof(err)) == 0);
 }
 
-/* Three RDMA WRITEs from the source MR, one of them with an immediate. */
+/* Three RDMA WRITEs from the source MR, one of them with an immediate, a READ of 3000
+ * bytes into the remote-write MR (its responses may change it), a SEND and a fenced
+ * WRITE. */
 static void post_writes(uint8_t flags2)
 {
-	static const struct { uint32_t opcode, len; uint64_t raddr; } w[] = {
-		{ IBV_WR_RDMA_WRITE, 3000, 0x300000000ull },
-		{ IBV_WR_RDMA_WRITE, 0, 0x300001000ull },
-		{ IBV_WR_RDMA_WRITE_WITH_IMM, 200, 0x300002000ull },
+	static const struct { uint32_t opcode, len; uint64_t raddr; uint32_t flags; } w[] = {
+		{ IBV_WR_RDMA_WRITE, 3000, 0x300000000ull, 0 },
+		{ IBV_WR_RDMA_WRITE, 0, 0x300001000ull, 0 },
+		{ IBV_WR_RDMA_WRITE_WITH_IMM, 200, 0x300002000ull, 0 },
+		{ IBV_WR_RDMA_READ, 3000, 0x300003000ull, 0 },
+		{ IBV_WR_SEND, 300, 0, 0 },
+		{ IBV_WR_RDMA_WRITE, 100, 0x300004000ull, IBV_SEND_FENCE },
 	};
 	uint32_t prod = qp->sq_ctl->prod;
 
 	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++, prod++) {
 		struct proto_swqe *s = &qp->sq[prod & (qp->sq_entries - 1)];
+		bool read = w[i].opcode == IBV_WR_RDMA_READ;
 
 		*s = (struct proto_swqe){ .wr_id = 100 + i, .opcode = w[i].opcode,
-					  .flags = IBV_SEND_SIGNALED, .remote_addr = w[i].raddr,
-					  .rkey = 0x1234, .num_sge = 1,
+					  .flags = IBV_SEND_SIGNALED | w[i].flags,
+					  .remote_addr = w[i].raddr, .rkey = 0x1234, .num_sge = 1,
 					  .sge[0] = { SRC_IOVA + 8 * i, w[i].len, keys[K_SRC] } };
+		if (read)
+			s->sge[0] = (struct proto_sge){ IOVA_BASE + MAIN_OFF + 64, w[i].len,
+							keys[K_MAIN] };
 	}
 	if (flags2 & G_BAD_WQE)
 		qp->sq[(prod - 1) & (qp->sq_entries - 1)].sge[0].lkey = keys[K_BAD_BYTE];
 	__atomic_store_n(&qp->sq_ctl->prod, prod, __ATOMIC_RELEASE);
 }
 
+/* Receives into two pieces of the remote-write MR; every third names the MR without
+ * LOCAL_WRITE, which a SEND must not scatter into. */
 static void post_receives(void)
 {
 	uint32_t prod = qp->rq_ctl->prod;
 
 	for (uint32_t i = 0; i < qp->rq_entries; i++, prod++)
-		qp->rq[prod & (qp->rq_entries - 1)].wr_id = 1000 + i;
+		qp->rq[prod & (qp->rq_entries - 1)] = (struct proto_rwqe){
+			.wr_id = 1000 + i, .num_sge = 2,
+			.sge = { { IOVA_BASE + MAIN_OFF + 16, 700, keys[K_MAIN] },
+				 { i % 3 == 2 ? IOVA_BASE + RO_OFF : IOVA_BASE + MAIN_OFF + 2000,
+				   i % 3 == 2 ? SMALL_LEN : 4000,
+				   i % 3 == 2 ? keys[K_RO] : keys[K_MAIN] } } };
 	__atomic_store_n(&qp->rq_ctl->prod, prod, __ATOMIC_RELEASE);
 }
 
@@ -311,13 +335,15 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 
 	modify(IBV_QP_STATE, &a);
 	a = (struct proto_qp_attr){ .state = IBV_QPS_INIT,
-				    .access = (flags2 & G_NO_RW) ? 0 : IBV_ACCESS_REMOTE_WRITE };
+				    .access = (flags2 & G_NO_RW) ? 0 : IBV_ACCESS_REMOTE_WRITE |
+								      IBV_ACCESS_REMOTE_READ };
 	modify(IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &a);
 	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR, .dest_ipv4 = PEER_IP,
 				    .path_mtu = (flags & F_MTU256) ? IBV_MTU_256 : IBV_MTU_1024,
-				    .dest_qpn = PEER_QPN, .rq_psn = RQ_PSN, .min_rnr_timer = 3 };
+				    .dest_qpn = PEER_QPN, .rq_psn = RQ_PSN, .min_rnr_timer = 3,
+				    .max_dest_rd_atomic = 2 };
 	modify(IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-	       IBV_QP_MIN_RNR_TIMER, &a);
+	       IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC, &a);
 	if (flags & F_RECV)
 		post_receives();
 	if (flags2 & G_RQ_LIE)
@@ -327,9 +353,9 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 		return;
 	post_writes(flags2);
 	a = (struct proto_qp_attr){ .state = IBV_QPS_RTS, .sq_psn = SQ_PSN, .timeout = 10,
-				    .retry_cnt = 2, .rnr_retry = 2 };
+				    .retry_cnt = 2, .rnr_retry = 2, .max_rd_atomic = 1 };
 	modify(IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-	       IBV_QP_RNR_RETRY, &a);
+	       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC, &a);
 }
 
 /* The client's side of the CQ: wakeups read, completions consumed. */
@@ -367,7 +393,7 @@ static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags)
 {
 	uint8_t *bth = f + pkt->l4_off + WIRE_UDP_LEN;
 	const struct wire_opcode_info *op = wire_opcode_info(bth[0]);
-	bool ack = op && op->kind == WIRE_KIND_ACK;
+	bool ack = op && (op->kind == WIRE_KIND_ACK || op->kind == WIRE_KIND_READ_RESP);
 
 	if (flags & F_QPN)
 		put24(bth + 5, qp->qpn);
@@ -534,7 +560,29 @@ static const struct seed seeds[] = {
 				   { WIRE_OP_RC_WRITE_ONLY, -3, K_MAIN, 0, 16, 16, 0, 0 } } },
 	{ "middle-alone", ALL, FIX, { { WIRE_OP_RC_WRITE_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 } } },
 	{ "send", ALL, FIX, { { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 } } },
+	{ "send-recv", ALL | F_RECV, FIX,
+	  { { WIRE_OP_RC_SEND_FIRST, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_LAST_IMM, 0, 0, 0, 0, 100, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY_INV, 0, 0, 0, 0, 8, 0, 0 } } },
+	{ "send-too-long", ALL | F_RECV, FIX,
+	  { { WIRE_OP_RC_SEND_FIRST, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_LAST, 0, 0, 0, 0, 512, 0, 0 } } },
 	{ "read", ALL, FIX, { { WIRE_OP_RC_READ_REQUEST, 0, K_MAIN, 0, 64, 0, 0, 0 } } },
+	{ "read-3pkt-dup", ALL, FIX,
+	  { { WIRE_OP_RC_READ_REQUEST, 0, K_MAIN, 8, 2500, 0, 0, 0 },
+	    { WIRE_OP_RC_READ_REQUEST, -2, K_MAIN, 1032, 1476, 0, 0, 0 },
+	    { WIRE_OP_RC_READ_REQUEST, 0, K_RO, 0, 16, 0, 0, 0 } } },
+	{ "read-responses", ALL | F_RTS, FIX,
+	  { { WIRE_OP_RC_ACK, 4, 0, 0, 0, 0, WIRE_SYN_ACK, 0 },
+	    { WIRE_OP_RC_READ_RESP_FIRST, 0, 0, 0, 0, 1024, WIRE_SYN_ACK, 0 },
+	    { WIRE_OP_RC_READ_RESP_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_READ_RESP_LAST, 0, 0, 0, 0, 952, WIRE_SYN_ACK, 0 },
+	    { WIRE_OP_RC_ACK, 4, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
 	{ "atomic", ALL, FIX, { { 0x13, 0, K_MAIN, 0, 8, 0, 0, 0 }, { 0x14, 0, K_MAIN, 0, 8, 0, 0, 0 } } },
 	{ "acks", ALL | F_RTS, FIX, { { WIRE_OP_RC_ACK, 2, 0, 0, 0, 0, WIRE_SYN_ACK, 0 },
 				      { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_NAK_PSN_SEQ, 0 },
