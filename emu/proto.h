@@ -69,6 +69,8 @@ struct proto_hello_reply {
 	uint32_t max_sge;
 	uint64_t max_mr_size;
 	uint64_t pin_limit;
+	uint32_t max_qp_rd_atom;  /* READs and atomics outstanding per QP, each way */
+	uint32_t atomic_cap;      /* enum ibv_atomic_cap */
 };
 
 struct proto_port_reply {
@@ -324,13 +326,15 @@ struct proto_sge {
 struct proto_swqe {
 	uint64_t wr_id;
 	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM|_INV],
-			      * IBV_WR_RDMA_READ */
+			      * IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, _FETCH_AND_ADD */
 	uint32_t flags;      /* IBV_SEND_SIGNALED, IBV_SEND_FENCE */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t imm;        /* network byte order, as ibv_send_wr */
 	uint32_t num_sge;
 	uint32_t pad;
+	uint64_t compare_add; /* atomics: the compare value, or what to add */
+	uint64_t swap;
 	struct proto_sge sge[PROTO_MAX_SGE];
 };
 

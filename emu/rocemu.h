@@ -54,6 +54,8 @@ struct rocemu_device_attr {
 	uint64_t max_mr_size;
 	uint32_t max_sge;
 	uint64_t pin_limit;      /* bytes this client may pin (0 = no limit of its own) */
+	uint32_t max_qp_rd_atom; /* READs and atomics a QP may have outstanding, and serve */
+	enum ibv_atomic_cap atomic_cap;
 };
 
 struct rocemu_port_attr {

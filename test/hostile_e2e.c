@@ -823,7 +823,7 @@ static const struct hcase cases[] = {
 	  NAK_WITH(0x20 | MIN_RNR_TIMER, 0, send_rnr_err, 1) },
 	{ "RC RDMA READ REQUEST to a QP without remote read", .pkts = { PA(OP_READ, 0, 0) },
 	  .reth = R(MR, 0, MR, 64), NAK_INV(0, 1) },
-	{ "RC COMPARE SWAP (not supported)", .pkts = { PA(OP_CMP_SWAP, 0, 0) },
+	{ "RC COMPARE SWAP to a QP without remote atomic", .pkts = { PA(OP_CMP_SWAP, 0, 0) },
 	  NAK_INV(0, 1) },
 	{ "RC ACKNOWLEDGE to a QP in RTR", .pkts = { P(OP_ACK, 0, 0) },
 	  DROPPED(drop_qp_state) },

@@ -250,6 +250,7 @@ struct conn_opts {
 	uint32_t psn_a, psn_b;
 	uint8_t rd_atomic_a;      /* A's max_rd_atomic */
 	uint8_t rd_atomic_b;      /* B's max_dest_rd_atomic */
+	uint8_t timeout_a;        /* A's retransmission timeout */
 };
 
 static struct conn_opts default_opts(void)
@@ -257,7 +258,7 @@ static struct conn_opts default_opts(void)
 	return (struct conn_opts){ .access_b = IBV_ACCESS_REMOTE_WRITE,
 				   .rnr_retry = QP_RNR_RETRY, .min_rnr_timer = MIN_RNR_TIMER,
 				   .psn_a = PSN_A, .psn_b = PSN_B, .rd_atomic_a = QP_RD_ATOMIC,
-				   .rd_atomic_b = QP_RD_ATOMIC };
+				   .rd_atomic_b = QP_RD_ATOMIC, .timeout_a = QP_TIMEOUT };
 }
 
 /* A CQ and an RC QP on it, sq_sig_all = 0: each WR says whether it is signaled. */
@@ -321,10 +322,11 @@ static int qp_rtr(struct end *e, const struct end *peer, enum ibv_mtu mtu, uint3
 		      "rocemu_modify_qp(RTR)");
 }
 
-static int qp_rts(struct end *e, uint32_t sq_psn, uint8_t rnr_retry, uint8_t rd_atomic)
+static int qp_rts(struct end *e, uint32_t sq_psn, uint8_t rnr_retry, uint8_t rd_atomic,
+		  uint8_t timeout)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = sq_psn,
-				 .timeout = QP_TIMEOUT, .retry_cnt = QP_RETRY_CNT,
+				 .timeout = timeout, .retry_cnt = QP_RETRY_CNT,
 				 .rnr_retry = rnr_retry, .max_rd_atomic = rd_atomic };
 
 	return modify(e, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -346,8 +348,8 @@ static int conn_open(struct env *e, const struct conn_opts *o, struct conn *c)
 	    qp_init(&c->a, IBV_ACCESS_REMOTE_WRITE) < 0 || qp_init(&c->b, o->access_b) < 0 ||
 	    qp_rtr(&c->a, &c->b, e->mtu, o->psn_b, MIN_RNR_TIMER, QP_RD_ATOMIC) < 0 ||
 	    qp_rtr(&c->b, &c->a, e->mtu, o->psn_a, o->min_rnr_timer, o->rd_atomic_b) < 0 ||
-	    qp_rts(&c->a, o->psn_a, o->rnr_retry, o->rd_atomic_a) < 0 ||
-	    qp_rts(&c->b, o->psn_b, QP_RNR_RETRY, QP_RD_ATOMIC) < 0) {
+	    qp_rts(&c->a, o->psn_a, o->rnr_retry, o->rd_atomic_a, o->timeout_a) < 0 ||
+	    qp_rts(&c->b, o->psn_b, QP_RNR_RETRY, QP_RD_ATOMIC, QP_TIMEOUT) < 0) {
 		conn_close(c);
 		return -1;
 	}
@@ -1307,21 +1309,29 @@ static bool fenced_write(struct env *e, struct region *local, struct region *rem
 	return ok;
 }
 
-/* One READ on a fresh QP pair that must end with want on A: both QPs in ERR after a NAK. */
-static bool refused_read(struct env *e, const struct conn_opts *o, const char *what,
-			 struct ibv_sge *sge, uint64_t raddr, uint32_t rkey,
-			 enum ibv_wc_status want)
+/* One request (wr_id 1) on a fresh QP pair that must end with want on A: both QPs in ERR
+ * after a NAK. */
+static bool refused_request(struct env *e, const struct conn_opts *o, const char *what,
+			    struct ibv_send_wr *wr, enum ibv_wc_status want)
 {
-	struct ibv_send_wr wr = read_wr(1, sge, 1, raddr, rkey);
 	struct conn c;
 	bool ok;
 
 	if (conn_open(e, o, &c) < 0)
 		return false;
-	ok = post_wr(&c.a, &wr) == 0 && expect_wc(&c.a, 1, want, what, NULL) &&
+	ok = post_wr(&c.a, wr) == 0 && expect_wc(&c.a, 1, want, what, NULL) &&
 	     expect_states(&c, want);
 	conn_close(&c);
 	return ok;
+}
+
+static bool refused_read(struct env *e, const struct conn_opts *o, const char *what,
+			 struct ibv_sge *sge, uint64_t raddr, uint32_t rkey,
+			 enum ibv_wc_status want)
+{
+	struct ibv_send_wr wr = read_wr(1, sge, 1, raddr, rkey);
+
+	return refused_request(e, o, what, &wr, want);
 }
 
 /* Every way a READ is refused, with rxe's status; A's buffer never changes. */
@@ -1367,6 +1377,345 @@ out:
 	region_close(&copy);
 	region_close(&wronly);
 	region_close(&ro);
+}
+
+/* ---- atomics ---- */
+
+#define ACCESS_ATOMIC  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
+#define ADDS_PER_QP    5000
+#define ADD_STEP       3
+#define COUNTER_START  0x1122334455667788ull
+#define ADDS_IN_FLIGHT 8
+
+static struct ibv_send_wr atomic_wr(uint64_t wr_id, struct ibv_sge *sge,
+				    enum ibv_wr_opcode opcode, uint64_t raddr, uint32_t rkey,
+				    uint64_t compare_add, uint64_t swap)
+{
+	return (struct ibv_send_wr){ .wr_id = wr_id, .sg_list = sge, .num_sge = 1,
+				     .opcode = opcode, .send_flags = IBV_SEND_SIGNALED,
+				     .wr.atomic = { raddr, compare_add, swap, rkey } };
+}
+
+/* One atomic on c, waited for: the original value it brought back, or false. */
+static bool one_atomic(struct conn *c, struct region *local, enum ibv_wr_opcode opcode,
+		       uint64_t raddr, uint32_t rkey, uint64_t compare_add, uint64_t swap,
+		       uint64_t *orig)
+{
+	struct ibv_sge sge = { (uintptr_t)local->p, 8, local->mr->lkey };
+	struct ibv_send_wr wr = atomic_wr(9, &sge, opcode, raddr, rkey, compare_add, swap);
+	enum ibv_wc_opcode want = opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_WC_COMP_SWAP
+								       : IBV_WC_FETCH_ADD;
+	struct ibv_wc wc;
+
+	if (post_wr(&c->a, &wr) < 0 || next_wc(&c->a, &wc, "an atomic") < 0)
+		return false;
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != want || wc.byte_len != 8)
+		return e2e_mismatch("atomic: %s, opcode %d, byte_len %u",
+				    rocemu_wc_status_str(wc.status), (int)wc.opcode, wc.byte_len);
+	memcpy(orig, local->p, 8);
+	return true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The counter moved by exactly the adds, and the originals the adds saw are exactly the
+ * values it went through, each once: every add was executed once, none twice. */
+static bool expect_sum(const struct region *counter, uint64_t start, const struct region *local)
+{
+	uint64_t end, *seen = malloc(2 * ADDS_PER_QP * sizeof(*seen));
+	bool ok = true;
+
+	if (!seen)
+		return e2e_mismatch("out of memory");
+	memcpy(&end, counter->p, 8);
+	memcpy(seen, local[0].p, ADDS_PER_QP * 8);
+	memcpy(seen + ADDS_PER_QP, local[1].p, ADDS_PER_QP * 8);
+	qsort(seen, 2 * ADDS_PER_QP, sizeof(*seen), cmp_u64);
+	for (uint64_t i = 0; ok && i < 2 * ADDS_PER_QP; i++)
+		ok = seen[i] == start + i * ADD_STEP;
+	if (end != start + 2 * ADDS_PER_QP * ADD_STEP || !ok) {
+		free(seen);
+		return e2e_mismatch("counter 0x%llx -> 0x%llx after %d FETCH_ADDs of %d (expected "
+				    "0x%llx), originals %s", (unsigned long long)start,
+				    (unsigned long long)end, 2 * ADDS_PER_QP, ADD_STEP,
+				    (unsigned long long)(start + 2 * ADDS_PER_QP * ADD_STEP),
+				    ok ? "each once" : "not each value once");
+	}
+	free(seen);
+	e2e_note("%d FETCH_ADDs from two QPs: the counter moved by exactly %d, every original "
+		 "value seen once", 2 * ADDS_PER_QP, 2 * ADDS_PER_QP * ADD_STEP);
+	return true;
+}
+
+/* ADDS_PER_QP FETCH_ADDs from each of two QPs into one counter on B, ADDS_IN_FLIGHT at a
+ * time on each: the counter ends exactly ADD_STEP times their number higher, whatever the
+ * network did, and the original values the two saw are all different. */
+static bool counted_adds(struct env *e, struct region *counter)
+{
+	struct conn_opts o = default_opts();
+	struct region local[2] = { { 0 }, { 0 } };
+	struct conn c[2];
+	uint64_t posted[2] = { 0, 0 }, done[2] = { 0, 0 }, start;
+	bool ok = false;
+
+	o.access_b = IBV_ACCESS_REMOTE_ATOMIC;
+	o.timeout_a = 10;
+	memset(c, 0, sizeof(c));
+	memcpy(&start, counter->p, 8);
+	if (region_open(&local[0], &e->a, ADDS_PER_QP * 8, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&local[1], &e->a, ADDS_PER_QP * 8, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    conn_open(e, &o, &c[0]) < 0 || conn_open(e, &o, &c[1]) < 0)
+		goto out;
+	while (done[0] + done[1] < 2 * ADDS_PER_QP) {
+		for (int q = 0; q < 2; q++) {
+			struct ibv_wc wc;
+
+			while (posted[q] < ADDS_PER_QP && posted[q] - done[q] < ADDS_IN_FLIGHT) {
+				struct ibv_sge sge = { (uintptr_t)(local[q].p + posted[q] * 8), 8,
+						       local[q].mr->lkey };
+				struct ibv_send_wr wr = atomic_wr(posted[q], &sge,
+								  IBV_WR_ATOMIC_FETCH_AND_ADD,
+								  (uintptr_t)counter->p,
+								  counter->mr->rkey, ADD_STEP, 0);
+
+				if (post_wr(&c[q].a, &wr) < 0)
+					goto out;
+				posted[q]++;
+			}
+			if (done[q] == posted[q] || next_wc(&c[q].a, &wc, "a FETCH_ADD") < 0)
+				continue;
+			if (wc.status != IBV_WC_SUCCESS || wc.wr_id != done[q]) {
+				e2e_mismatch("FETCH_ADD %llu on QP %d: %s for wr_id %llu",
+					     (unsigned long long)done[q], q,
+					     rocemu_wc_status_str(wc.status),
+					     (unsigned long long)wc.wr_id);
+				goto out;
+			}
+			done[q]++;
+		}
+	}
+	ok = expect_sum(counter, start, local);
+out:
+	conn_close(&c[0]);
+	conn_close(&c[1]);
+	region_close(&local[0]);
+	region_close(&local[1]);
+	return ok;
+}
+
+/* CMP_SWAP that matches and one that does not, then a FETCH_ADD: each brings back the
+ * value before it, and only the matching swap changes the word. */
+static bool swap_and_add(struct env *e, struct region *local, struct region *counter)
+{
+	const uint64_t swap = 0x0102030405060708ull;
+	struct conn_opts o = default_opts();
+	uint64_t orig[3], now;
+	struct conn c;
+	bool ok;
+
+	o.access_b = IBV_ACCESS_REMOTE_ATOMIC;
+	memcpy(counter->p, &(uint64_t){ COUNTER_START }, 8);
+	if (conn_open(e, &o, &c) < 0)
+		return false;
+	ok = one_atomic(&c, local, IBV_WR_ATOMIC_CMP_AND_SWP, (uintptr_t)counter->p,
+			counter->mr->rkey, COUNTER_START, swap, &orig[0]) &&
+	     one_atomic(&c, local, IBV_WR_ATOMIC_CMP_AND_SWP, (uintptr_t)counter->p,
+			counter->mr->rkey, COUNTER_START, 77, &orig[1]) &&
+	     one_atomic(&c, local, IBV_WR_ATOMIC_FETCH_AND_ADD, (uintptr_t)counter->p,
+			counter->mr->rkey, 5, 0, &orig[2]);
+	conn_close(&c);
+	memcpy(&now, counter->p, 8);
+	if (ok && (orig[0] != COUNTER_START || orig[1] != swap || orig[2] != swap ||
+		   now != swap + 5))
+		return e2e_mismatch("originals 0x%llx 0x%llx 0x%llx, word 0x%llx",
+				    (unsigned long long)orig[0], (unsigned long long)orig[1],
+				    (unsigned long long)orig[2], (unsigned long long)now);
+	if (ok)
+		e2e_note("CMP_SWAP matching, CMP_SWAP not matching, FETCH_ADD: originals and word "
+			 "as verbs says");
+	return ok;
+}
+
+/* Every way an atomic is refused: by the library (misaligned, no room for the original),
+ * by the peer with rxe's status; the word never changes. */
+static bool refused_atomics(struct env *e, struct region *local, struct region *counter,
+			    struct region *plain)
+{
+	struct conn_opts o = default_opts(), no_qp = default_opts();
+	struct ibv_sge sge = { (uintptr_t)local->p, 8, local->mr->lkey };
+	struct ibv_sge short_sge = { (uintptr_t)local->p, 4, local->mr->lkey };
+	struct ibv_send_wr bad_align = atomic_wr(1, &sge, IBV_WR_ATOMIC_FETCH_AND_ADD,
+						 (uintptr_t)counter->p + 4, counter->mr->rkey, 1, 0);
+	struct ibv_send_wr bad_len = atomic_wr(1, &short_sge, IBV_WR_ATOMIC_FETCH_AND_ADD,
+					       (uintptr_t)counter->p, counter->mr->rkey, 1, 0);
+	struct ibv_send_wr no_atomic_mr = atomic_wr(1, &sge, IBV_WR_ATOMIC_FETCH_AND_ADD,
+						    (uintptr_t)plain->p, plain->mr->rkey, 1, 0);
+	struct ibv_send_wr past_end = atomic_wr(1, &sge, IBV_WR_ATOMIC_CMP_AND_SWP,
+						(uintptr_t)counter->p + counter->len,
+						counter->mr->rkey, 0, 1);
+	struct ibv_send_wr ok_wr = atomic_wr(1, &sge, IBV_WR_ATOMIC_FETCH_AND_ADD,
+					     (uintptr_t)counter->p, counter->mr->rkey, 1, 0);
+	struct ibv_send_wr *bad = NULL;
+	struct conn c;
+	uint64_t before;
+	int err1 = 0, err2 = 0;
+
+	o.access_b = IBV_ACCESS_REMOTE_ATOMIC;
+	memcpy(&before, counter->p, 8);
+	if (conn_open(e, &o, &c) < 0)
+		return false;
+	err1 = rocemu_post_send(c.a.qp, &bad_align, &bad);
+	err2 = rocemu_post_send(c.a.qp, &bad_len, &bad);
+	conn_close(&c);
+	if (err1 != EINVAL || err2 != EINVAL)
+		return e2e_mismatch("post_send of a misaligned atomic: %d, of a 4-byte SGE: %d "
+				    "(expected EINVAL)", err1, err2);
+	e2e_note("misaligned and 4-byte atomics -> EINVAL at post_send");
+	return refused_request(e, &o, "FETCH_ADD to an MR without remote atomic", &no_atomic_mr,
+			       IBV_WC_REM_ACCESS_ERR) &&
+	       refused_request(e, &o, "CMP_SWAP just past the MR", &past_end,
+			       IBV_WC_REM_ACCESS_ERR) &&
+	       refused_request(e, &no_qp, "FETCH_ADD to a QP without remote atomic", &ok_wr,
+			       IBV_WC_REM_INV_REQ_ERR) &&
+	       (memcmp(counter->p, &before, 8) == 0 ||
+		e2e_mismatch("the word changed under refused atomics"));
+}
+
+#define LOCK_ROUNDS 100
+
+/* A writer of the spin lock test: its QP, its own 8-byte buffer and where it stands. */
+struct lock_writer {
+	struct conn c;
+	struct region *local;
+	uint64_t id;
+	int step;                 /* 0 take the lock, 1 read, 2 write, 3 release */
+	int rounds;
+};
+
+/* One blocking request of a writer on its QP; the original value for an atomic. */
+static bool writer_request(struct lock_writer *w, struct ibv_send_wr *wr, uint64_t *value)
+{
+	struct ibv_wc wc;
+
+	if (post_wr(&w->c.a, wr) < 0 || next_wc(&w->c.a, &wc, "a lock step") < 0)
+		return false;
+	if (wc.status != IBV_WC_SUCCESS)
+		return e2e_mismatch("writer %llu, step %d: %s", (unsigned long long)w->id, w->step,
+				    rocemu_wc_status_str(wc.status));
+	memcpy(value, w->local->p, 8);
+	return true;
+}
+
+/* The writer's next step: take the lock (CMP_SWAP 0 -> id, again until it gets it), read
+ * the shared word, write it back plus one, release (CMP_SWAP id -> 0, which must find id). */
+static bool writer_step(struct lock_writer *w, struct region *shared)
+{
+	struct ibv_sge sge = { (uintptr_t)w->local->p, 8, w->local->mr->lkey };
+	uint64_t lock = (uintptr_t)shared->p, word = lock + 64, value = 0;
+	struct ibv_send_wr wr;
+
+	switch (w->step) {
+	case 0:
+		wr = atomic_wr(1, &sge, IBV_WR_ATOMIC_CMP_AND_SWP, lock, shared->mr->rkey, 0, w->id);
+		break;
+	case 1:
+		wr = read_wr(1, &sge, 1, word, shared->mr->rkey);
+		break;
+	case 2:
+		value = *(uint64_t *)w->local->p + 1;
+		memcpy(w->local->p, &value, 8);
+		wr = write_wr(1, &sge, 1, word, shared->mr->rkey);
+		break;
+	default:
+		wr = atomic_wr(1, &sge, IBV_WR_ATOMIC_CMP_AND_SWP, lock, shared->mr->rkey, w->id, 0);
+		break;
+	}
+	if (!writer_request(w, &wr, &value))
+		return false;
+	if (w->step == 3 && value != w->id)
+		return e2e_mismatch("writer %llu released a lock held by %llu",
+				    (unsigned long long)w->id, (unsigned long long)value);
+	if (w->step == 0 && value != 0)
+		return true;          /* the other one holds it: try again */
+	w->step = (w->step + 1) % 4;
+	w->rounds += w->step == 0;
+	return true;
+}
+
+/* Two writers on two QPs take turns a step at a time, each incrementing a shared word
+ * LOCK_ROUNDS times under a CMP_SWAP spin lock with READ and WRITE: no increment is lost. */
+static bool spin_lock(struct env *e, struct region *shared)
+{
+	struct conn_opts o = default_opts();
+	struct region local[2] = { { 0 }, { 0 } };
+	struct lock_writer w[2];
+	uint64_t word;
+	bool ok = false;
+
+	memset(w, 0, sizeof(w));
+	memset(shared->p, 0, 128);
+	o.access_b = IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+	o.timeout_a = 10;
+	for (int i = 0; i < 2; i++) {
+		w[i].local = &local[i];
+		w[i].id = 0xa0 + (uint64_t)i;
+		if (region_open(&local[i], &e->a, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
+		    conn_open(e, &o, &w[i].c) < 0)
+			goto out;
+	}
+	while (w[0].rounds < LOCK_ROUNDS || w[1].rounds < LOCK_ROUNDS)
+		for (int i = 0; i < 2; i++)
+			if (w[i].rounds < LOCK_ROUNDS && !writer_step(&w[i], shared))
+				goto out;
+	memcpy(&word, shared->p + 64, 8);
+	ok = word == 2 * LOCK_ROUNDS ||
+	     e2e_mismatch("the shared word is %llu after %d locked increments",
+			  (unsigned long long)word, 2 * LOCK_ROUNDS);
+	if (ok)
+		e2e_note("two writers under a CMP_SWAP spin lock: %d increments, none lost",
+			 2 * LOCK_ROUNDS);
+out:
+	for (int i = 0; i < 2; i++) {
+		conn_close(&w[i].c);
+		region_close(&local[i]);
+	}
+	return ok;
+}
+
+static void case_atomics(struct env *e)
+{
+	struct region local = { 0 }, counter = { 0 }, shared = { 0 };
+
+	if (region_open(&local, &e->a, 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    region_open(&counter, &e->b, 4096, SEED_OTHER, ACCESS_ATOMIC) == 0 &&
+	    region_open(&shared, &e->b, 4096, SEED_OTHER,
+			ACCESS_ATOMIC | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE) == 0 &&
+	    swap_and_add(e, &local, &counter) && counted_adds(e, &counter) &&
+	    spin_lock(e, &shared))
+		e2e_note("done");
+	region_close(&local);
+	region_close(&counter);
+	region_close(&shared);
+}
+
+static void case_atomic_errors(struct env *e)
+{
+	struct region local = { 0 }, counter = { 0 }, plain = { 0 };
+
+	if (region_open(&local, &e->a, 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	    region_open(&counter, &e->b, 4096, SEED_OTHER, ACCESS_ATOMIC) == 0 &&
+	    region_open(&plain, &e->b, 4096, SEED_OTHER, ACCESS_TARGET) == 0 &&
+	    refused_atomics(e, &local, &counter, &plain) &&
+	    expect_pat(plain.p, plain.len, SEED_OTHER, "the MR without remote atomic"))
+		e2e_note("nothing changed");
+	region_close(&local);
+	region_close(&counter);
+	region_close(&plain);
 }
 
 /* ---- other-process: a forked child owns the target MR ---- */
@@ -1623,6 +1972,8 @@ static const struct test_case {
 	{ "send-rnr", case_send_rnr, false },
 	{ "read", case_read, false },
 	{ "read-errors", case_read_errors, false },
+	{ "atomics", case_atomics, false },
+	{ "atomic-errors", case_atomic_errors, false },
 };
 
 static void usage(FILE *f)

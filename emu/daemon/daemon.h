@@ -83,9 +83,11 @@ struct send_wqe {
 	uint32_t num_sge;
 	struct proto_sge sge[PROTO_MAX_SGE];
 	uint64_t length;
+	uint64_t compare_add;        /* atomics */
+	uint64_t swap;
 	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
 	bool fence;                  /* IBV_SEND_FENCE: waits for earlier READs */
-	bool read_done;              /* a READ's last response has been placed */
+	bool answered;               /* a READ's last response placed, an atomic's ACK taken */
 	uint32_t read_placed;        /* a READ's responses placed, in order */
 	bool started;                /* first_psn is assigned */
 	uint32_t first_psn;
@@ -96,6 +98,8 @@ struct send_wqe {
  * can be answered again. */
 struct rd_res {
 	bool used;
+	bool atomic;
+	uint64_t orig;               /* an atomic's original value, for its replay */
 	uint32_t first_psn;
 	uint32_t last_psn;
 	uint64_t va;
@@ -354,6 +358,7 @@ void req_doorbell_cb(struct ev_loop *loop, ev_io *w, int revents);
 void req_pump(struct qp *qp);
 void req_on_ack(struct qp *qp, const struct wire_pkt *pkt);
 void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
+void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
 void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_flush(struct qp *qp);
@@ -402,6 +407,18 @@ void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n);
  * resolving part-way (an access error). */
 int read_execute(struct qp *qp, const struct wire_pkt *pkt);
 int read_replay(struct qp *qp, const struct wire_pkt *pkt);
+
+/* atomic.c: the responder's atomics. atomic_execute() performs a checked COMPARE_SWAP or
+ * FETCH_ADD once and answers it (0, or -EFAULT when the memory stopped resolving);
+ * atomic_replay() answers a duplicate with the saved original value, or drops it. */
+int atomic_execute(struct qp *qp, const struct wire_pkt *pkt);
+void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
+
+/* The next responder resource: the oldest is reused, as on rxe. */
+static inline struct rd_res *rd_res_take(struct qp *qp)
+{
+	return &qp->rd_res[qp->rd_res_next++ & (qp->attr.max_dest_rd_atomic - 1u)];
+}
 
 /* log.c */
 void log_init(bool to_stderr, bool verbose);

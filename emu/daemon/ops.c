@@ -57,6 +57,10 @@ int op_hello(struct client *c, const struct request *req, struct reply *rep)
 	r->max_sge = PROTO_MAX_SGE;
 	r->max_mr_size = MAX_MR_SIZE;
 	r->pin_limit = c->pin_cap;
+	r->max_qp_rd_atom = QP_MAX_RD_ATOMIC;
+	/* every atomic runs on the daemon's one thread with the CPU's atomic instructions,
+	 * so it is atomic against every other QP and against the owning process */
+	r->atomic_cap = IBV_ATOMIC_GLOB;
 	return 0;
 }
 

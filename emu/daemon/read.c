@@ -62,7 +62,7 @@ int read_execute(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_reth *reth = &pkt->ext.reth;
 	uint32_t psn = pkt->bth.psn, n = packets_for(qp, reth->length);
-	struct rd_res *res = &qp->rd_res[qp->rd_res_next++ & (qp->attr.max_dest_rd_atomic - 1u)];
+	struct rd_res *res = rd_res_take(qp);
 
 	*res = (struct rd_res){ .used = true, .first_psn = psn,
 				.last_psn = (psn + n - 1) & WIRE_PSN_MASK, .va = reth->va,
@@ -86,7 +86,7 @@ int read_replay(struct qp *qp, const struct wire_pkt *pkt)
 	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
 		const struct rd_res *res = &qp->rd_res[i];
 
-		if (!res->used || wire_psn_diff(psn, res->first_psn) < 0 ||
+		if (!res->used || res->atomic || wire_psn_diff(psn, res->first_psn) < 0 ||
 		    wire_psn_diff(psn, res->last_psn) > 0)
 			continue;
 		if (reth->rkey != res->rkey || !within(res, reth->va, reth->length))

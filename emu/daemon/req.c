@@ -40,6 +40,17 @@ static bool wqe_is_read(const struct send_wqe *w)
 	return w->opcode == IBV_WR_RDMA_READ;
 }
 
+static bool wqe_is_atomic(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* READs and atomics are answered with data, and count against max_rd_atomic. */
+static bool wqe_wants_response(const struct send_wqe *w)
+{
+	return wqe_is_read(w) || wqe_is_atomic(w);
+}
+
 static bool wqe_has_imm(const struct send_wqe *w)
 {
 	return w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -50,9 +61,10 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 	uint64_t total = 0;
 
 	/* a QP given no max_rd_atomic could never issue a READ: refused, not left waiting */
-	if ((!wqe_is_send(w) && !wqe_is_read(w) && w->opcode != IBV_WR_RDMA_WRITE &&
+	if ((!wqe_is_send(w) && !wqe_wants_response(w) && w->opcode != IBV_WR_RDMA_WRITE &&
 	     w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
-	    (wqe_is_read(w) && qp->attr.max_rd_atomic == 0))
+	    (wqe_wants_response(w) && qp->attr.max_rd_atomic == 0) ||
+	    (wqe_is_atomic(w) && (w->remote_addr & 7)))
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (w->num_sge > PROTO_MAX_SGE)
 		return IBV_WC_LOC_LEN_ERR;
@@ -61,11 +73,11 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 
 		total += s->length;
 		if (s->length && mr_lookup(qp->dev->mrs, s->lkey, qp->pd,
-					   wqe_is_read(w) ? IBV_ACCESS_LOCAL_WRITE : 0, s->addr,
+					   wqe_wants_response(w) ? IBV_ACCESS_LOCAL_WRITE : 0, s->addr,
 					   s->length, NULL) != MR_OK)
 			return IBV_WC_LOC_PROT_ERR;
 	}
-	if (total > MAX_MESSAGE)
+	if (total > MAX_MESSAGE || (wqe_is_atomic(w) && total < sizeof(uint64_t)))
 		return IBV_WC_LOC_LEN_ERR;
 	w->length = total;
 	return IBV_WC_SUCCESS;
@@ -86,6 +98,8 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->remote_addr = in.remote_addr;
 	w->rkey = in.rkey;
 	w->imm = in.imm;
+	w->compare_add = in.compare_add;
+	w->swap = in.swap;
 	w->num_sge = in.num_sge;
 	memcpy(w->sge, in.sge, sizeof(w->sge));
 	w->local_error = check_sges(qp, w);
@@ -116,6 +130,8 @@ static enum ibv_wc_opcode wc_opcode(const struct send_wqe *w)
 {
 	if (wqe_is_send(w))
 		return IBV_WC_SEND;
+	if (wqe_is_atomic(w))
+		return w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD;
 	return wqe_is_read(w) ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE;
 }
 
@@ -124,7 +140,7 @@ static void complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status statu
 	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status, .opcode = wc_opcode(w),
 				 .byte_len = (uint32_t)w->length, .qp_num = qp->qpn };
 
-	if (wqe_is_read(w) && w->started)
+	if (wqe_wants_response(w) && w->started)
 		qp->rd_outstanding--;
 	qp->comp_idx++;
 	__atomic_store_n(&qp->sq_ctl->cons, qp->comp_idx, __ATOMIC_RELEASE);
@@ -213,6 +229,27 @@ static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k
 	return 0;
 }
 
+static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t psn)
+{
+	struct wire_ext ext = { .atomic = { w->remote_addr, w->rkey, w->swap, w->compare_add } };
+	struct wire_bth bth = { .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn, .psn = psn,
+				.ack_req = true };
+	uint8_t *frame = net_tx_slot(qp->dev);
+	size_t len;
+
+	bth.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? WIRE_OP_RC_COMPARE_SWAP
+							     : WIRE_OP_RC_FETCH_ADD;
+	if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		ext.atomic.swap_add = w->compare_add;
+		ext.atomic.compare = 0;
+	}
+	len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->ip_id++, &bth, &ext, NULL, 0);
+	if (!len)
+		return -EFAULT;
+	net_tx_commit(qp->dev, len);
+	return 0;
+}
+
 static void arm_timer(struct qp *qp)
 {
 	ev_tstamp t = 4.096e-6 * (double)(1ull << qp->attr.timeout);
@@ -257,7 +294,7 @@ static bool waits_for_reads(const struct qp *qp, const struct send_wqe *w)
 {
 	if (w->started)
 		return false;
-	if (wqe_is_read(w) && qp->rd_outstanding >= qp->attr.max_rd_atomic)
+	if (wqe_wants_response(w) && qp->rd_outstanding >= qp->attr.max_rd_atomic)
 		return true;
 	return w->fence && qp->rd_outstanding > 0;
 }
@@ -266,8 +303,9 @@ static void start(struct qp *qp, struct send_wqe *w)
 {
 	w->started = true;
 	w->first_psn = qp->snd_nxt;
-	w->npkts = w->length ? (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
-	if (wqe_is_read(w))
+	w->npkts = w->length && !wqe_is_atomic(w) ?
+		   (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
+	if (wqe_wants_response(w))
 		qp->rd_outstanding++;
 	else
 		qp->dev->cnt.rdma_sends++;
@@ -278,8 +316,9 @@ static void start(struct qp *qp, struct send_wqe *w)
 static bool send_next(struct qp *qp, struct send_wqe *w)
 {
 	uint32_t covers = wqe_is_read(w) ? w->npkts - qp->send_pkt : 1;
-	int rc = wqe_is_read(w) ? send_read_request(qp, w, qp->send_pkt, qp->snd_nxt)
-				: send_packet(qp, w, qp->send_pkt, qp->snd_nxt);
+	int rc = wqe_is_read(w)	  ? send_read_request(qp, w, qp->send_pkt, qp->snd_nxt)
+		 : wqe_is_atomic(w) ? send_atomic_request(qp, w, qp->snd_nxt)
+				    : send_packet(qp, w, qp->send_pkt, qp->snd_nxt);
 
 	if (rc < 0)
 		return false;
@@ -349,7 +388,7 @@ static void ack_through(struct qp *qp, uint32_t psn)
 
 		if (!w->started)
 			break;
-		if (wqe_is_read(w) && !w->read_done) {
+		if (wqe_wants_response(w) && !w->answered) {
 			uint32_t placed = (w->first_psn + w->read_placed) & WIRE_PSN_MASK;
 
 			lost = wire_psn_diff(next, placed) > 0;
@@ -503,7 +542,38 @@ void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire
 		return;
 	}
 	w->read_placed = k + 1;
-	w->read_done = w->read_placed == w->npkts;
+	w->answered = w->read_placed == w->npkts;
+	ack_through(qp, psn);
+	req_pump(qp);
+}
+
+/* An ATOMIC ACKNOWLEDGE answers the oldest request outstanding when that is an atomic and
+ * the PSN is its own: the original value goes into its SGEs as a host u64. */
+void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt)
+{
+	uint32_t psn = pkt->bth.psn;
+	uint64_t orig = pkt->ext.atomic_ack;
+	struct send_wqe *w;
+
+	if (wire_psn_diff(psn, qp->snd_una) < 0 || wire_psn_diff(psn, qp->snd_max) >= 0) {
+		qp->dev->cnt.drop_stale_ack++;
+		return;
+	}
+	ack_through(qp, (psn - 1) & WIRE_PSN_MASK);
+	w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
+	if (qp->state != IBV_QPS_RTS || !w || !w->started || psn != qp->snd_una) {
+		qp->dev->cnt.drop_stale_ack++;
+		return;
+	}
+	if (!wqe_is_atomic(w) || wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK) {
+		fail_head(qp, IBV_WC_BAD_RESP_ERR);
+		return;
+	}
+	if (sgl_scatter(qp, w->sge, w->num_sge, 0, (const uint8_t *)&orig, sizeof(orig)) < 0) {
+		fail_head(qp, IBV_WC_LOC_PROT_ERR);
+		return;
+	}
+	w->answered = true;
 	ack_through(qp, psn);
 	req_pump(qp);
 }

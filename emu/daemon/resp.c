@@ -1,9 +1,9 @@
-/* Responder of an RC QP for SEND, RDMA WRITE and RDMA READ: rxe's checks in rxe's order
+/* Responder of an RC QP for SEND, RDMA WRITE, RDMA READ and atomics: rxe's checks in rxe's order
  * (PSN, opcode sequence, the QP's permission, the receive WQE or responder resources, the
  * length for the packet's place, the rkey), each with rxe's NAK and, when the message holds
  * a receive WQE, rxe's status on its completion. Only after all of them does data move: a
  * WRITE through the target MR's page table, a SEND through the receive WQE's SGEs, a READ's
- * responses out of the MR (read.c). */
+ * responses out of the MR (read.c), an atomic on the MR's word (atomic.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 #define MAX_DMA_LEN (1u << 31)
 #define RNR_NAK 0x20
 
-enum verdict { GO_ON, DROP, DUP_READ, NAK_INV, NAK_ACCESS, NAK_RNR, NAK_OP };
+enum verdict { GO_ON, DROP, DUP_READ, DUP_ATOMIC, NAK_INV, NAK_ACCESS, NAK_RNR, NAK_OP };
 
 static bool is_first(const struct wire_opcode_info *op)
 {
@@ -100,6 +100,8 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 		qp->dev->cnt.duplicate_request++;
 		if (pkt->op->kind == WIRE_KIND_READ_REQ)
 			return DUP_READ;
+		if (pkt->op->kind == WIRE_KIND_ATOMIC)
+			return DUP_ATOMIC;
 		ack_later(qp);
 		return DROP;
 	}
@@ -118,7 +120,7 @@ static enum verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
 	return is_first(op) ? GO_ON : NAK_INV;
 }
 
-/* 3. The QP's own permission for the operation (atomics are not served). */
+/* 3. The QP's own permission for the operation. */
 static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 {
 	switch (pkt->op->kind) {
@@ -128,6 +130,8 @@ static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON : NAK_INV;
 	case WIRE_KIND_READ_REQ:
 		return qp->attr.access & IBV_ACCESS_REMOTE_READ ? GO_ON : NAK_INV;
+	case WIRE_KIND_ATOMIC:
+		return qp->attr.access & IBV_ACCESS_REMOTE_ATOMIC ? GO_ON : NAK_INV;
 	default:
 		return NAK_INV;
 	}
@@ -137,7 +141,7 @@ static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
  * taken and fails as malformed. A READ needs responder resources (max_dest_rd_atomic). */
 static enum verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
-	if (pkt->op->kind == WIRE_KIND_READ_REQ)
+	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC)
 		return qp->attr.max_dest_rd_atomic ? GO_ON : NAK_INV;
 	if (!takes_recv(pkt->op))
 		return GO_ON;
@@ -170,7 +174,8 @@ static enum verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
 	return GO_ON;
 }
 
-/* 6. Memory. A READ's rkey resolves to an MR of this QP's PD that grants remote read and
+/* 6. Memory. An atomic's rkey resolves to an MR of this QP's PD that grants remote atomic
+ * and holds its 8 bytes, 8-byte aligned (else an invalid request, as rxe). A READ's rkey resolves to an MR of this QP's PD that grants remote read and
  * holds [va, va + length) (a READ of 0 bytes names no memory). A WRITE's, on every packet,
  * to one that grants remote write and holds [va, va + remaining); then the payload must
  * fit. */
@@ -180,6 +185,12 @@ static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct
 	const struct wire_reth *reth = &pkt->ext.reth;
 
 	*mr = NULL;
+	if (op->kind == WIRE_KIND_ATOMIC) {
+		if (mr_lookup(qp->dev->mrs, pkt->ext.atomic.rkey, qp->pd, IBV_ACCESS_REMOTE_ATOMIC,
+			      pkt->ext.atomic.va, sizeof(uint64_t), NULL) != MR_OK)
+			return NAK_ACCESS;
+		return pkt->ext.atomic.va & 7 ? NAK_INV : GO_ON;
+	}
 	if (op->kind == WIRE_KIND_READ_REQ)
 		return reth->length && mr_lookup(qp->dev->mrs, reth->rkey, qp->pd,
 						 IBV_ACCESS_REMOTE_READ, reth->va, reth->length,
@@ -271,6 +282,10 @@ static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wi
 		send_due_ack(qp);
 		return read_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
 	}
+	if (pkt->op->kind == WIRE_KIND_ATOMIC) {
+		send_due_ack(qp);
+		return atomic_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
+	}
 	v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
@@ -342,6 +357,10 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 	if (v == DUP_READ) {
 		if (read_replay(qp, pkt) < 0)
 			refuse(qp, pkt, NAK_ACCESS);
+		return;
+	}
+	if (v == DUP_ATOMIC) {
+		atomic_replay(qp, pkt);
 		return;
 	}
 	if (v == GO_ON)

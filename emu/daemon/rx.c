@@ -77,6 +77,8 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 			req_on_ack(qp, &pkt);
 		else if (pkt.op->kind == WIRE_KIND_READ_RESP)
 			req_on_read_response(qp, frame, &pkt);
+		else if (pkt.op->kind == WIRE_KIND_ATOMIC_ACK)
+			req_on_atomic_ack(qp, &pkt);
 		else
 			dev->cnt.drop_transport++;
 		return;

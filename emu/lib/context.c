@@ -99,6 +99,8 @@ static int hello(struct rocemu_context *ctx)
 		.max_mr_size = r.max_mr_size,
 		.max_sge = r.max_sge,
 		.pin_limit = r.pin_limit,
+		.max_qp_rd_atom = r.max_qp_rd_atom,
+		.atomic_cap = (enum ibv_atomic_cap)r.atomic_cap,
 	};
 	return 0;
 }

@@ -26,7 +26,35 @@ static bool opcode_supported(enum ibv_wr_opcode opcode)
 {
 	return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
 	       opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
-	       opcode == IBV_WR_SEND_WITH_INV || opcode == IBV_WR_RDMA_READ;
+	       opcode == IBV_WR_SEND_WITH_INV || opcode == IBV_WR_RDMA_READ ||
+	       opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static bool is_atomic(enum ibv_wr_opcode opcode)
+{
+	return opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static uint64_t sg_list_bytes(const struct ibv_sge *sg_list, int num_sge)
+{
+	uint64_t total = 0;
+
+	for (int i = 0; i < num_sge; i++)
+		total += sg_list[i].length;
+	return total;
+}
+
+/* As rxe's provider: an atomic names an 8-byte aligned remote address and has room for
+ * the 8-byte original value. */
+static int check_atomic_wr(struct rocemu_context *ctx, const struct ibv_send_wr *wr)
+{
+	if (wr->wr.atomic.remote_addr & 7)
+		return rpc_fail(ctx, EINVAL, "atomic remote_addr 0x%llx is not 8-byte aligned",
+				(unsigned long long)wr->wr.atomic.remote_addr);
+	if (sg_list_bytes(wr->sg_list, wr->num_sge) < 8)
+		return rpc_fail(ctx, EINVAL, "an atomic needs 8 bytes of local SGEs for the "
+				"original value");
+	return 0;
 }
 
 static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct ibv_sge *sg_list)
@@ -43,8 +71,10 @@ static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 
 	if (!opcode_supported(wr->opcode))
 		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM], SEND [WITH IMM "
-				"or INV] and RDMA READ are supported", (int)wr->opcode);
+				"or INV], RDMA READ and the two atomics are supported", (int)wr->opcode);
 	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
+		return EINVAL;
+	if (is_atomic(wr->opcode) && check_atomic_wr(ctx, wr))
 		return EINVAL;
 	if (ring_full(&qp->sq))
 		return rpc_fail(ctx, ENOMEM, "the send queue is full (%u entries)", qp->sq.count);
@@ -75,6 +105,12 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		.imm = wr->imm_data,
 		.num_sge = (uint32_t)wr->num_sge,
 	};
+	if (is_atomic(wr->opcode)) {
+		slot->remote_addr = wr->wr.atomic.remote_addr;
+		slot->rkey = wr->wr.atomic.rkey;
+		slot->compare_add = wr->wr.atomic.compare_add;
+		slot->swap = wr->wr.atomic.swap;
+	}
 	copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
 	qp->sq.next++;
 	return 0;

@@ -48,6 +48,7 @@
 #include "emu/daemon/qp.c"
 #include "emu/daemon/req.c"
 #include "emu/daemon/resp.c"
+#include "emu/daemon/atomic.c"
 #include "emu/daemon/read.c"
 #include "emu/daemon/rq.c"
 #include "emu/daemon/sgl.c"
@@ -136,7 +137,8 @@ void net_tx_commit(struct dev *d, size_t len)
 	MUST(pkt.op->transport == WIRE_RC);
 	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_WRITE ||
 	     pkt.op->kind == WIRE_KIND_SEND || pkt.op->kind == WIRE_KIND_READ_REQ ||
-	     pkt.op->kind == WIRE_KIND_READ_RESP);
+	     pkt.op->kind == WIRE_KIND_READ_RESP || pkt.op->kind == WIRE_KIND_ATOMIC ||
+	     pkt.op->kind == WIRE_KIND_ATOMIC_ACK);
 	MUST(pkt.payload_len <= qp->pmtu);
 	/* READ responses carry bytes of the readable MR only (its bytes differ from the
 	 * canaries around it) */

@@ -1,0 +1,63 @@
+/* The responder's atomics, as rxe does them: COMPARE_SWAP and FETCH_ADD on 8 aligned bytes
+ * of an MR, executed once. The original value is kept in a responder resource, so a
+ * duplicate request is answered with it again and never executed twice. The memory is
+ * changed with the CPU's own atomic instructions: the process that owns it may be using it
+ * at the same time. */
+#include <errno.h>
+
+#include "emu/daemon/daemon.h"
+
+static void send_atomic_ack(struct qp *qp, uint32_t psn, uint64_t orig)
+{
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_ATOMIC_ACK, .pkey = 0xffff,
+				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
+	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = qp->msn },
+				.atomic_ack = orig };
+	struct tx_pkt p;
+
+	if (tx_begin(qp, &bth, &ext, 0, &p))
+		tx_end(qp, &p, 0);
+}
+
+int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
+{
+	const struct wire_atomiceth *a = &pkt->ext.atomic;
+	uint32_t psn = pkt->bth.psn;
+	struct rd_res *res;
+	struct mr *mr;
+	uint64_t *word, orig;
+	size_t span;
+
+	if (mr_lookup(qp->dev->mrs, a->rkey, qp->pd, IBV_ACCESS_REMOTE_ATOMIC, a->va,
+		      sizeof(*word), &mr) != MR_OK)
+		return -EFAULT;
+	word = mr_host_span(mr, a->va, &span);
+	if (!word || span < sizeof(*word))
+		return -EFAULT;
+	if (pkt->bth.opcode == WIRE_OP_RC_COMPARE_SWAP) {
+		orig = a->compare;
+		__atomic_compare_exchange_n(word, &orig, a->swap_add, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(word, a->swap_add, __ATOMIC_SEQ_CST);
+	}
+	res = rd_res_take(qp);
+	*res = (struct rd_res){ .used = true, .atomic = true, .first_psn = psn, .last_psn = psn,
+				.orig = orig };
+	qp->msn = (qp->msn + 1) & 0xffffff;
+	qp->rcv_psn = (psn + 1) & WIRE_PSN_MASK;
+	send_atomic_ack(qp, psn, orig);
+	return 0;
+}
+
+void atomic_replay(struct qp *qp, const struct wire_pkt *pkt)
+{
+	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
+		const struct rd_res *res = &qp->rd_res[i];
+
+		if (res->used && res->atomic && res->first_psn == pkt->bth.psn) {
+			send_atomic_ack(qp, res->first_psn, res->orig);
+			return;
+		}
+	}
+}
