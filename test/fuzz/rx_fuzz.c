@@ -217,7 +217,8 @@ static void setup_memory(void)
 	for (size_t i = 0; i < BUF_PAGES * PAGE; i++)
 		buf[i] = pristine[i] = PATTERN(i) ^ (i >= MAIN_OFF && i < MAIN_OFF + MAIN_LEN ? 0xa5 : 0);
 	memset(src, 0x5c, SRC_PAGES * PAGE);
-	keys[K_MAIN] = reg(pd, buf, IOVA_BASE, MAIN_OFF, MAIN_LEN, rw | IBV_ACCESS_REMOTE_READ, NULL);
+	keys[K_MAIN] = reg(pd, buf, IOVA_BASE, MAIN_OFF, MAIN_LEN,
+			   rw | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, NULL);
 	keys[K_RO] = reg(pd, buf, IOVA_BASE, RO_OFF, SMALL_LEN, IBV_ACCESS_LOCAL_WRITE, NULL);
 	keys[K_PD2] = reg(pd2, buf, IOVA_BASE, PD2_OFF, SMALL_LEN, rw, NULL);
 	keys[K_DEAD] = reg(pd, buf, IOVA_BASE, DEAD_OFF, SMALL_LEN, rw, &dead);
@@ -284,8 +285,8 @@ static void modify(uint32_t mask, const struct proto_qp_attr *a)
 }
 
 /* Three RDMA WRITEs from the source MR, one of them with an immediate, a READ of 3000
- * bytes into the remote-write MR (its responses may change it), a SEND and a fenced
- * WRITE. */
+ * bytes into the remote-write MR (its responses may change it), a SEND, a fenced WRITE and
+ * a FETCH_ADD whose original value lands in the remote-write MR too. */
 static void post_writes(uint8_t flags2)
 {
 	static const struct { uint32_t opcode, len; uint64_t raddr; uint32_t flags; } w[] = {
@@ -295,12 +296,14 @@ static void post_writes(uint8_t flags2)
 		{ IBV_WR_RDMA_READ, 3000, 0x300003000ull, 0 },
 		{ IBV_WR_SEND, 300, 0, 0 },
 		{ IBV_WR_RDMA_WRITE, 100, 0x300004000ull, IBV_SEND_FENCE },
+		{ IBV_WR_ATOMIC_FETCH_AND_ADD, 8, 0x300005000ull, 0 },
 	};
 	uint32_t prod = qp->sq_ctl->prod;
 
 	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++, prod++) {
 		struct proto_swqe *s = &qp->sq[prod & (qp->sq_entries - 1)];
-		bool read = w[i].opcode == IBV_WR_RDMA_READ;
+		bool read = w[i].opcode == IBV_WR_RDMA_READ ||
+			    w[i].opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 
 		*s = (struct proto_swqe){ .wr_id = 100 + i, .opcode = w[i].opcode,
 					  .flags = IBV_SEND_SIGNALED | w[i].flags,
@@ -338,7 +341,8 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 	modify(IBV_QP_STATE, &a);
 	a = (struct proto_qp_attr){ .state = IBV_QPS_INIT,
 				    .access = (flags2 & G_NO_RW) ? 0 : IBV_ACCESS_REMOTE_WRITE |
-								      IBV_ACCESS_REMOTE_READ };
+								      IBV_ACCESS_REMOTE_READ |
+								      IBV_ACCESS_REMOTE_ATOMIC };
 	modify(IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &a);
 	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR, .dest_ipv4 = PEER_IP,
 				    .path_mtu = (flags & F_MTU256) ? IBV_MTU_256 : IBV_MTU_1024,
@@ -395,7 +399,8 @@ static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags)
 {
 	uint8_t *bth = f + pkt->l4_off + WIRE_UDP_LEN;
 	const struct wire_opcode_info *op = wire_opcode_info(bth[0]);
-	bool ack = op && (op->kind == WIRE_KIND_ACK || op->kind == WIRE_KIND_READ_RESP);
+	bool ack = op && (op->kind == WIRE_KIND_ACK || op->kind == WIRE_KIND_READ_RESP ||
+			  op->kind == WIRE_KIND_ATOMIC_ACK);
 
 	if (flags & F_QPN)
 		put24(bth + 5, qp->qpn);
@@ -584,8 +589,15 @@ static const struct seed seeds[] = {
 	    { WIRE_OP_RC_READ_RESP_FIRST, 0, 0, 0, 0, 1024, WIRE_SYN_ACK, 0 },
 	    { WIRE_OP_RC_READ_RESP_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
 	    { WIRE_OP_RC_READ_RESP_LAST, 0, 0, 0, 0, 952, WIRE_SYN_ACK, 0 },
-	    { WIRE_OP_RC_ACK, 4, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
+	    { WIRE_OP_RC_ACK, 1, 0, 0, 0, 0, WIRE_SYN_ACK, 0 },
+	    { WIRE_OP_RC_ATOMIC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
 	{ "atomic", ALL, FIX, { { 0x13, 0, K_MAIN, 0, 8, 0, 0, 0 }, { 0x14, 0, K_MAIN, 0, 8, 0, 0, 0 } } },
+	/* MAIN_OFF is 4 past a multiple of 8: offset 4 is aligned */
+	{ "atomic-aligned-dup", ALL, FIX,
+	  { { WIRE_OP_RC_FETCH_ADD, 0, K_MAIN, 4, 8, 0, 0, 0 },
+	    { WIRE_OP_RC_COMPARE_SWAP, 0, K_MAIN, 12, 8, 0, 0, 0 },
+	    { WIRE_OP_RC_FETCH_ADD, -2, K_MAIN, 4, 8, 0, 0, 0 },
+	    { WIRE_OP_RC_FETCH_ADD, 0, K_RO, 0, 8, 0, 0, 0 } } },
 	{ "acks", ALL | F_RTS, FIX, { { WIRE_OP_RC_ACK, 2, 0, 0, 0, 0, WIRE_SYN_ACK, 0 },
 				      { WIRE_OP_RC_ACK, 0, 0, 0, 0, 0, WIRE_SYN_NAK_PSN_SEQ, 0 },
 				      { WIRE_OP_RC_ACK, 1, 0, 0, 0, 0, WIRE_SYN_ACK, 0 } } },
