@@ -18,6 +18,7 @@
 #define PROTO_VERSION 2
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
+#define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
 #define PROTO_MAX_RING 4096   /* entries per SQ, RQ or CQ */
 
 enum proto_op {
@@ -327,15 +328,18 @@ struct proto_swqe {
 	uint64_t wr_id;
 	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM|_INV],
 			      * IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, _FETCH_AND_ADD */
-	uint32_t flags;      /* IBV_SEND_SIGNALED, IBV_SEND_FENCE */
+	uint32_t flags;      /* IBV_SEND_SIGNALED, IBV_SEND_FENCE, IBV_SEND_INLINE */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t imm;        /* network byte order, as ibv_send_wr */
 	uint32_t num_sge;
-	uint32_t pad;
+	uint32_t inline_len;  /* IBV_SEND_INLINE: the bytes in inline_data, sge unused */
 	uint64_t compare_add; /* atomics: the compare value, or what to add */
 	uint64_t swap;
-	struct proto_sge sge[PROTO_MAX_SGE];
+	union {
+		struct proto_sge sge[PROTO_MAX_SGE];
+		uint8_t inline_data[PROTO_MAX_INLINE];
+	};
 };
 
 /* A receive work request: where an incoming SEND is scattered. */

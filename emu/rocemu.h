@@ -75,6 +75,7 @@ struct rocemu_qp_init_attr {
 	uint32_t max_send_sge;
 	int sq_sig_all;
 	uint32_t max_recv_sge;
+	uint32_t max_inline_data;  /* IBV_SEND_INLINE bytes per SEND or WRITE, at most 256 */
 };
 
 /* Connects to the daemon's socket: path, else $ROCEMU_SOCKET, else the only socket in

@@ -49,6 +49,7 @@
 #define ORPHAN_WAIT_MS 30000
 #define IMM_VALUE     0x12345678u
 #define QP_RD_ATOMIC  4       /* READs outstanding each way */
+#define INLINE_MAX    256     /* max_inline_data of every QP */
 
 #define ACCESS_TARGET (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
@@ -265,7 +266,7 @@ static struct conn_opts default_opts(void)
 static int end_open(struct end *e, struct node *n, struct rocemu_pd *pd)
 {
 	struct rocemu_qp_init_attr a = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
-					 .max_send_sge = 2 };
+					 .max_send_sge = 2, .max_inline_data = INLINE_MAX };
 
 	e->n = n;
 	if (!(e->cq = rocemu_create_cq(n->ctx, CQ_DEPTH)))
@@ -1379,6 +1380,60 @@ out:
 	region_close(&ro);
 }
 
+/* ---- inline data ---- */
+
+/* A SEND and a WRITE with IBV_SEND_INLINE from unregistered memory (lkey 0), whose buffer
+ * is overwritten right after posting: the peer gets what it held at post time. One byte
+ * more than max_inline_data is refused at post. */
+static void case_inline(struct env *e)
+{
+	const struct conn_opts o = default_opts();
+	uint8_t data[INLINE_MAX + 1];
+	struct region dst = { 0 }, recv = { 0 };
+	struct ibv_sge sge = { (uintptr_t)data, 200, 0 };
+	struct ibv_send_wr send = send_wr(1, &sge, 1, IBV_WR_SEND), wr, *bad = NULL;
+	struct ibv_sge in = { 0 };
+	struct conn c;
+	int err;
+
+	fill_pat(data, sizeof(data), SEED_SOURCE);
+	send.send_flags |= IBV_SEND_INLINE;
+	if (region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&recv, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    conn_open(e, &o, &c) < 0)
+		goto out;
+	in = (struct ibv_sge){ (uintptr_t)recv.p, 4096, recv.mr->lkey };
+	if (post_recv(&c.b, 2, &in, 1) < 0 || post_wr(&c.a, &send) < 0)
+		goto close;
+	memset(data, 0, sizeof(data));
+	if (!expect_wc(&c.a, 1, IBV_WC_SUCCESS, "SEND of 200 bytes inline", NULL) ||
+	    !expect_wc(&c.b, 2, IBV_WC_SUCCESS, "B's receive", NULL) ||
+	    !expect_pat(recv.p, 200, SEED_SOURCE, "B's receive buffer"))
+		goto close;
+	fill_pat(data, sizeof(data), SEED_SOURCE);
+	sge.length = INLINE_MAX;
+	wr = write_wr(3, &sge, 1, (uintptr_t)dst.p, dst.mr->rkey);
+	wr.send_flags |= IBV_SEND_INLINE;
+	if (post_wr(&c.a, &wr) < 0)
+		goto close;
+	memset(data, 0, sizeof(data));
+	if (!expect_wc(&c.a, 3, IBV_WC_SUCCESS, "WRITE of 256 bytes inline", NULL) ||
+	    !expect_pat(dst.p, INLINE_MAX, SEED_SOURCE, "WRITE's target") ||
+	    !expect_range(dst.p, INLINE_MAX, dst.len, SEED_TARGET, "past the WRITE"))
+		goto close;
+	sge.length = INLINE_MAX + 1;
+	err = rocemu_post_send(c.a.qp, &wr, &bad);
+	if (err == EINVAL)
+		e2e_note("257 bytes inline -> EINVAL at post; the data was taken at post time");
+	else
+		e2e_mismatch("257 bytes inline: post_send gave %d, expected EINVAL", err);
+close:
+	conn_close(&c);
+out:
+	region_close(&dst);
+	region_close(&recv);
+}
+
 /* ---- atomics ---- */
 
 #define ACCESS_ATOMIC  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
@@ -1972,6 +2027,7 @@ static const struct test_case {
 	{ "send-rnr", case_send_rnr, false },
 	{ "read", case_read, false },
 	{ "read-errors", case_read_errors, false },
+	{ "inline", case_inline, false },
 	{ "atomics", case_atomics, false },
 	{ "atomic-errors", case_atomic_errors, false },
 };

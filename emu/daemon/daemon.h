@@ -81,7 +81,11 @@ struct send_wqe {
 	uint32_t rkey;
 	uint32_t imm;
 	uint32_t num_sge;
-	struct proto_sge sge[PROTO_MAX_SGE];
+	bool inlined;                /* the data is in inline_data, not behind sge */
+	union {
+		struct proto_sge sge[PROTO_MAX_SGE];
+		uint8_t inline_data[PROTO_MAX_INLINE];
+	};
 	uint64_t length;
 	uint64_t compare_add;        /* atomics */
 	uint64_t swap;

@@ -83,6 +83,14 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 	return IBV_WC_SUCCESS;
 }
 
+static enum ibv_wc_status check_inline(const struct send_wqe *w)
+{
+	if (!wqe_is_send(w) && w->opcode != IBV_WR_RDMA_WRITE &&
+	    w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+		return IBV_WC_LOC_QP_OP_ERR;
+	return w->length <= PROTO_MAX_INLINE ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
+}
+
 /* Copies one entry out of the shared ring first, so the client cannot change it between
  * the checks and the use. */
 static void fetch_one(struct qp *qp, uint32_t idx)
@@ -101,8 +109,15 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->compare_add = in.compare_add;
 	w->swap = in.swap;
 	w->num_sge = in.num_sge;
-	memcpy(w->sge, in.sge, sizeof(w->sge));
-	w->local_error = check_sges(qp, w);
+	w->inlined = (in.flags & IBV_SEND_INLINE) && !wqe_wants_response(w);
+	if (w->inlined) {
+		memcpy(w->inline_data, in.inline_data, sizeof(w->inline_data));
+		w->length = in.inline_len;
+		w->local_error = check_inline(w);
+	} else {
+		memcpy(w->sge, in.sge, sizeof(w->sge));
+		w->local_error = check_sges(qp, w);
+	}
 }
 
 /* Takes what the client posted. A producer index more than a ring ahead of what we
@@ -202,8 +217,11 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
 	bth.ack_req = k + 1 == w->npkts || (psn % QP_ACKREQ_EVERY) == QP_ACKREQ_EVERY - 1;
-	if (!tx_begin(qp, &bth, &ext, n, &p) ||
-	    sgl_gather(qp, w->sge, w->num_sge, offset, p.payload, n) < 0)
+	if (!tx_begin(qp, &bth, &ext, n, &p))
+		return -EFAULT;
+	if (w->inlined)
+		memcpy(p.payload, w->inline_data + offset, n);
+	else if (sgl_gather(qp, w->sge, w->num_sge, offset, p.payload, n) < 0)
 		return -EFAULT;
 	tx_end(qp, &p, n);
 	return 0;

@@ -72,6 +72,7 @@ struct qp_priv {
 	struct ring sq;         /* we produce, the daemon consumes */
 	struct ring rq;
 	int doorbell_fd;
+	uint32_t max_inline;
 	LIST_ENTRY(qp_priv) link;
 };
 

@@ -5,6 +5,7 @@
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 static bool ring_full(const struct ring *r)
@@ -65,6 +66,38 @@ static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct i
 	return 0;
 }
 
+/* SENDs and WRITEs only: for READs and atomics the data's place is the point. */
+static bool goes_inline(const struct ibv_send_wr *wr)
+{
+	return (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
+	       !is_atomic(wr->opcode);
+}
+
+static int check_inline(struct qp_priv *qp, const struct ibv_send_wr *wr)
+{
+	uint64_t total = sg_list_bytes(wr->sg_list, wr->num_sge);
+
+	if (total > qp->max_inline)
+		return rpc_fail(qp->pub.context, EINVAL, "%llu bytes inline: the QP was created "
+				"with max_inline_data %u", (unsigned long long)total,
+				qp->max_inline);
+	return 0;
+}
+
+/* The data goes into the WQE now: the buffers need no lkey and may be reused at once. */
+static void copy_inline(struct proto_swqe *slot, const struct ibv_send_wr *wr)
+{
+	uint32_t at = 0;
+
+	for (int i = 0; i < wr->num_sge; i++) {
+		memcpy(slot->inline_data + at, (const void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		at += wr->sg_list[i].length;
+	}
+	slot->inline_len = at;
+	slot->num_sge = 0;
+}
+
 static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 {
 	struct rocemu_context *ctx = qp->pub.context;
@@ -75,6 +108,8 @@ static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
 		return EINVAL;
 	if (is_atomic(wr->opcode) && check_atomic_wr(ctx, wr))
+		return EINVAL;
+	if (goes_inline(wr) && check_inline(qp, wr))
 		return EINVAL;
 	if (ring_full(&qp->sq))
 		return rpc_fail(ctx, ENOMEM, "the send queue is full (%u entries)", qp->sq.count);
@@ -111,7 +146,10 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		slot->compare_add = wr->wr.atomic.compare_add;
 		slot->swap = wr->wr.atomic.swap;
 	}
-	copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
+	if (goes_inline(wr))
+		copy_inline(slot, wr);
+	else
+		copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
 	qp->sq.next++;
 	return 0;
 }

@@ -60,6 +60,9 @@ static int check_init_attr(struct rocemu_pd *pd, const struct rocemu_qp_init_att
 	if (attr->max_send_sge > PROTO_MAX_SGE || attr->max_recv_sge > PROTO_MAX_SGE)
 		return rpc_fail(pd->ctx, EINVAL, "max_send_sge %u or max_recv_sge %u is above %d",
 				attr->max_send_sge, attr->max_recv_sge, PROTO_MAX_SGE);
+	if (attr->max_inline_data > PROTO_MAX_INLINE)
+		return rpc_fail(pd->ctx, EINVAL, "max_inline_data %u is above %d",
+				attr->max_inline_data, PROTO_MAX_INLINE);
 	return 0;
 }
 
@@ -118,6 +121,7 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	qp->pub.context = pd->ctx;
 	qp->pub.pd = pd;
 	qp->pub.state = IBV_QPS_RESET;
+	qp->max_inline = attr->max_inline_data;
 	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
 	return &qp->pub;
 }
