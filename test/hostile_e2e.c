@@ -98,7 +98,8 @@ enum {
 	OP_ONLY_IMM = WIRE_OP_RC_WRITE_ONLY_IMM,
 	OP_SEND = WIRE_OP_RC_SEND_ONLY,
 	OP_READ = WIRE_OP_RC_READ_REQUEST,
-	OP_CMP_SWAP = 0x13,
+	OP_CMP_SWAP = WIRE_OP_RC_COMPARE_SWAP,
+	OP_FETCH_ADD = WIRE_OP_RC_FETCH_ADD,
 	OP_ACK = WIRE_OP_RC_ACK,
 	OP_READ_RESP = 0x10,
 	OP_UC_ONLY = WIRE_OP_UC_BASE + WIRE_OP_RC_WRITE_ONLY,
@@ -115,7 +116,7 @@ enum target { T_MR, T_RO, T_PD2, T_DEAD, T_LATE, T_CHILD, T_COUNT };
 enum va_at { AT_MR, AT_MR_END, AT_RO, AT_PD2, AT_DEAD, AT_LATE, AT_CHILD, AT_ABS };
 /* Which rkey a RETH carries. */
 enum key_sel { KEY_MR, KEY_RO, KEY_PD2, KEY_DEAD, KEY_LATE, KEY_CHILD, KEY_BAD_BYTE,
-	       KEY_NEXT_INDEX, KEY_ABS };
+	       KEY_BAD_BYTE_RO, KEY_NEXT_INDEX, KEY_ABS };
 
 struct pkt {                 /* one request packet, as a well-behaved peer builds it */
 	bool used;
@@ -403,6 +404,7 @@ static uint32_t reth_key(const struct env *e, const struct reth_sel *r)
 	switch (r->key) {
 	case KEY_ABS: return r->key_val;
 	case KEY_BAD_BYTE: return e->t[T_MR].rkey ^ 0x01;   /* same index, other key byte */
+	case KEY_BAD_BYTE_RO: return e->t[T_RO].rkey ^ 0x01;
 	case KEY_NEXT_INDEX: return e->t[T_MR].rkey + 0x100; /* next index, our key byte */
 	default: return e->t[target_of[r->key]].rkey;
 	}
@@ -420,6 +422,10 @@ static int put_pkt(struct env *e, const struct hcase *c, int idx, int i, uint64_
 	struct wire_ext ext = { .reth = { reth_va(e, &c->reth), reth_key(e, &c->reth),
 					  c->reth.dma_len },
 				.aeth = { .syndrome = WIRE_SYN_ACK } };
+
+	/* an atomic names its word as a READ or WRITE names its first byte */
+	ext.atomic.va = ext.reth.va;
+	ext.atomic.rkey = ext.reth.rkey;
 	struct frame *f = &e->shot.f[i];
 
 	if (op && (op->headers & WIRE_HDR_RETH))
@@ -822,9 +828,38 @@ static const struct hcase cases[] = {
 	{ "RC SEND ONLY, no receive posted (RNR NAK)", .pkts = { PA(OP_SEND, 0, 64) },
 	  NAK_WITH(0x20 | MIN_RNR_TIMER, 0, send_rnr_err, 1) },
 	{ "RC RDMA READ REQUEST to a QP without remote read", .pkts = { PA(OP_READ, 0, 0) },
-	  .reth = R(MR, 0, MR, 64), NAK_INV(0, 1) },
+	  .reth = R(RO, 0, RO, 64), .qp_no_write = true, NAK_INV(0, 1) },
 	{ "RC COMPARE SWAP to a QP without remote atomic", .pkts = { PA(OP_CMP_SWAP, 0, 0) },
-	  NAK_INV(0, 1) },
+	  .reth = R(RO, 0, RO, 8), .qp_no_write = true, NAK_INV(0, 1) },
+
+	/* READs and atomics that must not read or change a byte: the MR without remote write
+	 * (RO) is the one with remote read and remote atomic, 8-byte aligned. */
+	{ "READ of an MR without remote read", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(MR, 0, MR, 64), NAK_ACC(0, 1) },
+	{ "READ 1 byte past the MR's end", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(RO, AUX_MR_LEN - 63, RO, 64), NAK_ACC(0, 1) },
+	{ "READ straddling the MR's start", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(RO, -8, RO, 64), NAK_ACC(0, 1) },
+	{ "READ whose VA + length wraps 2^64", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(ABS, 0xfffffffffffffff0ull, RO, 64), NAK_ACC(0, 1) },
+	{ "READ with the rkey's key byte wrong", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(RO, 0, BAD_BYTE_RO, 64), NAK_ACC(0, 1) },
+	{ "READ of an MR in another PD", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(PD2, 0, PD2, 64), NAK_ACC(0, 1) },
+	{ "READ of a deregistered MR", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(DEAD, 0, DEAD, 64), NAK_ACC(0, 1) },
+	{ "READ of another process's MR", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(CHILD, 0, CHILD, 64), NAK_ACC(0, 1) },
+	{ "READ longer than 2^31", .pkts = { PA(OP_READ, 0, 0) },
+	  .reth = R(RO, 0, RO, 0x80000001u), NAK_INV(0, 1) },
+	{ "FETCH_ADD on an MR without remote atomic", .pkts = { PA(OP_FETCH_ADD, 0, 0) },
+	  .reth = R(MR, 0, MR, 8), NAK_ACC(0, 1) },
+	{ "FETCH_ADD 4 bytes before the MR's end", .pkts = { PA(OP_FETCH_ADD, 0, 0) },
+	  .reth = R(RO, AUX_MR_LEN - 4, RO, 8), NAK_ACC(0, 1) },
+	{ "COMPARE SWAP misaligned", .pkts = { PA(OP_CMP_SWAP, 0, 0) },
+	  .reth = R(RO, 4, RO, 8), NAK_INV(0, 1) },
+	{ "COMPARE SWAP in another PD", .pkts = { PA(OP_CMP_SWAP, 0, 0) },
+	  .reth = R(PD2, 0, PD2, 8), NAK_ACC(0, 1) },
 	{ "RC ACKNOWLEDGE to a QP in RTR", .pkts = { P(OP_ACK, 0, 0) },
 	  DROPPED(drop_qp_state) },
 	{ "RC READ RESPONSE ONLY to a QP in RTR", .pkts = { P(OP_READ_RESP, 0, 64) },
@@ -1182,7 +1217,7 @@ static int qp_connect(struct env *e, struct rocemu_qp *qp, uint32_t dest_qpn, ui
 				    .port_num = 1 };
 	struct ibv_qp_attr rtr = {
 		.qp_state = IBV_QPS_RTR, .path_mtu = PMTU_ENUM, .dest_qp_num = dest_qpn,
-		.rq_psn = rq_psn, .min_rnr_timer = MIN_RNR_TIMER,
+		.rq_psn = rq_psn, .min_rnr_timer = MIN_RNR_TIMER, .max_dest_rd_atomic = 4,
 		.ah_attr = { .is_global = 1, .port_num = 1, .grh = { .hop_limit = 64 } },
 	};
 
@@ -1191,8 +1226,8 @@ static int qp_connect(struct env *e, struct rocemu_qp *qp, uint32_t dest_qpn, ui
 	    modify(e, qp, &init, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, "modify_qp(INIT)") < 0)
 		return -1;
 	return modify(e, qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER,
-		      "modify_qp(RTR)");
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER |
+			  IBV_QP_MAX_DEST_RD_ATOMIC, "modify_qp(RTR)");
 }
 
 /* The barrier's QP: in RTS with nothing sent, so any ACK to it is stale. */
@@ -1232,8 +1267,9 @@ static int setup_memory(struct env *e)
 		return -1;
 	aux = e->w[1].p;
 	if (reg(e, e->pd, e->w[0].p + MAIN_MR_OFF, MAIN_MR_LEN, rw, T_MR, &e->mr) < 0 ||
-	    reg(e, e->pd, aux + PAGE + 7, AUX_MR_LEN,
-		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, T_RO, &e->ro_mr) < 0 ||
+	    reg(e, e->pd, aux + PAGE + 8, AUX_MR_LEN,
+		IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, T_RO,
+		&e->ro_mr) < 0 ||
 	    reg(e, e->pd2, aux + 3 * PAGE + 9, AUX_MR_LEN, rw, T_PD2, &e->pd2_mr) < 0 ||
 	    reg(e, e->pd, aux + 5 * PAGE + 11, AUX_MR_LEN, rw, T_DEAD, &dead) < 0 ||
 	    reg(e, e->pd, aux + 7 * PAGE + 13, LATE_MR_LEN, rw, T_LATE, &e->late_mr) < 0)
@@ -1699,7 +1735,8 @@ static int dereg_late(struct env *e)
 
 static bool run_case(struct env *e, const struct hcase *c, int idx)
 {
-	unsigned access = c->qp_no_write ? 0 : IBV_ACCESS_REMOTE_WRITE;
+	unsigned access = c->qp_no_write ? 0 : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						 IBV_ACCESS_REMOTE_ATOMIC;
 	uint64_t want[C_COUNT];
 
 	e2e_reset();
