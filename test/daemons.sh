@@ -63,6 +63,14 @@ require_root() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (raw sockets, namespaces)"
 }
 
+# quiet_job: the job just started in the background leaves bash's job table. Tests stop
+# daemons by pid (and kill some with SIGKILL on purpose); bash would report each such death
+# as "line N: PID Killed  COMMAND", which reads like a failure in a passing run. The shell
+# still reaps it, so kill -0 sees it gone.
+quiet_job() {
+	disown "$!"
+}
+
 daemon_start() {
 	local side=$1 iface addr sock
 	if [ "$side" = a ]; then iface=$IF_A addr=$ADDR_A sock=$SOCK_A; else iface=$IF_B addr=$ADDR_B sock=$SOCK_B; fi
@@ -70,6 +78,7 @@ daemon_start() {
 	"${prefix[@]}" "$BUILD/rocemud" -i "$iface" -a "$addr" -s "$sock" -d ${ROCEMUD_ARGS:-} \
 		>>"$WORK/rocemud-$side.log" 2>&1 &
 	DAEMON_PID[$side]=$!
+	quiet_job
 	for _ in $(seq 100); do
 		[ -S "$sock" ] && return 0
 		kill -0 "${DAEMON_PID[$side]}" 2>/dev/null || fail "rocemud $side exited at start"

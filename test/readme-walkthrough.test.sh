@@ -106,6 +106,7 @@ start_host() {
 		sh -c 'mount -t tmpfs rocemu-run /run && eval "exec $1"' sh "$cmd" \
 		>>"$WORK/rocemud-$side.log" 2>&1 &
 	DAEMON_PID[$side]=$!
+	quiet_job
 	# README: "creates its control socket at /run/rocemu/eth0.sock ... mode 0660", seen
 	# through the daemon's own root.
 	sock=/proc/${DAEMON_PID[$side]}/root/run/rocemu/$iface.sock
@@ -194,6 +195,7 @@ while IFS= read -r cmd; do
 	echo "host a, lo: $cmd -d"
 	"${IN_A[@]}" sh -c 'eval "exec $1 -d"' sh "$cmd" >>"$WORK/rocemud-lo$n.log" 2>&1 &
 	DAEMON_PID[lo$n]=$!
+	quiet_job
 	for _ in $(seq 100); do
 		[ -S "$sock" ] && break
 		kill -0 "${DAEMON_PID[lo$n]}" 2>/dev/null ||
