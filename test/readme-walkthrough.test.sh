@@ -123,8 +123,10 @@ start_host a "$IF_A"
 start_host b "$IF_B"
 # Command prefixes that run in a host: its daemon's network and mount namespaces, from the
 # top of the repository. nsenter execs the command, so $! of "${IN_A[@]}" CMD & is CMD's pid.
-IN_A=(nsenter -t "${DAEMON_PID[a]}" -m -n --wd="$ROCEMU_ROOT")
-IN_B=(nsenter -t "${DAEMON_PID[b]}" -m -n --wd="$ROCEMU_ROOT")
+# -r keeps the daemon's root directory: entering a mount namespace resets the root to the
+# namespace's own, which in a chroot (a package builder's, a CI runner's) lies outside it.
+IN_A=(nsenter -t "${DAEMON_PID[a]}" -m -n -r --wd="$ROCEMU_ROOT")
+IN_B=(nsenter -t "${DAEMON_PID[b]}" -m -n -r --wd="$ROCEMU_ROOT")
 
 substitute b "$IF_B" "$WORK/block-2.sh" >"$WORK/receiver.sh"
 substitute a "$IF_A" "$WORK/block-3.sh" >"$WORK/writer.sh"
