@@ -79,12 +79,15 @@ daemon_start() {
 		>>"$WORK/rocemud-$side.log" 2>&1 &
 	DAEMON_PID[$side]=$!
 	quiet_job
+	# Started means serving: the socket may still be the one a daemon killed with SIGKILL
+	# left, and the daemon runs nft (up to 5 s) after creating its socket, before it answers.
 	for _ in $(seq 100); do
-		[ -S "$sock" ] && return 0
+		[ -S "$sock" ] && timeout 10 "$BUILD/rocemuctl" -s "$sock" status >/dev/null 2>&1 &&
+			return 0
 		kill -0 "${DAEMON_PID[$side]}" 2>/dev/null || fail "rocemud $side exited at start"
 		sleep 0.05
 	done
-	fail "rocemud $side did not create $sock"
+	fail "rocemud $side did not answer on $sock"
 }
 
 daemon_stop() {
