@@ -32,6 +32,11 @@ TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/me
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
+# Their objects come only from the pattern rule below, which would make them intermediate
+# files that make deletes after each build (and so recompiles and relinks each time).
+TEST_PROGRAM_OBJS := $(patsubst test/%.c,$(BUILD)/test/%.o,$(wildcard test/*_e2e.c)) \
+                     $(BUILD)/test/e2e.o
+.SECONDARY: $(TEST_PROGRAM_OBJS)
 
 .PHONY: all check build-tests test-run asan fuzz fuzz-build demo clean
 all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(LIB_ROCEMU) $(PROGRAMS)

@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (namespaces, raw sockets)" >&2; exit 1; }
 
-scripts/install-deps.sh
+scripts/install-deps.sh -q
 make -s all
 
 work=$(mktemp -d /tmp/rocemu-demo.XXXXXX)

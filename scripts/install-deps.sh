@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
-# Installs what rocemu needs to build, test and run its demo on Debian 12. Idempotent: when
-# every package is already installed it changes nothing and does not touch the network.
+# Installs what rocemu needs to build, test and run its demo on Debian 12, make included:
+# it is the first command on a machine that has only the repository (and bash, which every
+# Debian has). Idempotent: when every package is already installed it changes nothing and
+# does not touch the network.
+#   install-deps.sh        install what is missing; say so in one line
+#   install-deps.sh -q     the same, silent when nothing is missing (scripts/demo.sh)
+# apt-get's own output goes to build/install-deps.log, shown (its end) only on failure.
+# Runs with no terminal and no stdin (CI): nothing asks a question.
 set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+quiet=false
+case ${1:-} in
+-q) quiet=true ;;
+"") ;;
+*) echo "usage: $0 [-q]" >&2; exit 2 ;;
+esac
 
 packages=(
 	build-essential pkg-config   # compiler, make, library flags
@@ -27,14 +40,29 @@ for p in "${packages[@]}"; do
 		missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-	echo "install-deps: all ${#packages[@]} packages present"
+	$quiet || echo "install-deps: all ${#packages[@]} packages present"
 	exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
 	echo "install-deps: missing ${missing[*]}; run as root (or: sudo $0)" >&2
 	exit 1
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+command -v apt-get >/dev/null ||
+	{ echo "install-deps: missing ${missing[*]}, and there is no apt-get (Debian 12 is needed)" >&2; exit 1; }
+
+mkdir -p "$here/build"
+log=$here/build/install-deps.log
+printf 'install-deps: installing %s (log: %s) ... ' "${missing[*]}" "${log#"$here"/}"
+start=$SECONDS
+# noninteractive: no question is asked (tshark's debconf one, about capturing as non-root,
+# keeps its default); DEBCONF_NOWARNINGS: no "delaying package configuration, since
+# apt-utils is not installed" (preconfiguring needs apt-utils, and nothing is asked anyway).
+export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
+if ! { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; } \
+	</dev/null >"$log" 2>&1; then
+	echo "failed"
+	echo "install-deps: apt-get failed; the last lines of $log:" >&2
+	tail -n 25 "$log" | sed 's/^/  /' >&2
+	exit 1
+fi
+echo "done in $((SECONDS - start)) s"

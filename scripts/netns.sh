@@ -44,6 +44,13 @@ up() {
 		echo "netns: --mtu $mtu is outside 1280..65535" >&2
 		exit 2
 	fi
+	# ip netns (add, exec, -n) makes / a slave mount in a mount namespace of its own, which
+	# fails with EINVAL where / is no mount point: in a chroot whose directory is not one.
+	if command -v mountpoint >/dev/null && ! mountpoint -q /; then
+		echo "netns: / is not a mount point (a chroot?), and ip netns needs it to be one:" \
+			"bind-mount the chroot's directory onto itself (mount --bind DIR DIR) before entering it" >&2
+		exit 1
+	fi
 	if ns_exists $NS_A || ns_exists $NS_B; then
 		echo "netns: $NS_A or $NS_B exists already; run '$0 down' first" >&2
 		exit 1

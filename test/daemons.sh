@@ -63,6 +63,14 @@ require_root() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (raw sockets, namespaces)"
 }
 
+# quiet_job: the job just started in the background leaves bash's job table. Tests stop
+# daemons by pid (and kill some with SIGKILL on purpose); bash would report each such death
+# as "line N: PID Killed  COMMAND", which reads like a failure in a passing run. The shell
+# still reaps it, so kill -0 sees it gone.
+quiet_job() {
+	disown "$!"
+}
+
 daemon_start() {
 	local side=$1 iface addr sock
 	if [ "$side" = a ]; then iface=$IF_A addr=$ADDR_A sock=$SOCK_A; else iface=$IF_B addr=$ADDR_B sock=$SOCK_B; fi
@@ -70,12 +78,16 @@ daemon_start() {
 	"${prefix[@]}" "$BUILD/rocemud" -i "$iface" -a "$addr" -s "$sock" -d ${ROCEMUD_ARGS:-} \
 		>>"$WORK/rocemud-$side.log" 2>&1 &
 	DAEMON_PID[$side]=$!
+	quiet_job
+	# Started means serving: the socket may still be the one a daemon killed with SIGKILL
+	# left, and the daemon runs nft (up to 5 s) after creating its socket, before it answers.
 	for _ in $(seq 100); do
-		[ -S "$sock" ] && return 0
+		[ -S "$sock" ] && timeout 10 "$BUILD/rocemuctl" -s "$sock" status >/dev/null 2>&1 &&
+			return 0
 		kill -0 "${DAEMON_PID[$side]}" 2>/dev/null || fail "rocemud $side exited at start"
 		sleep 0.05
 	done
-	fail "rocemud $side did not create $sock"
+	fail "rocemud $side did not answer on $sock"
 }
 
 daemon_stop() {

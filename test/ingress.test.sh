@@ -7,6 +7,15 @@
 # and without nft (or with --no-ingress-drop) falls back to the guard socket alone. In each
 # case transfers stay byte-exact and the kernel sends no ICMP port unreachable. An nft that
 # hangs is killed after 5 s.
+#
+# Where the frames go is read from the guard socket itself (ss: the bytes it holds and the
+# kernel's drop count for it), not from UDP InDatagrams (counted only when a program reads a
+# datagram, which nobody does here) nor RcvbufErrors alone: on a veth most frames are UDP GSO
+# frames, and the kernel's UDP input, which cannot cut them, drops each one's packets in
+# UDP InErrors and the socket's drop count without RcvbufErrors; only the frames sent alone,
+# a number that depends on timing, reach the full buffer. With the drop, the socket gets
+# nothing; without it, every frame: at least every request rocemud b took, at most every
+# frame rocemud a sent.
 set -u
 source "$(dirname "$0")/daemons.sh"
 require_root
@@ -26,12 +35,27 @@ table_b() { # the table rocemud b names for its interface and address
 
 tables_b() { "${IN_B[@]}" nft list tables netdev | grep -c "rocemu_" ; }
 
-# transfer WHAT: 2000 x 4 KiB byte-exact; the guard socket's counters must move (or not)
+# guard_b: "HELD DROPS" of rocemud b's guard socket (UDP 4791 on its address, never read):
+# the bytes waiting in its buffer and the datagrams the kernel dropped for it (ss's skmem r
+# and d; d is the drops column of /proc/net/udp).
+guard_b() {
+	"${IN_B[@]}" ss -H -u -a -n -m src "$ADDR_B:4791" |
+		sed -nE 's/.*skmem:\(r([0-9]+),.*,d([0-9]+)\).*/\1 \2/p'
+}
+
+# transfer WHAT: 2000 x 4 KiB byte-exact, no ICMP from host b. Sets, for host b's guard
+# socket: GUARD_GOT (datagrams the kernel handed it: dropped, plus the one a fresh socket's
+# buffer holds), and the bounds it must lie in when the kernel's IP input sees every frame:
+# at least every request daemon b took (accepted, duplicate or ahead of its PSN: its ring
+# sees each frame before the kernel's IP input does), at most every frame daemon a sent.
 transfer() {
-	local what=$1 udp0 err0 icmp0 udp1 err1 icmp1 rc
+	local what=$1 icmp0 icmp1 err0 err1 buf0 buf1 held0 held1 drops0 drops1 rc
+	local sent0 sent1 senterr0 senterr1 took0 took1
 	PORT=$((PORT + 1))
-	udp0=$(snmp_b Udp InDatagrams) err0=$(snmp_b Udp RcvbufErrors)
-	icmp0=$(snmp_b IcmpMsg OutType3)
+	read -r held0 drops0 < <(guard_b)
+	[ -n "${drops0:-}" ] || fail "$what: no guard socket on $ADDR_B:4791 in host b"
+	err0=$(snmp_b Udp InErrors) buf0=$(snmp_b Udp RcvbufErrors) icmp0=$(snmp_b IcmpMsg OutType3)
+	sent0=$(counter a sent_pkts) senterr0=$(counter a send_err) took0=$(took_b)
 	"${IN_B[@]}" timeout 60 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $PORT -s 4096 --verify \
 		>"$WORK/server.out" 2>&1 &
 	local server=$!
@@ -41,11 +65,30 @@ transfer() {
 	wait $server
 	[ $rc -eq 0 ] && [ $? -eq 0 ] && grep -q '"verify":"OK"' "$WORK/client.json" ||
 		{ cat "$WORK/client.json" "$WORK/client.err" "$WORK/server.out"; fail "transfer ($what)"; }
-	udp1=$(snmp_b Udp InDatagrams) err1=$(snmp_b Udp RcvbufErrors)
-	icmp1=$(snmp_b IcmpMsg OutType3)
+	read -r held1 drops1 < <(guard_b)
+	err1=$(snmp_b Udp InErrors) buf1=$(snmp_b Udp RcvbufErrors) icmp1=$(snmp_b IcmpMsg OutType3)
+	sent1=$(counter a sent_pkts) senterr1=$(counter a send_err) took1=$(took_b)
 	[ "${icmp1:-0}" = "${icmp0:-0}" ] || fail "$what: the kernel sent $((icmp1 - icmp0)) ICMP unreachables"
-	GUARD_SAW=$(( (udp1 - udp0) + (err1 - err0) ))
-	echo "ingress: $what: 2000 x 4 KiB byte-exact; the guard socket was offered $GUARD_SAW frames"
+	# The socket's buffer is the kernel's minimum (SO_RCVBUF 1), smaller than one 4 KiB
+	# frame: it holds the first frame it is handed and drops every later one.
+	[ "$held0" -eq 0 ] || fail "$what: the guard socket held $held0 bytes before the transfer"
+	GUARD_GOT=$((drops1 - drops0 + (held1 > 0 ? 1 : 0)))
+	B_TOOK=$((took1 - took0)) A_SENT=$(((sent1 - sent0) - (senterr1 - senterr0)))
+	[ "$B_TOOK" -ge 2000 ] || fail "$what: rocemud b took only $B_TOOK requests for 2000 WRITEs"
+	echo "ingress: $what: 2000 x 4 KiB byte-exact; a sent $A_SENT frames, b took $B_TOOK;" \
+		"the guard socket got $GUARD_GOT (UDP InErrors +$((err1 - err0)), RcvbufErrors +$((buf1 - buf0)))"
+}
+
+# took_b: the requests rocemud b's receive path took for a QP: accepted, duplicates, ahead
+took_b() {
+	echo $(( $(counter b rcvd_pkts) + $(counter b duplicate_request) + $(counter b out_of_seq_request) ))
+}
+
+# guard_got_all WHAT: without the ingress drop, the guard socket got every frame the
+# kernel's IP input saw, within the bounds transfer measured.
+guard_got_all() {
+	[ "$GUARD_GOT" -ge "$B_TOOK" ] && [ "$GUARD_GOT" -le "$A_SENT" ] ||
+		fail "$1: the guard socket got $GUARD_GOT frames, not between the $B_TOOK rocemud b took and the $A_SENT rocemud a sent"
 }
 
 topology_up netns
@@ -55,7 +98,7 @@ grep -q "dropped at ingress after capture (nftables table netdev $TABLE)" "$WORK
 "${IN_B[@]}" nft list table netdev "$TABLE" | grep -q "ip daddr $ADDR_B udp dport 4791 drop" ||
 	fail "table $TABLE lacks the drop rule: $("${IN_B[@]}" nft list ruleset)"
 transfer "with the ingress drop"
-[ "$GUARD_SAW" -eq 0 ] || fail "with the ingress drop the IP stack still saw $GUARD_SAW RoCE frames"
+[ "$GUARD_GOT" -eq 0 ] || fail "with the ingress drop the guard socket still got $GUARD_GOT RoCE frames"
 # /proc/net/packet: sk RefCnt Type Proto Iface R(unning hook) Rmem User Inode. Only the
 # capture ring (ETH_P_ALL, 0003) may have a receive hook, and nothing may sit unread.
 packets=$("${IN_B[@]}" awk 'NR > 1' /proc/net/packet)
@@ -74,6 +117,7 @@ daemon_stop b KILL
 daemon_start b
 [ "$(tables_b)" -eq 1 ] || fail "a restarted rocemud should replace the left-over table"
 transfer "after replacing a killed daemon's table"
+[ "$GUARD_GOT" -eq 0 ] || fail "with the replaced table the guard socket still got $GUARD_GOT RoCE frames"
 daemon_stop b
 [ "$(tables_b)" -eq 0 ] || fail "the replaced table stayed after SIGTERM"
 echo "ingress: a table left by SIGKILL is replaced at the next start and removed at its stop"
@@ -81,7 +125,7 @@ echo "ingress: a table left by SIGKILL is replaced at the next start and removed
 ROCEMUD_ARGS=--no-ingress-drop daemon_start b
 [ "$(tables_b)" -eq 0 ] || fail "--no-ingress-drop added a table"
 transfer "--no-ingress-drop"
-[ "$GUARD_SAW" -gt 0 ] || fail "without the ingress drop the guard socket saw no frame"
+guard_got_all "--no-ingress-drop"
 daemon_stop b
 
 saved=("${IN_B[@]}")
@@ -91,7 +135,7 @@ IN_B=("${saved[@]}")
 grep -q "no ingress drop (cannot run nft: No such file or directory)" "$WORK/rocemud-b.log" ||
 	fail "without nft rocemud should say so: $(tail -n 3 "$WORK/rocemud-b.log")"
 transfer "without nft"
-[ "$GUARD_SAW" -gt 0 ] || fail "without nft the guard socket saw no frame"
+guard_got_all "without nft"
 echo "ingress: without nft, or with --no-ingress-drop, the guard socket keeps the kernel quiet"
 daemon_stop b
 
@@ -107,4 +151,5 @@ grep -q "no ingress drop (nft did not finish in 5 s and was killed)" "$WORK/roce
 	fail "a hung nft should be killed after 5 s: $(tail -n 3 "$WORK/rocemud-b.log")"
 kill -0 "$(cat "$WORK/hung.pid")" 2>/dev/null && fail "the hung nft was left running"
 transfer "after a hung nft"
+guard_got_all "after a hung nft"
 echo "ingress: an nft that hangs is killed after 5 s and the daemon serves with the guard socket"

@@ -119,6 +119,10 @@ vmlck_settles() {
 
 # Starts the holder on host b; true once it said "ready" (within 10 s).
 start_holder() {
+	# Emptied here, not only by the holder's redirection: that runs in the child, and on a
+	# loaded machine the loop below could still read the "ready" of the previous topology's
+	# holder and measure VmLck before anything was registered.
+	: >"$WORK/hold.out"
 	"${IN_B[@]}" "$E2E" hold "$SOCK_B" "${HOLD_MIB}M" >"$WORK/hold.out" 2>&1 &
 	HOLD_PID=$!
 	for _ in $(seq 100); do
