@@ -38,6 +38,10 @@ enum proto_op {
 	PROTO_SET_FAULT,     /* request: proto_fault (root or the daemon's user only) */
 	PROTO_STATUS,        /* request: proto_handle; reply: proto_status_reply */
 	PROTO_LIST,          /* request: proto_list; reply: proto_list_reply */
+	PROTO_CREATE_SRQ,    /* reply + 2 fds: ring memfd, limit event pipe (read end) */
+	PROTO_MODIFY_SRQ,
+	PROTO_QUERY_SRQ,     /* request: proto_handle; reply: proto_query_srq_reply */
+	PROTO_DESTROY_SRQ,
 	PROTO_OP_COUNT
 };
 
@@ -135,6 +139,39 @@ struct proto_create_qp {
 	uint32_t max_send_wr;
 	uint32_t max_recv_wr;
 	uint32_t sq_sig_all;
+	uint32_t srq;        /* the SRQ's handle, 0: the QP has its own receive queue */
+	uint32_t pad;
+};
+
+/* A shared receive queue: a ring of proto_rwqe like a QP's RQ, and a pipe that gets a byte
+ * when the WQEs left fall below srq_limit (then the limit is cleared, as verbs says). */
+struct proto_create_srq {
+	struct proto_hdr hdr;
+	uint32_t pd;
+	uint32_t max_wr;
+	uint32_t srq_limit;  /* 0: not armed */
+	uint32_t pad;
+};
+
+struct proto_create_srq_reply {
+	struct proto_reply r;
+	uint32_t handle;
+	uint32_t entries;
+	uint64_t ring_bytes;
+};
+
+struct proto_modify_srq {
+	struct proto_hdr hdr;
+	uint32_t handle;
+	uint32_t attr_mask;  /* enum ibv_srq_attr_mask: IBV_SRQ_LIMIT only */
+	uint32_t max_wr;
+	uint32_t srq_limit;
+};
+
+struct proto_query_srq_reply {
+	struct proto_reply r;
+	uint32_t max_wr;
+	uint32_t srq_limit;
 };
 
 struct proto_create_qp_reply {

@@ -28,6 +28,7 @@ extern "C" {
 struct rocemu_context;
 struct rocemu_pd;
 struct rocemu_cq;
+struct rocemu_srq;
 
 struct rocemu_mr {
 	struct rocemu_pd *pd;
@@ -76,6 +77,7 @@ struct rocemu_qp_init_attr {
 	int sq_sig_all;
 	uint32_t max_recv_sge;
 	uint32_t max_inline_data;  /* IBV_SEND_INLINE bytes per SEND or WRITE, at most 256 */
+	struct rocemu_srq *srq;    /* receives come from it (max_recv_wr unused); NULL: its own */
 };
 
 /* Connects to the daemon's socket: path, else $ROCEMU_SOCKET, else the only socket in
@@ -122,6 +124,22 @@ int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 /* Receive work requests: an incoming SEND is scattered through the SGEs of the next one
  * (lkeys of MRs with IBV_ACCESS_LOCAL_WRITE); WRITE WITH IMMEDIATE consumes one too. */
 int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+
+/* Shared receive queues, as ibv_create_srq and friends: attr->attr.max_wr WQEs (rounded up
+ * to a power of two, written back), up to 4 SGEs each, and srq_limit (0: not armed). When
+ * the WQEs left fall below an armed limit, the limit is cleared and the SRQ's event fd
+ * becomes readable: rocemu_get_srq_event() waits up to timeout_ms (-1: forever) for that
+ * (verbs' IBV_EVENT_SRQ_LIMIT_REACHED) and returns 0, or ETIMEDOUT. Only IBV_SRQ_LIMIT
+ * can be modified. A QP created with an SRQ takes its receives from it, in posting order,
+ * whichever QP a SEND arrives on; rocemu_post_recv() on such a QP fails with EINVAL. */
+struct rocemu_srq *rocemu_create_srq(struct rocemu_pd *pd, struct ibv_srq_init_attr *attr);
+int rocemu_modify_srq(struct rocemu_srq *srq, struct ibv_srq_attr *attr, int attr_mask);
+int rocemu_query_srq(struct rocemu_srq *srq, struct ibv_srq_attr *attr);
+int rocemu_destroy_srq(struct rocemu_srq *srq);
+int rocemu_post_srq_recv(struct rocemu_srq *srq, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad);
+int rocemu_srq_event_fd(const struct rocemu_srq *srq);
+int rocemu_get_srq_event(struct rocemu_srq *srq, int timeout_ms);
 
 /* "IBV_WC_REM_ACCESS_ERR" and so on: the status's name as the enum spells it (verbs'
  * ibv_wc_status_str gives prose instead); "IBV_WC_(unknown)" for other values. */

@@ -252,6 +252,7 @@ struct conn_opts {
 	uint8_t rd_atomic_a;      /* A's max_rd_atomic */
 	uint8_t rd_atomic_b;      /* B's max_dest_rd_atomic */
 	uint8_t timeout_a;        /* A's retransmission timeout */
+	struct rocemu_srq *srq_b; /* B's QP takes its receives from it */
 };
 
 static struct conn_opts default_opts(void)
@@ -263,10 +264,11 @@ static struct conn_opts default_opts(void)
 }
 
 /* A CQ and an RC QP on it, sq_sig_all = 0: each WR says whether it is signaled. */
-static int end_open(struct end *e, struct node *n, struct rocemu_pd *pd)
+static int end_open(struct end *e, struct node *n, struct rocemu_pd *pd, struct rocemu_srq *srq)
 {
 	struct rocemu_qp_init_attr a = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
-					 .max_send_sge = 2, .max_inline_data = INLINE_MAX };
+					 .max_send_sge = 2, .max_inline_data = INLINE_MAX,
+					 .srq = srq };
 
 	e->n = n;
 	if (!(e->cq = rocemu_create_cq(n->ctx, CQ_DEPTH)))
@@ -344,8 +346,8 @@ static void conn_close(struct conn *c)
 static int conn_open(struct env *e, const struct conn_opts *o, struct conn *c)
 {
 	*c = (struct conn){ 0 };
-	if (end_open(&c->a, &e->a, e->a.pd) < 0 ||
-	    end_open(&c->b, &e->b, o->pd_b ? o->pd_b : e->b.pd) < 0 ||
+	if (end_open(&c->a, &e->a, e->a.pd, NULL) < 0 ||
+	    end_open(&c->b, &e->b, o->pd_b ? o->pd_b : e->b.pd, o->srq_b) < 0 ||
 	    qp_init(&c->a, IBV_ACCESS_REMOTE_WRITE) < 0 || qp_init(&c->b, o->access_b) < 0 ||
 	    qp_rtr(&c->a, &c->b, e->mtu, o->psn_b, MIN_RNR_TIMER, QP_RD_ATOMIC) < 0 ||
 	    qp_rtr(&c->b, &c->a, e->mtu, o->psn_a, o->min_rnr_timer, o->rd_atomic_b) < 0 ||
@@ -1380,6 +1382,135 @@ out:
 	region_close(&ro);
 }
 
+/* ---- shared receive queues ---- */
+
+#define SRQ_WQES   12
+#define SRQ_SLICE  4096
+#define SRQ_LIMIT  4
+
+/* Message k (64 + k bytes, seed SEED_SOURCE + k) from A on c; B's completion must name
+ * c's QP and SRQ WQE want, and that WQE's slice must hold the message. */
+static bool srq_send(struct conn *c, struct region *src, struct region *slices, int k, int want)
+{
+	struct ibv_sge out = { (uintptr_t)src->p, 64 + (uint32_t)k, src->mr->lkey };
+	struct ibv_send_wr wr = send_wr(0x300 + (uint64_t)k, &out, 1, IBV_WR_SEND);
+	struct ibv_wc wc;
+
+	fill_pat(src->p, 64 + (size_t)k, SEED_SOURCE + (unsigned)k);
+	if (post_wr(&c->a, &wr) < 0 || next_wc(&c->a, &wc, "a SEND to the SRQ") < 0 ||
+	    next_wc(&c->b, &wc, "B's receive from the SRQ") < 0)
+		return false;
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)want ||
+	    wc.qp_num != c->b.qp->qp_num || wc.byte_len != 64 + (uint32_t)k)
+		return e2e_mismatch("SEND %d: B's completion %s wr_id %llu qp 0x%06x byte_len %u, "
+				    "expected WQE %d on QP 0x%06x", k,
+				    rocemu_wc_status_str(wc.status), (unsigned long long)wc.wr_id,
+				    wc.qp_num, wc.byte_len, want, c->b.qp->qp_num);
+	return expect_pat(slices->p + (size_t)want * SRQ_SLICE, 64 + (size_t)k,
+			  SEED_SOURCE + (unsigned)k, "the SRQ WQE's slice");
+}
+
+/* What the SRQ and its QPs refuse: post_recv on a QP of the SRQ, destroying it while QPs
+ * use it, a size change. */
+static bool srq_refusals(struct conn *c, struct rocemu_srq *srq)
+{
+	struct ibv_recv_wr rwr = { .wr_id = 1 }, *bad = NULL;
+	struct ibv_srq_attr attr = { .max_wr = 64 };
+	int e1 = rocemu_post_recv(c->b.qp, &rwr, &bad);
+	int e2 = rocemu_destroy_srq(srq);
+	int e3 = rocemu_modify_srq(srq, &attr, IBV_SRQ_MAX_WR);
+
+	if (e1 != EINVAL || e2 != EBUSY || e3 != EINVAL)
+		return e2e_mismatch("post_recv on a QP of the SRQ: %d, destroy while used: %d, "
+				    "resize: %d (expected EINVAL, EBUSY, EINVAL)", e1, e2, e3);
+	e2e_note("post_recv on its QP -> EINVAL, destroy while used -> EBUSY, resize -> EINVAL");
+	return true;
+}
+
+/* Two QPs on B share an SRQ of SRQ_WQES receives: SENDs on either take them in posting
+ * order; the limit event fires once fewer than SRQ_LIMIT are left, and not before; once
+ * it is empty, a SEND is refused with RNR. */
+static bool srq_pair(struct env *e, struct rocemu_srq *srq, struct region *src,
+		     struct region *slices)
+{
+	struct conn_opts o = default_opts();
+	struct conn c[2];
+	struct ibv_srq_attr attr = { .srq_limit = SRQ_LIMIT };
+	struct ibv_sge sge = { (uintptr_t)src->p, 8, src->mr->lkey };
+	struct ibv_send_wr wr = send_wr(0x3ff, &sge, 1, IBV_WR_SEND);
+	bool ok = false;
+	int k = 0;
+
+	memset(c, 0, sizeof(c));
+	o.srq_b = srq;
+	o.rnr_retry = 0;
+	if (conn_open(e, &o, &c[0]) < 0 || conn_open(e, &o, &c[1]) < 0 ||
+	    !srq_refusals(&c[0], srq))
+		goto out;
+	if (rocemu_modify_srq(srq, &attr, IBV_SRQ_LIMIT) != 0) {
+		vfail(&e->b, "rocemu_modify_srq", EINVAL);
+		goto out;
+	}
+	for (; k < SRQ_WQES - SRQ_LIMIT; k++)
+		if (!srq_send(&c[k % 2], src, slices, k, k))
+			goto out;
+	if (rocemu_get_srq_event(srq, 0) != ETIMEDOUT) {
+		e2e_mismatch("the limit event fired with %d WQEs left", SRQ_WQES - k);
+		goto out;
+	}
+	if (!srq_send(&c[k % 2], src, slices, k, k) || rocemu_get_srq_event(srq, WAIT_MS) != 0 ||
+	    rocemu_query_srq(srq, &attr) != 0 || attr.srq_limit != 0) {
+		e2e_mismatch("no limit event (or the limit not cleared) with %d WQEs left of %d",
+			     SRQ_WQES - k - 1, SRQ_WQES);
+		goto out;
+	}
+	e2e_note("%d SENDs on two QPs took the SRQ's WQEs in order; the limit event fired at "
+		 "%d left, not before", k + 1, SRQ_WQES - k - 1);
+	for (k++; k < SRQ_WQES; k++)
+		if (!srq_send(&c[k % 2], src, slices, k, k))
+			goto out;
+	ok = post_wr(&c[0].a, &wr) == 0 &&
+	     expect_wc(&c[0].a, 0x3ff, IBV_WC_RNR_RETRY_EXC_ERR, "a SEND to the empty SRQ", NULL);
+out:
+	conn_close(&c[0]);
+	conn_close(&c[1]);
+	return ok;
+}
+
+static void case_srq(struct env *e)
+{
+	struct ibv_srq_init_attr init = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct region src = { 0 }, slices = { 0 };
+	struct rocemu_srq *srq = NULL;
+	int err;
+
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, ACCESS_TARGET) < 0 ||
+	    region_open(&slices, &e->b, SRQ_WQES * SRQ_SLICE, SEED_TARGET, ACCESS_TARGET) < 0)
+		goto out;
+	if (!(srq = rocemu_create_srq(e->b.pd, &init))) {
+		vfail(&e->b, "rocemu_create_srq", errno);
+		goto out;
+	}
+	for (int i = 0; i < SRQ_WQES; i++) {
+		struct ibv_sge sge = { (uintptr_t)(slices.p + i * SRQ_SLICE), SRQ_SLICE,
+				       slices.mr->lkey };
+		struct ibv_recv_wr rwr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1 };
+		struct ibv_recv_wr *bad = NULL;
+
+		if ((err = rocemu_post_srq_recv(srq, &rwr, &bad))) {
+			vfail(&e->b, "rocemu_post_srq_recv", err);
+			goto out;
+		}
+	}
+	if (srq_pair(e, srq, &src, &slices))
+		e2e_note("done");
+out:
+	if (srq && (err = rocemu_destroy_srq(srq)))
+		vfail(&e->b, "rocemu_destroy_srq", err);
+	region_close(&src);
+	region_close(&slices);
+}
+
 /* ---- inline data ---- */
 
 /* A SEND and a WRITE with IBV_SEND_INLINE from unregistered memory (lkey 0), whose buffer
@@ -2028,6 +2159,7 @@ static const struct test_case {
 	{ "read", case_read, false },
 	{ "read-errors", case_read_errors, false },
 	{ "inline", case_inline, false },
+	{ "srq", case_srq, false },
 	{ "atomics", case_atomics, false },
 	{ "atomic-errors", case_atomic_errors, false },
 };

@@ -42,6 +42,10 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_SET_FAULT] = { sizeof(struct proto_fault), sizeof(struct proto_reply), false, op_set_fault },
 	[PROTO_STATUS] = { sizeof(struct proto_handle), sizeof(struct proto_status_reply), false, op_status },
 	[PROTO_LIST] = { sizeof(struct proto_list), sizeof(struct proto_list_reply), false, op_list },
+	[PROTO_CREATE_SRQ] = { sizeof(struct proto_create_srq), sizeof(struct proto_create_srq_reply), false, op_create_srq },
+	[PROTO_MODIFY_SRQ] = { sizeof(struct proto_modify_srq), sizeof(struct proto_reply), false, op_modify_srq },
+	[PROTO_QUERY_SRQ] = { sizeof(struct proto_handle), sizeof(struct proto_query_srq_reply), false, op_query_srq },
+	[PROTO_DESTROY_SRQ] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_srq },
 };
 
 static void send_reply(struct client *c, struct reply *rep)
@@ -308,8 +312,12 @@ void client_destroy(struct client *c)
 	for (uint32_t h = 1; h < c->cqs.cap; h++)
 		if (c->cqs.items[h])
 			cq_destroy(c->cqs.items[h]);
+	for (uint32_t h = 1; h < c->srqs.cap; h++)
+		if (c->srqs.items[h])
+			srq_destroy(c->srqs.items[h]);
 	pinned = release_memory(c);
 	handle_free(&c->qps);
+	handle_free(&c->srqs);
 	handle_free(&c->cqs);
 	handle_free(&c->mrs);
 	handle_free(&c->pds);

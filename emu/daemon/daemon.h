@@ -57,6 +57,20 @@ struct rx_ring {
 	bool vnet;                   /* a virtio-net header comes before every frame */
 };
 
+struct srq {
+	struct client *client;
+	uint32_t handle;
+	uint32_t entries;
+	struct proto_ring_ctl *ctl;
+	struct proto_rwqe *ring;
+	size_t ring_bytes;
+	uint32_t cons;               /* WQEs taken */
+	uint32_t limit;              /* armed when nonzero */
+	int event_fd;                /* our (write) end of the limit event pipe */
+	int client_end;              /* the read end, handed to the client */
+	int users;                   /* QPs using it */
+};
+
 struct cq {
 	struct client *client;
 	uint32_t handle;
@@ -126,6 +140,7 @@ struct qp {
 	struct mr_pd *pd;
 	struct cq *send_cq;
 	struct cq *recv_cq;
+	struct srq *srq;             /* NULL: the QP's own receive ring */
 	enum ibv_qp_state state;
 	bool sq_sig_all;
 	struct proto_qp_attr attr;   /* as last modified */
@@ -199,7 +214,7 @@ struct client {
 	uid_t uid;
 	struct mr_client *mrc;       /* shared by every connection of one process */
 	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
-	struct handle_table pds, mrs, cqs, qps;
+	struct handle_table pds, mrs, cqs, qps, srqs;
 	LIST_ENTRY(client) link;
 };
 
@@ -329,6 +344,9 @@ void client_destroy(struct client *c);
 /* objects.c: CQs and QPs and their rings */
 struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err);
 int cq_destroy(struct cq *cq);
+struct srq *srq_create(struct client *c, uint32_t max_wr, uint32_t limit, int fds[2],
+		       int *err);
+int srq_destroy(struct srq *srq);
 void cq_push(struct cq *cq, const struct proto_cqe *cqe);
 void cq_flush_notify(struct dev *dev);
 struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fds[2],

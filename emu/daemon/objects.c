@@ -128,6 +128,51 @@ void cq_flush_notify(struct dev *dev)
 	}
 }
 
+/* A shared receive queue: its ring, and a pipe for its limit event. */
+struct srq *srq_create(struct client *c, uint32_t max_wr, uint32_t limit, int fds[2],
+		       int *err)
+{
+	struct srq *srq = calloc(1, sizeof(*srq));
+	int ends[2] = { -1, -1 };
+	void *map;
+
+	if (!srq) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	srq->client = c;
+	srq->entries = pow2_at_least(max_wr);
+	srq->limit = limit;
+	srq->ring_bytes = proto_ring_bytes(srq->entries, sizeof(struct proto_rwqe));
+	map = ring_alloc("rocemu-srq", srq->ring_bytes, &fds[0]);
+	*err = map ? channel_open(ends, 1) : -errno;
+	if (*err) {
+		if (map)
+			munmap(map, srq->ring_bytes);
+		if (fds[0] >= 0)
+			close(fds[0]);
+		free(srq);
+		return NULL;
+	}
+	srq->ctl = map;
+	srq->ring = (struct proto_rwqe *)(srq->ctl + 1);
+	srq->event_fd = ends[1];
+	srq->client_end = ends[0];
+	fds[1] = ends[0];
+	return srq;
+}
+
+int srq_destroy(struct srq *srq)
+{
+	if (srq->users)
+		return -EBUSY;
+	munmap(srq->ctl, srq->ring_bytes);
+	close(srq->event_fd);
+	close(srq->client_end);
+	free(srq);
+	return 0;
+}
+
 static int qp_alloc_qpn(struct dev *dev, struct qp *qp)
 {
 	for (uint32_t tries = 0; tries < DEV_MAX_QP; tries++) {
@@ -238,6 +283,8 @@ int qp_destroy(struct qp *qp)
 	dev->qp_count--;
 	qp->send_cq->users--;
 	qp->recv_cq->users--;
+	if (qp->srq)
+		qp->srq->users--;
 	qp_free(qp, -1);
 	return 0;
 }

@@ -226,10 +226,10 @@ static long free_descriptors(void)
  * hold few queues: one greedy client cannot lock every other out. */
 static bool too_many_queues(struct client *c, struct reply *rep)
 {
-	uint32_t held = c->cqs.count + c->qps.count;
+	uint32_t held = c->cqs.count + c->qps.count + c->srqs.count;
 
 	if (held >= CLIENT_MAX_QUEUES) {
-		reply_error(rep, "this connection holds %u CQs and QPs already, the most it may",
+		reply_error(rep, "this connection holds %u CQs, SRQs and QPs already, the most it may",
 			    CLIENT_MAX_QUEUES);
 		return true;
 	}
@@ -290,12 +290,105 @@ int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep
 	return 0;
 }
 
+int op_create_srq(struct client *c, const struct request *req, struct reply *rep)
+{
+	const struct proto_create_srq *m = REQ(proto_create_srq);
+	struct proto_create_srq_reply *r = REP(proto_create_srq_reply);
+	struct srq *srq;
+	int rc;
+
+	if (!handle_get(&c->pds, m->pd)) {
+		reply_error(rep, "unknown PD %u", m->pd);
+		return -EINVAL;
+	}
+	if (m->max_wr < 1 || m->max_wr > PROTO_MAX_RING || m->srq_limit > m->max_wr) {
+		reply_error(rep, "an SRQ holds 1 to %u WQEs and its limit is at most that, not %u "
+			    "and %u", PROTO_MAX_RING, m->max_wr, m->srq_limit);
+		return -EINVAL;
+	}
+	if (too_many_queues(c, rep))
+		return -EDQUOT;
+	srq = srq_create(c, m->max_wr, m->srq_limit, rep->fds, &rc);
+	if (!srq) {
+		reply_error(rep, "cannot create an SRQ: %s", strerror(-rc));
+		return rc;
+	}
+	rc = handle_add(&c->srqs, srq, &srq->handle);
+	if (rc) {
+		close(rep->fds[0]);
+		srq_destroy(srq);
+		return rc;
+	}
+	r->handle = srq->handle;
+	r->entries = srq->entries;
+	r->ring_bytes = srq->ring_bytes;
+	rep->nfds = 2;
+	rep->close_first = true;
+	return 0;
+}
+
+/* Only the limit may change (arm it again after the event, or disarm it with 0). */
+int op_modify_srq(struct client *c, const struct request *req, struct reply *rep)
+{
+	const struct proto_modify_srq *m = REQ(proto_modify_srq);
+	struct srq *srq = find(&c->srqs, m->handle, "SRQ", rep);
+
+	if (!srq)
+		return -EINVAL;
+	if (m->attr_mask & ~(uint32_t)IBV_SRQ_LIMIT) {
+		reply_error(rep, "an SRQ's size cannot change (attr_mask 0x%x): only IBV_SRQ_LIMIT",
+			    m->attr_mask);
+		return -EINVAL;
+	}
+	if ((m->attr_mask & IBV_SRQ_LIMIT) && m->srq_limit > srq->entries) {
+		reply_error(rep, "limit %u is above the SRQ's %u WQEs", m->srq_limit, srq->entries);
+		return -EINVAL;
+	}
+	if (m->attr_mask & IBV_SRQ_LIMIT)
+		srq->limit = m->srq_limit;
+	return 0;
+}
+
+int op_query_srq(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct srq *srq = find(&c->srqs, h, "SRQ", rep);
+	struct proto_query_srq_reply *r = REP(proto_query_srq_reply);
+
+	if (!srq)
+		return -EINVAL;
+	r->max_wr = srq->entries;
+	r->srq_limit = srq->limit;
+	return 0;
+}
+
+int op_destroy_srq(struct client *c, const struct request *req, struct reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct srq *srq = find(&c->srqs, h, "SRQ", rep);
+	int rc;
+
+	if (!srq)
+		return -EINVAL;
+	rc = srq_destroy(srq);
+	if (rc) {
+		reply_error(rep, "SRQ %u is still used by QPs", h);
+		return rc;
+	}
+	handle_del(&c->srqs, h);
+	return 0;
+}
+
 static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 			   struct reply *rep)
 {
 	if (!handle_get(&c->pds, m->pd) || !handle_get(&c->cqs, m->send_cq) ||
 	    !handle_get(&c->cqs, m->recv_cq)) {
 		reply_error(rep, "unknown PD or CQ");
+		return -EINVAL;
+	}
+	if (m->srq && !handle_get(&c->srqs, m->srq)) {
+		reply_error(rep, "unknown SRQ %u", m->srq);
 		return -EINVAL;
 	}
 	if (m->max_send_wr < 1 || m->max_send_wr > PROTO_MAX_RING ||
@@ -328,6 +421,9 @@ int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
 	qp->recv_cq = handle_get(&c->cqs, m->recv_cq);
 	qp->send_cq->users++;
 	qp->recv_cq->users++;
+	qp->srq = m->srq ? handle_get(&c->srqs, m->srq) : NULL;
+	if (qp->srq)
+		qp->srq->users++;
 	rc = handle_add(&c->qps, qp, &qp->handle);
 	if (rc) {
 		close(rep->fds[0]);

@@ -1,9 +1,11 @@
 /* The receive queue of an RC QP, as the responder uses it: the WQE at the head is copied out
  * when a message needs one (SEND_FIRST or _ONLY, the last packet of a WRITE WITH IMMEDIATE),
  * a SEND's payload is scattered through its SGEs packet by packet, and it leaves the ring
- * only when it completes, as rxe does without an SRQ. */
+ * only when it completes, as rxe does without an SRQ; a QP on a shared receive queue takes
+ * the SRQ's head instead. */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "emu/daemon/daemon.h"
 
@@ -12,13 +14,39 @@ static struct proto_rwqe *rq_head(struct qp *qp)
 	return &qp->rq[qp->rq_cons & (qp->rq_entries - 1)];
 }
 
-int rq_take(struct qp *qp)
+/* An SRQ's head is copied out and consumed at once, as rxe does (another QP may take the
+ * next one before this message completes); when the WQEs left fall below the armed limit,
+ * the limit is cleared and the client's event pipe gets a byte: verbs'
+ * IBV_EVENT_SRQ_LIMIT_REACHED. The producer index is the client's: more than a ring ahead
+ * of what was taken is a lie. */
+static int srq_take(struct srq *srq, struct proto_rwqe *out)
+{
+	uint32_t prod = __atomic_load_n(&srq->ctl->prod, __ATOMIC_ACQUIRE);
+	uint64_t one = 1;
+
+	if (prod - srq->cons > srq->entries) {
+		log_limited("client pid %d: SRQ %u ring index %u is beyond the ring",
+			    (int)srq->client->pid, srq->handle, prod);
+		return -EPROTO;
+	}
+	if (prod == srq->cons)
+		return -EAGAIN;
+	memcpy(out, &srq->ring[srq->cons & (srq->entries - 1)], sizeof(*out));
+	srq->cons++;
+	__atomic_store_n(&srq->ctl->cons, srq->cons, __ATOMIC_RELEASE);
+	if (srq->limit && prod - srq->cons < srq->limit) {
+		srq->limit = 0;
+		/* a full pipe already holds an event the client has not read */
+		(void)!write(srq->event_fd, &one, sizeof(one));
+	}
+	return 0;
+}
+
+/* The head of the QP's own ring, copied out and left in the ring until it completes. */
+static int own_take(struct qp *qp, struct proto_rwqe *out)
 {
 	uint32_t prod = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
-	struct recv_wqe *r = &qp->recv;
 
-	if (qp->recv_held)
-		return 0;
 	if (prod - qp->rq_cons > qp->rq_entries) {
 		log_limited("client pid %d: QP 0x%06x receive ring index %u is beyond the ring",
 			    (int)qp->client->pid, qp->qpn, prod);
@@ -26,8 +54,21 @@ int rq_take(struct qp *qp)
 	}
 	if (prod == qp->rq_cons)
 		return -EAGAIN;
+	memcpy(out, rq_head(qp), sizeof(*out));
+	return 0;
+}
+
+int rq_take(struct qp *qp)
+{
+	struct recv_wqe *r = &qp->recv;
+	int rc;
+
+	if (qp->recv_held)
+		return 0;
 	/* copied once: the client cannot change it between the checks and the use */
-	memcpy(&r->wqe, rq_head(qp), sizeof(r->wqe));
+	rc = qp->srq ? srq_take(qp->srq, &r->wqe) : own_take(qp, &r->wqe);
+	if (rc)
+		return rc;
 	qp->recv_held = true;
 	r->placed = 0;
 	r->length = 0;
@@ -52,22 +93,33 @@ int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 	return rc;
 }
 
-/* The held WQE leaves the ring and its completion is published. */
+/* The held WQE leaves the ring (an SRQ's left it when taken) and its completion is
+ * published. */
 void rq_complete(struct qp *qp, struct proto_cqe *cqe)
 {
 	cqe->wr_id = qp->recv.wqe.wr_id;
 	cqe->qp_num = qp->qpn;
 	cqe->src_qp = qp->attr.dest_qpn;
 	qp->recv_held = false;
-	qp->rq_cons++;
-	__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
+	if (!qp->srq) {
+		qp->rq_cons++;
+		__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
+	}
 	cq_push(qp->recv_cq, cqe);
 }
 
+/* Everything the QP's own ring holds completes as flushed; of an SRQ, only the WQE this
+ * QP took: the rest belongs to the other QPs as much as to this one. */
 void rq_flush(struct qp *qp)
 {
 	uint32_t prod = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 
+	if (qp->srq) {
+		if (qp->recv_held)
+			rq_complete(qp, &(struct proto_cqe){ .status = IBV_WC_WR_FLUSH_ERR,
+							     .opcode = IBV_WC_RECV });
+		return;
+	}
 	qp->recv_held = false;
 	if (prod - qp->rq_cons > qp->rq_entries)
 		prod = qp->rq_cons;

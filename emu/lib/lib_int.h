@@ -32,6 +32,7 @@ struct rocemu_context {
 	LIST_HEAD(, mr_priv) mrs;
 	LIST_HEAD(, rocemu_cq) cqs;
 	LIST_HEAD(, qp_priv) qps;
+	LIST_HEAD(, rocemu_srq) srqs;
 };
 
 struct rocemu_pd {
@@ -65,6 +66,16 @@ struct rocemu_cq {
 	LIST_ENTRY(rocemu_cq) link;
 };
 
+struct rocemu_srq {
+	struct rocemu_context *ctx;
+	uint32_t handle;
+	void *map;
+	size_t map_len;
+	struct ring ring;       /* we produce, the daemon consumes */
+	int event_fd;
+	LIST_ENTRY(rocemu_srq) link;
+};
+
 struct qp_priv {
 	struct rocemu_qp pub;
 	void *map;
@@ -73,6 +84,7 @@ struct qp_priv {
 	struct ring rq;
 	int doorbell_fd;
 	uint32_t max_inline;
+	bool has_srq;           /* its receives come from an SRQ */
 	LIST_ENTRY(qp_priv) link;
 };
 
@@ -148,5 +160,6 @@ bool gid_is_ipv4(const union ibv_gid *gid);
 /* cq.c and qp.c: local teardown, once the daemon no longer holds the object. */
 void cq_release(struct rocemu_cq *cq);
 void qp_release(struct qp_priv *qp);
+void srq_release(struct rocemu_srq *srq);
 
 #endif

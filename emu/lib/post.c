@@ -183,20 +183,35 @@ int rocemu_post_send(struct rocemu_qp *pub, struct ibv_send_wr *wr, struct ibv_s
 	return err;
 }
 
-static int post_one_recv(struct qp_priv *qp, const struct ibv_recv_wr *wr)
+/* One receive WQE into ring r (a QP's RQ or an SRQ). */
+static int post_one_recv(struct rocemu_context *ctx, struct ring *r, const struct ibv_recv_wr *wr)
 {
 	struct proto_rwqe *slot;
 
-	if (check_sg_list(qp->pub.context, wr->num_sge, wr->sg_list))
+	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
 		return EINVAL;
-	if (ring_full(&qp->rq))
-		return rpc_fail(qp->pub.context, ENOMEM, "the receive queue is full (%u entries)",
-				qp->rq.count);
-	slot = (struct proto_rwqe *)qp->rq.entries + (qp->rq.next & (qp->rq.count - 1));
+	if (ring_full(r))
+		return rpc_fail(ctx, ENOMEM, "the receive queue is full (%u entries)", r->count);
+	slot = (struct proto_rwqe *)r->entries + (r->next & (r->count - 1));
 	*slot = (struct proto_rwqe){ .wr_id = wr->wr_id, .num_sge = (uint32_t)wr->num_sge };
 	copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
-	qp->rq.next++;
+	r->next++;
 	return 0;
+}
+
+static int post_recv_list(struct rocemu_context *ctx, struct ring *r, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad)
+{
+	int err = ctx->dead ? rpc_gone(ctx) : 0;
+
+	while (wr && !err) {
+		err = post_one_recv(ctx, r, wr);
+		if (!err)
+			wr = wr->next;
+	}
+	if (err && bad)
+		*bad = wr;
+	return err;
 }
 
 int rocemu_post_recv(struct rocemu_qp *pub, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
@@ -208,16 +223,31 @@ int rocemu_post_recv(struct rocemu_qp *pub, struct ibv_recv_wr *wr, struct ibv_r
 	if (!pub)
 		return EINVAL;
 	qp = to_qp(pub);
-	start = qp->rq.next;
-	err = check_alive(qp);
-	while (wr && !err) {
-		err = post_one_recv(qp, wr);
-		if (!err)
-			wr = wr->next;
+	if (qp->has_srq) {
+		if (bad)
+			*bad = wr;
+		return rpc_fail(pub->context, EINVAL, "QP 0x%06x takes its receives from an SRQ: "
+				"post them there", pub->qp_num);
 	}
-	if (err && bad)
-		*bad = wr;
+	start = qp->rq.next;
+	err = post_recv_list(pub->context, &qp->rq, wr, bad);
 	if (qp->rq.next != start)
 		ring_doorbell(qp, &qp->rq);
+	return err;
+}
+
+/* Nothing waits on an SRQ: the daemon looks when a SEND needs a WQE. */
+int rocemu_post_srq_recv(struct rocemu_srq *srq, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad)
+{
+	uint32_t start;
+	int err;
+
+	if (!srq)
+		return EINVAL;
+	start = srq->ring.next;
+	err = post_recv_list(srq->ctx, &srq->ring, wr, bad);
+	if (srq->ring.next != start)
+		ring_store(&srq->ring.ctl->prod, srq->ring.next);
 	return err;
 }

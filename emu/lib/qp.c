@@ -55,8 +55,9 @@ static int check_init_attr(struct rocemu_pd *pd, const struct rocemu_qp_init_att
 {
 	if (!attr || !attr->send_cq || !attr->recv_cq)
 		return rpc_fail(pd->ctx, EINVAL, "a QP needs a send and a receive CQ");
-	if (attr->send_cq->ctx != pd->ctx || attr->recv_cq->ctx != pd->ctx)
-		return rpc_fail(pd->ctx, EINVAL, "the CQs belong to another context");
+	if (attr->send_cq->ctx != pd->ctx || attr->recv_cq->ctx != pd->ctx ||
+	    (attr->srq && attr->srq->ctx != pd->ctx))
+		return rpc_fail(pd->ctx, EINVAL, "the CQs or the SRQ belong to another context");
 	if (attr->max_send_sge > PROTO_MAX_SGE || attr->max_recv_sge > PROTO_MAX_SGE)
 		return rpc_fail(pd->ctx, EINVAL, "max_send_sge %u or max_recv_sge %u is above %d",
 				attr->max_send_sge, attr->max_recv_sge, PROTO_MAX_SGE);
@@ -77,6 +78,7 @@ static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr
 		.max_send_wr = attr->max_send_wr,
 		.max_recv_wr = attr->max_recv_wr,
 		.sq_sig_all = attr->sq_sig_all != 0,
+		.srq = attr->srq ? attr->srq->handle : 0,
 	};
 	struct proto_create_qp_reply r;
 	int fds[2] = { -1, -1 };
@@ -122,6 +124,7 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	qp->pub.pd = pd;
 	qp->pub.state = IBV_QPS_RESET;
 	qp->max_inline = attr->max_inline_data;
+	qp->has_srq = attr->srq != NULL;
 	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
 	return &qp->pub;
 }
