@@ -74,6 +74,7 @@ transfer() {
 	[ "$held0" -eq 0 ] || fail "$what: the guard socket held $held0 bytes before the transfer"
 	GUARD_GOT=$((drops1 - drops0 + (held1 > 0 ? 1 : 0)))
 	B_TOOK=$((took1 - took0)) A_SENT=$(((sent1 - sent0) - (senterr1 - senterr0)))
+	UDP_ERRORS=$((err1 - err0)) UDP_FULL=$((buf1 - buf0))
 	[ "$B_TOOK" -ge 2000 ] || fail "$what: rocemud b took only $B_TOOK requests for 2000 WRITEs"
 	echo "ingress: $what: 2000 x 4 KiB byte-exact; a sent $A_SENT frames, b took $B_TOOK;" \
 		"the guard socket got $GUARD_GOT (UDP InErrors +$((err1 - err0)), RcvbufErrors +$((buf1 - buf0)))"
@@ -85,10 +86,15 @@ took_b() {
 }
 
 # guard_got_all WHAT: without the ingress drop, the guard socket got every frame the
-# kernel's IP input saw, within the bounds transfer measured.
+# kernel's IP input saw, within the bounds transfer measured; and every one of UDP's
+# errors was the full buffer's: a kernel UDP socket (rxe's, too) could cut each of rocemud
+# a's GSO frames into its packets (it cannot when the first header's lengths cover only
+# the first packet: IP input trims the frame to them).
 guard_got_all() {
 	[ "$GUARD_GOT" -ge "$B_TOOK" ] && [ "$GUARD_GOT" -le "$A_SENT" ] ||
 		fail "$1: the guard socket got $GUARD_GOT frames, not between the $B_TOOK rocemud b took and the $A_SENT rocemud a sent"
+	[ "$UDP_ERRORS" -eq "$UDP_FULL" ] ||
+		fail "$1: UDP InErrors +$UDP_ERRORS but RcvbufErrors +$UDP_FULL: the kernel could not take some frames whole"
 }
 
 topology_up netns

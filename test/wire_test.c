@@ -397,6 +397,12 @@ START_TEST(test_gso_frame_cuts_into_the_packets_sent)
 	gso_got = 0;
 	ck_assert(wire_gso_split(frame, len, gso_len[0] - WIRE_GSO_HDR_LEN, take_segment, NULL));
 	ck_assert_uint_eq(gso_got, GSO_PKTS);
+	/* as rocemud sends it: the first header describes the whole frame */
+	len = build_gso_frame(frame);
+	wire_gso_set_first(frame, len);
+	gso_got = 0;
+	ck_assert(wire_gso_split(frame, len, gso_len[0] - WIRE_GSO_HDR_LEN, take_segment, NULL));
+	ck_assert_uint_eq(gso_got, GSO_PKTS);
 }
 END_TEST
 
@@ -416,12 +422,17 @@ START_TEST(test_gso_grouping_rules)
 	memcpy(other, gso_pkt[1], gso_len[1]);
 	other[WIRE_ETH_LEN + WIRE_IPV4_LEN + 1] ^= 1; /* another source port */
 	ck_assert(!wire_gso_can_follow(gso_pkt[0], gso_len[0], other, gso_len[1], 1));
-	wire_gso_set_pseudo_sum(gso_pkt[0]);
+	memcpy(other, gso_pkt[0], gso_len[0]);
+	wire_gso_set_first(gso_pkt[0], 3000);
 	ck_assert(gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 6] |
 		  gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 7]);
-	wire_gso_clear_checksum(gso_pkt[0]);
-	ck_assert(!(gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 6] |
-		    gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 7]));
+	ck_assert_uint_eq(gso_pkt[0][WIRE_ETH_LEN + 2] << 8 | gso_pkt[0][WIRE_ETH_LEN + 3],
+			  3000 - WIRE_ETH_LEN);
+	ck_assert_uint_eq(gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 4] << 8 |
+			  gso_pkt[0][WIRE_ETH_LEN + WIRE_IPV4_LEN + 5],
+			  3000 - WIRE_ETH_LEN - WIRE_IPV4_LEN);
+	wire_gso_restore_first(gso_pkt[0], gso_len[0]);
+	ck_assert_mem_eq(gso_pkt[0], other, gso_len[0]);
 }
 END_TEST
 

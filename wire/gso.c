@@ -25,17 +25,33 @@ bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *
 	       get16(next + IP_AT + 4) == (uint16_t)(get16(first + IP_AT + 4) + k);
 }
 
-/* The kernel finishes each packet's UDP checksum from the pseudo-header sum left in the
- * field (a veth or lo passes the frame on without doing so; the ICRC ignores the field). */
-void wire_gso_set_pseudo_sum(uint8_t *first)
+static void set_lengths(uint8_t *first, size_t frame_len)
 {
-	uint32_t sum = sum16(first + IP_AT + 12, 8, IPV4_PROTO_UDP + get16(first + UDP_AT + 4));
+	uint8_t *ip = first + IP_AT;
 
+	put16(ip + 2, (uint16_t)(frame_len - IP_AT));
+	put16(first + UDP_AT + 4, (uint16_t)(frame_len - UDP_AT));
+	put16(ip + 10, 0);
+	put16(ip + 10, (uint16_t)~fold16(sum16(ip, WIRE_IPV4_LEN, 0)));
+}
+
+/* Like Linux's own UDP GSO packets, the first header describes the whole frame: IP input
+ * trims a frame to its IPv4 total length, and a UDP socket can only cut a frame that
+ * kept all its bytes. Cutting gives every packet its own lengths and checksums back; the
+ * UDP checksum field holds the pseudo-header sum the kernel finishes for each (a veth or
+ * lo passes the frame on without doing so; the ICRC ignores the field). */
+void wire_gso_set_first(uint8_t *first, size_t total)
+{
+	uint32_t sum;
+
+	set_lengths(first, total);
+	sum = sum16(first + IP_AT + 12, 8, IPV4_PROTO_UDP + get16(first + UDP_AT + 4));
 	put16(first + UDP_AT + 6, fold16(sum));
 }
 
-void wire_gso_clear_checksum(uint8_t *first)
+void wire_gso_restore_first(uint8_t *first, size_t first_len)
 {
+	set_lengths(first, first_len);
 	put16(first + UDP_AT + 6, 0);
 }
 

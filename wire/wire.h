@@ -248,10 +248,12 @@ typedef void (*wire_deliver_fn)(void *ctx, const uint8_t *frame, size_t len);
 bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *next,
 			 size_t next_len, unsigned k);
 
-/* The first frame's UDP checksum field as a GSO frame needs it: the pseudo-header sum that
- * the kernel finishes for each packet; wire_gso_clear_checksum() puts back RoCEv2's 0. */
-void wire_gso_set_pseudo_sum(uint8_t *first);
-void wire_gso_clear_checksum(uint8_t *first);
+/* The first frame's headers as a GSO frame of total bytes needs them: IPv4 and UDP lengths
+ * of the whole frame, the IPv4 checksum for them, and in the UDP checksum field the
+ * pseudo-header sum the kernel finishes for each packet. wire_gso_restore_first() puts
+ * back the first packet's own lengths (first_len bytes) and RoCEv2's UDP checksum 0. */
+void wire_gso_set_first(uint8_t *first, size_t total);
+void wire_gso_restore_first(uint8_t *first, size_t first_len);
 
 /* Cuts a received GSO frame of len bytes into its packets of seg_bytes of UDP payload (the
  * last may be shorter), in place, and hands each to deliver as Linux would have made it:

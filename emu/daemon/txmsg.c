@@ -32,9 +32,10 @@ static unsigned group_size(const struct dev *dev, unsigned first)
 	return n;
 }
 
-static void set_gso_header(struct virtio_net_hdr *vh, uint8_t *first, size_t first_len)
+static void set_gso_header(struct virtio_net_hdr *vh, uint8_t *first, size_t first_len,
+			   size_t total)
 {
-	wire_gso_set_pseudo_sum(first);
+	wire_gso_set_first(first, total);
 	*vh = (struct virtio_net_hdr){
 		.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
 		.gso_type = VIRTIO_NET_HDR_GSO_UDP_L4,
@@ -64,15 +65,19 @@ unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first)
 
 		h->msg_iov = iov;
 		dev->tx_msg_first[m] = (uint8_t)f;
+		size_t total = dev->tx_len[f];
+
 		memset(vh, 0, sizeof(*vh));
-		if (n > 1)
-			set_gso_header(vh, dev->tx_frames[f], dev->tx_len[f]);
 		if (dev->tx_vnet)
 			iov = put_iov(iov, vh, sizeof(*vh));
 		iov = put_iov(iov, dev->tx_frames[f], dev->tx_len[f]);
-		for (unsigned k = 1; k < n; k++)
+		for (unsigned k = 1; k < n; k++) {
 			iov = put_iov(iov, dev->tx_frames[f + k] + WIRE_GSO_HDR_LEN,
 				      dev->tx_len[f + k] - WIRE_GSO_HDR_LEN);
+			total += dev->tx_len[f + k] - WIRE_GSO_HDR_LEN;
+		}
+		if (n > 1)
+			set_gso_header(vh, dev->tx_frames[f], dev->tx_len[f], total);
 		h->msg_iovlen = (size_t)(iov - h->msg_iov);
 		f += n;
 	}
@@ -96,13 +101,16 @@ unsigned txmsg_gso_count(const struct dev *dev, unsigned from, unsigned to)
 }
 
 /* A kernel without UDP GSO on packet sockets (before Linux 6.2) refuses a GSO frame: from
- * then on every frame goes alone, with the UDP checksum 0 it was built with. Returns the
- * new number of messages. */
+ * then on every frame goes alone, with the lengths and UDP checksum 0 it was built with.
+ * Returns the new number of messages. */
 unsigned txmsg_without_gso(struct dev *dev, unsigned m, unsigned msgs)
 {
-	for (unsigned i = m; i < msgs; i++)
+	for (unsigned i = m; i < msgs; i++) {
+		unsigned f = dev->tx_msg_first[i];
+
 		if (dev->tx_vnet_hdr[i].gso_type != VIRTIO_NET_HDR_GSO_NONE)
-			wire_gso_clear_checksum(dev->tx_frames[dev->tx_msg_first[i]]);
+			wire_gso_restore_first(dev->tx_frames[f], dev->tx_len[f]);
+	}
 	dev->tx_gso = false;
 	return txmsg_build(dev, m, dev->tx_msg_first[m]);
 }
