@@ -76,6 +76,10 @@ struct proto_hello_reply {
 	uint64_t pin_limit;
 	uint32_t max_qp_rd_atom;  /* READs and atomics outstanding per QP, each way */
 	uint32_t atomic_cap;      /* enum ibv_atomic_cap */
+	uint32_t max_srq;         /* per connection, counted with its CQs and QPs */
+	uint32_t max_srq_wr;
+	uint32_t max_inline_data;
+	uint32_t pad;
 };
 
 struct proto_port_reply {

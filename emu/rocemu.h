@@ -57,6 +57,9 @@ struct rocemu_device_attr {
 	uint64_t pin_limit;      /* bytes this client may pin (0 = no limit of its own) */
 	uint32_t max_qp_rd_atom; /* READs and atomics a QP may have outstanding, and serve */
 	enum ibv_atomic_cap atomic_cap;
+	uint32_t max_srq;        /* SRQs, CQs and QPs of one context together */
+	uint32_t max_srq_wr;
+	uint32_t max_inline_data;
 };
 
 struct rocemu_port_attr {

@@ -190,6 +190,8 @@ static void on_hello(struct fake *f, const void *req, int fd)
 		.version = f->hello_version ? f->hello_version : PROTO_VERSION,
 		.max_qp = 64, .max_qp_wr = 1024, .max_cqe = 4096, .max_mr = 128, .max_sge = 4,
 		.max_mr_size = UINT64_C(1) << 30, .pin_limit = UINT64_C(1) << 26,
+		.max_qp_rd_atom = 16, .atomic_cap = IBV_ATOMIC_GLOB, .max_srq = 32,
+		.max_srq_wr = 512, .max_inline_data = 128,
 	};
 
 	(void)fd;
@@ -776,6 +778,11 @@ START_TEST(test_query_device)
 	ck_assert_uint_eq(a.max_sge, 4);
 	ck_assert_uint_eq(a.max_mr_size, UINT64_C(1) << 30);
 	ck_assert_uint_eq(a.pin_limit, UINT64_C(1) << 26);
+	ck_assert_uint_eq(a.max_qp_rd_atom, 16);
+	ck_assert_int_eq(a.atomic_cap, IBV_ATOMIC_GLOB);
+	ck_assert_uint_eq(a.max_srq, 32);
+	ck_assert_uint_eq(a.max_srq_wr, 512);
+	ck_assert_uint_eq(a.max_inline_data, 128);
 }
 END_TEST
 

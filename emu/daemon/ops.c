@@ -61,6 +61,9 @@ int op_hello(struct client *c, const struct request *req, struct reply *rep)
 	/* every atomic runs on the daemon's one thread with the CPU's atomic instructions,
 	 * so it is atomic against every other QP and against the owning process */
 	r->atomic_cap = IBV_ATOMIC_GLOB;
+	r->max_srq = CLIENT_MAX_QUEUES;
+	r->max_srq_wr = PROTO_MAX_RING;
+	r->max_inline_data = PROTO_MAX_INLINE;
 	return 0;
 }
 

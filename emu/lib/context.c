@@ -101,6 +101,9 @@ static int hello(struct rocemu_context *ctx)
 		.pin_limit = r.pin_limit,
 		.max_qp_rd_atom = r.max_qp_rd_atom,
 		.atomic_cap = (enum ibv_atomic_cap)r.atomic_cap,
+		.max_srq = r.max_srq,
+		.max_srq_wr = r.max_srq_wr,
+		.max_inline_data = r.max_inline_data,
 	};
 	return 0;
 }
