@@ -369,7 +369,7 @@ struct proto_swqe {
 	uint64_t wr_id;
 	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM|_INV],
 			      * IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, _FETCH_AND_ADD */
-	uint32_t flags;      /* IBV_SEND_SIGNALED, IBV_SEND_FENCE, IBV_SEND_INLINE */
+	uint32_t flags;      /* IBV_SEND_SIGNALED, _FENCE, _INLINE, _SOLICITED */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t imm;        /* network byte order, as ibv_send_wr */
@@ -401,6 +401,8 @@ struct proto_cqe {
 	uint32_t wc_flags;   /* IBV_WC_WITH_IMM */
 	uint32_t vendor_err;
 	uint32_t src_qp;     /* receive completions: the sending QP */
+	uint32_t solicited;  /* the message asked for a solicited event (BTH SE) */
+	uint32_t pad;
 };
 
 /* Ring memfd layouts. QP: ctl, SQ entries, then (at rq_offset) ctl, RQ entries.

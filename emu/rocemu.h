@@ -114,6 +114,12 @@ int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc);
 /* Sleeps until the CQ has a completion or timeout_ms passes (-1: no limit); 0 when there
  * is one, ETIMEDOUT, or EPIPE when the daemon went away. */
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
+/* Verbs' completion events: rocemu_req_notify_cq arms the CQ for the next completion added
+ * (solicited_only: the next receive of a message sent with IBV_SEND_SOLICITED), and
+ * rocemu_get_cq_event waits up to timeout_ms (-1: no limit) for it: 0 (the CQ is disarmed:
+ * arm it again for the next), ETIMEDOUT, EINVAL when not armed, or EPIPE. */
+int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only);
+int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
 
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
 /* As ibv_modify_qp for an RC QP: attr->ah_attr.grh.dgid is the peer's IPv4-mapped GID. */

@@ -1382,6 +1382,68 @@ out:
 	region_close(&ro);
 }
 
+/* ---- completion events ---- */
+
+/* One SEND of 16 bytes from A, waited for on A; flags adds to IBV_SEND_SIGNALED. */
+static bool send_flagged(struct conn *c, struct region *src, uint64_t wr_id, unsigned flags)
+{
+	struct ibv_sge out = { (uintptr_t)src->p, 16, src->mr->lkey };
+	struct ibv_send_wr wr = send_wr(wr_id, &out, 1, IBV_WR_SEND);
+
+	wr.send_flags |= flags;
+	return post_wr(&c->a, &wr) == 0 &&
+	       expect_wc(&c->a, wr_id, IBV_WC_SUCCESS, flags ? "a solicited SEND" : "a SEND", NULL);
+}
+
+/* B's CQ armed for solicited completions only sleeps through an ordinary SEND and wakes
+ * for a solicited one; armed for any, it wakes for an ordinary one; not armed, asking for
+ * an event is EINVAL. */
+static void case_events(struct env *e)
+{
+	const struct conn_opts o = default_opts();
+	struct region src = { 0 }, recv = { 0 };
+	struct ibv_wc wc;
+	struct conn c;
+	int ev[4];
+
+	if (region_open(&src, &e->a, 4096, SEED_SOURCE, ACCESS_TARGET) < 0 ||
+	    region_open(&recv, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    conn_open(e, &o, &c) < 0)
+		goto out;
+	for (int i = 0; i < 3; i++) {
+		struct ibv_sge in = { (uintptr_t)recv.p, 4096, recv.mr->lkey };
+
+		if (post_recv(&c.b, 10 + (uint64_t)i, &in, 1) < 0)
+			goto close;
+	}
+	ev[0] = rocemu_get_cq_event(c.b.cq, 0);
+	if (rocemu_req_notify_cq(c.b.cq, 1) != 0 || !send_flagged(&c, &src, 1, 0))
+		goto close;
+	ev[1] = rocemu_get_cq_event(c.b.cq, QUIET_MS);
+	if (!send_flagged(&c, &src, 2, IBV_SEND_SOLICITED))
+		goto close;
+	ev[2] = rocemu_get_cq_event(c.b.cq, WAIT_MS);
+	if (rocemu_req_notify_cq(c.b.cq, 0) != 0 || !send_flagged(&c, &src, 3, 0))
+		goto close;
+	ev[3] = rocemu_get_cq_event(c.b.cq, WAIT_MS);
+	if (ev[0] != EINVAL || ev[1] != ETIMEDOUT || ev[2] != 0 || ev[3] != 0) {
+		e2e_mismatch("events: not armed %d, solicited-only after a plain SEND %d, after a "
+			     "solicited SEND %d, armed for any after a plain SEND %d (expected "
+			     "EINVAL, ETIMEDOUT, 0, 0)", ev[0], ev[1], ev[2], ev[3]);
+		goto close;
+	}
+	for (int i = 0; i < 3; i++)
+		if (!expect_wc(&c.b, 10 + (uint64_t)i, IBV_WC_SUCCESS, "B's receive", &wc))
+			goto close;
+	e2e_note("solicited-only: no event for a plain SEND, one for a solicited SEND; any: "
+		 "one for a plain SEND; not armed: EINVAL");
+close:
+	conn_close(&c);
+out:
+	region_close(&src);
+	region_close(&recv);
+}
+
 /* ---- shared receive queues ---- */
 
 #define SRQ_WQES   12
@@ -2160,6 +2222,7 @@ static const struct test_case {
 	{ "read-errors", case_read_errors, false },
 	{ "inline", case_inline, false },
 	{ "srq", case_srq, false },
+	{ "events", case_events, false },
 	{ "atomics", case_atomics, false },
 	{ "atomic-errors", case_atomic_errors, false },
 };

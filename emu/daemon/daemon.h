@@ -105,6 +105,7 @@ struct send_wqe {
 	uint64_t swap;
 	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
 	bool fence;                  /* IBV_SEND_FENCE: waits for earlier READs */
+	bool solicited;              /* IBV_SEND_SOLICITED: SE on the last packet */
 	bool answered;               /* a READ's last response placed, an atomic's ACK taken */
 	uint32_t read_placed;        /* a READ's responses placed, in order */
 	bool started;                /* first_psn is assigned */

@@ -103,6 +103,7 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->opcode = in.opcode;
 	w->signaled = qp->sq_sig_all || (in.flags & IBV_SEND_SIGNALED);
 	w->fence = in.flags & IBV_SEND_FENCE;
+	w->solicited = in.flags & IBV_SEND_SOLICITED;
 	w->remote_addr = in.remote_addr;
 	w->rkey = in.rkey;
 	w->imm = in.imm;
@@ -217,6 +218,7 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
 	bth.ack_req = k + 1 == w->npkts || (psn % QP_ACKREQ_EVERY) == QP_ACKREQ_EVERY - 1;
+	bth.solicited = w->solicited && k + 1 == w->npkts;
 	if (!tx_begin(qp, &bth, &ext, n, &p))
 		return -EFAULT;
 	if (w->inlined)

@@ -236,7 +236,7 @@ static void complete_receive(struct qp *qp, const struct wire_pkt *pkt,
 	struct proto_cqe cqe = { .status = status,
 				 .opcode = write ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
 				 .byte_len = write ? qp->write_len : (uint32_t)qp->recv.placed,
-				 .wc_flags = IBV_WC_GRH };
+				 .wc_flags = IBV_WC_GRH, .solicited = pkt->bth.solicited };
 
 	if (has_imm(pkt->op)) {
 		cqe.wc_flags |= IBV_WC_WITH_IMM;

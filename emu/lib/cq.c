@@ -201,6 +201,58 @@ static int ms_left(int64_t deadline)
 	return left > 0 ? (int)left : 0;
 }
 
+int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only)
+{
+	if (!cq)
+		return EINVAL;
+	if (cq->ctx->dead)
+		return rpc_gone(cq->ctx);
+	cq->armed = true;
+	cq->armed_solicited = solicited_only != 0;
+	cq->armed_at = ring_load(&cq->ring.ctl->prod);
+	return 0;
+}
+
+/* Whether a completion added since the CQ was armed is one its event waits for: any, or a
+ * solicited one. Entries the ring has since reused count as events: they may have been. */
+static bool event_due(const struct rocemu_cq *cq)
+{
+	uint32_t prod = ring_load(&cq->ring.ctl->prod);
+	const struct proto_cqe *entries = cq->ring.entries;
+
+	if (prod == cq->armed_at)
+		return false;
+	if (!cq->armed_solicited || prod - cq->armed_at > cq->ring.count)
+		return true;
+	for (uint32_t i = cq->armed_at; i != prod; i++)
+		if (entries[i & (cq->ring.count - 1)].solicited)
+			return true;
+	return false;
+}
+
+int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
+{
+	int64_t deadline;
+	int err = 0;
+
+	if (!cq || !cq->armed)
+		return EINVAL;
+	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	for (;;) {
+		if (event_due(cq)) {
+			cq->armed = false;
+			return 0;
+		}
+		if (cq->ctx->dead)
+			return rpc_gone(cq->ctx);
+		if (err || (deadline >= 0 && now_ms() >= deadline))
+			return err ? err : ETIMEDOUT;
+		err = cq_sleep(cq, ms_left(deadline));
+		if (err == ETIMEDOUT)
+			err = 0;
+	}
+}
+
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)
 {
 	int64_t deadline;

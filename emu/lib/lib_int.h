@@ -63,6 +63,9 @@ struct rocemu_cq {
 	struct ring ring;       /* the daemon produces, we consume */
 	int notify_fd;
 	unsigned idle_polls;    /* empty polls so far: every so many, ask if the daemon lives */
+	bool armed;             /* rocemu_req_notify_cq: an event is wanted */
+	bool armed_solicited;   /* ... for a solicited completion only */
+	uint32_t armed_at;      /* the producer index when it was armed */
 	LIST_ENTRY(rocemu_cq) link;
 };
 
