@@ -9,7 +9,9 @@
 #      (rdma-write --tx-depth 1 gives the mean; test/bench/regcost.c lat the median and p99,
 #      with the client polling its CQ as ib_write_lat does, and sleeping on it as with -e),
 #      CPU seconds per GB of each daemon, registering 1 GiB against mlock, the daemon's own
-#      memory with 1,000 MRs and 1,000 QPs;
+#      memory with 1,000 MRs and 1,000 QPs; and issue 14's: 1 MiB READ and SEND goodput
+#      next to WRITE's in the same run, the FETCH_ADD rate and the 64-byte SEND round trip
+#      (test/bench/regcost.c ops);
 #   3. a report: a table on stdout with the ratios of issue 6's targets, BUILD/bench/
 #      results.json, and BUILD/bench/goodput.png.
 # Each figure is the median of REPS runs (5 for the figures the targets use, 3 for the rest).
@@ -266,6 +268,12 @@ for rep in $(seq "$KEY_REPS"); do
 	regcost_lat lat
 done
 
+say "READ, SEND and atomics next to WRITE: 1 MiB goodput, FETCH_ADD rate, SEND round trip (regcost ops)"
+for rep in $(seq "$KEY_REPS"); do
+	out=$("${IN_A[@]}" timeout 120 "$BUILD/bench/regcost" ops "$SOCK_A" "$SOCK_B") &&
+		record ops "$out" || say "regcost ops failed"
+done
+
 # The daemons' --busy-poll mode: neither sleeps for BUSY_POLL_US after traffic.
 BUSY_POLL_US=1000
 stop_daemons
@@ -400,6 +408,12 @@ ub, us = b["udp_pingpong_block"], b["udp_pingpong_busy"]
 lb, lc = r["lat_block"], r["lat_client_busy"]
 ldb, ldc = r["lat_daemon_busy_block"], r["lat_daemon_busy_client_busy"]
 own_mib = objs["own_kb"] / 1024 if objs else None
+ops = kind("ops")
+def ops_med(k): return med([o[k] for o in ops])
+targets14 = [
+    ("1 MiB READ goodput / 1 MiB WRITE goodput (same run)", ops_med("read_vs_write"), ">=", 0.9),
+    ("1 MiB SEND goodput / 1 MiB WRITE goodput (same run)", ops_med("send_vs_write"), ">=", 0.9),
+]
 targets = [
     ("1 MiB goodput (PMTU 4096) / iperf3 TCP", ratio(g1m, b["iperf3_gbps"]), ">=", 1.0),
     ("1 MiB goodput (PMTU 4096) / pump 4150 B Gbit/s", ratio(g1m, pump4150["gbps"]), ">=", 0.6),
@@ -428,6 +442,12 @@ tres[4]["note"] = ("rocemud --busy-poll 1000 and the client both busy-polling; w
                    "client blocking the ratio is %s" %
                    (None if not ldb["median_us"] or not us["median_us"] else
                     round(ldb["median_us"] / us["median_us"], 2)))
+for name, val, op, lim in targets14:
+    met = None if val is None else val >= lim
+    tres.append({"target": name, "value": val, "need": f"{op} {lim}",
+                 "status": "n/a" if met is None else "met" if met else "missed"})
+res["rocemu"]["ops"] = {k: ops_med(k) for k in ("write_mbps", "read_mbps", "send_mbps",
+                                                "fetch_add_per_s", "send_rtt_median_us")}
 res["targets"] = tres
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 
@@ -496,7 +516,14 @@ for side, role in (("a", "requester"), ("b", "responder")):
     if c:
         P("  %-52s %s" % (f"rocemud counters, {role} (whole run, nonzero)",
                           ", ".join(f"{k} {v}" for k, v in c.items() if k != "fault")))
-P("targets (issue 6)")
+o = res["rocemu"]["ops"]
+P("rocemu: READ, SEND and atomics (regcost ops: 1 MiB, 8 in flight, client sleeps on its CQs)")
+P("  %-52s WRITE %s, READ %s, SEND %s MB/s" % ("1 MiB goodput", fmt(o["write_mbps"]),
+                                               fmt(o["read_mbps"]), fmt(o["send_mbps"])))
+P("  %-52s %s /s" % ("8-byte FETCH_ADD rate, 8 in flight", fmt(o["fetch_add_per_s"], "%.0f")))
+P("  %-52s median %s us" % ("64 B SEND answered by a 64 B SEND (RTT)",
+                             fmt(o["send_rtt_median_us"])))
+P("targets (issues 6 and 14)")
 for t in tres:
     P("  %-66s %8s %-7s %s" % (t["target"], fmt(t["value"]), t["need"], t["status"]))
     if "note" in t:

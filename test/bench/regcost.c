@@ -20,6 +20,12 @@
  *       (default 10000) after LAT_WARMUP unmeasured, or as many as fit in SECONDS. Blocking: poll the CQ once, then sleep in
  *       rocemu_wait_cq (what rdma-write does); --busy: spin on rocemu_poll_cq. Prints the
  *       median, p99, mean, min and max in microseconds as JSON.
+ *   regcost ops SOCK_A SOCK_B [-n COUNT] [-s SIZE]
+ *       issue 14's figures, from a QP on A to one on B, waiting as rdma-write does: goodput of COUNT
+ *       (default 200) RDMA WRITEs, READs and SENDs of SIZE (default 1 MiB) with OPS_DEPTH
+ *       in flight, their ratios to the WRITEs', the rate of 8-byte FETCH_ADDs with
+ *       OPS_DEPTH in flight, and the median round trip of a 64-byte SEND answered by a
+ *       64-byte SEND, as JSON.
  *
  * Every failure prints what failed (with the daemon's explanation) and exits 1; bad
  * usage exits 2. */
@@ -54,7 +60,10 @@
 #define PSN_A        0x10203
 #define PSN_B        0x40506
 #define NS_PER_S     1000000000ull
-#define ACCESS_ALL   (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+#define ACCESS_ALL   (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+#define OPS_DEPTH    8
+#define RD_ATOMIC    16
 
 static void usage(void) __attribute__((noreturn));
 static void usage(void)
@@ -62,7 +71,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: " PROG " reg SOCK [-g GIB] [-r REPS]\n"
 		"       " PROG " objs SOCK DAEMON_PID [-m MRS] [-q QPS]\n"
-		"       " PROG " lat SOCK_A SOCK_B [-n COUNT] [-s SIZE] [-t SECONDS] [--busy]\n");
+		"       " PROG " lat SOCK_A SOCK_B [-n COUNT] [-s SIZE] [-t SECONDS] [--busy]\n"
+		"       " PROG " ops SOCK_A SOCK_B [-n COUNT] [-s SIZE]\n");
 	exit(2);
 }
 
@@ -403,7 +413,7 @@ struct end {
 
 static void end_open(struct end *e, const char *sock, size_t size)
 {
-	struct rocemu_qp_init_attr ia = { .max_send_wr = 16, .max_recv_wr = 1,
+	struct rocemu_qp_init_attr ia = { .max_send_wr = 16, .max_recv_wr = 16,
 					  .max_send_sge = 1 };
 	size_t len = (size + PAGE - 1) / PAGE * PAGE;
 	int err;
@@ -428,26 +438,29 @@ static void end_connect(struct end *e, const struct end *peer, enum ibv_mtu mtu,
 			uint32_t sq_psn, uint32_t rq_psn)
 {
 	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				    .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+				    .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						       IBV_ACCESS_REMOTE_READ |
+						       IBV_ACCESS_REMOTE_ATOMIC };
 	struct ibv_qp_attr rtr = {
 		.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = peer->qp->qp_num,
-		.rq_psn = rq_psn, .min_rnr_timer = 12,
+		.rq_psn = rq_psn, .min_rnr_timer = 12, .max_dest_rd_atomic = RD_ATOMIC,
 		.ah_attr = { .is_global = 1, .port_num = 1,
 			     .grh = { .dgid = peer->port.gid, .hop_limit = 64 } },
 	};
 	struct ibv_qp_attr rts = { .qp_state = IBV_QPS_RTS, .sq_psn = sq_psn,
 				   .timeout = QP_TIMEOUT, .retry_cnt = QP_RETRY_CNT,
-				   .rnr_retry = 7 };
+				   .rnr_retry = 7, .max_rd_atomic = RD_ATOMIC };
 	int err;
 
 	if ((err = rocemu_modify_qp(e->qp, &init, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS)))
 		vdie(e->ctx, "rocemu_modify_qp(INIT)", err);
 	if ((err = rocemu_modify_qp(e->qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 						 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						 IBV_QP_MIN_RNR_TIMER)))
+						 IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC)))
 		vdie(e->ctx, "rocemu_modify_qp(RTR)", err);
 	if ((err = rocemu_modify_qp(e->qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-						 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY)))
+						 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+						 IBV_QP_MAX_QP_RD_ATOMIC)))
 		vdie(e->ctx, "rocemu_modify_qp(RTS)", err);
 }
 
@@ -541,12 +554,158 @@ static int cmd_lat(int argc, char **argv)
 	return 0;
 }
 
+/* ---- ops: READ, SEND and atomics next to WRITE ---- */
+
+/* One completion on e's CQ, polling once and then sleeping on it (two daemons and this
+ * client share the machine's cores: a spinning client would take the daemons' time); its
+ * status must be success. */
+static struct ibv_wc await_ok(struct end *e, const char *what)
+{
+	struct ibv_wc wc;
+	int n, err;
+
+	while ((n = rocemu_poll_cq(e->cq, 1, &wc)) == 0)
+		if ((err = rocemu_wait_cq(e->cq, LAT_WAIT_MS)))
+			vdie(e->ctx, "rocemu_wait_cq", err);
+	if (n < 0)
+		vdie(e->ctx, "rocemu_poll_cq", errno);
+	if (wc.status != IBV_WC_SUCCESS)
+		die("%s: completion status %d", what, (int)wc.status);
+	return wc;
+}
+
+static void post_recv_at(struct end *e, size_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)e->buf, (uint32_t)len, e->mr->lkey };
+	struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+	int err = rocemu_post_recv(e->qp, &wr, &bad);
+
+	if (err)
+		vdie(e->ctx, "rocemu_post_recv", err);
+}
+
+static void post_op(struct end *a, const struct end *b, enum ibv_wr_opcode op, size_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)a->buf, (uint32_t)len, a->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	int err;
+
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		wr.wr.atomic.remote_addr = (uintptr_t)b->buf;
+		wr.wr.atomic.rkey = b->mr->rkey;
+		wr.wr.atomic.compare_add = 1;
+	} else {
+		wr.wr.rdma.remote_addr = (uintptr_t)b->buf;
+		wr.wr.rdma.rkey = b->mr->rkey;
+	}
+	if ((err = rocemu_post_send(a->qp, &wr, &bad)))
+		vdie(a->ctx, "rocemu_post_send", err);
+}
+
+/* count operations of len bytes, OPS_DEPTH in flight: seconds from the first post to the
+ * last completion. B keeps a receive posted per SEND in flight. */
+static double run_ops(struct end *a, struct end *b, enum ibv_wr_opcode op, size_t len,
+		      unsigned count)
+{
+	unsigned posted = 0, done = 0, received = 0;
+	uint64_t t0 = now_ns();
+
+	if (op == IBV_WR_SEND)
+		for (unsigned i = 0; i < OPS_DEPTH; i++)
+			post_recv_at(b, len);
+	while (done < count) {
+		while (posted < count && posted - done < OPS_DEPTH) {
+			post_op(a, b, op, len);
+			posted++;
+		}
+		await_ok(a, "an operation");
+		done++;
+		if (op != IBV_WR_SEND)
+			continue;
+		while (received < done) {
+			await_ok(b, "B's receive");
+			received++;
+			post_recv_at(b, len);
+		}
+	}
+	return (double)(now_ns() - t0) / NS_PER_S;
+}
+
+/* The median round trip of a 64-byte SEND from A answered by one from B, both polled. */
+static double send_rtt_us(struct end *a, struct end *b, unsigned count)
+{
+	uint64_t *rtt = calloc(count, sizeof(*rtt)), median;
+
+	if (!rtt)
+		die("calloc: %s", strerror(errno));
+	post_recv_at(a, 64);
+	post_recv_at(b, 64);
+	for (unsigned k = 0; k < count + LAT_WARMUP; k++) {
+		uint64_t t0 = now_ns();
+
+		post_op(a, b, IBV_WR_SEND, 64);
+		await_ok(b, "B's receive");
+		post_recv_at(b, 64);
+		post_op(b, a, IBV_WR_SEND, 64);
+		/* A's send completion and its receive, in either order */
+		await_ok(a, "A's completions");
+		await_ok(a, "A's completions");
+		post_recv_at(a, 64);
+		await_ok(b, "B's send");
+		if (k >= LAT_WARMUP)
+			rtt[k - LAT_WARMUP] = now_ns() - t0;
+	}
+	qsort(rtt, count, sizeof(*rtt), cmp_u64);
+	median = rtt[count / 2];
+	free(rtt);
+	return median / 1e3;
+}
+
+static int cmd_ops(int argc, char **argv)
+{
+	unsigned count = 200, size = 1u << 20;
+	struct end a = { 0 }, b = { 0 };
+	double wr, rd, sd, fa;
+	enum ibv_mtu mtu;
+	int c;
+
+	while ((c = getopt(argc, argv, "n:s:")) != -1) {
+		switch (c) {
+		case 'n': count = (unsigned)num_arg(optarg, 1, 1000000); break;
+		case 's': size = (unsigned)num_arg(optarg, 1, 1u << 30); break;
+		default: usage();
+		}
+	}
+	if (argc - optind != 2)
+		usage();
+	end_open(&a, argv[optind], size);
+	end_open(&b, argv[optind + 1], size);
+	mtu = a.port.active_mtu < b.port.active_mtu ? a.port.active_mtu : b.port.active_mtu;
+	end_connect(&a, &b, mtu, PSN_A, PSN_B);
+	end_connect(&b, &a, mtu, PSN_B, PSN_A);
+	wr = run_ops(&a, &b, IBV_WR_RDMA_WRITE, size, count);
+	rd = run_ops(&a, &b, IBV_WR_RDMA_READ, size, count);
+	sd = run_ops(&a, &b, IBV_WR_SEND, size, count);
+	fa = run_ops(&a, &b, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, 20000);
+	printf("{\"mode\":\"ops\",\"size\":%u,\"count\":%u,\"mtu\":%u,\"write_mbps\":%.1f,"
+	       "\"read_mbps\":%.1f,\"send_mbps\":%.1f,\"read_vs_write\":%.3f,"
+	       "\"send_vs_write\":%.3f,\"fetch_add_per_s\":%.0f,\"send_rtt_median_us\":%.2f}\n",
+	       size, count, 128u << mtu, (double)size * count / wr / (1 << 20),
+	       (double)size * count / rd / (1 << 20), (double)size * count / sd / (1 << 20),
+	       wr / rd, wr / sd, 20000 / fa, send_rtt_us(&a, &b, 2000));
+	rocemu_close(a.ctx);
+	rocemu_close(b.ctx);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*run)(int, char **);
-	} cmds[] = { { "reg", cmd_reg }, { "objs", cmd_objs }, { "lat", cmd_lat } };
+	} cmds[] = { { "reg", cmd_reg }, { "objs", cmd_objs }, { "lat", cmd_lat },
+		     { "ops", cmd_ops } };
 
 	if (argc < 2)
 		usage();
