@@ -99,10 +99,11 @@ else
 fi
 
 # 3. The link goes down mid-transfer: IBV_WC_RETRY_EXC_ERR in bounded time.
-# -u 12 (16 ms): a timer short enough to fail fast, long enough that a loaded machine
-# does not fail the QP before the link goes down
+# -u 14 (67 ms): a timer short enough to fail fast, long enough that a loaded machine
+# does not fail the QP before the link goes down (-u 12, 16 ms, did in the sanitizer pass
+# of a loaded CI machine: four expiries without an ACK are only 64 ms)
 exceeded=$(counter a retry_exceeded_err)
-start_counted "-n 1000000 -u 12 --retry-cnt 3" -s 64K
+start_counted "-n 1000000 -u 14 --retry-cnt 3" -s 64K
 wait_started
 [ "$(counter a retry_exceeded_err)" -eq "$exceeded" ] ||
 	fail "link down: the QP failed before the link went down (machine overloaded?)"
@@ -123,7 +124,7 @@ ip -n "$NS_A" link set "veth-$NS_A" up
 wait_bounded $CLIENT_PID $BOUND
 grep -q IBV_WC_RETRY_EXC_ERR "$WORK/client.out" ||
 	{ cat "$WORK/client.out"; fail "link down: the client did not report IBV_WC_RETRY_EXC_ERR"; }
-echo "link down: IBV_WC_RETRY_EXC_ERR completed ${error_ms} ms after (timeout 16 ms," \
+echo "link down: IBV_WC_RETRY_EXC_ERR completed ${error_ms} ms after (timeout 67 ms," \
 	"retry_cnt 3), link_downed +$(( $(counter a link_downed) - before ))"
 wait_bounded $SERVER_PID 30
 sleep 0.5
