@@ -16,10 +16,10 @@ require_root
 E2E=$BUILD/verbs_e2e
 CASES="stale-rkey no-remote-write other-pd other-process qp-no-remote-write foreign-lkey
        flush canaries sparse-target write-imm zero-length rnr-recover send-recv send-errors
-       send-rnr read read-errors inline srq events atomics atomic-errors"
+       send-rnr read read-errors inline srq events atomics atomic-errors mixed big"
 # Run again with loss injected on both daemons (netns only): resends, READs asked for
 # again from their first missing response, duplicates answered from the responder's state.
-LOSSY_CASES="send-recv read atomics"
+LOSSY_CASES="send-recv read atomics mixed"
 HOLD_MIB=32
 FAILED=()
 PASSED=0

@@ -1966,6 +1966,149 @@ static void case_atomic_errors(struct env *e)
 	region_close(&plain);
 }
 
+/* ---- mixed streams and big messages ---- */
+
+#define MIXED_ROUNDS 8
+#define MIXED_LEN    10000
+
+/* Rounds of WRITE, READ (of what the WRITE put there), SEND and FETCH_ADD posted at once on
+ * one QP: every completion in posting order, each with its own opcode, and the bytes
+ * where each operation put them. */
+static void case_mixed(struct env *e)
+{
+	static const enum ibv_wc_opcode want[4] = { IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
+						    IBV_WC_SEND, IBV_WC_FETCH_ADD };
+	struct conn_opts o = default_opts();
+	struct region src = { 0 }, back = { 0 }, dst = { 0 }, recv = { 0 }, word = { 0 };
+	struct ibv_send_wr wr[4 * MIXED_ROUNDS];
+	struct ibv_sge sge[4 * MIXED_ROUNDS];
+	struct conn c;
+	uint64_t counter = 0;
+	int n = 0;
+
+	o.access_b |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	if (region_open(&src, &e->a, MIXED_LEN, SEED_SOURCE, ACCESS_TARGET) < 0 ||
+	    region_open(&back, &e->a, MIXED_ROUNDS * MIXED_LEN, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&dst, &e->b, MIXED_LEN, SEED_TARGET, ACCESS_READABLE | ACCESS_TARGET) < 0 ||
+	    region_open(&recv, &e->b, MIXED_ROUNDS * MIXED_LEN, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&word, &e->b, 4096, SEED_OTHER, ACCESS_ATOMIC) < 0 ||
+	    conn_open(e, &o, &c) < 0)
+		goto out;
+	memset(word.p, 0, 8);
+	for (int r = 0; r < MIXED_ROUNDS; r++) {
+		struct ibv_sge in = { (uintptr_t)(recv.p + r * MIXED_LEN), MIXED_LEN, recv.mr->lkey };
+
+		if (post_recv(&c.b, (uint64_t)r, &in, 1) < 0)
+			goto close;
+		sge[n] = (struct ibv_sge){ (uintptr_t)src.p, MIXED_LEN, src.mr->lkey };
+		wr[n] = write_wr((uint64_t)n, &sge[n], 1, (uintptr_t)dst.p, dst.mr->rkey);
+		n++;
+		sge[n] = (struct ibv_sge){ (uintptr_t)(back.p + r * MIXED_LEN), MIXED_LEN,
+					   back.mr->lkey };
+		wr[n] = read_wr((uint64_t)n, &sge[n], 1, (uintptr_t)dst.p, dst.mr->rkey);
+		n++;
+		sge[n] = (struct ibv_sge){ (uintptr_t)src.p, MIXED_LEN, src.mr->lkey };
+		wr[n] = send_wr((uint64_t)n, &sge[n], 1, IBV_WR_SEND);
+		n++;
+		sge[n] = (struct ibv_sge){ (uintptr_t)(back.p + r * MIXED_LEN), 8, back.mr->lkey };
+		wr[n] = atomic_wr((uint64_t)n, &sge[n], IBV_WR_ATOMIC_FETCH_AND_ADD,
+				  (uintptr_t)word.p, word.mr->rkey, 1, 0);
+		n++;
+	}
+	for (int i = 0; i < n; i++)
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	for (int i = 0; i < n; i += QP_DEPTH) {
+		struct ibv_send_wr *last = &wr[i + QP_DEPTH - 1 < n ? i + QP_DEPTH - 1 : n - 1];
+		struct ibv_send_wr *rest = last->next;
+
+		last->next = NULL;
+		if (post_wr(&c.a, &wr[i]) < 0)
+			goto close;
+		last->next = rest;
+		for (int k = i; k <= last - wr; k++) {
+			struct ibv_wc wc;
+
+			if (next_wc(&c.a, &wc, "the mixed stream") < 0)
+				goto close;
+			if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)k ||
+			    wc.opcode != want[k % 4]) {
+				e2e_mismatch("request %d: %s, wr_id %llu, opcode %d (expected opcode "
+					     "%d)", k, rocemu_wc_status_str(wc.status),
+					     (unsigned long long)wc.wr_id, (int)wc.opcode,
+					     (int)want[k % 4]);
+				goto close;
+			}
+			if (k % 4 == 3) {
+				memcpy(&counter, back.p + (k / 4) * MIXED_LEN, 8);
+				if (counter != (uint64_t)(k / 4)) {
+					e2e_mismatch("FETCH_ADD %d saw %llu", k / 4,
+						     (unsigned long long)counter);
+					goto close;
+				}
+			}
+		}
+	}
+	for (int r = 0; r < MIXED_ROUNDS; r++) {
+		struct ibv_wc wc;
+
+		if (!expect_wc(&c.b, (uint64_t)r, IBV_WC_SUCCESS, r ? "and the next" : "B's receives",
+			       &wc) ||
+		    !expect_pat(recv.p + r * MIXED_LEN, MIXED_LEN, SEED_SOURCE, "a SEND's receive") ||
+		    !expect_range(back.p + r * MIXED_LEN, 8, MIXED_LEN, SEED_SOURCE,
+				  "a READ's destination after the FETCH_ADD's 8 bytes"))
+			goto close;
+	}
+	e2e_note("%d rounds of WRITE, READ, SEND and FETCH_ADD on one QP completed in order, "
+		 "each where it belongs", MIXED_ROUNDS);
+close:
+	conn_close(&c);
+out:
+	region_close(&src);
+	region_close(&back);
+	region_close(&dst);
+	region_close(&recv);
+	region_close(&word);
+}
+
+#define BIG_LEN (64u << 20)
+
+/* A 64 MiB SEND and a 64 MiB READ, each from two SGEs into three. */
+static void case_big(struct env *e)
+{
+	struct conn_opts o = default_opts();
+	struct region a = { 0 }, b = { 0 };
+	struct ibv_sge out[2], in[3];
+	struct ibv_send_wr wr;
+	struct conn c;
+
+	o.access_b |= IBV_ACCESS_REMOTE_READ;
+	o.timeout_a = 10;
+	if (region_open(&a, &e->a, BIG_LEN, SEED_SOURCE, ACCESS_TARGET) < 0 ||
+	    region_open(&b, &e->b, BIG_LEN, SEED_TARGET, ACCESS_READABLE | ACCESS_TARGET) < 0 ||
+	    conn_open(e, &o, &c) < 0)
+		goto out;
+	split_sges(out, 2, &a, 0, BIG_LEN);
+	split_sges(in, 3, &b, 0, BIG_LEN);
+	wr = send_wr(1, out, 2, IBV_WR_SEND);
+	if (post_recv(&c.b, 2, in, 3) < 0 || post_wr(&c.a, &wr) < 0 ||
+	    !expect_wc(&c.a, 1, IBV_WC_SUCCESS, "a 64 MiB SEND", NULL) ||
+	    !expect_wc(&c.b, 2, IBV_WC_SUCCESS, "B's receive", NULL) ||
+	    !expect_pat(b.p, BIG_LEN, SEED_SOURCE, "B's receive buffer"))
+		goto close;
+	fill_pat(b.p, BIG_LEN, SEED_OTHER);
+	split_sges(in, 3, &a, 0, BIG_LEN);
+	wr = read_wr(3, in, 3, (uintptr_t)b.p, b.mr->rkey);
+	if (post_wr(&c.a, &wr) == 0 &&
+	    expect_wc(&c.a, 3, IBV_WC_SUCCESS, "a 64 MiB READ", NULL) &&
+	    expect_pat(a.p, BIG_LEN, SEED_OTHER, "the READ's destination"))
+		e2e_note("byte-exact");
+close:
+	conn_close(&c);
+out:
+	region_close(&a);
+	region_close(&b);
+}
+
 /* ---- other-process: a forked child owns the target MR ---- */
 
 /* What the child tells the parent: first its MR (ok = 1) or why it has none, then what
@@ -2223,6 +2366,8 @@ static const struct test_case {
 	{ "inline", case_inline, false },
 	{ "srq", case_srq, false },
 	{ "events", case_events, false },
+	{ "mixed", case_mixed, false },
+	{ "big", case_big, false },
 	{ "atomics", case_atomics, false },
 	{ "atomic-errors", case_atomic_errors, false },
 };
