@@ -78,7 +78,7 @@
 enum flag {
 	F_QPN = 1 << 0,   /* destination QPN := our QP */
 	F_ADDR = 1 << 1,  /* source := the peer, destination := us */
-	F_KEY = 1 << 2,   /* RETH rkey := keys[rkey & 7] */
+	F_KEY = 1 << 2,   /* RETH or AtomicETH rkey := keys[rkey & 7] */
 	F_PSN = 1 << 3,   /* PSN := expected + (int8_t)(psn & 0xff) */
 	F_ICRC = 1 << 4,  /* ICRC recomputed */
 	F_RECV = 1 << 5,  /* receive WQEs posted (WRITE WITH IMMEDIATE consumes them) */
@@ -432,7 +432,8 @@ static void patch(uint8_t *f, size_t len, uint8_t flags, uint8_t flags2)
 		patch_addrs(f, &pkt);
 	if (pkt.layers & WIRE_HAVE_BTH)
 		patch_bth(f, &pkt, flags);
-	if ((flags & F_KEY) && (pkt.layers & WIRE_HAVE_ALL) && (pkt.op->headers & WIRE_HDR_RETH))
+	if ((flags & F_KEY) && (pkt.layers & WIRE_HAVE_ALL) &&
+	    (pkt.op->headers & (WIRE_HDR_RETH | WIRE_HDR_ATOMICETH)))
 		patch_rkey(f, &pkt);
 	if ((flags & F_ICRC) && (pkt.layers & WIRE_HAVE_UDP))
 		icrc_store(f + pkt.l4_off + pkt.udp_len - WIRE_ICRC_LEN,
@@ -628,6 +629,7 @@ static size_t put_seed_frame(uint8_t *out, const struct seed_frame *s)
 	struct wire_bth bth = { .opcode = s->opcode, .pkey = 0xffff, .dest_qp = qp->qpn,
 				.ack_req = true, .psn = (uint8_t)s->psn };
 	struct wire_ext ext = { .reth = { MAIN_IOVA + s->va, s->key, s->dma_len },
+				.atomic = { MAIN_IOVA + s->va, s->key, 5, 0 },
 				.aeth = { s->syndrome, 0 }, .imm = 0x1234 };
 	size_t len;
 
