@@ -529,28 +529,40 @@ static bool response_fits(const struct send_wqe *w, uint32_t k, uint8_t pos)
 	}
 }
 
-/* A READ response: it answers the oldest READ outstanding at exactly the PSN expected
- * next, or it is dropped (a duplicate, or one past a lost response: the timer retries).
- * Its payload goes through the READ's own SGEs at the offset its PSN gives. */
-void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+/* A response that carries data (a READ response, an ATOMIC ACKNOWLEDGE) counts only at
+ * exactly the PSN expected next, once it has acknowledged what came before it: then it
+ * answers the oldest request outstanding, returned here; otherwise it is dropped (a
+ * duplicate, or one past a lost response: the timer, or the gap, asks again). */
+static struct send_wqe *answered_head(struct qp *qp, uint32_t psn)
 {
-	uint32_t psn = pkt->bth.psn, k, want;
 	struct send_wqe *w;
 
 	if (wire_psn_diff(psn, qp->snd_una) < 0 || wire_psn_diff(psn, qp->snd_max) >= 0) {
 		qp->dev->cnt.drop_stale_ack++;
-		return;
+		return NULL;
 	}
 	ack_through(qp, (psn - 1) & WIRE_PSN_MASK);
 	w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
-	if (qp->state != IBV_QPS_RTS || !w || !wqe_is_read(w) || !w->started ||
-	    psn != qp->snd_una) {
+	if (qp->state != IBV_QPS_RTS || !w || !w->started || psn != qp->snd_una) {
 		qp->dev->cnt.drop_stale_ack++;
-		return;
+		return NULL;
 	}
+	return w;
+}
+
+/* A READ response's payload goes through the READ's own SGEs at the offset its PSN gives;
+ * one that answers anything but a READ, or is of the wrong kind for its place, ends the
+ * request with IBV_WC_BAD_RESP_ERR, as rxe does. */
+void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	uint32_t psn = pkt->bth.psn, k, want;
+	struct send_wqe *w = answered_head(qp, psn);
+
+	if (!w)
+		return;
 	k = (psn - w->first_psn) & WIRE_PSN_MASK;
 	want = k + 1 == w->npkts ? (uint32_t)(w->length - (uint64_t)k * qp->pmtu) : qp->pmtu;
-	if (!response_fits(w, k, pkt->op->pos) || pkt->payload_len != want ||
+	if (!wqe_is_read(w) || !response_fits(w, k, pkt->op->pos) || pkt->payload_len != want ||
 	    ((pkt->op->headers & WIRE_HDR_AETH) &&
 	     wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK)) {
 		fail_head(qp, IBV_WC_BAD_RESP_ERR);
@@ -571,20 +583,11 @@ void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire
  * the PSN is its own: the original value goes into its SGEs as a host u64. */
 void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt)
 {
-	uint32_t psn = pkt->bth.psn;
 	uint64_t orig = pkt->ext.atomic_ack;
-	struct send_wqe *w;
+	struct send_wqe *w = answered_head(qp, pkt->bth.psn);
 
-	if (wire_psn_diff(psn, qp->snd_una) < 0 || wire_psn_diff(psn, qp->snd_max) >= 0) {
-		qp->dev->cnt.drop_stale_ack++;
+	if (!w)
 		return;
-	}
-	ack_through(qp, (psn - 1) & WIRE_PSN_MASK);
-	w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
-	if (qp->state != IBV_QPS_RTS || !w || !w->started || psn != qp->snd_una) {
-		qp->dev->cnt.drop_stale_ack++;
-		return;
-	}
 	if (!wqe_is_atomic(w) || wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK) {
 		fail_head(qp, IBV_WC_BAD_RESP_ERR);
 		return;
@@ -594,7 +597,7 @@ void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt)
 		return;
 	}
 	w->answered = true;
-	ack_through(qp, psn);
+	ack_through(qp, pkt->bth.psn);
 	req_pump(qp);
 }
 
