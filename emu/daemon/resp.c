@@ -1,9 +1,10 @@
-/* Responder of an RC QP for SEND, RDMA WRITE, RDMA READ and atomics: rxe's checks in rxe's order
- * (PSN, opcode sequence, the QP's permission, the receive WQE or responder resources, the
- * length for the packet's place, the rkey), each with rxe's NAK and, when the message holds
- * a receive WQE, rxe's status on its completion. Only after all of them does data move: a
- * WRITE through the target MR's page table, a SEND through the receive WQE's SGEs, a READ's
- * responses out of the MR (read.c), an atomic on the MR's word (atomic.c). */
+/* Responder of an RC QP for SEND, RDMA WRITE, RDMA READ and atomics: rxe's checks in
+ * rxe's order (PSN, opcode sequence, the QP's permission, the receive WQE or responder
+ * resources, the length for the packet's place, the rkey), each with rxe's NAK and, when
+ * the message holds a receive WQE, rxe's status on its completion. Only after all of them
+ * does data move: a WRITE through the target MR's page table, a SEND through the receive
+ * WQE's SGEs, a READ's responses out of the MR (read.c), an atomic on the MR's word
+ * (atomic.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -75,9 +76,10 @@ void resp_send_due_acks(struct dev *dev)
 }
 
 /* 1. PSN: ahead gets one sequence NAK per episode; behind is a duplicate, re-ACKed and not
- * executed again (a READ is answered again from its responder resource). An episode ends when the expected PSN arrives, or when the requester is
- * seen to go back (an ahead packet at or below the highest seen since the NAK): its
- * resend lost the expected PSN again, and without a new NAK only its timer would notice. */
+ * executed again (a READ or atomic is answered again from its responder resource). An
+ * episode ends when the expected PSN arrives, or when the requester is seen to go back
+ * (an ahead packet at or below the highest seen since the NAK): its resend lost the
+ * expected PSN again, and without a new NAK only its timer would notice. */
 static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 {
 	uint32_t psn = pkt->bth.psn;
@@ -138,7 +140,8 @@ static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 }
 
 /* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
- * taken and fails as malformed. A READ needs responder resources (max_dest_rd_atomic). */
+ * taken and fails as malformed. A READ or atomic needs responder resources
+ * (max_dest_rd_atomic). */
 static enum verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
 	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC)
@@ -175,10 +178,10 @@ static enum verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
 }
 
 /* 6. Memory. An atomic's rkey resolves to an MR of this QP's PD that grants remote atomic
- * and holds its 8 bytes, 8-byte aligned (else an invalid request, as rxe). A READ's rkey resolves to an MR of this QP's PD that grants remote read and
- * holds [va, va + length) (a READ of 0 bytes names no memory). A WRITE's, on every packet,
- * to one that grants remote write and holds [va, va + remaining); then the payload must
- * fit. */
+ * and holds its 8 bytes, 8-byte aligned (else an invalid request, as rxe). A READ's, to
+ * one that grants remote read and holds [va, va + length) (a READ of 0 bytes names no
+ * memory). A WRITE's, on every packet, to one that grants remote write and holds
+ * [va, va + remaining); then the payload must fit. */
 static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
 {
 	const struct wire_opcode_info *op = pkt->op;
