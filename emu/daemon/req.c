@@ -35,6 +35,11 @@ static bool wqe_is_send(const struct send_wqe *w)
 	       w->opcode == IBV_WR_SEND_WITH_INV;
 }
 
+static bool wqe_is_write(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
 static bool wqe_is_read(const struct send_wqe *w)
 {
 	return w->opcode == IBV_WR_RDMA_READ;
@@ -61,8 +66,7 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 	uint64_t total = 0;
 
 	/* a QP given no max_rd_atomic could never issue a READ: refused, not left waiting */
-	if ((!wqe_is_send(w) && !wqe_wants_response(w) && w->opcode != IBV_WR_RDMA_WRITE &&
-	     w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
+	if ((!wqe_is_send(w) && !wqe_is_write(w) && !wqe_wants_response(w)) ||
 	    (wqe_wants_response(w) && qp->attr.max_rd_atomic == 0) ||
 	    (wqe_is_atomic(w) && (w->remote_addr & 7)))
 		return IBV_WC_LOC_QP_OP_ERR;
@@ -85,8 +89,7 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 
 static enum ibv_wc_status check_inline(const struct send_wqe *w)
 {
-	if (!wqe_is_send(w) && w->opcode != IBV_WR_RDMA_WRITE &&
-	    w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+	if (!wqe_is_send(w) && !wqe_is_write(w))
 		return IBV_WC_LOC_QP_OP_ERR;
 	return w->length <= PROTO_MAX_INLINE ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
 }
