@@ -101,7 +101,8 @@ enum {
 	OP_CMP_SWAP = WIRE_OP_RC_COMPARE_SWAP,
 	OP_FETCH_ADD = WIRE_OP_RC_FETCH_ADD,
 	OP_ACK = WIRE_OP_RC_ACK,
-	OP_READ_RESP = 0x10,
+	OP_READ_RESP = WIRE_OP_RC_READ_RESP_ONLY,
+	OP_ATOMIC_ACK = WIRE_OP_RC_ATOMIC_ACK,
 	OP_UC_ONLY = WIRE_OP_UC_BASE + WIRE_OP_RC_WRITE_ONLY,
 	OP_UC_FIRST = WIRE_OP_UC_BASE + WIRE_OP_RC_WRITE_FIRST,
 	OP_UC_SEND = WIRE_OP_UC_BASE + WIRE_OP_RC_SEND_ONLY,
@@ -160,6 +161,7 @@ struct hcase {
 	struct delta d[5];       /* counters that move; every other one must not */
 	uint32_t psn;            /* the QP's expected PSN; 0: a fresh one */
 	bool qp_no_write;        /* the QP itself lacks IBV_ACCESS_REMOTE_WRITE */
+	bool to_rts;             /* to the barrier's QP: in RTS, with nothing outstanding */
 	int (*between)(struct env *e); /* run once the first frame was handled, before the rest */
 	bool (*verify)(struct env *e);
 };
@@ -416,7 +418,8 @@ static int put_pkt(struct env *e, const struct hcase *c, int idx, int i, uint64_
 {
 	const struct pkt *p = &c->pkts[i];
 	const struct wire_opcode_info *op = wire_opcode_info(p->opcode);
-	struct wire_bth bth = { .opcode = p->opcode, .pkey = 0xffff, .dest_qp = e->qp->qp_num,
+	struct wire_bth bth = { .opcode = p->opcode, .pkey = 0xffff,
+				.dest_qp = c->to_rts ? e->bqp->qp_num : e->qp->qp_num,
 				.ack_req = p->ack_req,
 				.psn = (e->psn + (uint32_t)p->psn) & WIRE_PSN_MASK };
 	struct wire_ext ext = { .reth = { reth_va(e, &c->reth), reth_key(e, &c->reth),
@@ -862,6 +865,12 @@ static const struct hcase cases[] = {
 	  .reth = R(PD2, 0, PD2, 8), NAK_ACC(0, 1) },
 	{ "RC ACKNOWLEDGE to a QP in RTR", .pkts = { P(OP_ACK, 0, 0) },
 	  DROPPED(drop_qp_state) },
+	{ "READ RESPONSE ONLY for no READ (a QP in RTS with nothing outstanding)",
+	  .pkts = { P(OP_READ_RESP, 0, 64) }, .to_rts = true, .rcvd = 1,
+	  DROPPED(drop_stale_ack) },
+	{ "ATOMIC ACKNOWLEDGE for no atomic (a QP in RTS with nothing outstanding)",
+	  .pkts = { P(OP_ATOMIC_ACK, 0, 0) }, .to_rts = true, .rcvd = 1,
+	  DROPPED(drop_stale_ack) },
 	{ "RC READ RESPONSE ONLY to a QP in RTR", .pkts = { P(OP_READ_RESP, 0, 64) },
 	  DROPPED(drop_qp_state) },
 	{ "wrong P_Key 0x1234", ONLY333, M(m_pkey, 0x1234), DROPPED(drop_bad_pkey) },
@@ -1702,13 +1711,23 @@ static uint32_t fresh_psn(struct env *e)
 	return (e->psn_seq >> 5) & WIRE_PSN_MASK;
 }
 
+/* The stale ACKs the case's own frames make (the barrier counts them too). */
+static unsigned own_stale(const struct hcase *c)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof(c->d) / sizeof(c->d[0]) && c->d[i].n; i++)
+		n += c->d[i].counter == C_drop_stale_ack ? c->d[i].n : 0;
+	return n;
+}
+
 /* All frames then a barrier; or, for a case with something to do in between, the first
  * frame, a barrier, that thing, the rest, a second barrier. */
 static int send_case(struct env *e, const struct hcase *c)
 {
 	int split = c->between ? 1 : e->shot.n;
 
-	if (send_frames(e, 0, split) < 0 || wait_barrier(e, 1) < 0)
+	if (send_frames(e, 0, split) < 0 || wait_barrier(e, 1 + own_stale(c)) < 0)
 		return -1;
 	if (!c->between)
 		return 0;
