@@ -91,6 +91,7 @@ enum flag2 {
 	G_NO_RW = 1 << 1,   /* the QP grants no remote write */
 	G_BAD_WQE = 1 << 2, /* the third posted write names an lkey that is not ours */
 	G_RQ_LIE = 1 << 3,  /* the receive producer index lies beyond the ring */
+	G_SRQ = 1 << 4,     /* the QP takes its receives from an SRQ (limit armed at 4) */
 };
 
 /* rkeys a frame may name by index under F_KEY. */
@@ -109,6 +110,7 @@ static struct client client;
 static struct mr_pd *pd, *pd2;
 static struct cq *cq;
 static struct qp *qp;
+static struct srq *srq;
 static uint8_t *buf, *pristine, *src;
 static uint8_t *tx_frame;            /* exactly DEV_FRAME_MAX: ASan sees any overrun */
 static uint32_t keys[K_ASIS];
@@ -241,6 +243,10 @@ static void setup_objects(void)
 	qp = qp_create(&client, &req, fds, &err);
 	MUST(qp != NULL);
 	close(fds[0]);
+	srq = srq_create(&client, QP_DEPTH, 0, fds, &err);
+	MUST(srq != NULL);
+	close(fds[0]);
+	MUST(fcntl(srq->client_end, F_SETFL, O_NONBLOCK) == 0);
 	/* what op_create_qp does after qp_create */
 	qp->pd = pd;
 	qp->send_cq = qp->recv_cq = cq;
@@ -318,20 +324,31 @@ static void post_writes(uint8_t flags2)
 	__atomic_store_n(&qp->sq_ctl->prod, prod, __ATOMIC_RELEASE);
 }
 
-/* Receives into two pieces of the remote-write MR; every third names the MR without
- * LOCAL_WRITE, which a SEND must not scatter into. */
-static void post_receives(void)
+/* Receives into two pieces of the remote-write MR (into the QP's ring, or the SRQ's); every
+ * third names the MR without LOCAL_WRITE, which a SEND must not scatter into. */
+static void post_receives(struct proto_ring_ctl *ctl, struct proto_rwqe *ring, uint32_t entries)
 {
-	uint32_t prod = qp->rq_ctl->prod;
+	uint32_t prod = ctl->prod;
 
-	for (uint32_t i = 0; i < qp->rq_entries; i++, prod++)
-		qp->rq[prod & (qp->rq_entries - 1)] = (struct proto_rwqe){
+	for (uint32_t i = 0; i < entries; i++, prod++)
+		ring[prod & (entries - 1)] = (struct proto_rwqe){
 			.wr_id = 1000 + i, .num_sge = 2,
 			.sge = { { IOVA_BASE + MAIN_OFF + 16, 700, keys[K_MAIN] },
 				 { i % 3 == 2 ? IOVA_BASE + RO_OFF : IOVA_BASE + MAIN_OFF + 2000,
 				   i % 3 == 2 ? SMALL_LEN : 4000,
 				   i % 3 == 2 ? keys[K_RO] : keys[K_MAIN] } } };
-	__atomic_store_n(&qp->rq_ctl->prod, prod, __ATOMIC_RELEASE);
+	__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
+}
+
+/* The SRQ emptied of what an earlier input left, its limit event read, and armed again. */
+static void reset_srq(uint8_t flags2)
+{
+	uint64_t events;
+
+	srq->ctl->prod = srq->ctl->cons = srq->cons;
+	srq->limit = (flags2 & G_SRQ) ? 4 : 0;
+	while (read(srq->client_end, &events, sizeof(events)) > 0)
+		;
 }
 
 static void reset_qp(uint8_t flags, uint8_t flags2)
@@ -350,9 +367,15 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 				    .max_dest_rd_atomic = 2 };
 	modify(IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 	       IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC, &a);
-	if (flags & F_RECV)
-		post_receives();
-	if (flags2 & G_RQ_LIE)
+	qp->srq = (flags2 & G_SRQ) ? srq : NULL;
+	reset_srq(flags2);
+	if ((flags & F_RECV) && qp->srq)
+		post_receives(srq->ctl, srq->ring, srq->entries);
+	else if (flags & F_RECV)
+		post_receives(qp->rq_ctl, qp->rq, qp->rq_entries);
+	if ((flags2 & G_RQ_LIE) && qp->srq)
+		__atomic_store_n(&srq->ctl->prod, srq->cons + srq->entries + 1, __ATOMIC_RELEASE);
+	else if (flags2 & G_RQ_LIE)
 		__atomic_store_n(&qp->rq_ctl->prod, qp->rq_cons + qp->rq_entries + 1,
 				 __ATOMIC_RELEASE);
 	if (!(flags & F_RTS))
@@ -573,6 +596,14 @@ static const struct seed seeds[] = {
 	    { WIRE_OP_RC_SEND_LAST_IMM, 0, 0, 0, 0, 100, 0, 0 },
 	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 },
 	    { WIRE_OP_RC_SEND_ONLY_INV, 0, 0, 0, 0, 8, 0, 0 } } },
+	{ "send-srq", ALL | F_RECV, FIX | G_SRQ,
+	  { { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 },
+	    { WIRE_OP_RC_SEND_FIRST, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_LAST, 0, 0, 0, 0, 100, 0, 0 },
+	    { WIRE_OP_RC_WRITE_ONLY_IMM, 0, K_MAIN, 4, 64, 64, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 16, 0, 0 } } },
+	{ "send-srq-lie", ALL | F_RECV, FIX | G_SRQ | G_RQ_LIE,
+	  { { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 } } },
 	{ "send-too-long", ALL | F_RECV, FIX,
 	  { { WIRE_OP_RC_SEND_FIRST, 0, 0, 0, 0, 1024, 0, 0 },
 	    { WIRE_OP_RC_SEND_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
