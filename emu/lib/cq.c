@@ -4,7 +4,6 @@
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -23,15 +22,6 @@ void cq_release(struct rocemu_cq *cq)
 	free(cq);
 }
 
-static int set_nonblock(int fd)
-{
-	int flags = fcntl(fd, F_GETFL);
-
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
-		return errno;
-	return 0;
-}
-
 /* fds[0] is the ring memfd, fds[1] the notify pipe. The memfd is closed once mapped:
  * the mapping keeps the memory, and the fd would only count against the client's limit. */
 static int cq_setup(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int *fds)
@@ -45,7 +35,7 @@ static int cq_setup(struct rocemu_cq *cq, const struct proto_create_cq_reply *r,
 	err = ring_place(&cq->ring, cq->map, cq->map_len, 0, r->entries,
 			 sizeof(struct proto_cqe));
 	if (!err)
-		err = set_nonblock(fds[1]);
+		err = rpc_set_nonblock(fds[1]);
 	if (err) {
 		munmap(cq->map, cq->map_len);
 		return err;

@@ -133,6 +133,8 @@ bool rpc_alive(struct rocemu_context *ctx);
 int rpc_gone(struct rocemu_context *ctx);
 /* Closes the fds that are >= 0 and sets them to -1. */
 void rpc_close_fds(int *fds, unsigned n);
+/* Makes a pipe the daemon sent nonblocking; returns 0 or an errno. */
+int rpc_set_nonblock(int fd);
 
 /* arena.c */
 /* Moves the pages of [addr, addr + len) that are not there yet onto the arena; returns 0

@@ -5,6 +5,7 @@
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,6 +53,15 @@ void rpc_close_fds(int *fds, unsigned n)
 			close(fds[i]);
 		fds[i] = -1;
 	}
+}
+
+int rpc_set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+		return errno;
+	return 0;
 }
 
 static bool peer_closed(int err)

@@ -3,7 +3,6 @@
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -28,8 +27,8 @@ static int srq_setup(struct rocemu_srq *srq, const struct proto_create_srq_reply
 	srq->map_len = (size_t)r->ring_bytes;
 	err = ring_place(&srq->ring, srq->map, srq->map_len, 0, r->entries,
 			 sizeof(struct proto_rwqe));
-	if (!err && fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK) != 0)
-		err = errno;
+	if (!err)
+		err = rpc_set_nonblock(fds[1]);
 	if (err) {
 		munmap(srq->map, srq->map_len);
 		return err;
