@@ -63,6 +63,25 @@ $(BUILD)/rocemud: $(call module_objs,emu/daemon) $(LIB_MEMREG) $(LIB_WIRE) $(LIB
 $(BUILD)/rdma-write: $(BUILD)/tools/rdma-write.o $(LIB_ROCEMU)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^
 
+# The verbs layer (emu/verbs): librocemu-verbs.so, which rocemu-run preloads into unmodified
+# libibverbs programs. Its symbols carry libibverbs' version nodes; the private one is
+# read from the installed libibverbs.so.1 (rdma-core 44: IBVERBS_PRIVATE_34).
+IBVERBS_SO      := $(firstword $(wildcard /usr/lib/*/libibverbs.so.1 /usr/lib/libibverbs.so.1))
+IBVERBS_PRIVATE := $(or $(shell objdump -T $(IBVERBS_SO) 2>/dev/null | \
+                     awk '$$NF == "ibv_query_gid_type" { print $$(NF-1); exit }'),IBVERBS_PRIVATE_34)
+VERBS_SO        := $(BUILD)/librocemu-verbs.so
+VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/lib/*.c))
+$(BUILD)/librocemu-verbs.map: scripts/librocemu-verbs.map.in
+	@mkdir -p $(dir $@)
+	sed 's/@PRIVATE@/$(IBVERBS_PRIVATE)/' $< >$@
+$(VERBS_SO): $(VERBS_OBJS) $(BUILD)/librocemu-verbs.map
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,--no-undefined \
+		-Wl,--version-script=$(BUILD)/librocemu-verbs.map -o $@ $(VERBS_OBJS) -lpthread
+$(BUILD)/rocemu-run: tools/rocemu-run
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+all: $(VERBS_SO) $(BUILD)/rocemu-run
+
 $(BUILD)/test/icrc_test: $(BUILD)/test/icrc_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/wire_test: $(BUILD)/test/wire_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMREG)

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 2
+#define PROTO_VERSION 3
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -89,6 +89,8 @@ struct proto_port_reply {
 	uint32_t active_mtu;
 	uint32_t ipv4;       /* network byte order */
 	char ifname[16];
+	uint8_t mac[6];      /* the interface's: the verbs layer derives the node GUID */
+	uint8_t pad[2];
 };
 
 /* Requests that name one object: DEALLOC_PD, DEREG_MR, DESTROY_CQ, DESTROY_QP, QUERY_QP,

@@ -69,6 +69,7 @@ struct rocemu_port_attr {
 	union ibv_gid gid;       /* IPv4-mapped: ::ffff:a.b.c.d */
 	uint32_t ipv4;           /* network byte order */
 	char ifname[16];
+	uint8_t mac[6];
 };
 
 struct rocemu_qp_init_attr {
@@ -92,6 +93,9 @@ int rocemu_close(struct rocemu_context *ctx);
 const char *rocemu_socket_path(const struct rocemu_context *ctx);
 /* The daemon's words on the last failed call of this context ("" when none). */
 const char *rocemu_last_error(const struct rocemu_context *ctx);
+/* The socket to the daemon, only to watch with poll/epoll for POLLRDHUP (the daemon went
+ * away); never read, write or close it. */
+int rocemu_context_fd(const struct rocemu_context *ctx);
 
 int rocemu_query_device(struct rocemu_context *ctx, struct rocemu_device_attr *attr);
 int rocemu_query_port(struct rocemu_context *ctx, struct rocemu_port_attr *attr);
@@ -104,6 +108,10 @@ int rocemu_dealloc_pd(struct rocemu_pd *pd);
  * contents are kept, the addresses do not change), so the daemon writes incoming data
  * straight into the application's buffer. See the README for the caveats. */
 struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length, int access);
+/* The same, with peers addressing the buffer at iova instead of addr (ibv_reg_mr_iova2):
+ * iova must lie at the same offset within a page as addr. */
+struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t length,
+				     uint64_t iova, int access);
 int rocemu_dereg_mr(struct rocemu_mr *mr);
 
 struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe);
@@ -120,6 +128,10 @@ int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
  * arm it again for the next), ETIMEDOUT, EINVAL when not armed, or EPIPE. */
 int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only);
 int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
+/* A pipe the daemon writes after adding completions to the CQ (and that hangs up when the
+ * daemon goes away): poll/epoll it for POLLIN to sleep on several CQs at once, then call
+ * rocemu_get_cq_event or rocemu_poll_cq, which empty it. Never close it. */
+int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
 /* As ibv_modify_qp for an RC QP: attr->ah_attr.grh.dgid is the peer's IPv4-mapped GID. */

@@ -78,6 +78,7 @@ int op_query_port(struct client *c, const struct request *req, struct reply *rep
 	r->active_mtu = dev->active_mtu;
 	r->ipv4 = dev->ipv4;
 	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->ifname);
+	memcpy(r->mac, dev->mac, sizeof(r->mac));
 	return 0;
 }
 

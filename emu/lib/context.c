@@ -170,6 +170,11 @@ int rocemu_close(struct rocemu_context *ctx)
 	return 0;
 }
 
+int rocemu_context_fd(const struct rocemu_context *ctx)
+{
+	return ctx ? ctx->sock : -1;
+}
+
 const char *rocemu_socket_path(const struct rocemu_context *ctx)
 {
 	return ctx ? ctx->path : "";
@@ -208,5 +213,6 @@ int rocemu_query_port(struct rocemu_context *ctx, struct rocemu_port_attr *attr)
 	attr->ipv4 = r.ipv4;
 	rocemu_gid_from_ipv4(&attr->gid, r.ipv4);
 	memcpy(attr->ifname, r.ifname, sizeof(attr->ifname) - 1);
+	memcpy(attr->mac, r.mac, sizeof(attr->mac));
 	return 0;
 }

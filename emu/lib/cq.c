@@ -228,19 +228,26 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 	if (!cq || !cq->armed)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	for (;;) {
+	/* At least one look at the pipe and the socket, so that a timeout of 0 still empties
+	 * the one and notices a hang-up on the other. */
+	for (bool slept = false;; slept = true) {
 		if (event_due(cq)) {
 			cq->armed = false;
 			return 0;
 		}
 		if (cq->ctx->dead)
 			return rpc_gone(cq->ctx);
-		if (err || (deadline >= 0 && now_ms() >= deadline))
+		if (err || (slept && deadline >= 0 && now_ms() >= deadline))
 			return err ? err : ETIMEDOUT;
 		err = cq_sleep(cq, ms_left(deadline));
 		if (err == ETIMEDOUT)
 			err = 0;
 	}
+}
+
+int rocemu_cq_event_fd(const struct rocemu_cq *cq)
+{
+	return cq ? cq->notify_fd : -1;
 }
 
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)

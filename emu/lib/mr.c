@@ -1,18 +1,19 @@
 /* Memory regions: the buffer's pages move onto the arena (arena.c), then the daemon is
- * handed the arena fd with fd_offset = iova = addr. */
+ * handed the arena fd with fd_offset = addr and the iova peers will use. */
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int send_reg_mr(struct rocemu_pd *pd, int fd, struct mr_priv *mr, int access)
+static int send_reg_mr(struct rocemu_pd *pd, int fd, struct mr_priv *mr, uint64_t iova,
+		       int access)
 {
 	struct proto_reg_mr req = {
 		.hdr.op = PROTO_REG_MR,
 		.pd = pd->handle,
 		.access = (uint32_t)access,
-		.iova = (uintptr_t)mr->pub.addr,
+		.iova = iova,
 		.length = mr->pub.length,
 		.fd_offset = (uintptr_t)mr->pub.addr,
 	};
@@ -29,7 +30,8 @@ static int send_reg_mr(struct rocemu_pd *pd, int fd, struct mr_priv *mr, int acc
 	return 0;
 }
 
-struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length, int access)
+struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t length,
+				     uint64_t iova, int access)
 {
 	struct mr_priv *mr;
 	int fd, err;
@@ -48,7 +50,7 @@ struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length,
 		rpc_fail(pd->ctx, err, "cannot share [%p, +%zu) with the daemon: %s", addr, length,
 			 strerror(err));
 	else
-		err = send_reg_mr(pd, fd, mr, access);
+		err = send_reg_mr(pd, fd, mr, iova, access);
 	if (err) {
 		free(mr);
 		errno = err;
@@ -56,6 +58,11 @@ struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length,
 	}
 	LIST_INSERT_HEAD(&pd->ctx->mrs, mr, link);
 	return &mr->pub;
+}
+
+struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length, int access)
+{
+	return rocemu_reg_mr_iova(pd, addr, length, (uintptr_t)addr, access);
 }
 
 int rocemu_dereg_mr(struct rocemu_mr *pub)

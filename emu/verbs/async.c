@@ -1,0 +1,143 @@
+/* Asynchronous events: the context's async_fd is an epoll set of the daemon's socket
+ * (its hang-up is IBV_EVENT_DEVICE_FATAL) and the SRQs' limit fds (SRQ_LIMIT_REACHED).
+ * The port's state is asked of the daemon at least once a second while a program waits,
+ * and a change is told as IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR. */
+#include "emu/verbs/verbs_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#define PORT_POLL_MS 1000
+
+int rv_async_init(struct rv_context *ctx)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = NULL };
+
+	ctx->async_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ctx->async_ep < 0)
+		return errno;
+	if (epoll_ctl(ctx->async_ep, EPOLL_CTL_ADD, rocemu_context_fd(ctx->rc), &ev)) {
+		int err = errno;
+
+		close(ctx->async_ep);
+		return err;
+	}
+	ctx->event_port_state = ctx->port.state;
+	return 0;
+}
+
+void rv_async_watch_srq(struct rv_context *ctx, struct rv_srq *srq)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = srq };
+
+	epoll_ctl(ctx->async_ep, EPOLL_CTL_ADD, rocemu_srq_event_fd(srq->srq), &ev);
+}
+
+void rv_async_unwatch_srq(struct rv_context *ctx, struct rv_srq *srq)
+{
+	epoll_ctl(ctx->async_ep, EPOLL_CTL_DEL, rocemu_srq_event_fd(srq->srq), NULL);
+}
+
+static bool port_changed(struct rv_context *ctx, struct ibv_async_event *event)
+{
+	struct rocemu_port_attr port;
+	int err;
+
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_query_port(ctx->rc, &port);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err || port.state == ctx->event_port_state)
+		return false;
+	ctx->event_port_state = port.state;
+	event->event_type = port.state == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE :
+							     IBV_EVENT_PORT_ERR;
+	event->element.port_num = RV_PORT;
+	return true;
+}
+
+/* What one readied member of the set has to tell, if anything. */
+static bool ready_event(struct rv_context *ctx, const struct epoll_event *ev,
+			struct ibv_async_event *event)
+{
+	struct rv_srq *srq = ev->data.ptr;
+
+	if (!srq) {
+		/* Told once; the socket stays hung up, so it leaves the set. */
+		epoll_ctl(ctx->async_ep, EPOLL_CTL_DEL, rocemu_context_fd(ctx->rc), NULL);
+		if (ctx->fatal_sent)
+			return false;
+		ctx->fatal_sent = true;
+		event->event_type = IBV_EVENT_DEVICE_FATAL;
+		return true;
+	}
+	if (rocemu_get_srq_event(srq->srq, 0) != 0)
+		return false;
+	event->event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+	event->element.srq = &srq->ibsrq;
+	return true;
+}
+
+int ibv_get_async_event(struct ibv_context *ibctx, struct ibv_async_event *event)
+{
+	struct rv_context *ctx = rv_ctx(ibctx);
+	bool nonblocking = fcntl(ctx->async_ep, F_GETFL) & O_NONBLOCK;
+	struct epoll_event ev;
+	int n;
+
+	memset(event, 0, sizeof(*event));
+	for (;;) {
+		n = epoll_wait(ctx->async_ep, &ev, 1, nonblocking ? 0 : PORT_POLL_MS);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n > 0 && ready_event(ctx, &ev, event))
+			return 0;
+		if (!ctx->fatal_sent && port_changed(ctx, event))
+			return 0;
+		if (n == 0 && nonblocking) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+}
+
+void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	pthread_mutex_t *mutex = NULL;
+	pthread_cond_t *cond = NULL;
+	uint32_t *count = NULL;
+
+	switch (event->event_type) {
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+	case IBV_EVENT_SRQ_ERR:
+		mutex = &event->element.srq->mutex;
+		cond = &event->element.srq->cond;
+		count = &event->element.srq->events_completed;
+		break;
+	case IBV_EVENT_CQ_ERR:
+		mutex = &event->element.cq->mutex;
+		cond = &event->element.cq->cond;
+		count = &event->element.cq->async_events_completed;
+		break;
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		mutex = &event->element.qp->mutex;
+		cond = &event->element.qp->cond;
+		count = &event->element.qp->events_completed;
+		break;
+	default:
+		return;
+	}
+	pthread_mutex_lock(mutex);
+	(*count)++;
+	pthread_cond_signal(cond);
+	pthread_mutex_unlock(mutex);
+}

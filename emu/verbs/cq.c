@@ -1,0 +1,341 @@
+/* Completion queues, extended CQs and completion channels.
+ *
+ * A channel's fd is an epoll set of the event pipes of the CQs bound to it, so a program
+ * may poll/epoll the channel as on a NIC. The pipes signal every batch of completions,
+ * armed or not: ibv_get_cq_event empties them and returns only a CQ whose armed event is
+ * due; a program polling a nonblocking channel may thus see it readable and get EAGAIN,
+ * which verbs allows. */
+#include "emu/verbs/verbs_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#define CQ_EX_FLAGS (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | \
+		     IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
+		     IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx)
+{
+	struct rv_channel *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->ch.fd = epoll_create1(EPOLL_CLOEXEC);
+	if (c->ch.fd < 0) {
+		free(c);
+		return NULL;
+	}
+	c->ch.context = ibctx;
+	pthread_mutex_init(&c->lock, NULL);
+	LIST_INIT(&c->cqs);
+	return &c->ch;
+}
+
+int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+	struct rv_channel *c = (struct rv_channel *)ch;
+
+	if (!LIST_EMPTY(&c->cqs))
+		return EBUSY;
+	close(c->ch.fd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return 0;
+}
+
+static int channel_bind(struct rv_channel *c, struct rv_cq *cq)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = cq };
+
+	if (epoll_ctl(c->ch.fd, EPOLL_CTL_ADD, rocemu_cq_event_fd(cq->cq), &ev))
+		return errno;
+	pthread_mutex_lock(&c->lock);
+	LIST_INSERT_HEAD(&c->cqs, cq, link);
+	c->ch.refcnt++;
+	pthread_mutex_unlock(&c->lock);
+	cq->channel = c;
+	return 0;
+}
+
+static void channel_unbind(struct rv_cq *cq)
+{
+	struct rv_channel *c = cq->channel;
+
+	if (!c)
+		return;
+	epoll_ctl(c->ch.fd, EPOLL_CTL_DEL, rocemu_cq_event_fd(cq->cq), NULL);
+	pthread_mutex_lock(&c->lock);
+	LIST_REMOVE(cq, link);
+	c->ch.refcnt--;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The first CQ of the channel whose armed event is due (it is disarmed), or NULL; err is
+ * set when the daemon is gone. */
+static struct rv_cq *due_cq(struct rv_channel *c, int *err)
+{
+	struct rv_cq *found = NULL, *cq;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	LIST_FOREACH(cq, &c->cqs, link) {
+		pthread_mutex_lock(&cq->lock);
+		rc = rocemu_get_cq_event(cq->cq, 0);
+		pthread_mutex_unlock(&cq->lock);
+		if (rc == 0) {
+			found = cq;
+			break;
+		}
+		if (rc != ETIMEDOUT && rc != EINVAL)
+			*err = rc;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
+int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void **cq_context)
+{
+	struct rv_channel *c = (struct rv_channel *)ch;
+	struct epoll_event ev[8];
+	struct rv_cq *cq;
+	int err = 0;
+
+	for (;;) {
+		cq = due_cq(c, &err);
+		if (cq)
+			break;
+		if (err) {
+			errno = err;
+			return -1;
+		}
+		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		/* The pipes are emptied by the next look (rocemu_get_cq_event). */
+		if (epoll_wait(c->ch.fd, ev, 8, -1) < 0 && errno != EINTR)
+			return -1;
+	}
+	*cq_out = (struct ibv_cq *)&cq->ex;
+	*cq_context = cq->ex.cq_context;
+	return 0;
+}
+
+void ibv_ack_cq_events(struct ibv_cq *ibcq, unsigned int nevents)
+{
+	pthread_mutex_lock(&ibcq->mutex);
+	ibcq->comp_events_completed += nevents;
+	pthread_cond_signal(&ibcq->cond);
+	pthread_mutex_unlock(&ibcq->mutex);
+}
+
+int rv_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct rv_cq *cq = rv_cq(ibcq);
+	int n;
+
+	pthread_mutex_lock(&cq->lock);
+	n = rocemu_poll_cq(cq->cq, num, wc);
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+int rv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct rv_cq *cq = rv_cq(ibcq);
+	int err;
+
+	pthread_mutex_lock(&cq->lock);
+	err = rocemu_req_notify_cq(cq->cq, solicited_only);
+	pthread_mutex_unlock(&cq->lock);
+	return err;
+}
+
+/* Extended polling: completions come from the ring RV_CQ_BATCH at a time; the one being
+ * read is batch[batch_pos]. A batch left unread after ibv_end_poll is served first by the
+ * next ibv_start_poll. */
+static struct ibv_wc *cur(struct ibv_cq_ex *ex)
+{
+	struct rv_cq *cq = (struct rv_cq *)ex;
+
+	return &cq->batch[cq->batch_pos];
+}
+
+static int load_current(struct rv_cq *cq)
+{
+	if (cq->batch_pos >= cq->batch_len) {
+		int n = rocemu_poll_cq(cq->cq, RV_CQ_BATCH, cq->batch);
+
+		if (n < 0) {
+			cq->reading = false;
+			return errno;
+		}
+		cq->batch_len = n;
+		cq->batch_pos = 0;
+		cq->reading = n > 0;
+		if (n == 0)
+			return ENOENT;
+	}
+	cq->reading = true;
+	cq->ex.wr_id = cq->batch[cq->batch_pos].wr_id;
+	cq->ex.status = cq->batch[cq->batch_pos].status;
+	return 0;
+}
+
+static int start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
+{
+	struct rv_cq *cq = (struct rv_cq *)ex;
+	int err;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	err = load_current(cq);
+	/* As providers do: the lock is held from a successful start to the end. */
+	if (err)
+		pthread_mutex_unlock(&cq->lock);
+	return err;
+}
+
+static int next_poll(struct ibv_cq_ex *ex)
+{
+	struct rv_cq *cq = (struct rv_cq *)ex;
+
+	cq->batch_pos++;
+	return load_current(cq);
+}
+
+static void end_poll(struct ibv_cq_ex *ex)
+{
+	struct rv_cq *cq = (struct rv_cq *)ex;
+
+	if (cq->reading)
+		cq->batch_pos++;        /* the one read last is done */
+	cq->reading = false;
+	pthread_mutex_unlock(&cq->lock);
+}
+
+static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *ex) { return cur(ex)->opcode; }
+static uint32_t read_vendor_err(struct ibv_cq_ex *ex) { return cur(ex)->vendor_err; }
+static uint32_t read_byte_len(struct ibv_cq_ex *ex) { return cur(ex)->byte_len; }
+static __be32 read_imm_data(struct ibv_cq_ex *ex) { return cur(ex)->imm_data; }
+static uint32_t read_qp_num(struct ibv_cq_ex *ex) { return cur(ex)->qp_num; }
+static uint32_t read_src_qp(struct ibv_cq_ex *ex) { return cur(ex)->src_qp; }
+static unsigned int read_wc_flags(struct ibv_cq_ex *ex) { return cur(ex)->wc_flags; }
+static uint32_t read_slid(struct ibv_cq_ex *ex) { return cur(ex)->slid; }
+static uint8_t read_sl(struct ibv_cq_ex *ex) { return cur(ex)->sl; }
+static uint8_t read_dlid_path_bits(struct ibv_cq_ex *ex) { return cur(ex)->dlid_path_bits; }
+
+static void set_cq_ex_ops(struct ibv_cq_ex *ex)
+{
+	ex->start_poll = start_poll;
+	ex->next_poll = next_poll;
+	ex->end_poll = end_poll;
+	ex->read_opcode = read_opcode;
+	ex->read_vendor_err = read_vendor_err;
+	ex->read_byte_len = read_byte_len;
+	ex->read_imm_data = read_imm_data;
+	ex->read_qp_num = read_qp_num;
+	ex->read_src_qp = read_src_qp;
+	ex->read_wc_flags = read_wc_flags;
+	ex->read_slid = read_slid;
+	ex->read_sl = read_sl;
+	ex->read_dlid_path_bits = read_dlid_path_bits;
+}
+
+static struct rv_cq *cq_create(struct rv_context *ctx, int cqe, struct ibv_comp_channel *ch,
+			       void *cq_context)
+{
+	struct rv_cq *cq = calloc(1, sizeof(*cq));
+	int err = 0;
+
+	if (!cq)
+		return NULL;
+	pthread_mutex_lock(&ctx->lock);
+	cq->cq = rocemu_create_cq(ctx->rc, cqe);
+	if (!cq->cq)
+		err = rv_fail(ctx, errno, "ibv_create_cq");
+	else if (ch && (err = channel_bind((struct rv_channel *)ch, cq)) != 0)
+		rocemu_destroy_cq(cq->cq);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err) {
+		free(cq);
+		errno = err;
+		return NULL;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	pthread_mutex_init(&cq->ex.mutex, NULL);
+	pthread_cond_init(&cq->ex.cond, NULL);
+	cq->ex.context = &ctx->vctx.context;
+	cq->ex.channel = ch;
+	cq->ex.cq_context = cq_context;
+	cq->ex.cqe = cqe;
+	set_cq_ex_ops(&cq->ex);
+	return cq;
+}
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_context,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct rv_cq *cq;
+
+	if (comp_vector != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = cq_create(rv_ctx(ibctx), cqe, channel, cq_context);
+	return cq ? (struct ibv_cq *)&cq->ex : NULL;
+}
+
+struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *a)
+{
+	struct rv_cq *cq;
+
+	if (a->wc_flags & ~(uint64_t)CQ_EX_FLAGS)
+		return rv_unsupported_null("ibv_create_cq_ex with completion timestamps, CVLAN, "
+					   "flow tag or tag matching", "rocemu reports the "
+					   "fields of struct ibv_wc only");
+	if (a->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS ||
+	    (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS && a->flags))
+		return rv_unsupported_null("ibv_create_cq_ex with flags or a parent domain",
+					   "rocemu CQs are always single-threaded-safe "
+					   "through their own lock");
+	if (a->comp_vector != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = cq_create(rv_ctx(ibctx), (int)a->cqe, a->channel, a->cq_context);
+	if (!cq)
+		return NULL;
+	cq->wc_flags = a->wc_flags;
+	return &cq->ex;
+}
+
+int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct rv_context *ctx = rv_ctx(ibcq->context);
+	struct rv_cq *cq = rv_cq(ibcq);
+	int err;
+
+	pthread_mutex_lock(&ctx->lock);
+	channel_unbind(cq);
+	err = rocemu_destroy_cq(cq->cq);
+	if (err && cq->channel)
+		channel_bind(cq->channel, cq);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return rv_fail(ctx, err, "ibv_destroy_cq");
+	pthread_mutex_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
+
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	(void)cq, (void)cqe;
+	return rv_unsupported("ibv_resize_cq", "create the CQ with the size it needs");
+}

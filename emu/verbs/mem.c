@@ -1,0 +1,151 @@
+/* Protection domains, memory regions and fork.
+ *
+ * Registration moves the buffer's pages onto memory shared with the daemon (MAP_SHARED),
+ * so a fork never breaks the daemon's view of the parent's buffers with copy-on-write:
+ * what ibv_fork_init exists for is not needed here (IBV_FORK_UNNEEDED). A child would
+ * share those pages with its parent instead of copying them; after ibv_fork_init they are
+ * kept out of children (MADV_DONTFORK), as verbs programs that call it expect. */
+#include "emu/verbs/verbs_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* verbs.h wraps these two in macros; here they are the exported functions themselves. */
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+static bool fork_init_called;
+
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
+{
+	struct rv_context *ctx = rv_ctx(ibctx);
+	struct rv_pd *pd = calloc(1, sizeof(*pd));
+
+	if (!pd)
+		return NULL;
+	pthread_mutex_lock(&ctx->lock);
+	pd->pd = rocemu_alloc_pd(ctx->rc);
+	pthread_mutex_unlock(&ctx->lock);
+	if (!pd->pd) {
+		errno = rv_fail(ctx, errno, "ibv_alloc_pd");
+		free(pd);
+		return NULL;
+	}
+	pd->ibpd.context = ibctx;
+	return &pd->ibpd;
+}
+
+int ibv_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct rv_context *ctx = rv_ctx(ibpd->context);
+	int err;
+
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_dealloc_pd(rv_pd(ibpd)->pd);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return rv_fail(ctx, err, "ibv_dealloc_pd");
+	free(ibpd);
+	return 0;
+}
+
+/* The part of the pages of [addr, addr + length) a child must not inherit. */
+static void dontfork(void *addr, size_t length)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page - 1);
+	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+
+	madvise((void *)start, end - start, MADV_DONTFORK);
+}
+
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length,
+				uint64_t iova, unsigned int access)
+{
+	struct rv_context *ctx = rv_ctx(ibpd->context);
+	struct rv_mr *mr;
+
+	if (access & (IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB))
+		return rv_unsupported_null("ibv_reg_mr with MW_BIND, ON_DEMAND or HUGETLB",
+					   "memory windows and on-demand paging do not exist "
+					   "in rocemu; every MR is pinned");
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return NULL;
+	pthread_mutex_lock(&ctx->lock);
+	mr->mr = rocemu_reg_mr_iova(rv_pd(ibpd)->pd, addr, length, iova,
+				    (int)(access & ~IBV_ACCESS_RELAXED_ORDERING));
+	pthread_mutex_unlock(&ctx->lock);
+	if (!mr->mr) {
+		errno = rv_fail(ctx, errno, "ibv_reg_mr");
+		free(mr);
+		return NULL;
+	}
+	if (fork_init_called)
+		dontfork(addr, length);
+	mr->ibmr = (struct ibv_mr){
+		.context = ibpd->context, .pd = ibpd, .addr = addr, .length = length,
+		.handle = mr->mr->handle, .lkey = mr->mr->lkey, .rkey = mr->mr->rkey,
+	};
+	return &mr->ibmr;
+}
+
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+}
+
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			       int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
+}
+
+int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct rv_context *ctx = rv_ctx(ibmr->context);
+	struct rv_mr *mr = (struct rv_mr *)ibmr;
+	int err;
+
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_dereg_mr(mr->mr);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return rv_fail(ctx, err, "ibv_dereg_mr");
+	free(mr);
+	return 0;
+}
+
+int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+		 int access)
+{
+	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
+	return rv_unsupported("ibv_rereg_mr", "deregister and register again");
+}
+
+int ibv_fork_init(void)
+{
+	fork_init_called = true;
+	return 0;
+}
+
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_UNNEEDED;
+}
+
+/* Exported by libibverbs, declared only in its private driver.h. */
+int ibv_dontfork_range(void *base, size_t size);
+int ibv_dofork_range(void *base, size_t size);
+
+int ibv_dontfork_range(void *base, size_t size)
+{
+	return madvise(base, size, MADV_DONTFORK) ? errno : 0;
+}
+
+int ibv_dofork_range(void *base, size_t size)
+{
+	return madvise(base, size, MADV_DOFORK) ? errno : 0;
+}

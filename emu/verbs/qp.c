@@ -1,0 +1,238 @@
+/* Queue pairs: RC only (UD comes with issue 16), created plain or extended, driven
+ * through the verbs state machine by the daemon, which checks every transition. */
+#include "emu/verbs/verbs_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SUPPORTED_INIT_MASK (IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+
+static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
+{
+	if (a->qp_type == IBV_QPT_UD)
+		return rv_unsupported("UD QPs", "rocemu does RC only so far (issue 16 adds UD)");
+	if (a->qp_type != IBV_QPT_RC)
+		return rv_unsupported("UC, XRC, raw packet and driver QPs",
+				      "rocemu does RC (and soon UD) only");
+	if (a->comp_mask & ~(uint32_t)SUPPORTED_INIT_MASK)
+		return rv_unsupported("ibv_create_qp_ex with XRC domains, create flags, TSO, "
+				      "RSS or source QPNs", "rocemu QPs are plain RC QPs");
+	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || !a->send_cq || !a->recv_cq)
+		return EINVAL;
+	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    rv_qp_ex_check_ops(a->send_ops_flags))
+		return rv_unsupported("ibv_qp_ex send_ops_flags other than SEND [WITH IMM or INV], "
+				      "RDMA WRITE [WITH IMM], RDMA READ and the two atomics",
+				      "memory windows, local invalidate, TSO and ATOMIC WRITE "
+				      "do not exist in rocemu");
+	return 0;
+}
+
+static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a)
+{
+	struct rocemu_qp_init_attr init = {
+		.send_cq = rv_cq(a->send_cq)->cq,
+		.recv_cq = rv_cq(a->recv_cq)->cq,
+		.max_send_wr = a->cap.max_send_wr,
+		.max_recv_wr = a->cap.max_recv_wr,
+		.max_send_sge = a->cap.max_send_sge,
+		.max_recv_sge = a->cap.max_recv_sge,
+		.max_inline_data = a->cap.max_inline_data,
+		.sq_sig_all = a->sq_sig_all,
+		.srq = a->srq ? rv_srq(a->srq)->srq : NULL,
+	};
+	struct rocemu_qp *qp;
+
+	pthread_mutex_lock(&ctx->lock);
+	qp = rocemu_create_qp(rv_pd(a->pd)->pd, &init);
+	if (!qp)
+		errno = rv_fail(ctx, errno, "ibv_create_qp");
+	pthread_mutex_unlock(&ctx->lock);
+	return qp;
+}
+
+static void init_verbs_qp(struct rv_qp *qp, struct rv_context *ctx,
+			  const struct ibv_qp_init_attr_ex *a)
+{
+	struct ibv_qp *q = &qp->ex.qp_base;
+
+	q->context = &ctx->vctx.context;
+	q->qp_context = a->qp_context;
+	q->pd = a->pd;
+	q->send_cq = a->send_cq;
+	q->recv_cq = a->recv_cq;
+	q->srq = a->srq;
+	q->handle = qp->qp->handle;
+	q->qp_num = qp->qp->qp_num;
+	q->state = IBV_QPS_RESET;
+	q->qp_type = a->qp_type;
+	pthread_mutex_init(&q->mutex, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	pthread_mutex_init(&qp->send_lock, NULL);
+	pthread_mutex_init(&qp->recv_lock, NULL);
+	qp->cap = a->cap;
+	if (a->srq)
+		qp->cap.max_recv_wr = qp->cap.max_recv_sge = 0;
+	qp->sq_sig_all = a->sq_sig_all;
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->has_ex = true;
+		rv_qp_ex_init(qp);
+	}
+}
+
+struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a)
+{
+	struct rv_context *ctx = rv_ctx(ibctx);
+	struct rv_qp *qp;
+	int err = check_init_attr(a);
+
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	qp->qp = create(ctx, a);
+	if (!qp->qp) {
+		free(qp);
+		return NULL;
+	}
+	init_verbs_qp(qp, ctx, a);
+	return &qp->ex.qp_base;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex a;
+	struct ibv_qp *qp;
+
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, attr, sizeof(*attr));
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = pd;
+	qp = rv_create_qp_ex(pd->context, &a);
+	if (qp)
+		attr->cap = rv_qp(qp)->cap;
+	return qp;
+}
+
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct rv_qp *q = rv_qp(qp);
+
+	return q->has_ex ? &q->ex : NULL;
+}
+
+static int check_av(const struct ibv_qp_attr *attr, int mask)
+{
+	const struct ibv_ah_attr *ah = &attr->ah_attr;
+
+	if ((mask & IBV_QP_PORT) && attr->port_num != RV_PORT)
+		return EINVAL;
+	if (!(mask & IBV_QP_AV))
+		return 0;
+	if (!ah->is_global || ah->grh.sgid_index >= RV_GID_TBL_LEN ||
+	    (ah->port_num && ah->port_num != RV_PORT))
+		return rv_refuse(EINVAL, "ibv_modify_qp", "RoCE needs a GRH in ah_attr "
+				 "(is_global 1, sgid_index 0, port 1)");
+	return 0;
+}
+
+int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct rv_context *ctx = rv_ctx(ibqp->context);
+	struct rv_qp *qp = rv_qp(ibqp);
+	int err = check_av(attr, mask);
+
+	if (err)
+		return err;
+	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0)
+		return EINVAL;
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_modify_qp(qp->qp, attr,
+			       mask & ~(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_CUR_STATE |
+					IBV_QP_EN_SQD_ASYNC_NOTIFY));
+	if (!err && (mask & IBV_QP_STATE))
+		ibqp->state = attr->qp_state;
+	pthread_mutex_unlock(&ctx->lock);
+	return err ? rv_fail(ctx, err, "ibv_modify_qp") : 0;
+}
+
+static void fill_init_attr(const struct rv_qp *qp, struct ibv_qp_init_attr *init)
+{
+	const struct ibv_qp *q = &qp->ex.qp_base;
+
+	memset(init, 0, sizeof(*init));
+	init->qp_context = q->qp_context;
+	init->send_cq = q->send_cq;
+	init->recv_cq = q->recv_cq;
+	init->srq = q->srq;
+	init->cap = qp->cap;
+	init->qp_type = q->qp_type;
+	init->sq_sig_all = qp->sq_sig_all;
+}
+
+int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+		 struct ibv_qp_init_attr *init)
+{
+	struct rv_context *ctx = rv_ctx(ibqp->context);
+	struct rv_qp *qp = rv_qp(ibqp);
+	int err;
+
+	(void)mask;     /* everything is answered: verbs allows more than asked */
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_query_qp(qp->qp, attr);
+	if (!err)
+		ibqp->state = attr->qp_state;
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return rv_fail(ctx, err, "ibv_query_qp");
+	attr->cur_qp_state = attr->qp_state;
+	attr->cap = qp->cap;
+	attr->port_num = RV_PORT;
+	attr->ah_attr.port_num = RV_PORT;
+	attr->ah_attr.grh.hop_limit = 64;
+	if (init)
+		fill_init_attr(qp, init);
+	return 0;
+}
+
+int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct rv_context *ctx = rv_ctx(ibqp->context);
+	struct rv_qp *qp = rv_qp(ibqp);
+	int err;
+
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_destroy_qp(qp->qp);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return rv_fail(ctx, err, "ibv_destroy_qp");
+	rv_qp_ex_free(qp);
+	free(qp);
+	return 0;
+}
+
+int rv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct rv_qp *qp = rv_qp(ibqp);
+	int err;
+
+	pthread_mutex_lock(&qp->send_lock);
+	err = rocemu_post_send(qp->qp, wr, bad);
+	pthread_mutex_unlock(&qp->send_lock);
+	return err;
+}
+
+int rv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct rv_qp *qp = rv_qp(ibqp);
+	int err;
+
+	pthread_mutex_lock(&qp->recv_lock);
+	err = rocemu_post_recv(qp->qp, wr, bad);
+	pthread_mutex_unlock(&qp->recv_lock);
+	return err;
+}

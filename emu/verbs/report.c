@@ -1,0 +1,66 @@
+/* What the verbs layer tells the user. A verbs program only sees an errno; the daemon's
+ * reason for refusing a call would otherwise be lost, so it goes to stderr, one line per
+ * failure, and each unsupported feature is named once. ROCEMU_QUIET=1 silences both. */
+#include "emu/verbs/verbs_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NAMED 64
+
+static bool quiet(void)
+{
+	const char *q = getenv("ROCEMU_QUIET");
+
+	return q && q[0] && strcmp(q, "0") != 0;
+}
+
+int rv_fail(struct rv_context *ctx, int err, const char *what)
+{
+	const char *why = ctx && ctx->rc ? rocemu_last_error(ctx->rc) : "";
+
+	if (!quiet())
+		fprintf(stderr, "rocemu: %s failed: %s%s%s\n", what, strerror(err),
+			why[0] ? ": " : "", why);
+	return err;
+}
+
+int rv_refuse(int err, const char *what, const char *why)
+{
+	if (!quiet())
+		fprintf(stderr, "rocemu: %s: %s\n", what, why);
+	return err;
+}
+
+/* Names already reported, compared by address: every caller passes a string literal. */
+static const char *named[MAX_NAMED];
+static unsigned nnamed;
+static pthread_mutex_t named_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool first_time(const char *what)
+{
+	bool first = true;
+
+	pthread_mutex_lock(&named_lock);
+	for (unsigned i = 0; i < nnamed && first; i++)
+		first = named[i] != what;
+	if (first && nnamed < MAX_NAMED)
+		named[nnamed++] = what;
+	pthread_mutex_unlock(&named_lock);
+	return first;
+}
+
+int rv_unsupported(const char *what, const char *why)
+{
+	if (first_time(what) && !quiet())
+		fprintf(stderr, "rocemu: %s is not supported: %s\n", what, why);
+	return EOPNOTSUPP;
+}
+
+void *rv_unsupported_null(const char *what, const char *why)
+{
+	errno = rv_unsupported(what, why);
+	return NULL;
+}

@@ -1,0 +1,155 @@
+/* The verbs layer's internals: rdma-core's objects (struct ibv_context, ibv_pd, ...) wrapped
+ * around librocemu's, so that a program compiled against <infiniband/verbs.h> and linked
+ * against libibverbs.so.1 drives rocemud when this library is preloaded (rocemu-run).
+ *
+ * Every verbs object a program sees is the first member of one of ours (the context is the
+ * last member of a struct verbs_context, as libibverbs' inline helpers require), so the
+ * calls recover ours with a cast from the pointer they are given.
+ *
+ * Locking follows what libibverbs promises: calls on one context may come from several
+ * threads. librocemu objects are not thread-safe, so every call that talks to the daemon
+ * holds its context's lock, posting holds the queue's lock, polling the CQ's. */
+#ifndef ROCEMU_VERBS_INT_H
+#define ROCEMU_VERBS_INT_H
+
+#include "emu/rocemu.h"
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/un.h>
+
+#define RV_PORT 1
+#define RV_GID_TBL_LEN 1        /* one GID: the daemon's address, RoCE v2, IPv4-mapped */
+#define RV_CQ_BATCH 16          /* completions one extended-CQ poll takes from the ring */
+
+struct rv_device {
+	struct ibv_device ibdev;
+	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	__be64 guid;
+	struct rv_device *next;
+};
+
+struct rv_context {
+	pthread_mutex_t lock;           /* one daemon call at a time */
+	struct rocemu_context *rc;
+	struct rv_device *dev;
+	struct rocemu_device_attr attr;
+	struct rocemu_port_attr port;
+	int async_ep;                   /* = async_fd: the daemon's socket and the SRQs' fds */
+	bool fatal_sent;                /* IBV_EVENT_DEVICE_FATAL was reported */
+	enum ibv_port_state event_port_state;  /* the last one an async event told of */
+	struct verbs_context vctx;      /* last: libibverbs finds the ops in front of it */
+};
+
+struct rv_pd {
+	struct ibv_pd ibpd;
+	struct rocemu_pd *pd;
+};
+
+struct rv_mr {
+	struct ibv_mr ibmr;
+	struct rocemu_mr *mr;
+};
+
+struct rv_channel {
+	struct ibv_comp_channel ch;     /* ch.fd is an epoll set of its CQs' event fds */
+	pthread_mutex_t lock;
+	LIST_HEAD(, rv_cq) cqs;
+};
+
+struct rv_cq {
+	struct ibv_cq_ex ex;            /* begins as a struct ibv_cq does */
+	struct rocemu_cq *cq;
+	pthread_mutex_t lock;
+	struct rv_channel *channel;
+	uint64_t wc_flags;              /* what the extended CQ was asked to report */
+	struct ibv_wc batch[RV_CQ_BATCH];
+	int batch_len, batch_pos;       /* extended polling: taken from the ring, not yet read */
+	bool reading;                   /* batch[batch_pos] is the one being read */
+	LIST_ENTRY(rv_cq) link;         /* on its channel */
+};
+
+struct rv_srq {
+	struct ibv_srq ibsrq;
+	struct rocemu_srq *srq;
+	pthread_mutex_t lock;
+};
+
+/* One work request being built with the ibv_wr_* calls. */
+struct rv_wr_slot {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[4];
+	uint8_t inline_data[256];
+};
+
+struct rv_qp {
+	struct ibv_qp_ex ex;            /* begins as a struct ibv_qp does */
+	struct rocemu_qp *qp;
+	pthread_mutex_t send_lock, recv_lock;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+	bool has_ex;                    /* created with send_ops_flags: ibv_wr_* work */
+	struct rv_wr_slot *slots;       /* between ibv_wr_start and ibv_wr_complete */
+	unsigned nslots, slots_cap;
+	int build_err;                  /* the first bad ibv_wr_* call since ibv_wr_start */
+};
+
+static inline struct rv_context *rv_ctx(struct ibv_context *ibctx)
+{
+	return (struct rv_context *)((char *)ibctx - offsetof(struct rv_context, vctx.context));
+}
+
+static inline struct rv_pd *rv_pd(struct ibv_pd *pd) { return (struct rv_pd *)pd; }
+static inline struct rv_cq *rv_cq(struct ibv_cq *cq) { return (struct rv_cq *)cq; }
+static inline struct rv_qp *rv_qp(struct ibv_qp *qp) { return (struct rv_qp *)qp; }
+static inline struct rv_srq *rv_srq(struct ibv_srq *srq) { return (struct rv_srq *)srq; }
+
+/* report.c: what reaches the user on stderr ("rocemu: ..."), unless ROCEMU_QUIET is set. */
+/* A failed daemon call: its errno, with what was asked and the daemon's reason. */
+int rv_fail(struct rv_context *ctx, int err, const char *what);
+/* A call refused here, before the daemon: err, with why. */
+int rv_refuse(int err, const char *what, const char *why);
+/* Something rocemu does not do: EOPNOTSUPP, said once per what. */
+int rv_unsupported(const char *what, const char *why);
+/* The same for constructors: NULL with errno = EOPNOTSUPP. */
+void *rv_unsupported_null(const char *what, const char *why);
+
+/* device.c */
+void rv_fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *attr);
+int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_ex_input *in,
+		       struct ibv_device_attr_ex *attr, size_t attr_size);
+int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr *attr,
+		  size_t attr_len);
+
+/* cq.c */
+int rv_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
+int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *a);
+
+/* qp.c */
+int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a);
+
+/* qp_ex.c: the ibv_wr_* function table of a QP created with send_ops_flags. */
+/* 0, or EOPNOTSUPP when send_ops_flags asks for an operation rocemu does not do. */
+int rv_qp_ex_check_ops(uint64_t send_ops_flags);
+void rv_qp_ex_init(struct rv_qp *qp);
+void rv_qp_ex_free(struct rv_qp *qp);
+
+/* srq.c */
+int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+struct ibv_srq *rv_create_srq_ex(struct ibv_context *ibctx, struct ibv_srq_init_attr_ex *a);
+
+/* async.c */
+int rv_async_init(struct rv_context *ctx);
+void rv_async_watch_srq(struct rv_context *ctx, struct rv_srq *srq);
+void rv_async_unwatch_srq(struct rv_context *ctx, struct rv_srq *srq);
+
+/* unsupported.c: the context ops for what rocemu does not do. */
+void rv_set_unsupported_ops(struct verbs_context *vctx);
+
+#endif
