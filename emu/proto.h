@@ -247,6 +247,8 @@ struct proto_query_qp_reply {
 	X(drop_stale_ack, "dropped: ACK or NAK for a PSN not outstanding")               \
 	X(drop_ring_full, "dropped by the kernel: the receive ring was full")            \
 	X(drop_truncated, "dropped: frame larger than a receive ring slot")              \
+	X(loopback_pkts, "packets from one QP of this daemon to another (not on the wire)") \
+	X(drop_loopback_full, "dropped: the loopback queue between local QPs was full")  \
 	X(sent_gso_frames, "GSO frames sent (several packets of one QP in one send)")     \
 	X(rcvd_gso_frames, "GSO frames received and cut into their packets")             \
 	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \

@@ -222,6 +222,15 @@ struct client {
 /* CQs plus QPs one connection may hold: each costs the daemon two descriptors. */
 #define CLIENT_MAX_QUEUES 4096
 
+#define LOOPQ_SLOTS 256
+
+struct loopq {
+	uint8_t (*frames)[DEV_FRAME_MAX];   /* allocated at the first frame */
+	uint16_t len[LOOPQ_SLOTS];
+	unsigned head, count;
+	ev_idle idle;
+};
+
 struct dev {
 	struct ev_loop *loop;
 	char ifname[IF_NAMESIZE];
@@ -273,6 +282,7 @@ struct dev {
 	LIST_HEAD(, client) clients;
 	struct dev_counters cnt;
 	struct fault_cfg fault;
+	struct loopq loopq;
 	struct fault_stage fault_tx;
 	struct fault_stage fault_rx;
 	bool verbose;
@@ -323,6 +333,13 @@ void net_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
 void net_rx_batch_end(struct dev *dev);
 /* Applies a fault spec ("off" clears it); 0, or -1 with a message. */
 int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen);
+
+/* loopq.c: frames from one QP of this daemon to another, received at the next turn of
+ * the loop instead of crossing the wire */
+bool loopq_wants(const struct dev *dev, const uint8_t *frame, size_t len);
+void loopq_push(struct dev *dev, const uint8_t *frame, size_t len);
+void loopq_init(struct dev *dev);
+void loopq_free(struct dev *dev);
 
 /* capture.c: --pcap recording; capture_frame does nothing when it is off */
 int capture_open(struct dev *dev, const char *path, uint64_t max_bytes, char *err,

@@ -349,6 +349,7 @@ int main(int argc, char **argv)
 	dev.flush_watcher.data = &dev;
 	ev_prepare_start(dev.loop, &dev.flush_watcher);
 	ev_idle_init(&dev.busy_idle, on_busy_idle);
+	loopq_init(&dev);
 	dev.busy_window = o.busy_poll_us * 1e-6;
 	if (o.busy_poll_us)
 		log_info("busy-polling for %u us after traffic", o.busy_poll_us);

@@ -235,6 +235,7 @@ void net_close(struct dev *dev)
 	if (dev->udp_guard_fd >= 0)
 		close(dev->udp_guard_fd);
 	free(dev->tx_frames);
+	loopq_free(dev);
 }
 
 void net_read_ring_drops(struct dev *dev)
@@ -306,6 +307,10 @@ int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6])
 {
 	if (dev->loopback) {
 		memset(mac, 0, 6);
+		return 0;
+	}
+	if (ipv4 == dev->ipv4) {        /* a QP of this daemon: loopq.c delivers it */
+		memcpy(mac, dev->mac, 6);
 		return 0;
 	}
 	for (int i = 0; i < RESOLVE_TRIES; i++) {

@@ -76,9 +76,8 @@ static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr 
 		snprintf(err, errlen, "destination QPN 0x%x is not a valid QPN", a->dest_qpn);
 		return -EINVAL;
 	}
-	if ((mask & IBV_QP_AV) && (a->dest_ipv4 == 0 || a->dest_ipv4 == qp->dev->ipv4)) {
-		snprintf(err, errlen, "peer address must be another host's IPv4 (on one machine, "
-			 "use a second rocemud's address)");
+	if ((mask & IBV_QP_AV) && a->dest_ipv4 == 0) {
+		snprintf(err, errlen, "the peer's address is 0.0.0.0");
 		return -EINVAL;
 	}
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&

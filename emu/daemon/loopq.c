@@ -1,0 +1,76 @@
+/* Frames a QP sends to another QP of this same daemon (two QPs of one device connected to
+ * each other, as test suites and many programs do on rxe and NICs). The wire would not
+ * bring them back: a packet socket does not receive what it sends, and no host delivers a
+ * frame to the interface that sent it. So after the fault stage they wait in a queue of
+ * their own and are received at the next turn of the loop, as if they had crossed a wire.
+ * On a loopback interface the kernel does bring them back, and the queue is not used. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/daemon/daemon.h"
+
+#define DST_IP_OFFSET (WIRE_ETH_LEN + 16)
+
+bool loopq_wants(const struct dev *dev, const uint8_t *frame, size_t len)
+{
+	return !dev->loopback && len >= DST_IP_OFFSET + 4 &&
+	       memcmp(frame + DST_IP_OFFSET, &dev->ipv4, 4) == 0;
+}
+
+/* Full, the frame is lost as a full receive ring loses it, and RC sends it again. */
+void loopq_push(struct dev *dev, const uint8_t *frame, size_t len)
+{
+	struct loopq *q = &dev->loopq;
+	unsigned tail;
+
+	if (!q->frames && !(q->frames = calloc(LOOPQ_SLOTS, DEV_FRAME_MAX))) {
+		dev->cnt.drop_loopback_full++;
+		return;
+	}
+	if (q->count == LOOPQ_SLOTS || len > DEV_FRAME_MAX) {
+		dev->cnt.drop_loopback_full++;
+		return;
+	}
+	tail = (q->head + q->count) % LOOPQ_SLOTS;
+	memcpy(q->frames[tail], frame, len);
+	q->len[tail] = (uint16_t)len;
+	q->count++;
+	dev->cnt.loopback_pkts++;
+	ev_idle_start(dev->loop, &q->idle);
+}
+
+/* The frames queued before this turn; what they make the transport send to itself waits
+ * for the next one. A frame stays counted until it is received, so a push meanwhile
+ * cannot take its slot. */
+static void on_loopq_idle(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct dev *dev = w->data;
+	struct loopq *q = &dev->loopq;
+
+	(void)revents;
+	for (unsigned n = q->count; n > 0; n--) {
+		net_rx_frame(dev, q->frames[q->head], q->len[q->head]);
+		q->head = (q->head + 1) % LOOPQ_SLOTS;
+		q->count--;
+	}
+	net_rx_batch_end(dev);
+	if (q->count == 0)
+		ev_idle_stop(loop, w);
+}
+
+/* Highest priority: libev runs an idle watcher only when nothing of its priority or above
+ * is pending, and a busy receive ring must not starve the loopback. */
+void loopq_init(struct dev *dev)
+{
+	ev_idle_init(&dev->loopq.idle, on_loopq_idle);
+	ev_set_priority(&dev->loopq.idle, EV_MAXPRI);
+	dev->loopq.idle.data = dev;
+}
+
+void loopq_free(struct dev *dev)
+{
+	ev_idle_stop(dev->loop, &dev->loopq.idle);
+	free(dev->loopq.frames);
+	dev->loopq.frames = NULL;
+	dev->loopq.count = 0;
+}
