@@ -1032,7 +1032,6 @@ struct modify_case {
 };
 
 #define ATTR(field, v) SET(proto_modify_qp, attr.field, v)
-#define OWN_IP 0x1ffffffffull    /* wider than the field: replaced by B's own address */
 
 static const struct modify_case modify_cases[] = {
 	{ .name = "modify: RESET -> RTR", .from = IBV_QPS_RESET, .to = IBV_QPS_RTR },
@@ -1055,8 +1054,6 @@ static const struct modify_case modify_cases[] = {
 	  .p = ATTR(dest_qpn, 1u << 24) },
 	{ .name = "modify: peer IPv4 0.0.0.0", .from = IBV_QPS_INIT, .to = IBV_QPS_RTR,
 	  .p = ATTR(dest_ipv4, 0) },
-	{ .name = "modify: peer IPv4 the daemon's own", .from = IBV_QPS_INIT,
-	  .to = IBV_QPS_RTR, .p = ATTR(dest_ipv4, OWN_IP) },
 	{ .name = "modify: RTR without DEST_QPN in the mask", .from = IBV_QPS_INIT,
 	  .to = IBV_QPS_RTR, .drop_mask = IBV_QP_DEST_QPN },
 	{ .name = "modify: retry_cnt 8", .from = IBV_QPS_RTR, .to = IBV_QPS_RTS,
@@ -1080,8 +1077,6 @@ static bool run_modify_case(struct hostile *h, const struct modify_case *c)
 
 	if (h_to(h, c->from) < 0)
 		return false;
-	if (p.val == OWN_IP)
-		p.val = g_b.port.ipv4;
 	m.attr_mask = (m.attr_mask & ~c->drop_mask) | c->add_mask;
 	apply_patch((union msgbuf *)&m, &p);
 	call(h->fd, &m, sizeof(m), NULL, 0, &a);
