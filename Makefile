@@ -104,8 +104,14 @@ $(BUILD)/test/gso_refuse.so: test/gso_refuse.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 $(WARN) -D_GNU_SOURCE -fPIC -shared -o $@ $< -ldl
 
+# verbs-programs.test.sh runs it under rocemu-run: a user's verbs program, linked against
+# libibverbs alone, so built plainly in both trees (rocemu-run brings the sanitizer along).
+$(BUILD)/test/ibv_abuse: test/ibv_abuse.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs -lpthread
+
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
-build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so
+build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)

@@ -55,7 +55,7 @@ static bool first_time(const char *what)
 int rv_unsupported(const char *what, const char *why)
 {
 	if (first_time(what) && !quiet())
-		fprintf(stderr, "rocemu: %s is not supported: %s\n", what, why);
+		fprintf(stderr, "rocemu: %s: not supported: %s\n", what, why);
 	return EOPNOTSUPP;
 }
 

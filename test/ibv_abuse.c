@@ -1,0 +1,461 @@
+/* A verbs program, written against <infiniband/verbs.h> and linked against libibverbs only,
+ * that misuses the API; run under rocemu-run on one daemon (argv[1]: its IPv4 address),
+ * it checks that each misuse is refused the way verbs refuses it, and that what should
+ * work (loopback QPs, an iova other than the address, two threads on one QP and CQ) does.
+ * One line per case: "ok NAME" or "FAIL NAME: why"; exit 0 when every case passed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF 65536
+#define DEPTH 16
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static union ibv_gid gid;
+static int failures;
+
+static void report(const char *name, bool ok, const char *why)
+{
+	if (ok) {
+		printf("ok %s\n", name);
+	} else {
+		printf("FAIL %s: %s\n", name, why);
+		failures++;
+	}
+	fflush(stdout);
+}
+
+#define CHECK(name, cond) report(name, (cond), #cond)
+
+struct end {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+};
+
+static struct ibv_qp *make_qp(struct ibv_cq *cq, uint32_t depth)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+
+	return ibv_create_qp(pd, &a);
+}
+
+static int to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
+		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_LOCAL_WRITE,
+	};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			     IBV_QP_ACCESS_FLAGS);
+}
+
+/* RESET -> RTS towards remote_qpn on this same device, with short timers. */
+static int connect_qp(struct ibv_qp *qp, uint32_t remote_qpn)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = remote_qpn,
+		.rq_psn = 0, .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			     .grh = { .dgid = gid, .sgid_index = 0, .hop_limit = 64 } },
+	};
+	int err = to_init(qp);
+
+	if (!err)
+		err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				    IBV_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .timeout = 12, .retry_cnt = 1,
+				  .rnr_retry = 1, .sq_psn = 0, .max_rd_atomic = 1 };
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static bool make_end(struct end *e, uint32_t depth)
+{
+	e->cq = ibv_create_cq(ctx, 4 * (int)depth, NULL, NULL, 0);
+	e->qp = e->cq ? make_qp(e->cq, depth) : NULL;
+	e->buf = aligned_alloc(4096, BUF);
+	e->mr = e->qp && e->buf ? ibv_reg_mr(pd, e->buf, BUF, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE |
+					     IBV_ACCESS_REMOTE_READ) : NULL;
+	return e->mr != NULL;
+}
+
+static void free_end(struct end *e)
+{
+	ibv_destroy_qp(e->qp);
+	ibv_destroy_cq(e->cq);
+	ibv_dereg_mr(e->mr);
+	free(e->buf);
+}
+
+/* One completion within ms, or status -1. */
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n == 1)
+			return wc->status;
+		if (n < 0)
+			return -1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+	return -1;
+}
+
+static int post_write(struct ibv_qp *qp, uint64_t laddr, uint32_t lkey, uint32_t len,
+		      uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	};
+	struct ibv_send_wr *bad;
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static void case_unsupported(void)
+{
+	struct ibv_qp_init_attr ud = { .qp_type = IBV_QPT_UD, .cap = { 1, 1, 1, 1, 0 } };
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_ah_attr ah = { .is_global = 1, .port_num = 1, .grh.dgid = gid };
+	struct ibv_xrcd_init_attr xrcd = { .comp_mask = IBV_XRCD_INIT_ATTR_OFLAGS };
+	struct ibv_cq_init_attr_ex cq_ex = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	struct ibv_alloc_dm_attr dm = { .length = 4096 };
+	char buf[64];
+
+	ud.send_cq = ud.recv_cq = cq;
+	errno = 0;
+	CHECK("unsupported: ibv_create_qp(UD) is EOPNOTSUPP", !ibv_create_qp(pd, &ud) &&
+	      errno == EOPNOTSUPP);
+	ud.qp_type = IBV_QPT_UC;
+	errno = 0;
+	CHECK("unsupported: ibv_create_qp(UC) is EOPNOTSUPP", !ibv_create_qp(pd, &ud) &&
+	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK("unsupported: ibv_create_ah is EOPNOTSUPP", !ibv_create_ah(pd, &ah) &&
+	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK("unsupported: ibv_alloc_mw is EOPNOTSUPP", !ibv_alloc_mw(pd, IBV_MW_TYPE_1) &&
+	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK("unsupported: ibv_open_xrcd is EOPNOTSUPP", !ibv_open_xrcd(ctx, &xrcd) &&
+	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK("unsupported: ibv_alloc_dm is EOPNOTSUPP", !ibv_alloc_dm(ctx, &dm) &&
+	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK("unsupported: ibv_reg_mr(ON_DEMAND) is EOPNOTSUPP",
+	      !ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE) &&
+	      errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK("unsupported: ibv_create_cq_ex with timestamps is EOPNOTSUPP",
+	      !ibv_create_cq_ex(ctx, &cq_ex) && errno == EOPNOTSUPP);
+	CHECK("unsupported: ibv_resize_cq is EOPNOTSUPP", ibv_resize_cq(cq, 8) == EOPNOTSUPP);
+	CHECK("unsupported: ibv_attach_mcast is EOPNOTSUPP",
+	      ibv_attach_mcast(NULL, &gid, 0) == EOPNOTSUPP);
+	ibv_destroy_cq(cq);
+}
+
+static void case_bad_arguments(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? make_qp(cq, 4) : NULL;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+	char *buf = malloc(8192);
+	struct ibv_mr *mr;
+
+	errno = 0;
+	mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_REMOTE_WRITE);
+	CHECK("bad argument: REMOTE_WRITE without LOCAL_WRITE is EINVAL", !mr && errno == EINVAL);
+	CHECK("bad argument: RESET -> RTS is EINVAL",
+	      qp && ibv_modify_qp(qp, &a, IBV_QP_STATE) == EINVAL);
+	CHECK("bad argument: destroying a CQ a QP uses is EBUSY", ibv_destroy_cq(cq) == EBUSY);
+	mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
+	CHECK("bad argument: deallocating a PD with a QP and an MR is EBUSY", ibv_dealloc_pd(pd) == EBUSY);
+	CHECK("bad argument: ibv_query_gid index 1 fails", ibv_query_gid(ctx, 1, 1, &gid) != 0);
+	CHECK("bad argument: ibv_query_port port 2 fails",
+	      ibv_query_port(ctx, 2, &(struct ibv_port_attr){ 0 }) != 0);
+	ibv_dereg_mr(mr);
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	free(buf);
+}
+
+/* Two QPs of this device connected to each other, and every local and remote key misuse. */
+static void case_keys(void)
+{
+	struct end a, b;
+	struct ibv_wc wc;
+	struct ibv_send_wr *bad;
+	struct ibv_send_wr inv = { .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED };
+	uint8_t before[BUF];
+	int st;
+
+	if (!make_end(&a, DEPTH) || !make_end(&b, DEPTH) || connect_qp(a.qp, b.qp->qp_num) ||
+	    connect_qp(b.qp, a.qp->qp_num)) {
+		report("keys: two QPs of one device connected", false, strerror(errno));
+		return;
+	}
+	memset(a.buf, 0xa5, BUF);
+	memset(b.buf, 0, BUF);
+	st = post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 4096, (uintptr_t)b.buf, b.mr->rkey, 1);
+	CHECK("keys: loopback WRITE completes", st == 0 && wait_wc(a.cq, &wc, 5000) == 0);
+	CHECK("keys: loopback WRITE landed", b.buf[0] == 0xa5 && b.buf[4095] == 0xa5 &&
+	      b.buf[4096] == 0);
+	CHECK("keys: an unsupported opcode is refused at post",
+	      ibv_post_send(a.qp, &inv, &bad) != 0 && bad == &inv);
+	memcpy(before, b.buf, BUF);
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey ^ 0x100, 2);
+	st = wait_wc(a.cq, &wc, 5000);
+	CHECK("keys: a bad rkey completes with IBV_WC_REM_ACCESS_ERR", st == IBV_WC_REM_ACCESS_ERR);
+	CHECK("keys: ... and the target is unchanged", memcmp(before, b.buf, BUF) == 0);
+	free_end(&a);
+	free_end(&b);
+	if (!make_end(&a, DEPTH) || !make_end(&b, DEPTH) || connect_qp(a.qp, b.qp->qp_num) ||
+	    connect_qp(b.qp, a.qp->qp_num))
+		return;
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey ^ 0x100, 64, (uintptr_t)b.buf, b.mr->rkey, 3);
+	st = wait_wc(a.cq, &wc, 5000);
+	CHECK("keys: a bad lkey completes with IBV_WC_LOC_PROT_ERR", st == IBV_WC_LOC_PROT_ERR);
+	st = post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey, 4);
+	CHECK("keys: the next WRITE on the errored QP is flushed",
+	      st != 0 || wait_wc(a.cq, &wc, 5000) == IBV_WC_WR_FLUSH_ERR);
+	free_end(&a);
+	free_end(&b);
+}
+
+/* More work requests than the send queue holds: the first that does not fit is bad_wr. */
+static void case_queue_depth(void)
+{
+	struct end a, b;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr[64], *bad = NULL;
+	struct ibv_wc wc[64];
+	int err, done = 0;
+
+	if (!make_end(&a, 4) || !make_end(&b, 4) || connect_qp(a.qp, b.qp->qp_num) ||
+	    connect_qp(b.qp, a.qp->qp_num)) {
+		report("depth: QPs of depth 4", false, strerror(errno));
+		return;
+	}
+	sge = (struct ibv_sge){ .addr = (uintptr_t)a.buf, .length = 8, .lkey = a.mr->lkey };
+	for (int i = 0; i < 64; i++)
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = (uint64_t)i, .next = i < 63 ? &wr[i + 1] : NULL, .sg_list = &sge,
+			.num_sge = 1, .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+			.wr.rdma = { .remote_addr = (uintptr_t)b.buf, .rkey = b.mr->rkey },
+		};
+	err = ibv_post_send(a.qp, wr, &bad);
+	CHECK("depth: posting 64 on a queue of 4 is ENOMEM with bad_wr inside the list",
+	      err == ENOMEM && bad && bad > &wr[0] && bad <= &wr[63]);
+	for (int tries = 0; tries < 5000 && done < bad - wr; tries++) {
+		int n = ibv_poll_cq(a.cq, 64, wc);
+
+		for (int i = 0; i < n; i++)
+			done += wc[i].status == IBV_WC_SUCCESS;
+		if (!n)
+			usleep(1000);
+	}
+	CHECK("depth: every WRITE before bad_wr completes", done == bad - wr);
+	free_end(&a);
+	free_end(&b);
+}
+
+/* The peer is a child process, killed with SIGKILL: our WRITE runs out of retries. */
+static void case_killed_peer(void)
+{
+	struct end a;
+	struct ibv_wc wc;
+	int to_parent[2], to_child[2];
+	uint32_t qpn = 0;
+	pid_t child;
+
+	if (!make_end(&a, DEPTH) || pipe(to_parent) || pipe(to_child))
+		{ report("killed peer: setup", false, strerror(errno)); return; }
+	child = fork();
+	if (child == 0) {
+		struct ibv_device **list = ibv_get_device_list(NULL);
+		struct ibv_context *c2 = list && list[0] ? ibv_open_device(list[0]) : NULL;
+		struct end b;
+
+		ctx = c2;
+		pd = c2 ? ibv_alloc_pd(c2) : NULL;
+		if (!pd || !make_end(&b, DEPTH))
+			_exit(1);
+		qpn = b.qp->qp_num;
+		if (write(to_parent[1], &qpn, sizeof(qpn)) != sizeof(qpn) ||
+		    read(to_child[0], &qpn, sizeof(qpn)) != sizeof(qpn) ||
+		    connect_qp(b.qp, qpn))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	if (read(to_parent[0], &qpn, sizeof(qpn)) != sizeof(qpn) || connect_qp(a.qp, qpn) ||
+	    write(to_child[1], &a.qp->qp_num, sizeof(qpn)) != sizeof(qpn)) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		{ report("killed peer: connected to a child's QP", false, "setup failed"); return; }
+	}
+	usleep(200000);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	usleep(100000);
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, 0, 0, 9);
+	CHECK("killed peer: the WRITE completes with IBV_WC_RETRY_EXC_ERR",
+	      wait_wc(a.cq, &wc, 20000) == IBV_WC_RETRY_EXC_ERR);
+	free_end(&a);
+}
+
+/* ibv_reg_mr_iova2: the peer addresses the buffer by its iova, not its address. */
+static void case_iova(void)
+{
+	struct end a, b;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	uint8_t *target = aligned_alloc(4096, BUF);
+	const uint64_t iova = 0x100000;
+
+	if (!target || !make_end(&a, DEPTH) || !make_end(&b, DEPTH) ||
+	    connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
+		{ report("iova: setup", false, strerror(errno)); return; }
+	memset(target, 0, BUF);
+	mr = ibv_reg_mr_iova2(pd, target, BUF, iova, IBV_ACCESS_LOCAL_WRITE |
+			      IBV_ACCESS_REMOTE_WRITE);
+	memset(a.buf, 0x3c, 256);
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 256, iova + 1024, mr ? mr->rkey : 0, 1);
+	CHECK("iova: a WRITE to iova + 1024 completes", mr && wait_wc(a.cq, &wc, 5000) == 0);
+	CHECK("iova: ... and lands at address + 1024", target[1024] == 0x3c &&
+	      target[1279] == 0x3c && target[1023] == 0 && target[1280] == 0);
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 256, (uintptr_t)target, mr ? mr->rkey : 0, 2);
+	CHECK("iova: a WRITE to the address itself is out of the MR",
+	      wait_wc(a.cq, &wc, 5000) == IBV_WC_REM_ACCESS_ERR);
+	ibv_dereg_mr(mr);
+	free_end(&a);
+	free_end(&b);
+	free(target);
+}
+
+/* A poster thread and a poller thread on one QP and CQ. */
+#define THREAD_WRITES 20000
+struct threads {
+	struct end a, b;
+	int completed;
+};
+
+static void *poller(void *arg)
+{
+	struct threads *t = arg;
+	struct ibv_wc wc[16];
+
+	for (int idle = 0; t->completed < THREAD_WRITES && idle < 20000000; idle++) {
+		int n = ibv_poll_cq(t->a.cq, 16, wc);
+
+		for (int i = 0; i < n; i++)
+			t->completed += wc[i].status == IBV_WC_SUCCESS;
+		if (n)
+			idle = 0;
+	}
+	return NULL;
+}
+
+static void case_threads(void)
+{
+	struct threads t = { .completed = 0 };
+	pthread_t th;
+	int posted = 0;
+
+	if (!make_end(&t.a, 256) || !make_end(&t.b, 256) || connect_qp(t.a.qp, t.b.qp->qp_num) ||
+	    connect_qp(t.b.qp, t.a.qp->qp_num))
+		{ report("threads: setup", false, strerror(errno)); return; }
+	pthread_create(&th, NULL, poller, &t);
+	while (posted < THREAD_WRITES) {
+		int inflight = posted - __atomic_load_n(&t.completed, __ATOMIC_RELAXED);
+
+		if (inflight < 200 && post_write(t.a.qp, (uintptr_t)t.a.buf, t.a.mr->lkey, 64,
+						 (uintptr_t)t.b.buf, t.b.mr->rkey, 0) == 0)
+			posted++;
+		else
+			sched_yield();
+	}
+	pthread_join(th, NULL);
+	CHECK("threads: 20,000 WRITEs posted by one thread, all completed in another",
+	      t.completed == THREAD_WRITES);
+	free_end(&t.a);
+	free_end(&t.b);
+}
+
+static void case_async(void)
+{
+	struct ibv_async_event ev;
+	int flags = fcntl(ctx->async_fd, F_GETFL);
+
+	fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+	errno = 0;
+	CHECK("async: nothing pending gives EAGAIN on a nonblocking async_fd",
+	      ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN);
+	fcntl(ctx->async_fd, F_SETFL, flags);
+	CHECK("fork: ibv_is_fork_initialized says rocemu does not need it",
+	      ibv_is_fork_initialized() == IBV_FORK_UNNEEDED && ibv_fork_init() == 0);
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct in_addr addr;
+
+	if (argc != 2 || inet_pton(AF_INET, argv[1], &addr) != 1) {
+		fprintf(stderr, "usage: ibv_abuse IPV4 (the address of the daemon's device)\n");
+		return 2;
+	}
+	list = ibv_get_device_list(NULL);
+	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	if (!pd || ibv_query_gid(ctx, 1, 0, &gid)) {
+		printf("FAIL setup: no device, context or PD: %s\n", strerror(errno));
+		return 1;
+	}
+	CHECK("setup: GID 0 is the daemon's address, IPv4-mapped",
+	      memcmp(&gid.raw[12], &addr, 4) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff);
+	case_unsupported();
+	case_bad_arguments();
+	case_keys();
+	case_queue_depth();
+	case_iova();
+	case_threads();
+	case_async();
+	case_killed_peer();
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Unmodified programs from Debian's packages under rocemu-run, between two daemons in two
+# network namespaces: ibv_devices and ibv_devinfo -v show the device as rxe would (name,
+# node GUID from the MAC, PORT_ACTIVE, Ethernet, MTU, the RoCE v2 GID); ibv_rc_pingpong and
+# ibv_srq_pingpong with -g 0 and -c (the receiver checks every buffer), default and 64 KiB x
+# 10,000, with events and with the ibv_wr_* API; every perftest of the issue (write, read,
+# send, atomic; bw and lat) with defaults, -a, --use_old_post_send, -e, --use-srq, -q 8 and
+# --report_gbits, each exiting 0 on both sides with a table that parses; then both ends on
+# one daemon (loopback), and test/ibv_abuse (bad lkeys, unsupported calls, queue overflow,
+# destroyed objects, a killed peer) with the daemons still serving afterwards.
+# In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
+set -u
+source "$(dirname "$0")/daemons.sh"
+require_root
+
+RUN=$BUILD/rocemu-run
+ABUSE=$BUILD/test/ibv_abuse
+for p in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ib_write_bw ib_atomic_lat; do
+	command -v "$p" >/dev/null ||
+		skip "$p is missing: scripts/install-deps.sh installs ibverbs-utils and perftest"
+done
+[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+[ -x "$ABUSE" ] || fail "$ABUSE is missing (make $ABUSE)"
+# The programs' own allocations are not ours to judge (perftest frees little at exit).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export ROCEMU_QUIET=
+FAILED=()
+PASSED=0
+trap teardown EXIT
+
+passed() { echo "$*"; PASSED=$((PASSED + 1)); }
+failed() { echo "FAILED: $1"; FAILED+=("$1"); }
+
+NETNS_MTU=9000 topology_up netns
+MAC_A=$("${IN_A[@]}" cat "/sys/class/net/$IF_A/address")
+
+# ---- the device ----
+
+# As rxe: the EUI-64 of the MAC, first byte's U/L bit flipped, ff:fe in the middle.
+expected_guid() {
+	local m
+	IFS=: read -r -a m <<<"$1"
+	printf '%02x%s%sfffe%s%s%s' $((0x${m[0]} ^ 2)) "${m[1]}" "${m[2]}" "${m[3]}" "${m[4]}" "${m[5]}"
+}
+
+out=$("${IN_A[@]}" timeout 20 "$RUN" -D "$SOCK_A" ibv_devices 2>&1)
+guid=$(expected_guid "$MAC_A")
+if grep -qE "^[[:space:]]+rocemu_$IF_A[[:space:]]+$guid\$" <<<"$out"; then
+	passed "ibv_devices: rocemu_$IF_A, node GUID $guid (EUI-64 of $MAC_A)"
+else
+	printf '%s\n' "$out" | sed 's/^/  | /'
+	failed "ibv_devices: no rocemu_$IF_A with GUID $guid"
+fi
+
+out=$("${IN_A[@]}" timeout 20 "$RUN" -D "$SOCK_A" ibv_devinfo -v 2>&1)
+ok=true
+for want in "hca_id:[[:space:]]+rocemu_$IF_A" "transport:[[:space:]]+InfiniBand" \
+	"state:[[:space:]]+PORT_ACTIVE" "link_layer:[[:space:]]+Ethernet" \
+	"active_mtu:[[:space:]]+4096" "GID\[  0\]:[[:space:]]+::ffff:$ADDR_A, RoCE v2" \
+	"atomic_cap:[[:space:]]+ATOMIC_GLOB" "phys_state:[[:space:]]+LINK_UP"; do
+	grep -qE "$want" <<<"$out" || { ok=false; echo "  ibv_devinfo -v lacks /$want/"; }
+done
+if $ok; then
+	passed "ibv_devinfo -v: PORT_ACTIVE, Ethernet, active_mtu 4096, GID[0] ::ffff:$ADDR_A RoCE v2"
+else
+	printf '%s\n' "$out" | sed 's/^/  | /' | tail -n 30
+	failed "ibv_devinfo -v"
+fi
+
+# ---- pairs of programs ----
+
+# pair NAME SERVER_SOCK CLIENT_PREFIX CLIENT_SOCK PEER PROGRAM ARGS...: the server in host
+# b (on SERVER_SOCK), the client with CLIENT_PREFIX, both under rocemu-run; sets OUT_S and
+# OUT_C and returns 0 when both exit 0.
+pair() {
+	local name=$1 ssock=$2 cprefix=$3 csock=$4 peer=$5 server status
+	shift 5
+	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+	local -n sprefix=$SERVER_PREFIX
+	"${sprefix[@]}" timeout 120 "$RUN" -D "$ssock" "$@" >"$OUT_S" 2>&1 </dev/null &
+	server=$!
+	PIDS+=($server)
+	# The server listens once its device is open; the client retries its connect anyway.
+	sleep 0.3
+	local -n cp=$cprefix
+	"${cp[@]}" timeout 120 "$RUN" -D "$csock" "$@" "$peer" >"$OUT_C" 2>&1 </dev/null
+	status=$?
+	wait "$server" || status=$?
+	return $status
+}
+
+show_both() {
+	sed 's/^/  client| /' "$OUT_C" | tail -n 12
+	sed 's/^/  server| /' "$OUT_S" | tail -n 12
+}
+
+SERVER_PREFIX=IN_B
+
+# pingpong NAME PROGRAM ARGS...: ibv_*_pingpong across the namespaces; both print
+# "N iters in S seconds".
+pingpong() {
+	local name=$1 iters
+	shift
+	if pair "$name" "$SOCK_B" IN_A "$SOCK_A" "$ADDR_B" "$@" &&
+		iters=$(grep -oE '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$OUT_C") &&
+		grep -qE '^[0-9]+ iters in' "$OUT_S"; then
+		passed "$name: $*: $iters"
+	else
+		show_both
+		failed "$name: $*"
+	fi
+}
+
+pingpong rc-pingpong ibv_rc_pingpong -g 0 -c
+pingpong rc-pingpong-64k ibv_rc_pingpong -g 0 -c -s 65536 -n 10000
+pingpong rc-pingpong-events ibv_rc_pingpong -g 0 -c -e
+pingpong rc-pingpong-wr-api ibv_rc_pingpong -g 0 -c -N
+pingpong srq-pingpong ibv_srq_pingpong -g 0 -c
+pingpong srq-pingpong-64k ibv_srq_pingpong -g 0 -c -s 65536 -n 10000
+
+# A perftest table: the header line, then rows of numbers; ROWS is how many there must be.
+table_rows() {
+	awk '/#bytes/ { t = 1; next } t && /^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { n++ }
+	     END { print n + 0 }' "$1"
+}
+
+# perf NAME ROWS PROGRAM ARGS...
+perf() {
+	local name=$1 rows=$2 got last
+	shift 2
+	if pair "$name" "$SOCK_B" IN_A "$SOCK_A" "$ADDR_B" "$@" &&
+		got=$(table_rows "$OUT_C") && [ "$got" -eq "$rows" ]; then
+		last=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { l = $0 } END { print l }' "$OUT_C")
+		passed "$name: $*: $got row(s), last:$(tr -s ' \t' ' ' <<<"$last")"
+	else
+		show_both
+		failed "$name: $* (table rows ${got:-none}, wanted $rows)"
+	fi
+}
+
+# -a: every size from 2 bytes to 8 MiB (23 rows; atomics have one size).
+ALL=23
+for t in ib_write_bw ib_read_bw ib_send_bw; do
+	perf "$t" 1 "$t"
+	perf "$t-all" $ALL "$t" -a -n 100
+	perf "$t-old-post" 1 "$t" --use_old_post_send -n 1000
+done
+for t in ib_write_lat ib_read_lat ib_send_lat; do
+	perf "$t" 1 "$t"
+	perf "$t-all" $ALL "$t" -a -n 100
+done
+perf ib_atomic_bw 1 ib_atomic_bw
+perf ib_atomic_bw-cas 1 ib_atomic_bw -A CMP_AND_SWAP -n 2000
+perf ib_atomic_lat 1 ib_atomic_lat
+perf ib_send_bw-events 1 ib_send_bw -e -n 2000
+perf ib_send_lat-events 1 ib_send_lat -e -n 2000
+perf ib_read_lat-events 1 ib_read_lat -e -n 2000
+perf ib_send_bw-srq 1 ib_send_bw --use-srq -n 2000
+perf ib_write_bw-8qp 1 ib_write_bw -q 8 -n 1000
+perf ib_write_bw-gbits 1 ib_write_bw --report_gbits -n 1000
+
+# ---- both ends on one daemon (host a), over its own address ----
+
+SERVER_PREFIX=IN_A
+pair loop-pingpong "$SOCK_A" IN_A "$SOCK_A" "$ADDR_A" ibv_rc_pingpong -g 0 -c -n 2000 &&
+	grep -qE '^2000 iters in' "$OUT_C" && loop=$(counter a loopback_pkts) && [ "$loop" -ge 8000 ] &&
+	passed "loopback: ibv_rc_pingpong -c -n 2000 between two QPs of daemon a ($loop packets)" ||
+	{ show_both; failed "loopback: ibv_rc_pingpong on one daemon"; }
+pair loop-write-bw "$SOCK_A" IN_A "$SOCK_A" "$ADDR_A" ib_write_bw -s 1048576 -n 200 &&
+	[ "$(table_rows "$OUT_C")" -eq 1 ] &&
+	passed "loopback: ib_write_bw -s 1M on one daemon:$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print $4 " MB/s"; exit }' "$OUT_C")" ||
+	{ show_both; failed "loopback: ib_write_bw on one daemon"; }
+
+# ---- a program that abuses the API ----
+
+out=$("${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$ABUSE" "$ADDR_A" 2>&1)
+status=$?
+printf '%s\n' "$out" | grep -E '^(ok|FAIL)' | sed 's/^/  /'
+if [ $status -eq 0 ] && ! grep -q '^FAIL' <<<"$out"; then
+	passed "ibv_abuse: $(grep -c '^ok' <<<"$out") cases, each refused as it should be"
+else
+	printf '%s\n' "$out" | grep -vE '^(ok|FAIL)' | sed 's/^/  | /' | tail -n 20
+	failed "ibv_abuse (exit $status)"
+fi
+
+# The daemons lived through all of it and still serve.
+SERVER_PREFIX=IN_B
+pingpong after-all ibv_rc_pingpong -g 0 -c -n 100
+for side in a b; do
+	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
+		failed "rocemud $side died"
+done
+
+echo "verbs programs: $PASSED passed, ${#FAILED[@]} failed"
+[ ${#FAILED[@]} -eq 0 ] || { printf 'FAILED: %s\n' "${FAILED[@]}"; exit 1; }
