@@ -20,7 +20,8 @@ packages=(
 	build-essential pkg-config   # compiler, make, library flags
 	libpcap-dev                  # the daemon's receive path and the pcap decoder
 	libev-dev                    # the daemon's event loop
-	libibverbs-dev               # <infiniband/verbs.h>: IBV_ACCESS_*, ibv_wc_status, ibv_mtu
+	libibverbs-dev               # <infiniband/verbs.h> and libibverbs.so.1, which the verbs layer answers for
+	ibverbs-utils perftest       # unmodified verbs programs the tests run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC
 	check                        # unit tests
 	zlib1g-dev                   # the tests' independent reference CRC

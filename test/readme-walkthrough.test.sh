@@ -52,8 +52,8 @@ awk -v dir="$WORK" '
 	/^```/ { inblock = 0; next }
 	inblock { sub(/[ \t]+#.*$/, ""); print > (dir "/block-" n ".sh") }
 	END { print n + 0 > (dir "/blocks") }' "$WORK/section.md"
-[ "$(cat "$WORK/blocks")" -eq 4 ] ||
-	fail "'$SECTION' has $(cat "$WORK/blocks") sh blocks, this test knows 4 (setup on each host, receiver, writer, counters and capture)"
+[ "$(cat "$WORK/blocks")" -eq 6 ] ||
+	fail "'$SECTION' has $(cat "$WORK/blocks") sh blocks, this test knows 6 (setup on each host, receiver, writer, counters and capture, ib_write_bw's server and client)"
 grep -qx 'scripts/install-deps.sh && make' "$WORK/block-1.sh" ||
 	fail "block 1 lacks 'scripts/install-deps.sh && make'"
 grep -v -x 'scripts/install-deps.sh && make' "$WORK/block-1.sh" >"$WORK/daemon.sh"
@@ -63,6 +63,10 @@ grep -q -- '--server' "$WORK/block-2.sh" || fail "block 2 is not the receiver: $
 grep -q '10\.0\.0\.2' "$WORK/block-3.sh" || fail "block 3 does not write to 10.0.0.2: $(cat "$WORK/block-3.sh")"
 grep -q 'rocemuctl stats' "$WORK/block-4.sh" && grep -q 'tshark -r' "$WORK/block-4.sh" ||
 	fail "block 4 should read the counters and the capture: $(cat "$WORK/block-4.sh")"
+grep -q '^build/rocemu-run ib_write_bw' "$WORK/block-5.sh" && ! grep -q '10\.0\.0\.2' "$WORK/block-5.sh" &&
+	grep -q '^build/rocemu-run ib_write_bw .*10\.0\.0\.2' "$WORK/block-6.sh" ||
+	fail "blocks 5 and 6 should be ib_write_bw's server and client: $(cat "$WORK/block-5.sh" "$WORK/block-6.sh")"
+command -v ib_write_bw >/dev/null || fail "ib_write_bw is missing (scripts/install-deps.sh installs perftest)"
 command -v tshark >/dev/null || fail "tshark is missing (scripts/install-deps.sh installs it)"
 # The promises this test checks must still be the README's.
 PROSE=$(tr '\n' ' ' <"$WORK/section.md" | tr -s ' ')
@@ -183,7 +187,26 @@ sent=$(awk '$1 == "sent_pkts" { print $2 }' "$WORK/inspect.out")
 [ "${sent:-0}" -ge 256000 ] || fail "sent_pkts $sent: 1000 MiB is at least 256,000 packets"
 [ "$(grep -c 'RRoCE' "$WORK/inspect.out")" -eq 4 ] ||
 	fail "tshark -c 4 did not show 4 RRoCE frames"
-echo "two hosts: OK"
+
+# Blocks 5 and 6: perftest, unmodified, between the same two hosts; rocemu-run finds the only
+# socket in each host's /run/rocemu, as on a real machine.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+substitute b "$IF_B" "$WORK/block-5.sh" >"$WORK/perf-server.sh"
+substitute a "$IF_A" "$WORK/block-6.sh" >"$WORK/perf-client.sh"
+echo "host b: $(cat "$WORK/perf-server.sh") &"
+"${IN_B[@]}" timeout $RUN_SECONDS bash "$WORK/perf-server.sh" >"$WORK/perf-server.out" 2>&1 </dev/null &
+server=$!
+PIDS+=($server)
+sleep 0.5
+echo "host a: $(cat "$WORK/perf-client.sh")"
+"${IN_A[@]}" timeout $RUN_SECONDS bash "$WORK/perf-client.sh" >"$WORK/perf-client.out" 2>&1 </dev/null
+status=$?
+wait $server || status=$?
+sed 's/^/  ib_write_bw client: /' "$WORK/perf-client.out" | tail -n 4
+[ $status -eq 0 ] && grep -qE '^ #bytes +#iterations +BW peak\[MB/sec\] +BW average\[MB/sec\] +MsgRate\[Mpps\]' \
+	"$WORK/perf-client.out" && grep -qE '^ 1048576[[:space:]]+1000([[:space:]]+[0-9.]+){3}' "$WORK/perf-client.out" ||
+	{ cat "$WORK/perf-server.out"; fail "ib_write_bw under rocemu-run between the two hosts (status $status)"; }
+echo "two hosts: OK (rdma-write, counters, capture, ib_write_bw)"
 
 # ---- the Loopback bullet, in host a's network namespace ----
 
