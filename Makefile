@@ -182,10 +182,11 @@ INSTALL    ?= install
 ROCEMU_VERSION := 0.1
 ROCEMU_SONAME  := librocemu.so.0
 LIB_ROCEMU_SO  := $(BUILD)/librocemu.so.$(ROCEMU_VERSION)
-MAN_PAGES      := tools/man/rdma-write.1 tools/man/rocemu.3 tools/man/rocemud.8 \
-                  tools/man/rocemuctl.8
+MAN_PAGES      := tools/man/rdma-write.1 tools/man/rocemu-run.1 tools/man/rocemu.3 \
+                  tools/man/rocemud.8 tools/man/rocemuctl.8
 # What make install puts under $(DESTDIR); make uninstall removes exactly these.
-INSTALLED := $(SBINDIR)/rocemud $(BINDIR)/rocemuctl $(BINDIR)/rdma-write \
+INSTALLED := $(SBINDIR)/rocemud $(BINDIR)/rocemuctl $(BINDIR)/rdma-write $(BINDIR)/rocemu-run \
+             $(LIBDIR)/rocemu/librocemu-verbs.so \
              $(LIBDIR)/librocemu.a $(LIBDIR)/librocemu.so.$(ROCEMU_VERSION) \
              $(LIBDIR)/$(ROCEMU_SONAME) $(LIBDIR)/librocemu.so \
              $(INCLUDEDIR)/rocemu/rocemu.h $(LIBDIR)/pkgconfig/rocemu.pc \
@@ -211,7 +212,10 @@ install: all
 		$(DESTDIR)$(INCLUDEDIR)/rocemu $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 755 $(BUILD)/rocemud $(DESTDIR)$(SBINDIR)/rocemud
-	$(INSTALL) -m 755 $(BUILD)/rocemuctl $(BUILD)/rdma-write $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(BUILD)/rocemuctl $(BUILD)/rdma-write $(BUILD)/rocemu-run \
+		$(DESTDIR)$(BINDIR)/
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR)/rocemu
+	$(INSTALL) -m 644 $(VERBS_SO) $(DESTDIR)$(LIBDIR)/rocemu/
 	$(INSTALL) -m 644 $(LIB_ROCEMU) $(LIB_ROCEMU_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf librocemu.so.$(ROCEMU_VERSION) $(DESTDIR)$(LIBDIR)/$(ROCEMU_SONAME)
 	ln -sf $(ROCEMU_SONAME) $(DESTDIR)$(LIBDIR)/librocemu.so
@@ -228,5 +232,5 @@ install: all
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rmdir $(DESTDIR)$(INCLUDEDIR)/rocemu 2>/dev/null || true
+	rmdir $(DESTDIR)$(INCLUDEDIR)/rocemu $(DESTDIR)$(LIBDIR)/rocemu 2>/dev/null || true
 	@$(LDCONFIG)

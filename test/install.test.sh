@@ -40,14 +40,15 @@ prefix=/usr/local
 mk install DESTDIR="$dest" >"$work/install.log" 2>&1 ||
 	{ cat "$work/install.log"; fail "make install DESTDIR=$dest"; }
 p=$dest$prefix
-expected="sbin/rocemud bin/rocemuctl bin/rdma-write lib/librocemu.a lib/librocemu.so.0.1
-	lib/librocemu.so.0 lib/librocemu.so include/rocemu/rocemu.h lib/pkgconfig/rocemu.pc
-	share/man/man1/rdma-write.1 share/man/man3/rocemu.3 share/man/man8/rocemud.8
+expected="sbin/rocemud bin/rocemuctl bin/rdma-write bin/rocemu-run lib/librocemu.a
+	lib/librocemu.so.0.1 lib/librocemu.so.0 lib/librocemu.so lib/rocemu/librocemu-verbs.so
+	include/rocemu/rocemu.h lib/pkgconfig/rocemu.pc share/man/man1/rdma-write.1
+	share/man/man1/rocemu-run.1 share/man/man3/rocemu.3 share/man/man8/rocemud.8
 	share/man/man8/rocemuctl.8 lib/systemd/system/rocemud@.service"
 for f in $expected; do
 	[ -e "$p/$f" ] || fail "make install did not install $prefix/$f"
 done
-for f in sbin/rocemud bin/rocemuctl bin/rdma-write; do
+for f in sbin/rocemud bin/rocemuctl bin/rdma-write bin/rocemu-run; do
 	[ -x "$p/$f" ] || fail "$prefix/$f is not executable"
 done
 unexpected=$(cd "$dest" && find . \( -type f -o -type l \) | sed "s|^\./${prefix#/}/||" |
@@ -57,6 +58,12 @@ unexpected=$(cd "$dest" && find . \( -type f -o -type l \) | sed "s|^\./${prefix
 	[ "$(readlink "$p/lib/librocemu.so.0")" = librocemu.so.0.1 ] ||
 	fail "librocemu.so -> librocemu.so.0 -> librocemu.so.0.1 symlinks are wrong"
 echo "make install DESTDIR: $(wc -w <<<"$expected") files under $prefix"
+# The installed rocemu-run finds the installed verbs layer.
+preload=$(ROCEMU_SOCKET= ROCEMU_VERBS_LIB= "$p/bin/rocemu-run" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+case $preload in
+*"$p/lib/rocemu/librocemu-verbs.so"*) echo "rocemu-run preloads $prefix/lib/rocemu/librocemu-verbs.so" ;;
+*) fail "the installed rocemu-run preloads '$preload', not $prefix/lib/rocemu/librocemu-verbs.so" ;;
+esac
 
 # The shared library: its soname, no libibverbs, and the header's functions exported, only.
 dyn=$(readelf -d "$p/lib/librocemu.so.0.1") || fail "readelf on librocemu.so.0.1"
@@ -144,7 +151,7 @@ unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 
 # ---- man pages ----
 if command -v man >/dev/null; then
-	for page in man1/rdma-write.1 man3/rocemu.3 man8/rocemud.8 man8/rocemuctl.8; do
+	for page in man1/rdma-write.1 man1/rocemu-run.1 man3/rocemu.3 man8/rocemud.8 man8/rocemuctl.8; do
 		name=$(basename "$page" | sed 's/\.[0-9]$//')
 		text=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -l "$p/share/man/$page" 2>"$work/man.err") ||
 			{ cat "$work/man.err"; fail "man -l $page failed"; }
