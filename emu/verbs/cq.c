@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -133,6 +134,11 @@ void ibv_ack_cq_events(struct ibv_cq *ibcq, unsigned int nevents)
 	pthread_mutex_unlock(&ibcq->mutex);
 }
 
+/* An empty poll yields the CPU: programs spin on ibv_poll_cq, and with more spinners than
+ * cores (two daemons and two perftest processes on two) a spinner that never yields makes
+ * the daemons that would fill its CQ wait for the scheduler's time slice. With a core to
+ * spare, sched_yield returns at once. Measured here, ib_write_lat's p99 fell from 2 ms to
+ * 0.1 ms and ibv_rc_pingpong's iteration from 267 to 185 us. */
 int rv_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct rv_cq *cq = rv_cq(ibcq);
@@ -141,6 +147,8 @@ int rv_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	pthread_mutex_lock(&cq->lock);
 	n = rocemu_poll_cq(cq->cq, num, wc);
 	pthread_mutex_unlock(&cq->lock);
+	if (n == 0)
+		sched_yield();
 	return n;
 }
 
@@ -196,8 +204,10 @@ static int start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
 	pthread_mutex_lock(&cq->lock);
 	err = load_current(cq);
 	/* As providers do: the lock is held from a successful start to the end. */
-	if (err)
+	if (err) {
 		pthread_mutex_unlock(&cq->lock);
+		sched_yield();          /* as an empty rv_poll_cq does */
+	}
 	return err;
 }
 
