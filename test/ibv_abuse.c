@@ -2,7 +2,9 @@
  * that misuses the API; run under rocemu-run on one daemon (argv[1]: its IPv4 address),
  * it checks that each misuse is refused the way verbs refuses it, and that what should
  * work (loopback QPs, an iova other than the address, two threads on one QP and CQ) does.
- * One line per case: "ok NAME" or "FAIL NAME: why"; exit 0 when every case passed. */
+ * One line per case: "ok NAME" or "FAIL NAME: why"; exit 0 when every case passed.
+ * With --events it only prints each asynchronous event ("event NAME") until the device's
+ * fatal one, for the test script to cause them. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -304,6 +306,14 @@ static void case_killed_peer(void)
 		{ report("killed peer: setup", false, strerror(errno)); return; }
 	child = fork();
 	if (child == 0) {
+		close(to_parent[0]);
+		close(to_child[1]);
+	}
+	if (child > 0) {        /* a child that dies early gives EOF, not a wait */
+		close(to_parent[1]);
+		close(to_child[0]);
+	}
+	if (child == 0) {
 		struct ibv_device **list = ibv_get_device_list(NULL);
 		struct ibv_context *c2 = list && list[0] ? ibv_open_device(list[0]) : NULL;
 		struct end b;
@@ -414,6 +424,111 @@ static void case_threads(void)
 	free_end(&t.b);
 }
 
+/* An SRQ's limit reached, told through ibv_get_async_event. */
+static void case_srq_limit(void)
+{
+	struct ibv_srq_init_attr init = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq_attr limit = { .srq_limit = 4 };
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC, .cap = { 16, 0, 1, 0, 0 } };
+	struct ibv_async_event ev = { .event_type = IBV_EVENT_COMM_EST };
+	struct end a, b;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+	int flags = fcntl(ctx->async_fd, F_GETFL), got = -1;
+
+	srq = ibv_create_srq(pd, &init);
+	if (!srq || ibv_modify_srq(srq, &limit, IBV_SRQ_LIMIT) || !make_end(&a, DEPTH) ||
+	    !make_end(&b, DEPTH))
+		{ report("srq limit: setup", false, strerror(errno)); return; }
+	qa.send_cq = qa.recv_cq = b.cq;
+	qa.srq = srq;
+	ibv_destroy_qp(b.qp);
+	b.qp = ibv_create_qp(pd, &qa);
+	if (!b.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
+		{ report("srq limit: a QP on the SRQ", false, strerror(errno)); return; }
+	for (int i = 0; i < 8; i++) {
+		struct ibv_sge sge = { (uintptr_t)b.buf + 64 * (unsigned)i, 64, b.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+		ibv_post_srq_recv(srq, &wr, &bad);
+	}
+	for (int i = 0; i < 5; i++) {
+		struct ibv_sge sge = { (uintptr_t)a.buf, 64, a.mr->lkey };
+		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+		ibv_post_send(a.qp, &wr, &bad);
+		wait_wc(a.cq, &wc, 5000);
+	}
+	fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+	for (int tries = 0; tries < 500 && got != 0; tries++) {
+		got = ibv_get_async_event(ctx, &ev);
+		if (got)
+			usleep(10000);
+	}
+	fcntl(ctx->async_fd, F_SETFL, flags);
+	CHECK("srq limit: IBV_EVENT_SRQ_LIMIT_REACHED for the SRQ, 3 WQEs left of a limit of 4",
+	      got == 0 && ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq);
+	if (got == 0)
+		ibv_ack_async_event(&ev);
+	free_end(&a);
+	free_end(&b);
+	CHECK("srq limit: the SRQ is destroyed once its QP is", ibv_destroy_srq(srq) == 0);
+}
+
+/* After ibv_fork_init (case_async), a child does not get registered pages; once the MR is
+ * gone it does again. */
+static int child_reads(volatile const uint8_t *p)
+{
+	int status;
+	pid_t child = fork();
+
+	if (child == 0)
+		_exit(p[0] == 0x5a ? 0 : 3);
+	waitpid(child, &status, 0);
+	return status;
+}
+
+static void case_fork(void)
+{
+	uint8_t *buf = aligned_alloc(4096, 3 * 4096);
+	struct ibv_mr *mr;
+	int status;
+
+	memset(buf, 0x5a, 3 * 4096);
+	mr = ibv_reg_mr(pd, buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+	status = child_reads(buf + 4096);
+	CHECK("fork: a child cannot touch a registered page (SIGSEGV)",
+	      mr && WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+	CHECK("fork: ... but the pages beside it", child_reads(buf) == 0 &&
+	      child_reads(buf + 8192) == 0);
+	ibv_dereg_mr(mr);
+	status = child_reads(buf + 4096);
+	CHECK("fork: after ibv_dereg_mr a child reads the page again",
+	      WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	free(buf);
+}
+
+/* --events: the port's state changes and the daemon's end, as the test script causes them. */
+static int watch_events(void)
+{
+	struct ibv_async_event ev;
+
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		if (ibv_get_async_event(ctx, &ev)) {
+			printf("FAIL events: ibv_get_async_event: %s\n", strerror(errno));
+			return 1;
+		}
+		printf("event %s\n", ibv_event_type_str(ev.event_type));
+		fflush(stdout);
+		ibv_ack_async_event(&ev);
+		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
+			return 0;
+	}
+}
+
 static void case_async(void)
 {
 	struct ibv_async_event ev;
@@ -433,8 +548,10 @@ int main(int argc, char **argv)
 	struct ibv_device **list;
 	struct in_addr addr;
 
-	if (argc != 2 || inet_pton(AF_INET, argv[1], &addr) != 1) {
-		fprintf(stderr, "usage: ibv_abuse IPV4 (the address of the daemon's device)\n");
+	bool events = argc == 3 && strcmp(argv[1], "--events") == 0;
+
+	if ((argc != 2 && !events) || inet_pton(AF_INET, argv[argc - 1], &addr) != 1) {
+		fprintf(stderr, "usage: ibv_abuse [--events] IPV4 (the address of the daemon's device)\n");
 		return 2;
 	}
 	list = ibv_get_device_list(NULL);
@@ -444,6 +561,8 @@ int main(int argc, char **argv)
 		printf("FAIL setup: no device, context or PD: %s\n", strerror(errno));
 		return 1;
 	}
+	if (events)
+		return watch_events();
 	CHECK("setup: GID 0 is the daemon's address, IPv4-mapped",
 	      memcmp(&gid.raw[12], &addr, 4) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff);
 	case_unsupported();
@@ -453,6 +572,8 @@ int main(int argc, char **argv)
 	case_iova();
 	case_threads();
 	case_async();
+	case_srq_limit();
+	case_fork();
 	case_killed_peer();
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);

@@ -194,6 +194,28 @@ else
 	failed "ibv_abuse (exit $status)"
 fi
 
+# Asynchronous events: the link of host a goes down and up, then its daemon stops.
+EVENTS_OUT=$WORK/events.out
+"${IN_A[@]}" timeout 60 "$RUN" -D "$SOCK_A" "$ABUSE" --events "$ADDR_A" >"$EVENTS_OUT" 2>&1 &
+watcher=$!
+PIDS+=($watcher)
+# wait_line PATTERN: up to 10 s for the watcher to print it
+wait_line() {
+	for _ in $(seq 100); do grep -qx "$1" "$EVENTS_OUT" && return 0; sleep 0.1; done
+	return 1
+}
+if wait_line ready && "${IN_A[@]}" ip link set "$IF_A" down && wait_line 'event port error' &&
+	"${IN_A[@]}" ip link set "$IF_A" up && wait_line 'event port active' &&
+	daemon_stop a && wait_line 'event local catastrophic error' && wait "$watcher"; then
+	passed "async events: $(grep '^event' "$EVENTS_OUT" | sed 's/^event //' | paste -sd, | sed 's/,/, /g')"
+else
+	sed 's/^/  | /' "$EVENTS_OUT"
+	failed "async events: link down, link up, daemon gone"
+fi
+"${IN_A[@]}" ip link set "$IF_A" up
+[ -n "${DAEMON_PID[a]:-}" ] && daemon_stop a
+daemon_start a
+
 # The daemons lived through all of it and still serve.
 SERVER_PREFIX=IN_B
 pingpong after-all ibv_rc_pingpong -g 0 -c -n 100

@@ -1,22 +1,13 @@
-/* Protection domains, memory regions and fork.
- *
- * Registration moves the buffer's pages onto memory shared with the daemon (MAP_SHARED),
- * so a fork never breaks the daemon's view of the parent's buffers with copy-on-write:
- * what ibv_fork_init exists for is not needed here (IBV_FORK_UNNEEDED). A child would
- * share those pages with its parent instead of copying them; after ibv_fork_init they are
- * kept out of children (MADV_DONTFORK), as verbs programs that call it expect. */
+/* Protection domains and memory regions (fork.c keeps registered pages out of children
+ * after ibv_fork_init). */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 /* verbs.h wraps these two in macros; here they are the exported functions themselves. */
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
-
-static bool fork_init_called;
 
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
 {
@@ -51,16 +42,6 @@ int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	return 0;
 }
 
-/* The part of the pages of [addr, addr + length) a child must not inherit. */
-static void dontfork(void *addr, size_t length)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page - 1);
-	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-
-	madvise((void *)start, end - start, MADV_DONTFORK);
-}
-
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length,
 				uint64_t iova, unsigned int access)
 {
@@ -83,8 +64,7 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length,
 		free(mr);
 		return NULL;
 	}
-	if (fork_init_called)
-		dontfork(addr, length);
+	rv_fork_track(addr, length);
 	mr->ibmr = (struct ibv_mr){
 		.context = ibpd->context, .pd = ibpd, .addr = addr, .length = length,
 		.handle = mr->mr->handle, .lkey = mr->mr->lkey, .rkey = mr->mr->rkey,
@@ -114,6 +94,7 @@ int ibv_dereg_mr(struct ibv_mr *ibmr)
 	pthread_mutex_unlock(&ctx->lock);
 	if (err)
 		return rv_fail(ctx, err, "ibv_dereg_mr");
+	rv_fork_untrack(ibmr->addr, ibmr->length);
 	free(mr);
 	return 0;
 }
@@ -123,29 +104,4 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 {
 	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
 	return rv_unsupported("ibv_rereg_mr", "deregister and register again");
-}
-
-int ibv_fork_init(void)
-{
-	fork_init_called = true;
-	return 0;
-}
-
-enum ibv_fork_status ibv_is_fork_initialized(void)
-{
-	return IBV_FORK_UNNEEDED;
-}
-
-/* Exported by libibverbs, declared only in its private driver.h. */
-int ibv_dontfork_range(void *base, size_t size);
-int ibv_dofork_range(void *base, size_t size);
-
-int ibv_dontfork_range(void *base, size_t size)
-{
-	return madvise(base, size, MADV_DONTFORK) ? errno : 0;
-}
-
-int ibv_dofork_range(void *base, size_t size)
-{
-	return madvise(base, size, MADV_DOFORK) ? errno : 0;
 }

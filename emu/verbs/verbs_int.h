@@ -140,6 +140,10 @@ int rv_qp_ex_check_ops(uint64_t send_ops_flags);
 void rv_qp_ex_init(struct rv_qp *qp);
 void rv_qp_ex_free(struct rv_qp *qp);
 
+/* fork.c: after ibv_fork_init, registered pages are kept out of children */
+void rv_fork_track(const void *addr, size_t length);
+void rv_fork_untrack(const void *addr, size_t length);
+
 /* srq.c */
 int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 struct ibv_srq *rv_create_srq_ex(struct ibv_context *ibctx, struct ibv_srq_init_attr_ex *a);
