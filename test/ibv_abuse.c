@@ -145,6 +145,20 @@ static int post_write(struct ibv_qp *qp, uint64_t laddr, uint32_t lkey, uint32_t
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+static void case_gid_table(void)
+{
+	struct ibv_gid_entry table[4], one;
+	ssize_t n = ibv_query_gid_table(ctx, table, 4, 0);
+
+	CHECK("gid: ibv_query_gid_table has one entry, RoCE v2, the daemon's GID",
+	      n == 1 && table[0].gid_type == IBV_GID_TYPE_ROCE_V2 && table[0].port_num == 1 &&
+	      table[0].gid_index == 0 && memcmp(&table[0].gid, &gid, sizeof(gid)) == 0);
+	CHECK("gid: ibv_query_gid_ex index 0 is the same, index 1 is EINVAL",
+	      ibv_query_gid_ex(ctx, 1, 0, &one, 0) == 0 &&
+	      memcmp(&one, &table[0], sizeof(one)) == 0 &&
+	      ibv_query_gid_ex(ctx, 1, 1, &one, 0) == EINVAL);
+}
+
 static void case_unsupported(void)
 {
 	struct ibv_qp_init_attr ud = { .qp_type = IBV_QPT_UD, .cap = { 1, 1, 1, 1, 0 } };
@@ -565,6 +579,7 @@ int main(int argc, char **argv)
 		return watch_events();
 	CHECK("setup: GID 0 is the daemon's address, IPv4-mapped",
 	      memcmp(&gid.raw[12], &addr, 4) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff);
+	case_gid_table();
 	case_unsupported();
 	case_bad_arguments();
 	case_keys();

@@ -233,8 +233,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	err = context_connect(ctx, dev);
 	if (err) {
 		free(ctx);
-		fprintf(stderr, "rocemu: cannot open %s (daemon at %s): %s\n", dev->ibdev.name,
-			dev->socket, strerror(err));
+		rv_warn("cannot open %s (the daemon at %s): %s", dev->ibdev.name, dev->socket,
+			strerror(err));
 		errno = err;
 		return NULL;
 	}
@@ -310,14 +310,13 @@ int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(rv_ctx(ibctx), &ex.orig_attr);
-	ex.max_dm_size = 0;
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
 }
 
 /* The MTUs and the state come from the daemon (which derives the MTU from the link as rxe
  * does); the rest is what rxe reports for every port. */
-void rv_fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *a)
+static void fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *a)
 {
 	bool up = ctx->port.state == IBV_PORT_ACTIVE;
 
@@ -359,7 +358,7 @@ int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr 
 	err = refresh_port(ctx);
 	if (err)
 		return err;
-	rv_fill_port_attr(ctx, &full);
+	fill_port_attr(ctx, &full);
 	memcpy(attr, &full, attr_len < sizeof(full) ? attr_len : sizeof(full));
 	return 0;
 }

@@ -150,6 +150,9 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		return err;
 	if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0)
 		return EINVAL;
+	if (mask & IBV_QP_RATE_LIMIT)
+		return rv_unsupported("ibv_modify_qp with IBV_QP_RATE_LIMIT",
+				      "rocemu has no per-QP rate limit");
 	pthread_mutex_lock(&ctx->lock);
 	err = rocemu_modify_qp(qp->qp, attr,
 			       mask & ~(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_CUR_STATE |

@@ -4,6 +4,7 @@
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +18,30 @@ static bool quiet(void)
 	return q && q[0] && strcmp(q, "0") != 0;
 }
 
+void rv_warn(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (quiet())
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "rocemu: %s\n", line);   /* one write: threads do not interleave */
+}
+
 int rv_fail(struct rv_context *ctx, int err, const char *what)
 {
 	const char *why = ctx && ctx->rc ? rocemu_last_error(ctx->rc) : "";
 
-	if (!quiet())
-		fprintf(stderr, "rocemu: %s failed: %s%s%s\n", what, strerror(err),
-			why[0] ? ": " : "", why);
+	rv_warn("%s failed: %s%s%s", what, strerror(err), why[0] ? ": " : "", why);
 	return err;
 }
 
 int rv_refuse(int err, const char *what, const char *why)
 {
-	if (!quiet())
-		fprintf(stderr, "rocemu: %s: %s\n", what, why);
+	rv_warn("%s: %s", what, why);
 	return err;
 }
 
@@ -54,8 +65,8 @@ static bool first_time(const char *what)
 
 int rv_unsupported(const char *what, const char *why)
 {
-	if (first_time(what) && !quiet())
-		fprintf(stderr, "rocemu: %s: not supported: %s\n", what, why);
+	if (first_time(what))
+		rv_warn("%s: not supported: %s", what, why);
 	return EOPNOTSUPP;
 }
 

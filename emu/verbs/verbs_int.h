@@ -110,6 +110,8 @@ static inline struct rv_srq *rv_srq(struct ibv_srq *srq) { return (struct rv_srq
 /* report.c: what reaches the user on stderr ("rocemu: ..."), unless ROCEMU_QUIET is set. */
 /* A failed daemon call: its errno, with what was asked and the daemon's reason. */
 int rv_fail(struct rv_context *ctx, int err, const char *what);
+/* One line, "rocemu: " first. */
+void rv_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A call refused here, before the daemon: err, with why. */
 int rv_refuse(int err, const char *what, const char *why);
 /* Something rocemu does not do: EOPNOTSUPP, said once per what. */
@@ -118,7 +120,6 @@ int rv_unsupported(const char *what, const char *why);
 void *rv_unsupported_null(const char *what, const char *why);
 
 /* device.c */
-void rv_fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *attr);
 int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_ex_input *in,
 		       struct ibv_device_attr_ex *attr, size_t attr_size);
 int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr *attr,
