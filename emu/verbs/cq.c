@@ -1,138 +1,14 @@
-/* Completion queues, extended CQs and completion channels.
- *
- * A channel's fd is an epoll set of the event pipes of the CQs bound to it, so a program
- * may poll/epoll the channel as on a NIC. The pipes signal every batch of completions,
- * armed or not: ibv_get_cq_event empties them and returns only a CQ whose armed event is
- * due; a program polling a nonblocking channel may thus see it readable and get EAGAIN,
- * which verbs allows. */
+/* Completion queues and extended CQs (their channels are in channel.c). */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #define CQ_EX_FLAGS (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | \
 		     IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
 		     IBV_WC_EX_WITH_DLID_PATH_BITS)
-
-struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx)
-{
-	struct rv_channel *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return NULL;
-	c->ch.fd = epoll_create1(EPOLL_CLOEXEC);
-	if (c->ch.fd < 0) {
-		free(c);
-		return NULL;
-	}
-	c->ch.context = ibctx;
-	pthread_mutex_init(&c->lock, NULL);
-	LIST_INIT(&c->cqs);
-	return &c->ch;
-}
-
-int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
-{
-	struct rv_channel *c = (struct rv_channel *)ch;
-
-	if (!LIST_EMPTY(&c->cqs))
-		return EBUSY;
-	close(c->ch.fd);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-	return 0;
-}
-
-static int channel_bind(struct rv_channel *c, struct rv_cq *cq)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = cq };
-
-	if (epoll_ctl(c->ch.fd, EPOLL_CTL_ADD, rocemu_cq_event_fd(cq->cq), &ev))
-		return errno;
-	pthread_mutex_lock(&c->lock);
-	LIST_INSERT_HEAD(&c->cqs, cq, link);
-	c->ch.refcnt++;
-	pthread_mutex_unlock(&c->lock);
-	cq->channel = c;
-	return 0;
-}
-
-static void channel_unbind(struct rv_cq *cq)
-{
-	struct rv_channel *c = cq->channel;
-
-	if (!c)
-		return;
-	epoll_ctl(c->ch.fd, EPOLL_CTL_DEL, rocemu_cq_event_fd(cq->cq), NULL);
-	pthread_mutex_lock(&c->lock);
-	LIST_REMOVE(cq, link);
-	c->ch.refcnt--;
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* The first CQ of the channel whose armed event is due (it is disarmed), or NULL; err is
- * set when the daemon is gone. */
-static struct rv_cq *due_cq(struct rv_channel *c, int *err)
-{
-	struct rv_cq *found = NULL, *cq;
-	int rc;
-
-	pthread_mutex_lock(&c->lock);
-	LIST_FOREACH(cq, &c->cqs, link) {
-		pthread_mutex_lock(&cq->lock);
-		rc = rocemu_get_cq_event(cq->cq, 0);
-		pthread_mutex_unlock(&cq->lock);
-		if (rc == 0) {
-			found = cq;
-			break;
-		}
-		if (rc != ETIMEDOUT && rc != EINVAL)
-			*err = rc;
-	}
-	pthread_mutex_unlock(&c->lock);
-	return found;
-}
-
-int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void **cq_context)
-{
-	struct rv_channel *c = (struct rv_channel *)ch;
-	struct epoll_event ev[8];
-	struct rv_cq *cq;
-	int err = 0;
-
-	for (;;) {
-		cq = due_cq(c, &err);
-		if (cq)
-			break;
-		if (err) {
-			errno = err;
-			return -1;
-		}
-		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
-			errno = EAGAIN;
-			return -1;
-		}
-		/* The pipes are emptied by the next look (rocemu_get_cq_event). */
-		if (epoll_wait(c->ch.fd, ev, 8, -1) < 0 && errno != EINTR)
-			return -1;
-	}
-	*cq_out = (struct ibv_cq *)&cq->ex;
-	*cq_context = cq->ex.cq_context;
-	return 0;
-}
-
-void ibv_ack_cq_events(struct ibv_cq *ibcq, unsigned int nevents)
-{
-	pthread_mutex_lock(&ibcq->mutex);
-	ibcq->comp_events_completed += nevents;
-	pthread_cond_signal(&ibcq->cond);
-	pthread_mutex_unlock(&ibcq->mutex);
-}
 
 /* An empty poll yields the CPU: programs spin on ibv_poll_cq, and with more spinners than
  * cores (two daemons and two perftest processes on two) a spinner that never yields makes
@@ -269,7 +145,7 @@ static struct rv_cq *cq_create(struct rv_context *ctx, int cqe, struct ibv_comp_
 	cq->cq = rocemu_create_cq(ctx->rc, cqe);
 	if (!cq->cq)
 		err = rv_fail(ctx, errno, "ibv_create_cq");
-	else if (ch && (err = channel_bind((struct rv_channel *)ch, cq)) != 0)
+	else if (ch && (err = rv_channel_bind((struct rv_channel *)ch, cq)) != 0)
 		rocemu_destroy_cq(cq->cq);
 	pthread_mutex_unlock(&ctx->lock);
 	if (err) {
@@ -332,10 +208,10 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	int err;
 
 	pthread_mutex_lock(&ctx->lock);
-	channel_unbind(cq);
+	rv_channel_unbind(cq);
 	err = rocemu_destroy_cq(cq->cq);
 	if (err && cq->channel)
-		channel_bind(cq->channel, cq);
+		rv_channel_bind(cq->channel, cq);
 	pthread_mutex_unlock(&ctx->lock);
 	if (err)
 		return rv_fail(ctx, err, "ibv_destroy_cq");

@@ -125,6 +125,10 @@ int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_
 int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr *attr,
 		  size_t attr_len);
 
+/* channel.c: a CQ made with a channel is bound to it; 0 or an errno */
+int rv_channel_bind(struct rv_channel *c, struct rv_cq *cq);
+void rv_channel_unbind(struct rv_cq *cq);
+
 /* cq.c */
 int rv_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
