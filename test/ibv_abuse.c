@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -543,6 +544,48 @@ static int watch_events(void)
 	}
 }
 
+/* A channel with two CQs, one armed: completions on the other must not leave the channel
+ * readable (a program polling its fd would spin), nor wake a nonblocking get. */
+static void case_channel(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *armed = ch ? ibv_create_cq(ctx, 4, NULL, ch, 0) : NULL;
+	struct end a, b;
+	struct ibv_cq *got_cq = NULL;
+	struct ibv_wc wc;
+	void *got_ctx;
+	int flags;
+
+	if (!armed || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
+		{ report("channel: setup", false, strerror(errno)); return; }
+	/* a's CQ joins the channel too: made again with it */
+	ibv_destroy_qp(a.qp);
+	ibv_destroy_cq(a.cq);
+	a.cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
+	a.qp = a.cq ? make_qp(a.cq, DEPTH) : NULL;
+	if (!a.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
+		{ report("channel: QPs", false, strerror(errno)); return; }
+	ibv_req_notify_cq(armed, 0);
+	flags = fcntl(ch->fd, F_GETFL);
+	fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK);
+	for (int i = 0; i < 8; i++) {
+		post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey, 1);
+		wait_wc(a.cq, &wc, 5000);
+	}
+	errno = 0;
+	CHECK("channel: completions on an unarmed CQ give EAGAIN, not an event",
+	      ibv_get_cq_event(ch, &got_cq, &got_ctx) == -1 && errno == EAGAIN);
+	CHECK("channel: ... and leave the channel's fd not readable",
+	      poll(&(struct pollfd){ .fd = ch->fd, .events = POLLIN }, 1, 0) == 0);
+	fcntl(ch->fd, F_SETFL, flags);
+	free_end(&a);
+	free_end(&b);
+	CHECK("channel: destroying a channel with a CQ on it is EBUSY",
+	      ibv_destroy_comp_channel(ch) == EBUSY);
+	ibv_destroy_cq(armed);
+	CHECK("channel: destroyed once its CQs are", ibv_destroy_comp_channel(ch) == 0);
+}
+
 static void case_async(void)
 {
 	struct ibv_async_event ev;
@@ -588,6 +631,7 @@ int main(int argc, char **argv)
 	case_threads();
 	case_async();
 	case_srq_limit();
+	case_channel();
 	case_fork();
 	case_killed_peer();
 	ibv_dealloc_pd(pd);

@@ -90,28 +90,46 @@ static struct rv_cq *due_cq(struct rv_channel *c, int *err)
 	return found;
 }
 
+/* Sleeps up to ms (-1: until a bound CQ's pipe has something), then empties those pipes
+ * before the next look at the CQs, so a completion added after that look writes again: a
+ * CQ that is not armed must not keep the channel readable, or a program that polls the
+ * channel's fd would spin. 0, or EPIPE once the daemon is gone (its end of every pipe
+ * hangs up). */
+static int channel_sleep(struct rv_channel *c, int ms)
+{
+	struct epoll_event ev[8];
+	uint64_t count;
+	int n = epoll_wait(c->ch.fd, ev, 8, ms);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : errno;
+	for (int i = 0; i < n; i++) {
+		struct rv_cq *cq = ev[i].data.ptr;
+
+		if (ev[i].events & (EPOLLHUP | EPOLLERR))
+			return EPIPE;
+		while (read(rocemu_cq_event_fd(cq->cq), &count, sizeof(count)) > 0)
+			;
+	}
+	return 0;
+}
+
 int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void **cq_context)
 {
 	struct rv_channel *c = (struct rv_channel *)ch;
-	struct epoll_event ev[8];
+	bool nonblocking = fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK;
 	struct rv_cq *cq;
 	int err = 0;
 
-	for (;;) {
+	for (bool looked = false;; looked = true) {
 		cq = due_cq(c, &err);
 		if (cq)
 			break;
-		if (err) {
-			errno = err;
+		if (err || (nonblocking && looked)) {
+			errno = err ? err : EAGAIN;
 			return -1;
 		}
-		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
-			errno = EAGAIN;
-			return -1;
-		}
-		/* The pipes are emptied by the next look (rocemu_get_cq_event). */
-		if (epoll_wait(c->ch.fd, ev, 8, -1) < 0 && errno != EINTR)
-			return -1;
+		err = channel_sleep(c, nonblocking ? 0 : -1);
 	}
 	*cq_out = (struct ibv_cq *)&cq->ex;
 	*cq_context = cq->ex.cq_context;
