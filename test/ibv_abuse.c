@@ -507,6 +507,21 @@ static int child_reads(volatile const uint8_t *p)
 	return status;
 }
 
+/* The page, still backed by memory shared with the daemon, is the child's own copy. */
+static int child_writes(uint8_t *p)
+{
+	int status;
+	pid_t child = fork();
+
+	if (child == 0) {
+		memset(p, 0x77, 4096);
+		free(malloc(100000));   /* the child's heap is its own too */
+		_exit(p[4095] == 0x77 ? 0 : 3);
+	}
+	waitpid(child, &status, 0);
+	return status;
+}
+
 static void case_fork(void)
 {
 	uint8_t *buf = aligned_alloc(4096, 3 * 4096);
@@ -524,6 +539,8 @@ static void case_fork(void)
 	status = child_reads(buf + 4096);
 	CHECK("fork: after ibv_dereg_mr a child reads the page again",
 	      WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK("fork: a child writing to a once-registered page writes its own copy",
+	      child_writes(buf + 4096) == 0 && buf[4096] == 0x5a && buf[8191] == 0x5a);
 	free(buf);
 }
 

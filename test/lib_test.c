@@ -1399,9 +1399,8 @@ static ino_t fd_inode(int fd)
 	return fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 
-/* After fork() the parent's arena pages are shared with the child (MAP_SHARED); the
- * child's own registrations must go to an arena of its own, moving such a page again,
- * or the child's writes would land in the parent's buffer. White-box, with arena_adopt. */
+/* After fork() the child's own registrations must go to an arena of its own, or they
+ * would write into the parent's memfd. White-box, with arena_adopt. */
 START_TEST(test_fork_child_gets_own_arena)
 {
 	uint8_t *buf = map_anon(1);
@@ -1428,6 +1427,36 @@ START_TEST(test_fork_child_gets_own_arena)
 	ck_assert(WIFEXITED(status));
 	ck_assert_int_eq(WEXITSTATUS(status), 0);
 	ck_assert_uint_eq(buf[0], 1);
+}
+END_TEST
+
+/* A child gets copies of the arena's pages, as fork gives of private memory: what it
+ * writes, without registering anything, stays out of the parent's buffer; it reads what
+ * the parent had, a page never populated as zeros. */
+START_TEST(test_fork_child_writes_its_own_copy)
+{
+	uint8_t *buf = map_anon(3);
+	int fd, status;
+	pid_t pid;
+
+	memset(buf, 0x5a, 4096);
+	buf[2 * 4096] = 0x6b;   /* the middle page is never populated */
+	ck_assert_int_eq(arena_adopt(buf, 3 * 4096, &fd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		bool read_ok = buf[0] == 0x5a && buf[4095] == 0x5a && buf[4096] == 0 &&
+			       buf[8191] == 0 && buf[8192] == 0x6b;
+
+		memset(buf, 0x77, 3 * 4096);
+		_exit(read_ok ? 0 : 3);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert_uint_eq(buf[0], 0x5a);
+	ck_assert_uint_eq(buf[4096], 0);
+	ck_assert_uint_eq(buf[8192], 0x6b);
 }
 END_TEST
 
@@ -2080,6 +2109,7 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_reg_refused);
 	tcase_add_test(tc, test_dereg_refused_keeps_mr);
 	tcase_add_test(tc, test_fork_child_gets_own_arena);
+	tcase_add_test(tc, test_fork_child_writes_its_own_copy);
 }
 
 static void add_cq_tests(Suite *s)

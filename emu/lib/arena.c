@@ -28,9 +28,12 @@
  *   now memfd-backed, and are freed with the process. Arena pages of memory the
  *   application unmaps stay allocated in the memfd until the process exits, or until a
  *   buffer at the same address is registered and reuses them.
- * - Moved pages become MAP_SHARED: a child made by fork() shares them with its parent
- *   instead of getting a copy. The child starts a fresh arena of its own for its own
- *   registrations (which copy, and so detach, any inherited arena pages they cover).
+ * - Moved pages are MAP_SHARED, which a fork() would share with the child instead of
+ *   copying: the child's writes (its malloc's among them, on a heap page next to a buffer)
+ *   would land in the parent's memory. So the child, first thing, replaces every arena
+ *   mapping it inherited with a private copy, and starts a fresh arena of its own for its
+ *   own registrations. A large registered buffer is thus copied at each fork (only the
+ *   parts with data), where copy-on-write would copy only what the child touches.
  * - Another thread writing to a buffer while it is being registered may lose that write.
  * - Moved pages are readable and writable whatever their protection was, and a buffer in
  *   a file mapping is detached from its file (it keeps the contents).
@@ -110,11 +113,89 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&arena_lock);
 }
 
-/* A child registering through the parent's arena would write into the parent's pages. */
+static enum vma_kind vma_kind(const struct maps_line *l);
+static bool parse_maps_line(char *line, struct maps_line *l);
+
+/* The child's copy of [start, end): only the arena's data extents are read (pread, with no
+ * fault on the shared mapping), holes stay untouched zero pages; then the copy takes the
+ * mapping's place in one step. False when it could not. */
+static bool privatize(uintptr_t start, uintptr_t end)
+{
+	size_t len = end - start;
+	uint8_t *copy = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	off_t at = (off_t)start, data, hole;
+
+	if (copy == MAP_FAILED)
+		return false;
+	while (at < (off_t)end && (data = lseek(arena_fd, at, SEEK_DATA)) >= 0 && data < (off_t)end) {
+		hole = lseek(arena_fd, data, SEEK_HOLE);
+		if (hole < 0 || hole > (off_t)end)
+			hole = (off_t)end;
+		if (pread(arena_fd, copy + (data - (off_t)start), (size_t)(hole - data), data) < 0)
+			break;
+		at = hole;
+	}
+	if (mremap(copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) != MAP_FAILED)
+		return true;
+	munmap(copy, len);
+	return false;
+}
+
+/* Up to max arena mappings of this process, from /proc/self/maps read with a buffer on the
+ * stack: nothing here may allocate, since malloc would write to the heap pages that are
+ * still shared. How many it found; 0 when there are none left (or on any error). */
+#define FORK_BATCH 64
+static unsigned find_arena_mappings(uintptr_t (*ranges)[2], unsigned max)
+{
+	char buf[4096 + 1];
+	size_t have = 0;
+	unsigned n = 0;
+	ssize_t got;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while (n < max && (got = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *line = buf, *nl;
+
+		have += (size_t)got;
+		buf[have] = '\0';
+		while (n < max && (nl = strchr(line, '\n')) != NULL) {
+			struct maps_line l;
+
+			*nl = '\0';
+			if (parse_maps_line(line, &l) && vma_kind(&l) == VMA_IN_ARENA) {
+				ranges[n][0] = l.start;
+				ranges[n][1] = l.end;
+				n++;
+			}
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+	}
+	close(fd);
+	return n;
+}
+
+/* A child registering through the parent's arena would write into the parent's pages, and
+ * must not share the pages already there (see the caveats above). */
 static void fork_child(void)
 {
-	if (arena_fd >= 0)
+	uintptr_t ranges[FORK_BATCH][2];
+	unsigned n;
+	bool progress = true;
+
+	if (arena_fd >= 0) {
+		/* each pass changes the mappings under the reader: read them again; a mapping
+		 * that cannot be copied (out of memory) stays shared rather than loop forever */
+		while (progress && (n = find_arena_mappings(ranges, FORK_BATCH)) > 0) {
+			progress = false;
+			for (unsigned i = 0; i < n; i++)
+				progress |= privatize(ranges[i][0], ranges[i][1]);
+		}
 		close(arena_fd);
+	}
 	arena_fd = -1;
 	pthread_mutex_unlock(&arena_lock);
 }

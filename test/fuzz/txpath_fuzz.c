@@ -36,6 +36,7 @@ static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags
 #include "emu/daemon/netpath.c"
 #undef sendmmsg
 #include "emu/daemon/fault.c"
+#include "emu/daemon/loopq.c"
 #include "emu/daemon/txmsg.c"
 
 #define MUST(cond)                                                                        \
