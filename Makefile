@@ -143,6 +143,12 @@ fuzz: fuzz-build
 demo:
 	scripts/demo.sh
 
+# Issue 17's rig: rocemud against the kernel's rxe in a qemu guest, both ways (root; the
+# first run downloads Debian's kernel package into build/interop).
+.PHONY: interop
+interop: all
+	test/interop.sh $(BUILD)
+
 # Issue 13's soak: 20 seeds of the README's fault spec, 64 MiB each, in both builds.
 .PHONY: fault-soak
 fault-soak: all

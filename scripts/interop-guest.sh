@@ -1,0 +1,42 @@
+#!/bin/sh
+# PID 1 of the interop guest (scripts/interop-vm.sh), on the host's root seen read-only
+# under a tmpfs overlay: brings eth0 up with the address the host chose, adds rxe0 on it,
+# says "ready" in the shared folder, then runs each cmd.NAME dropped there (output in
+# out.NAME, status in rc.NAME) until the host asks for poweroff.
+work=/run/interop
+fail() {
+	echo "$*" >"$work/failed" 2>/dev/null
+	echo "interop guest: $*"
+	poweroff -f
+}
+
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mkdir -p "$work" /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t 9p -o trans=virtio,version=9p2000.L,cache=none work "$work" || fail "cannot mount the work share"
+. "$work/net"
+ip link set lo up
+ip link set eth0 up || fail "no eth0"
+ip addr add "$ADDR/24" dev eth0 || fail "cannot add $ADDR"
+rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 failed"
+ulimit -l unlimited
+for _ in $(seq 100); do
+	[ -e /dev/infiniband/uverbs0 ] && break
+	sleep 0.1
+done
+echo "$(uname -r), $ADDR, $(ibv_devices 2>&1 | awk '/rxe0/ { print $1 " GUID " $2 }')" >"$work/ready"
+
+while [ ! -e "$work/poweroff" ]; do
+	for cmd in "$work"/cmd.*; do
+		[ -e "$cmd" ] || continue
+		name=${cmd#"$work"/cmd.}
+		mv "$cmd" "$work/running.$name"
+		(sh "$work/running.$name" >"$work/out.$name" 2>&1; echo $? >"$work/rc.$name.tmp" &&
+			mv "$work/rc.$name.tmp" "$work/rc.$name") &
+	done
+	sleep 0.1
+done
+sync
+poweroff -f

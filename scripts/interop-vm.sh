@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# A virtual machine running the Linux kernel's Soft-RoCE (rdma_rxe), for live interop tests
+# against rocemud. Sourced by test/interop.test.sh; needs root.
+#
+# The guest is Debian 12's own kernel package, fetched with apt-get download and unpacked
+# with dpkg -x under $INTEROP_CACHE (never installed), booted by qemu with a small busybox
+# initramfs that loads the modules it needs, mounts this host's / read-only over virtio-9p
+# under a tmpfs overlay (so the guest has this host's rdma-core, perftest and builds), adds
+# rxe0 on its virtio-net, and then runs the commands the host drops in a shared folder.
+# The guest's NIC is a tap device inside a network namespace of the caller's, where
+# rocemud serves the tap.
+#   vm_prepare                   the kernel and the initramfs (cached; a first run downloads)
+#   vm_start NETNS WORK ADDR_HOST ADDR_GUEST
+#                                boots the guest; returns when rxe0 is up (or fails)
+#   vm_run SECONDS COMMAND       runs COMMAND (sh) in the guest, prints its output, returns
+#                                its status (124 when it outlasts SECONDS)
+#   vm_spawn NAME COMMAND        starts COMMAND in the guest in the background;
+#                                vm_wait NAME SECONDS waits for it as vm_run does
+#   vm_stop                      powers the guest off (killed by pid if it will not)
+set -u
+
+INTEROP_CACHE=${INTEROP_CACHE:-${ROCEMU_ROOT:-.}/build/interop}
+VM_TAP=${VM_TAP:-rxetap0}
+VM_MEM=${VM_MEM:-1024}
+VM_BOOT_SECONDS=${VM_BOOT_SECONDS:-180}
+VM_PID=
+VM_WORK=
+
+# The modules the guest needs; vm_initramfs adds what they depend on, in order.
+# rxe asks the crypto API for "crc32" (its ICRC), which is a module here.
+VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe"
+
+vm_say() { echo "interop-vm: $*" >&2; }
+
+# The kernel package behind linux-image-amd64 (Debian's current 6.1), unpacked.
+vm_kernel() {
+	local pkg deb
+	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+	[ -n "$pkg" ] || { vm_say "apt-cache does not know linux-image-amd64"; return 1; }
+	VM_KVER=${pkg#linux-image-}
+	VM_KDIR=$INTEROP_CACHE/kernel-$VM_KVER
+	[ -f "$VM_KDIR/boot/vmlinuz-$VM_KVER" ] && return 0
+	mkdir -p "$INTEROP_CACHE"
+	deb=$(cd "$INTEROP_CACHE" && ls "${pkg}"_*.deb 2>/dev/null | head -n 1)
+	if [ -z "$deb" ]; then
+		vm_say "downloading $pkg (about 70 MB, once)"
+		(cd "$INTEROP_CACHE" && apt-get download "$pkg" >/dev/null 2>&1) ||
+			{ vm_say "apt-get download $pkg failed"; return 1; }
+		deb=$(cd "$INTEROP_CACHE" && ls "${pkg}"_*.deb | head -n 1)
+	fi
+	rm -rf "$VM_KDIR.tmp" && mkdir -p "$VM_KDIR.tmp" &&
+		dpkg -x "$INTEROP_CACHE/$deb" "$VM_KDIR.tmp" && mv "$VM_KDIR.tmp" "$VM_KDIR"
+}
+
+vm_module_file() {
+	find "$VM_KDIR/lib/modules/$VM_KVER" -name "$1.ko" | head -n 1
+}
+
+# vm_add_module NAME: NAME after everything it depends on (the .modinfo section's
+# depends=, read with objcopy: kmod may not be installed here), into VM_MODULES.
+vm_add_module() {
+	local f dep
+	case " $VM_MODULES " in *" $1 "*) return 0 ;; esac
+	f=$(vm_module_file "$1")
+	[ -n "$f" ] || { vm_say "the kernel has no $1.ko"; return 1; }
+	for dep in $(objcopy -O binary --only-section=.modinfo "$f" /dev/stdout | tr '\0' '\n' |
+		sed -n 's/^depends=//p' | tr ',' ' '); do
+		vm_add_module "$dep" || return 1
+	done
+	VM_MODULES="$VM_MODULES $1"
+}
+
+vm_initramfs() {
+	local out=$INTEROP_CACHE/initramfs-$VM_KVER.cpio.gz root m f
+	VM_MODULES=
+	for m in $VM_WANTED; do vm_add_module "$m" || return 1; done
+	[ -f "$out" ] && [ "$out" -nt "${BASH_SOURCE[0]}" ] && { VM_INITRD=$out; return 0; }
+	root=$(mktemp -d)
+	mkdir -p "$root"/{bin,dev,proc,sys,mnt/lower,mnt/rw,newroot,modules}
+	cp /bin/busybox "$root/bin/busybox"
+	for m in $VM_MODULES; do cp "$(vm_module_file "$m")" "$root/modules/"; done
+	cat >"$root/init" <<EOF
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $(echo $VM_MODULES); do insmod /modules/\$m.ko || echo "interop guest: insmod \$m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=none hostroot /mnt/lower &&
+	mount -t tmpfs tmpfs /mnt/rw && mkdir -p /mnt/rw/upper /mnt/rw/work &&
+	mount -t overlay overlay -o lowerdir=/mnt/lower,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work /newroot ||
+	{ echo "interop guest: cannot mount the host's root"; poweroff -f; }
+mount --move /proc /newroot/proc
+mount --move /sys /newroot/sys
+mount --move /dev /newroot/dev
+exec switch_root /newroot /bin/sh $ROCEMU_ROOT/scripts/interop-guest.sh
+EOF
+	chmod 755 "$root/init"
+	(cd "$root" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$out.tmp" && mv "$out.tmp" "$out"
+	rm -rf "$root"
+	VM_INITRD=$out
+}
+
+vm_prepare() {
+	command -v qemu-system-x86_64 >/dev/null || { vm_say "qemu-system-x86_64 is missing"; return 1; }
+	[ -x /bin/busybox ] || { vm_say "/bin/busybox is missing (busybox-static)"; return 1; }
+	vm_kernel && vm_initramfs
+}
+
+# KVM when it works (it does not on a paravirtualised /dev/kvm that cannot run this kernel:
+# qemu then exits at once), else TCG.
+vm_accel() {
+	if [ -w /dev/kvm ] && timeout 20 qemu-system-x86_64 -accel kvm -cpu host -M q35 -m 64 \
+		-nographic -no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" \
+		-append "console=ttyS0 panic=-1 rdinit=/nonexistent" >/dev/null 2>&1 </dev/null; then
+		echo "-accel kvm -cpu host"
+	else
+		echo "-accel tcg -cpu max"
+	fi
+}
+
+vm_start() {
+	local ns=$1 addr_host=$3 addr_guest=$4 accel
+	VM_WORK=$2
+	mkdir -p "$VM_WORK/vm"
+	rm -f "$VM_WORK/vm/"*
+	cat >"$VM_WORK/vm/net" <<EOF
+ADDR=$addr_guest
+EOF
+	ip netns exec "$ns" ip tuntap add dev "$VM_TAP" mode tap || return 1
+	ip netns exec "$ns" ip addr add "$addr_host/24" dev "$VM_TAP"
+	ip netns exec "$ns" ip link set "$VM_TAP" up
+	accel=${VM_ACCEL:-$(vm_accel)}
+	vm_say "booting $VM_KVER ($accel) in $ns"
+	ip netns exec "$ns" qemu-system-x86_64 $accel -M q35 -m "$VM_MEM" -smp 1 -nographic \
+		-no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" -initrd "$VM_INITRD" \
+		-append "console=ttyS0 panic=-1 quiet" \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs local,path="$VM_WORK/vm",mount_tag=work,security_model=none \
+		-netdev tap,id=n0,ifname="$VM_TAP",script=no,downscript=no \
+		-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56 \
+		</dev/null >"$VM_WORK/vm-console.log" 2>&1 &
+	VM_PID=$!
+	for _ in $(seq $((VM_BOOT_SECONDS * 10))); do
+		[ -f "$VM_WORK/vm/ready" ] && { vm_say "rxe0 up: $(cat "$VM_WORK/vm/ready")"; return 0; }
+		[ -f "$VM_WORK/vm/failed" ] && break
+		kill -0 "$VM_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	vm_say "the guest did not come up; its console:"
+	tail -n 30 "$VM_WORK/vm-console.log" >&2
+	return 1
+}
+
+vm_spawn() {
+	printf '%s\n' "$2" >"$VM_WORK/vm/cmd.$1.tmp" && mv "$VM_WORK/vm/cmd.$1.tmp" "$VM_WORK/vm/cmd.$1"
+}
+
+vm_wait() {
+	local name=$1 seconds=$2
+	for _ in $(seq $((seconds * 10))); do
+		if [ -f "$VM_WORK/vm/rc.$name" ]; then
+			cat "$VM_WORK/vm/out.$name"
+			return "$(cat "$VM_WORK/vm/rc.$name")"
+		fi
+		sleep 0.1
+	done
+	cat "$VM_WORK/vm/out.$name" 2>/dev/null
+	return 124
+}
+
+# A name of its own each time, from a subshell ($(vm_run ...)) too.
+vm_run() {
+	local name=run.$BASHPID.$RANDOM$RANDOM
+	vm_spawn "$name" "$2"
+	vm_wait "$name" "$1"
+}
+
+vm_stop() {
+	[ -n "$VM_PID" ] || return 0
+	[ -n "$VM_WORK" ] && : >"$VM_WORK/vm/poweroff"
+	for _ in $(seq 50); do kill -0 "$VM_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -9 "$VM_PID" 2>/dev/null
+	wait "$VM_PID" 2>/dev/null
+	VM_PID=
+}
