@@ -109,6 +109,10 @@ $(BUILD)/test/gso_refuse.so: test/gso_refuse.c
 $(BUILD)/test/ibv_abuse: test/ibv_abuse.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs -lpthread
+# interop.sh runs it on rxe and, under rocemu-run, on rocemu: the same binary on both ends.
+$(BUILD)/test/ibv_peer: test/ibv_peer.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse
@@ -146,7 +150,7 @@ demo:
 # Issue 17's rig: rocemud against the kernel's rxe in a qemu guest, both ways (root; the
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
-interop: all
+interop: all $(BUILD)/test/ibv_peer
 	test/interop.sh $(BUILD)
 
 # Issue 13's soak: 20 seeds of the README's fault spec, 64 MiB each, in both builds.

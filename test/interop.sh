@@ -21,6 +21,7 @@ ADDR_X=$HOST_ADDR.2      # rxe0, in the guest
 SOCK=$WORK/rocemu.sock
 PCAP=$WORK/interop.pcap
 RUN=$BUILD/rocemu-run
+PEER=$BUILD/test/ibv_peer
 FAILED=()
 PASSED=0
 DAEMON=
@@ -36,6 +37,7 @@ trap cleanup EXIT
 for p in qemu-system-x86_64 ib_write_bw tshark; do
 	command -v "$p" >/dev/null || fail "$p is missing (scripts/install-deps.sh installs it)"
 done
+[ -x "$PEER" ] || fail "$PEER is missing (make $PEER)"
 [ -x /bin/busybox ] || fail "/bin/busybox is missing (scripts/install-deps.sh installs busybox-static)"
 vm_prepare || fail "cannot prepare the guest's kernel and initramfs"
 
@@ -123,7 +125,48 @@ perf() {
 	fi
 }
 
+# peer NAME ROCEMU_SIDE: test/ibv_peer between the two (the client WRITEs 1, 4095, 4096,
+# 4097 bytes and 1 MiB from a PSN below the 24-bit wrap, the server checks each byte and
+# the canaries after it; then a wrong rkey and one byte past the MR, refused with the
+# target unchanged): each of its lines is a case here.
+peer() {
+	local name=$1 side=$2 out rc_guest rc_host line
+	if [ "$side" = client ]; then
+		vm_spawn "$name" "timeout 100 $PEER -x $RXE_GID server"
+		sleep 2
+		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" "$PEER" -x 0 client "$ADDR_X" \
+			>"$WORK/$name.host" 2>&1
+		rc_host=$?
+		vm_wait "$name" 110 >"$WORK/$name.guest"
+		rc_guest=$?
+		out=$WORK/$name.host
+	else
+		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" "$PEER" -x 0 server \
+			>"$WORK/$name.host" 2>&1 &
+		local server=$!
+		PIDS+=($server)
+		sleep 0.5
+		vm_run 110 "timeout 100 $PEER -x $RXE_GID client $ADDR_R" >"$WORK/$name.guest"
+		rc_guest=$?
+		wait "$server"
+		rc_host=$?
+		out=$WORK/$name.guest
+	fi
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) passed "$name: rocemu $side: ${line#ok }" ;;
+		"FAIL "*) failed "$name: rocemu $side: ${line#FAIL }" ;;
+		esac
+	done <"$out"
+	if [ "$rc_host" -ne 0 ] || [ "$rc_guest" -ne 0 ] || ! grep -q '^ok' "$out"; then
+		sed 's/^/  rocemu| /' "$WORK/$name.host" | tail -n 6
+		sed 's/^/  rxe   | /' "$WORK/$name.guest" | tail -n 6
+		failed "$name: rocemu $side: ibv_peer (rocemu exit $rc_host, rxe exit $rc_guest)"
+	fi
+}
+
 for side in client server; do
+	peer "peer-$side" $side
 	perf "write-4k-$side" $side ib_write_bw -s 4096 -n 200
 	perf "write-1m-$side" $side ib_write_bw -s 1048576 -n 10
 	perf "write-lat-$side" $side ib_write_lat -s 2 -n 200
@@ -143,6 +186,7 @@ start_rocemud "$WORK/interop-4096.pcap"
 rxe_mtu=$(vm_run 30 "ibv_devinfo -d rxe0 | awk '/active_mtu/ { print \$2 }'")
 echo "MTU 9000 on both links: rxe0 active_mtu $rxe_mtu, rocemud: $("$BUILD/rocemuctl" -s "$SOCK" status | grep -i mtu | tr -s ' ' | head -n 2 | paste -sd';')"
 for side in client server; do
+	peer "mtu4096-peer-$side" $side
 	perf "mtu4096-write-1m-$side" $side ib_write_bw -s 1048576 -n 10
 	perf "mtu4096-send-64k-$side" $side ib_send_bw -s 65536 -n 50
 	perf "mtu4096-read-1m-$side" $side ib_read_bw -s 1048576 -n 10

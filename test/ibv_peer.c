@@ -1,0 +1,329 @@
+/* One end of an RC connection, written against <infiniband/verbs.h> and linked against
+ * libibverbs alone, so the same binary runs on the kernel's rxe and, under rocemu-run, on
+ * rocemu (test/interop.sh). The client WRITEs into the server's buffer and the server
+ * checks each message byte for byte, with canary bytes after it left untouched: sizes 1,
+ * 4095, 4096, 4097 and 1 MiB from a send PSN just below the 24-bit wrap; then a wrong rkey
+ * and an address one byte past the buffer, each of which must complete with
+ * IBV_WC_REM_ACCESS_ERR and leave the target unchanged (the QPs are connected afresh
+ * after each). The two ends talk over TCP (port 18516) to exchange QP numbers, PSNs, GIDs,
+ * buffers and verdicts.
+ *   ibv_peer [-x GID_INDEX] server
+ *   ibv_peer [-x GID_INDEX] client SERVER_IPV4
+ * One line per case, "ok NAME" or "FAIL NAME: why"; exit 0 when all passed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PORT 18516
+#define MAX_MSG (1u << 20)
+#define CANARY 64
+#define BUF_BYTES (MAX_MSG + CANARY)
+#define CANARY_BYTE 0xee
+#define START_PSN 0xfffe00u     /* 1 MiB at MTU 1024 crosses the wrap */
+
+struct peer_info {
+	uint32_t qpn, psn, rkey, mtu;
+	uint64_t addr;
+	union ibv_gid gid;
+};
+
+enum verb { PREP = 1, CHECK, RECONNECT, DONE };
+
+struct msg {
+	uint32_t verb;
+	uint32_t size;
+	uint32_t seed;
+	uint32_t result;        /* server's answer: 0 OK, else 1 + the first bad offset */
+	struct peer_info info;  /* RECONNECT */
+};
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static struct ibv_qp *qp;
+static struct ibv_mr *mr;
+static uint8_t *buf;
+static int gid_index;
+static int sock = -1;
+static int failures;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "ibv_peer: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static void xfer(bool out, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = out ? write(sock, b, n) : read(sock, b, n);
+
+		if (r <= 0)
+			die(out ? "tcp write" : "tcp read (the other end is gone)");
+		b += r;
+		n -= (size_t)r;
+	}
+}
+
+static uint8_t pattern(uint32_t seed, uint32_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 24 ^ seed);
+}
+
+static void setup(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = 16, .max_recv_wr = 16,
+					       .max_send_sge = 1, .max_recv_sge = 1 } };
+
+	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	cq = pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
+	a.send_cq = a.recv_cq = cq;
+	qp = cq ? ibv_create_qp(pd, &a) : NULL;
+	buf = aligned_alloc(4096, BUF_BYTES + 4096);
+	mr = qp && buf ? ibv_reg_mr(pd, buf, BUF_BYTES, IBV_ACCESS_LOCAL_WRITE |
+				    IBV_ACCESS_REMOTE_WRITE) : NULL;
+	if (!mr)
+		die("device, PD, CQ, QP or MR");
+}
+
+static struct peer_info local_info(uint32_t psn)
+{
+	struct ibv_port_attr port;
+	struct peer_info me = { .qpn = qp->qp_num, .psn = psn, .rkey = mr->rkey,
+				.addr = (uintptr_t)buf };
+
+	if (ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, gid_index, &me.gid))
+		die("port or GID");
+	me.mtu = port.active_mtu;
+	return me;
+}
+
+/* RESET, then INIT, RTR and RTS towards the peer, at the smaller of the two MTUs. */
+static void connect_qp(const struct peer_info *me, const struct peer_info *peer)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		die("to RESET");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		die("to INIT");
+	a = (struct ibv_qp_attr){
+		.qp_state = IBV_QPS_RTR, .dest_qp_num = peer->qpn, .rq_psn = peer->psn,
+		.path_mtu = me->mtu < peer->mtu ? me->mtu : peer->mtu,
+		.max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			     .grh = { .dgid = peer->gid, .sgid_index = (uint8_t)gid_index,
+				      .hop_limit = 64 } },
+	};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("to RTR");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = me->psn, .timeout = 14,
+				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1 };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("to RTS");
+}
+
+/* Both ends send their info, then connect: the server answers the client's. */
+static struct peer_info exchange_and_connect(uint32_t psn, bool client)
+{
+	struct peer_info me = local_info(psn), peer;
+
+	if (client) {
+		xfer(true, &me, sizeof(me));
+		xfer(false, &peer, sizeof(peer));
+	} else {
+		xfer(false, &peer, sizeof(peer));
+		xfer(true, &me, sizeof(me));
+	}
+	connect_qp(&me, &peer);
+	return peer;
+}
+
+static void serve(void)
+{
+	struct msg m;
+	uint32_t psn = START_PSN + 0x80;
+
+	exchange_and_connect(psn, false);
+	for (;;) {
+		xfer(false, &m, sizeof(m));
+		m.result = 0;
+		if (m.verb == DONE)
+			return;
+		if (m.verb == RECONNECT) {
+			psn += 0x1000;
+			exchange_and_connect(psn & 0xffffff, false);
+			continue;
+		}
+		if (m.verb == PREP)
+			memset(buf, CANARY_BYTE, (size_t)m.size + CANARY);
+		for (uint32_t i = 0; m.verb == CHECK && i < m.size + CANARY && !m.result; i++) {
+			uint8_t want = m.seed == 0 || i >= m.size ? CANARY_BYTE : pattern(m.seed, i);
+
+			if (buf[i] != want)
+				m.result = i + 1;
+		}
+		xfer(true, &m, sizeof(m));
+	}
+}
+
+static uint32_t ask(enum verb verb, uint32_t size, uint32_t seed)
+{
+	struct msg m = { .verb = verb, .size = size, .seed = seed };
+
+	xfer(true, &m, sizeof(m));
+	xfer(false, &m, sizeof(m));
+	return m.result;
+}
+
+static enum ibv_wc_status write_and_wait(uint32_t size, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .wr.rdma = { .remote_addr = raddr, .rkey = rkey } }, *bad;
+	struct ibv_wc wc;
+	time_t deadline = time(NULL) + 60;
+	int n = 0;
+
+	if (ibv_post_send(qp, &wr, &bad))
+		return IBV_WC_GENERAL_ERR;
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
+		;
+	return n == 1 ? wc.status : IBV_WC_RESP_TIMEOUT_ERR;
+}
+
+static void report(const char *name, bool ok, const char *why)
+{
+	printf(ok ? "ok %s\n" : "FAIL %s: %s\n", name, why);
+	fflush(stdout);
+	failures += !ok;
+}
+
+static void case_size(const struct peer_info *peer, uint32_t size, uint32_t seed)
+{
+	char name[80], why[120];
+	enum ibv_wc_status st;
+	uint32_t bad;
+
+	for (uint32_t i = 0; i < size; i++)
+		buf[i] = pattern(seed, i);
+	ask(PREP, size, 0);
+	st = write_and_wait(size, peer->addr, peer->rkey);
+	bad = st == IBV_WC_SUCCESS ? ask(CHECK, size, seed) : 0;
+	snprintf(name, sizeof(name), "WRITE of %u bytes: byte-exact, the %d bytes after it untouched",
+		 size, CANARY);
+	snprintf(why, sizeof(why), "%s", st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) : "");
+	if (st == IBV_WC_SUCCESS && bad)
+		snprintf(why, sizeof(why), "byte %u differs on the server", bad - 1);
+	report(name, st == IBV_WC_SUCCESS && !bad, why);
+}
+
+/* A WRITE the responder must refuse; the connection is made afresh afterwards. */
+static void case_refused(struct peer_info *peer, const char *what, uint64_t raddr, uint32_t rkey,
+			 uint32_t *psn)
+{
+	char name[120];
+	enum ibv_wc_status st;
+	uint32_t bad;
+
+	ask(PREP, MAX_MSG, 0);          /* the whole buffer, canaries to its end */
+	st = write_and_wait(64, raddr, rkey);
+	bad = ask(CHECK, MAX_MSG, 0);
+	snprintf(name, sizeof(name), "%s: IBV_WC_REM_ACCESS_ERR, the target unchanged", what);
+	report(name, st == IBV_WC_REM_ACCESS_ERR && !bad,
+	       st != IBV_WC_REM_ACCESS_ERR ? ibv_wc_status_str(st) : "the target changed");
+	xfer(true, &(struct msg){ .verb = RECONNECT }, sizeof(struct msg));
+	*psn += 0x1000;
+	*peer = exchange_and_connect(*psn & 0xffffff, true);
+}
+
+static void run_client(void)
+{
+	static const uint32_t sizes[] = { 1, 4095, 4096, 4097, MAX_MSG, 4096 };
+	uint32_t psn = START_PSN;
+	struct peer_info peer = exchange_and_connect(psn, true);
+
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		case_size(&peer, sizes[i], i + 1);
+	case_refused(&peer, "a wrong rkey", peer.addr, peer.rkey ^ 0x80, &psn);
+	case_refused(&peer, "one byte past the MR", peer.addr + BUF_BYTES - 63, peer.rkey, &psn);
+	case_size(&peer, 4096, 99);
+	xfer(true, &(struct msg){ .verb = DONE }, sizeof(struct msg));
+}
+
+static int tcp_server(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), s;
+
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
+		die("listen");
+	s = accept(l, NULL, NULL);
+	close(l);
+	return s;
+}
+
+static int tcp_client(const char *host)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
+
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
+		errno = EINVAL;
+		die(host);
+	}
+	for (int tries = 0; tries < 100; tries++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
+			return s;
+		close(s);
+		usleep(200000);
+	}
+	die("connect");
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	if (argc > 2 && strcmp(argv[1], "-x") == 0) {
+		gid_index = atoi(argv[2]);
+		i = 3;
+	}
+	if (i >= argc || (strcmp(argv[i], "server") && (strcmp(argv[i], "client") || i + 1 >= argc))) {
+		fprintf(stderr, "usage: ibv_peer [-x GID_INDEX] server | client SERVER_IPV4\n");
+		return 2;
+	}
+	setup();
+	if (strcmp(argv[i], "server") == 0) {
+		sock = tcp_server();
+		if (sock < 0)
+			die("accept");
+		serve();
+	} else {
+		sock = tcp_client(argv[i + 1]);
+		run_client();
+	}
+	return failures ? 1 : 0;
+}
