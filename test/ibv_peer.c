@@ -5,7 +5,8 @@
  * 4095, 4096, 4097 and 1 MiB from a send PSN just below the 24-bit wrap; then a wrong rkey
  * and an address one byte past the buffer, each of which must complete with
  * IBV_WC_REM_ACCESS_ERR and leave the target unchanged (the QPs are connected afresh
- * after each). The two ends talk over TCP (port 18516) to exchange QP numbers, PSNs, GIDs,
+ * after each); WRITE WITH IMMEDIATE, once with the receive posted late so that RNR NAKs
+ * come first. The two ends talk over TCP (port 18516) to exchange QP numbers, PSNs, GIDs,
  * buffers and verdicts.
  *   ibv_peer [-x GID_INDEX] server
  *   ibv_peer [-x GID_INDEX] client SERVER_IPV4
@@ -35,7 +36,9 @@ struct peer_info {
 	union ibv_gid gid;
 };
 
-enum verb { PREP = 1, CHECK, RECONNECT, DONE };
+enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM };
+
+#define IMM 0x12345678u
 
 struct msg {
 	uint32_t verb;
@@ -157,6 +160,29 @@ static struct peer_info exchange_and_connect(uint32_t psn, bool client)
 	return peer;
 }
 
+static void post_recv(void)
+{
+	struct ibv_recv_wr wr = { .wr_id = 7 }, *bad;
+
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("ibv_post_recv");
+}
+
+/* The receive a WRITE WITH IMMEDIATE consumed: its opcode, length and immediate. */
+static uint32_t check_imm_completion(uint32_t size)
+{
+	struct ibv_wc wc;
+	time_t deadline = time(NULL) + 30;
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
+		;
+	if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+	    !(wc.wc_flags & IBV_WC_WITH_IMM) || wc.imm_data != htonl(IMM) || wc.byte_len != size)
+		return 0xffffffffu;
+	return 0;
+}
+
 static void serve(void)
 {
 	struct msg m;
@@ -175,6 +201,12 @@ static void serve(void)
 		}
 		if (m.verb == PREP)
 			memset(buf, CANARY_BYTE, (size_t)m.size + CANARY);
+		if (m.verb == POST_RECV)
+			post_recv();
+		if (m.verb == CHECK_IMM) {
+			m.result = check_imm_completion(m.size);
+			m.verb = CHECK;         /* and the bytes, below */
+		}
 		for (uint32_t i = 0; m.verb == CHECK && i < m.size + CANARY && !m.result; i++) {
 			uint8_t want = m.seed == 0 || i >= m.size ? CANARY_BYTE : pattern(m.seed, i);
 
@@ -182,6 +214,10 @@ static void serve(void)
 				m.result = i + 1;
 		}
 		xfer(true, &m, sizeof(m));
+		if (m.verb == LATE_RECV) {     /* the WRITE meets RNR NAKs until this */
+			usleep(300000);
+			post_recv();
+		}
 	}
 }
 
@@ -194,11 +230,12 @@ static uint32_t ask(enum verb verb, uint32_t size, uint32_t seed)
 	return m.result;
 }
 
-static enum ibv_wc_status write_and_wait(uint32_t size, uint64_t raddr, uint32_t rkey)
+static enum ibv_wc_status post_and_wait(enum ibv_wr_opcode op, uint32_t size, uint64_t raddr,
+					 uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey };
-	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-				  .send_flags = IBV_SEND_SIGNALED,
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(IMM),
 				  .wr.rdma = { .remote_addr = raddr, .rkey = rkey } }, *bad;
 	struct ibv_wc wc;
 	time_t deadline = time(NULL) + 60;
@@ -209,6 +246,11 @@ static enum ibv_wc_status write_and_wait(uint32_t size, uint64_t raddr, uint32_t
 	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
 		;
 	return n == 1 ? wc.status : IBV_WC_RESP_TIMEOUT_ERR;
+}
+
+static enum ibv_wc_status write_and_wait(uint32_t size, uint64_t raddr, uint32_t rkey)
+{
+	return post_and_wait(IBV_WR_RDMA_WRITE, size, raddr, rkey);
 }
 
 static void report(const char *name, bool ok, const char *why)
@@ -235,6 +277,27 @@ static void case_size(const struct peer_info *peer, uint32_t size, uint32_t seed
 	if (st == IBV_WC_SUCCESS && bad)
 		snprintf(why, sizeof(why), "byte %u differs on the server", bad - 1);
 	report(name, st == IBV_WC_SUCCESS && !bad, why);
+}
+
+/* WRITE WITH IMMEDIATE: the bytes, and the receive it consumes (opcode, immediate,
+ * length). With late, the receive is posted 0.3 s after the WRITE: RNR NAKs until then. */
+static void case_imm(const struct peer_info *peer, uint32_t size, bool late)
+{
+	char name[120];
+	enum ibv_wc_status st;
+	uint32_t bad;
+
+	for (uint32_t i = 0; i < size; i++)
+		buf[i] = pattern(7, i);
+	ask(PREP, size, 0);
+	ask(late ? LATE_RECV : POST_RECV, 0, 0);
+	st = post_and_wait(IBV_WR_RDMA_WRITE_WITH_IMM, size, peer->addr, peer->rkey);
+	bad = st == IBV_WC_SUCCESS ? ask(CHECK_IMM, size, 7) : 0;
+	snprintf(name, sizeof(name), "WRITE WITH IMMEDIATE of %u bytes%s: bytes, immediate and "
+		 "length on the receive", size, late ? ", receive posted late (RNR)" : "");
+	report(name, st == IBV_WC_SUCCESS && !bad,
+	       st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) :
+	       bad == 0xffffffffu ? "the receive completion is wrong" : "the bytes differ");
 }
 
 /* A WRITE the responder must refuse; the connection is made afresh afterwards. */
@@ -264,6 +327,8 @@ static void run_client(void)
 
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		case_size(&peer, sizes[i], i + 1);
+	case_imm(&peer, 4097, false);
+	case_imm(&peer, 64, true);
 	case_refused(&peer, "a wrong rkey", peer.addr, peer.rkey ^ 0x80, &psn);
 	case_refused(&peer, "one byte past the MR", peer.addr + BUF_BYTES - 63, peer.rkey, &psn);
 	case_size(&peer, 4096, 99);
