@@ -178,6 +178,26 @@ for side in client server; do
 	perf "atomic-cas-$side" $side ib_atomic_bw -A CMP_AND_SWAP -n 200
 done
 
+# Loss, duplication and reordering, injected by rocemud on both directions while it talks
+# to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
+# rxe's NAKs) must still deliver every byte.
+LOSS=drop=0.02,dup=0.01,reorder=0.05,seed=5
+"$BUILD/rocemuctl" -s "$SOCK" fault "$LOSS" >/dev/null || failed "rocemuctl fault $LOSS"
+before=$("$BUILD/rocemuctl" -s "$SOCK" stats)
+for side in client server; do
+	peer "loss-peer-$side" $side
+	perf "loss-write-$side" $side ib_write_bw -s 65536 -n 50
+	perf "loss-read-$side" $side ib_read_bw -s 65536 -n 20
+	perf "loss-send-$side" $side ib_send_bw -s 4096 -n 100
+done
+"$BUILD/rocemuctl" -s "$SOCK" fault off >/dev/null
+after=$("$BUILD/rocemuctl" -s "$SOCK" stats)
+echo "under $LOSS, rocemud's counters moved by: $(for c in fault_dropped fault_duplicated \
+	fault_reordered completer_retry_err timeouts rcvd_seq_err nak_seq_sent duplicate_request \
+	out_of_seq_request; do
+	b=$(awk -v n=$c '$1 == n { print $2 }' <<<"$before"); a=$(awk -v n=$c '$1 == n { print $2 }' <<<"$after")
+	printf '%s +%s, ' "$c" $((a - b)); done | sed 's/, $//')"
+
 # Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
 stop_rocemud
 ip netns exec "$NS" ip link set "$VM_TAP" mtu 9000
