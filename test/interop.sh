@@ -75,34 +75,47 @@ RXE_GID=$(vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; d
 [ -n "$RXE_GID" ] || fail "rxe0 has no GID for $ADDR_X"
 echo "rxe0's GID $RXE_GID is ::ffff:$ADDR_X"
 
-# perf_once NAME ROCEMU_SIDE TOOL ARGS...: TOOL between the two, rocemu's side "client" or
-# "server"; 0 when both exit 0 and the client printed a row of numbers (in ROW).
-perf_once() {
-	local name=$1 side=$2 rc_guest rc_host
-	shift 2
-	local cmd="$*"
+# run_pair NAME ROCEMU_SIDE SERVER CLIENT: the command lines SERVER and CLIENT (words, with
+# @GID@ for the side's GID index and @PEER@ for the other side's address), rocemu's side
+# "client" or "server", rxe's the other. Sets RC_HOST, RC_GUEST and CLIENT_OUT (the file
+# with the client's output); the server's and client's outputs are NAME.host/NAME.guest.
+run_pair() {
+	local name=$1 side=$2 server=$3 client=$4 pid host guest
 	if [ "$side" = client ]; then
-		vm_spawn "$name" "timeout 100 $cmd -x $RXE_GID"
+		guest=${server//@GID@/$RXE_GID}
+		host=${client//@GID@/0}
+		vm_spawn "$name" "timeout 100 $guest"
 		sleep 2   # the guest is slow to listen under TCG
-		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" "$@" -x 0 "$ADDR_X" \
+		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" ${host//@PEER@/$ADDR_X} \
 			>"$WORK/$name.host" 2>&1
-		rc_host=$?
+		RC_HOST=$?
 		vm_wait "$name" 110 >"$WORK/$name.guest"
-		rc_guest=$?
-		ROW=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print; exit }' "$WORK/$name.host")
+		RC_GUEST=$?
+		CLIENT_OUT=$WORK/$name.host
 	else
-		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" "$@" -x 0 >"$WORK/$name.host" 2>&1 &
-		local server=$!
-		PIDS+=($server)
+		host=${server//@GID@/0}
+		guest=${client//@GID@/$RXE_GID}
+		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" $host >"$WORK/$name.host" 2>&1 &
+		pid=$!
+		PIDS+=($pid)
 		sleep 0.5
-		vm_run 110 "timeout 100 $cmd -x $RXE_GID $ADDR_R" >"$WORK/$name.guest"
-		rc_guest=$?
-		wait "$server"
-		rc_host=$?
-		ROW=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print; exit }' "$WORK/$name.guest")
+		vm_run 110 "timeout 100 ${guest//@PEER@/$ADDR_R}" >"$WORK/$name.guest"
+		RC_GUEST=$?
+		wait "$pid"
+		RC_HOST=$?
+		CLIENT_OUT=$WORK/$name.guest
 	fi
-	STATUS="rocemu exit $rc_host, rxe exit $rc_guest"
-	[ "$rc_host" -eq 0 ] && [ "$rc_guest" -eq 0 ] && [ -n "$ROW" ]
+}
+
+# perf_once NAME ROCEMU_SIDE TOOL ARGS...: perftest's TOOL between the two; 0 when both exit
+# 0 and the client printed a row of numbers (in ROW).
+perf_once() {
+	local name=$1 side=$2
+	shift 2
+	run_pair "$name" "$side" "$* -x @GID@" "$* -x @GID@ @PEER@"
+	ROW=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print; exit }' "$CLIENT_OUT")
+	STATUS="rocemu exit $RC_HOST, rxe exit $RC_GUEST"
+	[ "$RC_HOST" -eq 0 ] && [ "$RC_GUEST" -eq 0 ] && [ -n "$ROW" ]
 }
 
 # perf NAME ROCEMU_SIDE TOOL ARGS...: one case. perftest fits its clock rate against
@@ -131,38 +144,18 @@ perf() {
 # the canaries after it; then a wrong rkey and one byte past the MR, refused with the
 # target unchanged): each of its lines is a case here.
 peer() {
-	local name=$1 side=$2 out rc_guest rc_host line
-	if [ "$side" = client ]; then
-		vm_spawn "$name" "timeout 100 $PEER -x $RXE_GID server"
-		sleep 2
-		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" "$PEER" -x 0 client "$ADDR_X" \
-			>"$WORK/$name.host" 2>&1
-		rc_host=$?
-		vm_wait "$name" 110 >"$WORK/$name.guest"
-		rc_guest=$?
-		out=$WORK/$name.host
-	else
-		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" "$PEER" -x 0 server \
-			>"$WORK/$name.host" 2>&1 &
-		local server=$!
-		PIDS+=($server)
-		sleep 0.5
-		vm_run 110 "timeout 100 $PEER -x $RXE_GID client $ADDR_R" >"$WORK/$name.guest"
-		rc_guest=$?
-		wait "$server"
-		rc_host=$?
-		out=$WORK/$name.guest
-	fi
+	local name=$1 side=$2 line
+	run_pair "$name" "$side" "$PEER -x @GID@ server" "$PEER -x @GID@ client @PEER@"
 	while IFS= read -r line; do
 		case $line in
 		"ok "*) passed "$name: rocemu $side: ${line#ok }" ;;
 		"FAIL "*) failed "$name: rocemu $side: ${line#FAIL }" ;;
 		esac
-	done <"$out"
-	if [ "$rc_host" -ne 0 ] || [ "$rc_guest" -ne 0 ] || ! grep -q '^ok' "$out"; then
+	done <"$CLIENT_OUT"
+	if [ "$RC_HOST" -ne 0 ] || [ "$RC_GUEST" -ne 0 ] || ! grep -q '^ok' "$CLIENT_OUT"; then
 		sed 's/^/  rocemu| /' "$WORK/$name.host" | tail -n 6
 		sed 's/^/  rxe   | /' "$WORK/$name.guest" | tail -n 6
-		failed "$name: rocemu $side: ibv_peer (rocemu exit $rc_host, rxe exit $rc_guest)"
+		failed "$name: rocemu $side: ibv_peer (rocemu exit $RC_HOST, rxe exit $RC_GUEST)"
 	fi
 }
 
