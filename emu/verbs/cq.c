@@ -51,16 +51,14 @@ static struct ibv_wc *cur(struct ibv_cq_ex *ex)
 
 static int load_current(struct rv_cq *cq)
 {
+	cq->reading = false;
 	if (cq->batch_pos >= cq->batch_len) {
 		int n = rocemu_poll_cq(cq->cq, RV_CQ_BATCH, cq->batch);
 
-		if (n < 0) {
-			cq->reading = false;
+		if (n < 0)
 			return errno;
-		}
 		cq->batch_len = n;
 		cq->batch_pos = 0;
-		cq->reading = n > 0;
 		if (n == 0)
 			return ENOENT;
 	}
