@@ -72,8 +72,8 @@ static struct rv_wr_slot *open_slot(struct rv_qp *qp)
 	return &qp->slots[qp->nslots - 1];
 }
 
-static void wr_rdma(struct ibv_qp_ex *ex, enum ibv_wr_opcode op, uint32_t rkey,
-		    uint64_t remote_addr)
+static struct ibv_send_wr *wr_rdma(struct ibv_qp_ex *ex, enum ibv_wr_opcode op, uint32_t rkey,
+				   uint64_t remote_addr)
 {
 	struct ibv_send_wr *wr = open_wr(ex, op);
 
@@ -81,6 +81,7 @@ static void wr_rdma(struct ibv_qp_ex *ex, enum ibv_wr_opcode op, uint32_t rkey,
 		wr->wr.rdma.rkey = rkey;
 		wr->wr.rdma.remote_addr = remote_addr;
 	}
+	return wr;
 }
 
 static void wr_rdma_write(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr)
@@ -90,9 +91,10 @@ static void wr_rdma_write(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr)
 
 static void wr_rdma_write_imm(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr, __be32 imm)
 {
-	wr_rdma(ex, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr);
-	if (!to_rv(ex)->build_err)
-		open_slot(to_rv(ex))->wr.imm_data = imm;
+	struct ibv_send_wr *wr = wr_rdma(ex, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr);
+
+	if (wr)
+		wr->imm_data = imm;
 }
 
 static void wr_rdma_read(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr)
