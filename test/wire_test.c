@@ -171,6 +171,58 @@ START_TEST(test_ipv4_header_fields)
 }
 END_TEST
 
+START_TEST(test_ipv6_ud_round_trip)
+{
+	struct wire_path p6 = path;
+	struct wire_bth bth = { .opcode = WIRE_OP_UD_SEND_ONLY_IMM, .pkey = 0xffff,
+				.dest_qp = 0xabcdef, .psn = 7 };
+	struct wire_ext ext = { .deth = { 0x11111111, 0x000123 }, .imm = 0x01020304 };
+	const uint8_t *ip = frame + WIRE_ETH_LEN;
+	struct wire_pkt pkt;
+	size_t len;
+
+	p6.ipv6 = true;
+	for (int i = 0; i < 16; i++) {
+		p6.src_ip6[i] = (uint8_t)(0xa0 + i);
+		p6.dst_ip6[i] = (uint8_t)(0x20 + i);
+	}
+	p6.src_ip6[0] = 0xfd;
+	p6.tos = 0x6a;
+	p6.flow_label = 0xabcde;
+	p6.ttl = 9;
+	len = wire_build(frame, sizeof(frame), &p6, 0, &bth, &ext, "datagram", 8);
+	ck_assert_uint_eq(len, WIRE_BASE6_LEN + WIRE_DETH_LEN + WIRE_IMMDT_LEN + 8 + 4);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ip_version, 6);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+	ck_assert_uint_eq(frames_reference_icrc(frame, len), pkt.icrc);
+	ck_assert_mem_eq(pkt.src_ip, p6.src_ip6, 16);
+	ck_assert_mem_eq(pkt.dst_ip, p6.dst_ip6, 16);
+	ck_assert_uint_eq(ip[0], 0x66);              /* version 6, traffic class 0x6a */
+	ck_assert_uint_eq(ip[1], 0xaa);              /* ... and the flow label 0xabcde */
+	ck_assert_uint_eq(ip[2] << 8 | ip[3], 0xbcde);
+	ck_assert_uint_eq(ip[4] << 8 | ip[5], len - WIRE_ETH_LEN - WIRE_IPV6_LEN);
+	ck_assert_uint_eq(ip[6], 17);
+	ck_assert_uint_eq(ip[7], 9);
+	ck_assert_uint_eq(pkt.ext.deth.qkey, 0x11111111);
+	ck_assert_uint_eq(pkt.ext.deth.src_qp, 0x123);
+	ck_assert_uint_eq(pkt.ext.imm, 0x01020304);
+	ck_assert_mem_eq(frame + pkt.payload_off, "datagram", 8);
+	/* the ICRC ignores traffic class, flow label and hop limit: a router may change them */
+	frame[WIRE_ETH_LEN + 1] ^= 0x0f;
+	frame[WIRE_ETH_LEN + 7] = 1;
+	ck_assert(wire_icrc_ok(frame, &pkt));
+	frame[WIRE_ETH_LEN + 8] ^= 1;
+	ck_assert(!wire_icrc_ok(frame, &pkt));
+	/* an IPv6 payload length counts the UDP datagram only: 65535 bytes of it still fit,
+	 * 20 more than IPv4 allows */
+	bth.opcode = WIRE_OP_RC_WRITE_MIDDLE;
+	ck_assert_uint_gt(wire_put_headers(frame, sizeof(frame), &p6, 0, &bth, &ext, 65508), 0);
+	ck_assert_uint_eq(wire_put_headers(frame, sizeof(frame), &p6, 0, &bth, &ext, 65509), 0);
+	ck_assert_uint_eq(wire_put_headers(frame, sizeof(frame), &path, 0, &bth, &ext, 65489), 0);
+}
+END_TEST
+
 START_TEST(test_every_truncation_is_safe)
 {
 	struct wire_ext ext = { .reth = { 0x1000, 0x100, 64 } };
@@ -459,9 +511,32 @@ END_TEST
  * the Ethernet header to the ICRC must come out the same (the NICs all set DF, as
  * wire_build does). */
 struct rebuilt {
-	long same, skipped;
+	long same, skipped, ipv6;
 	unsigned opcodes[256];
 };
+
+/* The path a parsed frame was sent on, every IP field the builder sets taken from it. */
+static struct wire_path path_of(const uint8_t *f, const struct wire_pkt *pkt)
+{
+	const uint8_t *ip = f + pkt->l3_off;
+	struct wire_path wp = { .src_port = pkt->udp_src_port, .ipv6 = pkt->ip_version == 6 };
+
+	memcpy(wp.dst_mac, f, 6);
+	memcpy(wp.src_mac, f + 6, 6);
+	if (wp.ipv6) {
+		wp.tos = (uint8_t)((ip[0] << 4 | ip[1] >> 4) & 0xff);
+		wp.flow_label = (uint32_t)(ip[1] & 0x0f) << 16 | (uint32_t)ip[2] << 8 | ip[3];
+		wp.ttl = ip[7];
+		memcpy(wp.src_ip6, pkt->src_ip, 16);
+		memcpy(wp.dst_ip6, pkt->dst_ip, 16);
+	} else {
+		wp.tos = ip[1];
+		wp.ttl = ip[8];
+		memcpy(&wp.src_ip, pkt->src_ip, 4);
+		memcpy(&wp.dst_ip, pkt->dst_ip, 4);
+	}
+	return wp;
+}
 
 static void rebuild_one(const uint8_t *f, size_t caplen, void *arg)
 {
@@ -470,22 +545,18 @@ static void rebuild_one(const uint8_t *f, size_t caplen, void *arg)
 	struct wire_pkt pkt;
 	struct wire_path wp;
 	size_t len, udp_end, at = 0;
+	uint16_t ip_id;
 
-	if (wire_parse(f, caplen, &pkt) != WIRE_OK || pkt.vlan || pkt.ip_version != 4 ||
-	    pkt.ip_hdr_len != WIRE_IPV4_LEN || !wire_icrc_ok(f, &pkt) ||
+	if (wire_parse(f, caplen, &pkt) != WIRE_OK || pkt.vlan ||
+	    (pkt.ip_version == 4 && pkt.ip_hdr_len != WIRE_IPV4_LEN) || !wire_icrc_ok(f, &pkt) ||
 	    pkt.op->transport == WIRE_CNP_T) {
 		r->skipped++;
 		return;
 	}
-	wp = (struct wire_path){ .src_port = pkt.udp_src_port, .tos = f[WIRE_ETH_LEN + 1],
-				 .ttl = f[WIRE_ETH_LEN + 8] };
-	memcpy(wp.dst_mac, f, 6);
-	memcpy(wp.src_mac, f + 6, 6);
-	memcpy(&wp.src_ip, pkt.src_ip, 4);
-	memcpy(&wp.dst_ip, pkt.dst_ip, 4);
-	len = wire_build(out, sizeof(out), &wp,
-			 (uint16_t)(f[WIRE_ETH_LEN + 4] << 8 | f[WIRE_ETH_LEN + 5]), &pkt.bth,
-			 &pkt.ext, f + pkt.payload_off, pkt.payload_len);
+	wp = path_of(f, &pkt);
+	ip_id = wp.ipv6 ? 0 : (uint16_t)(f[WIRE_ETH_LEN + 4] << 8 | f[WIRE_ETH_LEN + 5]);
+	len = wire_build(out, sizeof(out), &wp, ip_id, &pkt.bth, &pkt.ext, f + pkt.payload_off,
+			 pkt.payload_len);
 	udp_end = pkt.l4_off + pkt.udp_len;
 	/* the reserved bits beside FECN and BECN are the NIC's to set (the ICRC skips the byte) */
 	out[pkt.l4_off + WIRE_UDP_LEN + 4] |= f[pkt.l4_off + WIRE_UDP_LEN + 4] & 0x3f;
@@ -496,6 +567,7 @@ static void rebuild_one(const uint8_t *f, size_t caplen, void *arg)
 	ck_assert_msg(at == len, "opcode 0x%02x differs from the NIC's frame at byte %zu "
 		      "(0x%02x, the NIC 0x%02x)", pkt.bth.opcode, at, out[at], f[at]);
 	r->same++;
+	r->ipv6 += wp.ipv6;
 	r->opcodes[pkt.bth.opcode]++;
 }
 
@@ -522,7 +594,8 @@ START_TEST(test_builder_matches_real_nics)
 		  r.opcodes[WIRE_OP_RC_READ_REQUEST] && r.opcodes[WIRE_OP_RC_READ_RESP_ONLY] &&
 		  r.opcodes[WIRE_OP_RC_ACK]);
 	fprintf(stderr, "rebuilt %ld captured packets byte for byte, ICRC included; %ld frames "
-		"were not IPv4 RoCE with a good ICRC\n", r.same, r.skipped);
+		"were not RoCE with a good ICRC; %ld IPv6, %ld UD\n", r.same, r.skipped, r.ipv6,
+		(long)r.opcodes[WIRE_OP_UD_SEND_ONLY] + r.opcodes[WIRE_OP_UD_SEND_ONLY_IMM]);
 }
 END_TEST
 
@@ -539,6 +612,7 @@ int main(void)
 	tcase_add_test(tc, test_ack_and_nak);
 	tcase_add_test(tc, test_builder_refusals);
 	tcase_add_test(tc, test_ipv4_header_fields);
+	tcase_add_test(tc, test_ipv6_ud_round_trip);
 	tcase_add_test(tc, test_every_truncation_is_safe);
 	tcase_add_test(tc, test_malformations);
 	tcase_add_test(tc, test_unaligned_body_is_bad_pad);

@@ -8,33 +8,52 @@
 #include "wire/bytes.h"
 
 #define IPV4_DF 0x4000
-#define IPV4_MAX 0xffff
+#define IP_MAX 0xffff       /* IPv4 total length, IPv6 payload length */
+#define IPPROTO_UDP_ 17
 
 static size_t pad_for(size_t payload_len)
 {
 	return (0 - payload_len) & 3;
 }
 
-static uint8_t *put_eth_ipv4_udp(uint8_t *p, const struct wire_path *path, uint16_t ip_id,
-				 size_t udp_len)
+static uint8_t *put_eth(uint8_t *p, const struct wire_path *path)
 {
-	uint8_t *ip = p + WIRE_ETH_LEN;
-	uint8_t *udp = ip + WIRE_IPV4_LEN;
-
 	memcpy(p, path->dst_mac, 6);
 	memcpy(p + 6, path->src_mac, 6);
-	put16(p + 12, 0x0800);
+	put16(p + 12, path->ipv6 ? WIRE_ETHERTYPE_IPV6 : WIRE_ETHERTYPE_IPV4);
+	return p + WIRE_ETH_LEN;
+}
+
+static uint8_t *put_ipv4(uint8_t *ip, const struct wire_path *path, uint16_t ip_id,
+			 size_t udp_len)
+{
 	ip[0] = 0x45;
 	ip[1] = path->tos;
 	put16(ip + 2, (uint16_t)(WIRE_IPV4_LEN + udp_len));
 	put16(ip + 4, ip_id);
 	put16(ip + 6, IPV4_DF);
 	ip[8] = path->ttl;
-	ip[9] = 17;
+	ip[9] = IPPROTO_UDP_;
 	put16(ip + 10, 0);
 	memcpy(ip + 12, &path->src_ip, 4);
 	memcpy(ip + 16, &path->dst_ip, 4);
 	put16(ip + 10, (uint16_t)~fold16(sum16(ip, WIRE_IPV4_LEN, 0)));
+	return ip + WIRE_IPV4_LEN;
+}
+
+static uint8_t *put_ipv6(uint8_t *ip, const struct wire_path *path, size_t udp_len)
+{
+	put32(ip, 6u << 28 | (uint32_t)path->tos << 20 | (path->flow_label & 0xfffff));
+	put16(ip + 4, (uint16_t)udp_len);
+	ip[6] = IPPROTO_UDP_;
+	ip[7] = path->ttl;
+	memcpy(ip + 8, path->src_ip6, 16);
+	memcpy(ip + 24, path->dst_ip6, 16);
+	return ip + WIRE_IPV6_LEN;
+}
+
+static uint8_t *put_udp(uint8_t *udp, const struct wire_path *path, size_t udp_len)
+{
 	put16(udp, path->src_port);
 	put16(udp + 2, WIRE_ROCE_PORT);
 	put16(udp + 4, (uint16_t)udp_len);
@@ -112,18 +131,22 @@ size_t wire_put_headers(uint8_t *buf, size_t cap, const struct wire_path *path,
 {
 	const struct wire_opcode_info *op = wire_opcode_info(bth->opcode);
 	size_t pad = pad_for(payload_len);
+	size_t ip_len = path->ipv6 ? WIRE_IPV6_LEN : WIRE_IPV4_LEN;
 	size_t hdr_len, udp_len;
 	uint8_t *p;
 
 	if (!op || (payload_len && !op->payload))
 		return 0;
-	hdr_len = WIRE_BASE_LEN + op->hdr_len;
-	if (payload_len > IPV4_MAX || cap < hdr_len)
+	hdr_len = WIRE_BASE_LEN - WIRE_IPV4_LEN + ip_len + op->hdr_len;
+	if (payload_len > IP_MAX || cap < hdr_len)
 		return 0;
 	udp_len = WIRE_UDP_LEN + WIRE_BTH_LEN + op->hdr_len + payload_len + pad + WIRE_ICRC_LEN;
-	if (WIRE_IPV4_LEN + udp_len > IPV4_MAX)
+	/* IPv6's length field leaves its own header out, IPv4's counts it */
+	if (udp_len + (path->ipv6 ? 0 : WIRE_IPV4_LEN) > IP_MAX)
 		return 0;
-	p = put_eth_ipv4_udp(buf, path, ip_id, udp_len);
+	p = put_eth(buf, path);
+	p = path->ipv6 ? put_ipv6(p, path, udp_len) : put_ipv4(p, path, ip_id, udp_len);
+	p = put_udp(p, path, udp_len);
 	p = put_bth(p, bth, pad);
 	put_ext(p, op->headers, ext);
 	return hdr_len;
@@ -131,10 +154,13 @@ size_t wire_put_headers(uint8_t *buf, size_t cap, const struct wire_path *path,
 
 icrc_state wire_icrc_headers(const uint8_t *buf)
 {
-	const struct wire_opcode_info *op = wire_opcode_info(buf[WIRE_BASE_LEN - WIRE_BTH_LEN]);
-	icrc_state s = icrc_begin(buf + WIRE_ETH_LEN, WIRE_IPV4_LEN, 4);
+	bool ipv6 = get16(buf + 12) == WIRE_ETHERTYPE_IPV6;
+	size_t ip_len = ipv6 ? WIRE_IPV6_LEN : WIRE_IPV4_LEN;
+	size_t bth_off = WIRE_ETH_LEN + ip_len + WIRE_UDP_LEN;
+	const struct wire_opcode_info *op = wire_opcode_info(buf[bth_off]);
+	icrc_state s = icrc_begin(buf + WIRE_ETH_LEN, ip_len, ipv6 ? 6 : 4);
 
-	return op ? icrc_update(s, buf + WIRE_BASE_LEN, op->hdr_len) : s;
+	return op ? icrc_update(s, buf + bth_off + WIRE_BTH_LEN, op->hdr_len) : s;
 }
 
 size_t wire_put_trailer(uint8_t *trailer, icrc_state state, size_t payload_len)

@@ -35,8 +35,9 @@
 #define WIRE_IETH_LEN 4
 #define WIRE_CNP_LEN 16 /* reserved bytes a CNP carries after its BTH */
 #define WIRE_ICRC_LEN ICRC_LEN
-/* Ethernet + IPv4 + UDP + BTH: what every built frame starts with. */
+/* Ethernet + IPv4 + UDP + BTH: what every built IPv4 frame starts with (IPv6: 20 more). */
 #define WIRE_BASE_LEN (WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN + WIRE_BTH_LEN)
+#define WIRE_BASE6_LEN (WIRE_BASE_LEN - WIRE_IPV4_LEN + WIRE_IPV6_LEN)
 #define WIRE_PSN_MASK 0xffffffu
 
 /* Opcodes this codebase names (RC; UC is RC + 0x20). */
@@ -204,27 +205,33 @@ enum wire_status wire_parse(const uint8_t *frame, size_t caplen, struct wire_pkt
 /* Whether the trailer matches the packet; needs WIRE_HAVE_UDP. */
 bool wire_icrc_ok(const uint8_t *frame, const struct wire_pkt *pkt);
 
-/* One direction of a path: what Ethernet, IPv4 and UDP need to carry a packet. */
+/* One direction of a path: what Ethernet, IP and UDP need to carry a packet. */
 struct wire_path {
 	uint8_t src_mac[6];
 	uint8_t dst_mac[6];
-	uint32_t src_ip;         /* network byte order */
+	bool ipv6;               /* IPv6 addresses below instead of IPv4 */
+	uint32_t src_ip;         /* IPv4, network byte order */
 	uint32_t dst_ip;
+	uint8_t src_ip6[16];
+	uint8_t dst_ip6[16];
+	uint32_t flow_label;     /* IPv6 only, 20 bits */
 	uint16_t src_port;       /* UDP source port, host order */
-	uint8_t tos;
-	uint8_t ttl;
+	uint8_t tos;             /* IPv4 TOS, IPv6 traffic class */
+	uint8_t ttl;             /* IPv4 TTL, IPv6 hop limit */
 };
 
-/* Writes Ethernet, IPv4, UDP, BTH and the opcode's extension headers for a packet that will
+/* Writes Ethernet, IP, UDP, BTH and the opcode's extension headers for a packet that will
  * carry payload_len bytes, sizing every length field (and PadCnt) for it; ip_id is the IPv4
- * identification. Returns the header length, or 0 when the opcode is unknown, the payload is
- * not allowed for it, or the packet would not fit in an IPv4 datagram or in cap. */
+ * identification (IPv6 has none). Returns the header length, or 0 when the opcode is
+ * unknown, the payload is not allowed for it, or the packet would not fit in an IP datagram
+ * or in cap. */
 size_t wire_put_headers(uint8_t *buf, size_t cap, const struct wire_path *path,
 			uint16_t ip_id, const struct wire_bth *bth, const struct wire_ext *ext,
 			size_t payload_len);
 
-/* The ICRC state over the headers just written (buf as given to wire_put_headers). Fold the
- * payload with icrc_update(), then call wire_put_trailer(). */
+/* The ICRC state over the headers just written (buf as given to wire_put_headers; the
+ * EtherType says which IP). Fold the payload with icrc_update(), then call
+ * wire_put_trailer(). */
 icrc_state wire_icrc_headers(const uint8_t *buf);
 
 /* Writes the pad (zeros) and the ICRC after payload_len payload bytes; returns the bytes
