@@ -8,6 +8,7 @@
 #include <alloca.h>
 #include <arpa/inet.h>
 #include <check.h>
+#include <malloc.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -982,6 +983,31 @@ START_TEST(test_reg_neighbouring_malloc_buffers)
 	check_pattern(x, 64);
 	free(x);
 	free(y);
+}
+END_TEST
+
+/* A buffer just below malloc's top chunk shares its last page with the top's header: the
+ * registration must not allocate or free between copying that page and mapping it (the
+ * header would go back to what it was), or the next malloc that grows the heap aborts in
+ * sysmalloc. perftest's UD buffers (memalign'd, 2 x (4096 + 64) bytes) met this. */
+START_TEST(test_reg_buffer_below_top_chunk)
+{
+	size_t len = 2 * ((size_t)page + 64);
+	uint8_t *buf = memalign((size_t)page, len);
+	void *grown[8];
+
+	fill(buf, len);
+	reg(buf, len);
+	check_pattern(buf, len);
+	for (int i = 0; i < 8; i++) {
+		grown[i] = malloc(100 * 1024);   /* below the mmap threshold: the heap grows */
+		ck_assert_ptr_nonnull(grown[i]);
+		memset(grown[i], i, 100 * 1024);
+	}
+	for (int i = 0; i < 8; i++)
+		free(grown[i]);
+	check_pattern(buf, len);
+	free(buf);
 }
 END_TEST
 
@@ -2090,6 +2116,7 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_reg_seals);
 	tcase_add_test(tc, test_reg_same_page_twice);
 	tcase_add_test(tc, test_reg_neighbouring_malloc_buffers);
+	tcase_add_test(tc, test_reg_buffer_below_top_chunk);
 	tcase_add_test(tc, test_reg_stack_buffer);
 	tcase_add_test(tc, test_reg_stack_frames_in_moved_page);
 	tcase_add_test(tc, test_reg_thread_stack_frames_in_moved_page);

@@ -357,13 +357,14 @@ static int read_pagemap(int pagemap_fd, uintptr_t at, uint64_t *entries, size_t 
 }
 
 /* Copies the runs of pages of [start, end) that have ever been populated (present or
- * swapped out); what pagemap shows with no bit but soft-dirty is a page never populated. */
-static int copy_populated(int pagemap_fd, uintptr_t start, uintptr_t end)
+ * swapped out); what pagemap shows with no bit but soft-dirty is a page never populated.
+ * entries holds PAGEMAP_BATCH of pagemap's: it comes from the caller, because a malloc or
+ * free here could change a heap page (malloc's top chunk) after it was copied. */
+static int copy_populated(int pagemap_fd, uint64_t *entries, uintptr_t start, uintptr_t end)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = start, run_start = start;
-	uint64_t *entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
 	bool in_run = false;
-	int err = entries ? 0 : ENOMEM;
+	int err = 0;
 
 	while (!err && at < end) {
 		size_t n = (end - at) / page < PAGEMAP_BATCH ? (end - at) / page : PAGEMAP_BATCH;
@@ -381,20 +382,19 @@ static int copy_populated(int pagemap_fd, uintptr_t start, uintptr_t end)
 	}
 	if (!err && in_run)
 		err = copy_to_arena(run_start, end);
-	free(entries);
 	return err;
 }
 
 /* Puts the piece's contents into the arena, then maps the arena over it. Without pagemap
  * (a /proc that hides it) anonymous memory is copied whole, like any other. */
-static int move_piece(const struct vma_piece *p, int pagemap_fd)
+static int move_piece(const struct vma_piece *p, int pagemap_fd, uint64_t *entries)
 {
 	int err;
 
 	if (p->kind == VMA_ANON_PRIVATE && pagemap_fd >= 0) {
 		err = punch_arena(p->start, p->end);
 		if (!err)
-			err = copy_populated(pagemap_fd, p->start, p->end);
+			err = copy_populated(pagemap_fd, entries, p->start, p->end);
 	} else {
 		err = copy_to_arena(p->start, p->end);
 	}
@@ -406,13 +406,13 @@ static int move_piece(const struct vma_piece *p, int pagemap_fd)
 	return 0;
 }
 
-static int move_pieces(const struct layout *layout, int pagemap_fd)
+static int move_pieces(const struct layout *layout, int pagemap_fd, uint64_t *entries)
 {
 	int err = 0;
 
 	for (size_t i = 0; !err && i < layout->n; i++) {
 		if (layout->v[i].kind != VMA_IN_ARENA)
-			err = move_piece(&layout->v[i], pagemap_fd);
+			err = move_piece(&layout->v[i], pagemap_fd, entries);
 	}
 	return err;
 }
@@ -425,8 +425,8 @@ static int move_pieces(const struct layout *layout, int pagemap_fd)
  * unchanged. A buffer in a live frame starts less than a page below this one; a range
  * reaching further down holds the free stack the moves themselves run on, and is refused. */
 static int __attribute__((noinline)) move_pieces_clear_of_stack(const struct layout *layout,
-								int pagemap_fd, uintptr_t start,
-								uintptr_t end)
+								int pagemap_fd, uint64_t *entries,
+								uintptr_t start, uintptr_t end)
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	size_t drop = 0;
@@ -441,22 +441,27 @@ static int __attribute__((noinline)) move_pieces_clear_of_stack(const struct lay
 	gap = alloca(drop);
 	/* Uses gap after the call, so that the call cannot become a jump that frees it. */
 	__asm__ volatile("" : : "r"(gap) : "memory");
-	err = move_pieces(layout, pagemap_fd);
+	err = move_pieces(layout, pagemap_fd, entries);
 	__asm__ volatile("" : : "r"(gap) : "memory");
 	return err;
 }
 
+/* Everything the moves need is allocated before the first page is copied and freed after
+ * the last is mapped: the span may hold heap pages whose malloc state must not change in
+ * between. */
 static int adopt_span(uintptr_t start, uintptr_t end)
 {
 	struct layout layout = { 0 };
-	int err = read_layout(start, end, &layout);
+	uint64_t *entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
+	int err = entries ? read_layout(start, end, &layout) : ENOMEM;
 	int pagemap_fd = err ? -1 : open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 
 	if (!err)
-		err = move_pieces_clear_of_stack(&layout, pagemap_fd, start, end);
+		err = move_pieces_clear_of_stack(&layout, pagemap_fd, entries, start, end);
 	if (pagemap_fd >= 0)
 		close(pagemap_fd);
 	free(layout.v);
+	free(entries);
 	return err;
 }
 
