@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -42,6 +42,8 @@ enum proto_op {
 	PROTO_MODIFY_SRQ,
 	PROTO_QUERY_SRQ,     /* request: proto_handle; reply: proto_query_srq_reply */
 	PROTO_DESTROY_SRQ,
+	PROTO_CREATE_AH,     /* request: proto_create_ah; reply: proto_handle_reply */
+	PROTO_DESTROY_AH,
 	PROTO_OP_COUNT
 };
 
@@ -146,7 +148,20 @@ struct proto_create_qp {
 	uint32_t max_recv_wr;
 	uint32_t sq_sig_all;
 	uint32_t srq;        /* the SRQ's handle, 0: the QP has its own receive queue */
-	uint32_t pad;
+	uint32_t qp_type;    /* IBV_QPT_RC or IBV_QPT_UD */
+};
+
+/* An address handle: where a UD send goes (the QP number and Q_Key come with each
+ * work request). The daemon resolves the neighbour when it is created. */
+struct proto_create_ah {
+	struct proto_hdr hdr;
+	uint32_t pd;
+	uint32_t flow_label;     /* 0: derived from the QP numbers, as rxe does */
+	uint8_t dgid[16];
+	uint8_t sgid_index;
+	uint8_t traffic_class;
+	uint8_t hop_limit;
+	uint8_t pad[5];
 };
 
 /* A shared receive queue: a ring of proto_rwqe like a QP's RQ, and a pipe that gets a byte
@@ -206,6 +221,8 @@ struct proto_qp_attr {
 	uint8_t max_rd_atomic;       /* READs and atomics this QP may have outstanding */
 	uint8_t max_dest_rd_atomic;  /* ... and serve for its peer at once */
 	uint16_t pad;
+	uint32_t qkey;               /* UD: datagrams must carry it */
+	uint32_t pad2;
 };
 
 struct proto_modify_qp {
@@ -258,6 +275,10 @@ struct proto_query_qp_reply {
 	X(acks_sent, "ACKs sent")                                                        \
 	X(timeouts, "retransmission timer expiries")                                     \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
+	X(qkey_viol, "dropped: UD datagram whose Q_Key is not the QP's")                \
+	X(drop_ud_no_recv, "dropped: UD datagram with no receive WQE posted")            \
+	X(drop_ud_too_long, "dropped: UD datagram longer than the MTU or its receive WQE") \
+	X(ud_send_too_long, "UD sends longer than the port MTU: not sent (IBA C10-93.1.1)") \
 	X(fault_dropped, "injected: frames dropped")                                     \
 	X(fault_duplicated, "injected: frames duplicated")                               \
 	X(fault_corrupted, "injected: frames with a bit flipped after the ICRC")         \
@@ -381,6 +402,10 @@ struct proto_swqe {
 	uint32_t inline_len;  /* IBV_SEND_INLINE: the bytes in inline_data, sge unused */
 	uint64_t compare_add; /* atomics: the compare value, or what to add */
 	uint64_t swap;
+	uint32_t ah;         /* UD: the address handle, the QP and the Q_Key it goes to */
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;
+	uint32_t pad;
 	union {
 		struct proto_sge sge[PROTO_MAX_SGE];
 		uint8_t inline_data[PROTO_MAX_INLINE];
@@ -402,7 +427,7 @@ struct proto_cqe {
 	uint32_t byte_len;
 	uint32_t imm;        /* network byte order */
 	uint32_t qp_num;
-	uint32_t wc_flags;   /* IBV_WC_WITH_IMM */
+	uint32_t wc_flags;   /* IBV_WC_WITH_IMM, IBV_WC_GRH */
 	uint32_t vendor_err;
 	uint32_t src_qp;     /* receive completions: the sending QP */
 	uint32_t solicited;  /* the message asked for a solicited event (BTH SE) */

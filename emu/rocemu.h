@@ -72,7 +72,16 @@ struct rocemu_port_attr {
 	uint8_t mac[6];
 };
 
+/* An address handle for UD sends. A send work request's wr.ud.ah points to ibv (the verbs
+ * layer hands that out as the application's struct ibv_ah). */
+struct rocemu_ah {
+	struct ibv_ah ibv;
+	struct rocemu_pd *pd;
+	uint32_t handle;
+};
+
 struct rocemu_qp_init_attr {
+	enum ibv_qp_type qp_type;  /* IBV_QPT_RC (also when 0) or IBV_QPT_UD */
 	struct rocemu_cq *send_cq;
 	struct rocemu_cq *recv_cq;
 	uint32_t max_send_wr;
@@ -134,13 +143,17 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
 int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
-/* As ibv_modify_qp for an RC QP: attr->ah_attr.grh.dgid is the peer's IPv4-mapped GID. */
+/* As ibv_modify_qp: for an RC QP attr->ah_attr.grh.dgid is the peer's IPv4-mapped GID; a
+ * UD QP takes IBV_QP_QKEY (needed on the way to INIT) and IBV_QP_SQ_PSN only. */
 int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr);
 int rocemu_destroy_qp(struct rocemu_qp *qp);
 
 /* RDMA WRITE, WRITE WITH IMMEDIATE, SEND and SEND WITH IMMEDIATE work requests
- * (IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM]). */
+ * (IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM]). On a UD QP only the SENDs, each
+ * with wr.ud: ah (&rocemu_ah->ibv), remote_qpn and remote_qkey (top bit set: the QP's own
+ * Q_Key); a datagram longer than the port's active MTU completes without being sent, and
+ * a receive buffer gets 40 bytes of GRH area before the payload. */
 int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 /* Receive work requests: an incoming SEND is scattered through the SGEs of the next one
  * (lkeys of MRs with IBV_ACCESS_LOCAL_WRITE); WRITE WITH IMMEDIATE consumes one too. */
@@ -161,6 +174,12 @@ int rocemu_post_srq_recv(struct rocemu_srq *srq, struct ibv_recv_wr *wr,
 			 struct ibv_recv_wr **bad);
 int rocemu_srq_event_fd(const struct rocemu_srq *srq);
 int rocemu_get_srq_event(struct rocemu_srq *srq, int timeout_ms);
+
+/* Address handles for UD sends: attr->is_global with grh.dgid the peer's IPv4-mapped GID,
+ * sgid_index 0; traffic_class and hop_limit go into the IP header, a nonzero flow_label
+ * picks the UDP source port. The daemon resolves the peer's MAC address here. */
+struct rocemu_ah *rocemu_create_ah(struct rocemu_pd *pd, const struct ibv_ah_attr *attr);
+int rocemu_destroy_ah(struct rocemu_ah *ah);
 
 /* "IBV_WC_REM_ACCESS_ERR" and so on: the status's name as the enum spells it (verbs'
  * ibv_wc_status_str gives prose instead); "IBV_WC_(unknown)" for other values. */

@@ -255,6 +255,7 @@ static const size_t op_size[PROTO_OP_COUNT] = {
 	[PROTO_DESTROY_QP] = sizeof(struct proto_handle),
 	[PROTO_STATS] = sizeof(struct proto_handle),
 	[PROTO_SET_FAULT] = sizeof(struct proto_fault),
+	[PROTO_CREATE_AH] = sizeof(struct proto_create_ah),
 };
 
 static size_t size_of_op(uint32_t op)
@@ -627,7 +628,7 @@ static int hostile_objects(struct hostile *h)
 {
 	struct proto_create_cq cq = { .hdr.op = PROTO_CREATE_CQ, .cqe = 64 };
 	struct proto_create_qp qp = { .hdr.op = PROTO_CREATE_QP, .max_send_wr = 16,
-				      .max_recv_wr = 16 };
+				      .max_recv_wr = 16, .qp_type = IBV_QPT_RC };
 	struct answer a;
 
 	if (handle_op(h->fd, PROTO_ALLOC_PD, 0, &a, "ALLOC_PD") < 0)
@@ -900,8 +901,31 @@ static const struct msg_case msg_cases[] = {
 	  .p = SET(proto_create_qp, max_recv_wr, PROTO_MAX_RING + 1) },
 	{ .name = "qp: max_send_wr 0xffffffff", .op = PROTO_CREATE_QP,
 	  .p = SET(proto_create_qp, max_send_wr, 0xffffffffu) },
-	{ .name = "qp: control, the same CREATE_QP well formed", .op = PROTO_CREATE_QP,
+	{ .name = "qp: type 3 (UC)", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, qp_type, IBV_QPT_UC) },
+	{ .name = "qp: type 0", .op = PROTO_CREATE_QP, .p = SET(proto_create_qp, qp_type, 0) },
+	{ .name = "qp: type 0xffffffff", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, qp_type, 0xffffffffu) },
+	{ .name = "qp: control, the same CREATE_QP well formed (UD)", .op = PROTO_CREATE_QP,
 	  .accept = true },
+	{ .name = "ah: PD 0", .op = PROTO_CREATE_AH, .p = SET(proto_create_ah, pd, 0) },
+	{ .name = "ah: PD 0xffffffff", .op = PROTO_CREATE_AH,
+	  .p = SET(proto_create_ah, pd, 0xffffffffu) },
+	{ .name = "ah: source GID index 1", .op = PROTO_CREATE_AH,
+	  .p = SET(proto_create_ah, sgid_index, 1) },
+	{ .name = "ah: flow label wider than 20 bits", .op = PROTO_CREATE_AH,
+	  .p = SET(proto_create_ah, flow_label, 0x100000) },
+	{ .name = "ah: destination GID not IPv4-mapped", .op = PROTO_CREATE_AH,
+	  .p = SET(proto_create_ah, dgid[10], 0) },
+	{ .name = "ah: destination GID ::ffff:0.0.0.0", .op = PROTO_CREATE_AH,
+	  .p = { offsetof(struct proto_create_ah, dgid[12]), 4, 0 } },
+	{ .name = "ah: CREATE_AH one byte short", .op = PROTO_CREATE_AH, .delta = -1 },
+	{ .name = "ah: control, the same CREATE_AH well formed", .op = PROTO_CREATE_AH,
+	  .accept = true },
+	{ .name = "handle: DESTROY_AH 0", .op = PROTO_DESTROY_AH,
+	  .p = SET(proto_handle, handle, 0) },
+	{ .name = "handle: DESTROY_AH 0xffffffff", .op = PROTO_DESTROY_AH,
+	  .p = SET(proto_handle, handle, 0xffffffffu) },
 	/* last: it may cost the connection */
 	{ .name = "msg: zero-length message", .op = PROTO_QUERY_PORT, .empty = true },
 };
@@ -922,7 +946,13 @@ static void default_msg(const struct hostile *h, uint32_t op, union msgbuf *m)
 	} else if (op == PROTO_CREATE_QP) {
 		*(struct proto_create_qp *)m = (struct proto_create_qp){
 			.hdr.op = op, .pd = h->pd2, .send_cq = h->cq2, .recv_cq = h->cq2,
-			.max_send_wr = 4, .max_recv_wr = 4 };
+			.max_send_wr = 4, .max_recv_wr = 4, .qp_type = IBV_QPT_UD };
+	} else if (op == PROTO_CREATE_AH) {
+		struct proto_create_ah *ah = (struct proto_create_ah *)m;
+
+		*ah = (struct proto_create_ah){ .hdr.op = op, .pd = h->pd2, .hop_limit = 64 };
+		ah->dgid[10] = ah->dgid[11] = 0xff;
+		memcpy(ah->dgid + 12, &g_peer_ip, 4);
 	} else if (op == PROTO_MODIFY_QP) {
 		((struct proto_modify_qp *)m)->handle = h->qp;
 		((struct proto_modify_qp *)m)->attr_mask = IBV_QP_STATE;

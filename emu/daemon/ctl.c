@@ -46,6 +46,8 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_MODIFY_SRQ] = { sizeof(struct proto_modify_srq), sizeof(struct proto_reply), false, op_modify_srq },
 	[PROTO_QUERY_SRQ] = { sizeof(struct proto_handle), sizeof(struct proto_query_srq_reply), false, op_query_srq },
 	[PROTO_DESTROY_SRQ] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_srq },
+	[PROTO_CREATE_AH] = { sizeof(struct proto_create_ah), sizeof(struct proto_handle_reply), false, op_create_ah },
+	[PROTO_DESTROY_AH] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_ah },
 };
 
 static void send_reply(struct client *c, struct reply *rep)
@@ -315,7 +317,11 @@ void client_destroy(struct client *c)
 	for (uint32_t h = 1; h < c->srqs.cap; h++)
 		if (c->srqs.items[h])
 			srq_destroy(c->srqs.items[h]);
+	for (uint32_t h = 1; h < c->ahs.cap; h++)
+		if (c->ahs.items[h])
+			ah_destroy(c->ahs.items[h]);
 	pinned = release_memory(c);
+	handle_free(&c->ahs);
 	handle_free(&c->qps);
 	handle_free(&c->srqs);
 	handle_free(&c->cqs);

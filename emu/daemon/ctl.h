@@ -40,6 +40,8 @@ int op_create_srq(struct client *c, const struct request *req, struct reply *rep
 int op_modify_srq(struct client *c, const struct request *req, struct reply *rep);
 int op_query_srq(struct client *c, const struct request *req, struct reply *rep);
 int op_destroy_srq(struct client *c, const struct request *req, struct reply *rep);
+int op_create_ah(struct client *c, const struct request *req, struct reply *rep);
+int op_destroy_ah(struct client *c, const struct request *req, struct reply *rep);
 int op_stats(struct client *c, const struct request *req, struct reply *rep);
 int op_set_fault(struct client *c, const struct request *req, struct reply *rep);
 /* the views of rocemuctl status, clients, mr and qp */

@@ -23,7 +23,9 @@
 #define DEV_QP_SLOT_BITS 14
 #define DEV_TX_BATCH 64
 #define DEV_RX_BUDGET 256         /* frames per wakeup; the rest waits for the next turn */
-#define DEV_FRAME_MAX (WIRE_BASE_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
+#define DEV_FRAME_MAX (WIRE_BASE6_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
+#define UD_GRH_LEN 40             /* the receive buffer's first bytes on a UD QP */
+#define CLIENT_MAX_AH 32767       /* address handles per connection (rxe's max_ah) */
 /* The largest UDP GSO frame sent (headers once, then the segments' payloads): every
  * daemon's receive ring takes one whole, whatever its link MTU. */
 #define NET_GSO_FRAME_MAX 16256
@@ -133,11 +135,23 @@ struct recv_wqe {
 	uint64_t placed;             /* bytes scattered so far */
 };
 
+/* An address handle: the path of UD sends to one peer, its neighbour resolved when it was
+ * created. The UDP source port is set per send, from both QP numbers unless the AH names
+ * a flow label. */
+struct ah {
+	struct client *client;
+	uint32_t handle;
+	struct mr_pd *pd;
+	struct wire_path path;
+	uint32_t flow_label;
+};
+
 struct qp {
 	struct dev *dev;
 	struct client *client;
 	uint32_t handle;
 	uint32_t qpn;
+	enum ibv_qp_type type;       /* IBV_QPT_RC or IBV_QPT_UD */
 	struct mr_pd *pd;
 	struct cq *send_cq;
 	struct cq *recv_cq;
@@ -215,7 +229,7 @@ struct client {
 	uid_t uid;
 	struct mr_client *mrc;       /* shared by every connection of one process */
 	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
-	struct handle_table pds, mrs, cqs, qps, srqs;
+	struct handle_table pds, mrs, cqs, qps, srqs, ahs;
 	LIST_ENTRY(client) link;
 };
 
@@ -372,8 +386,16 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 int qp_destroy(struct qp *qp);
 struct qp *dev_find_qp(struct dev *dev, uint32_t qpn);
 
+/* ah.c: address handles; ah_create fills err and returns NULL with *rc set on failure */
+struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc, char *err,
+		     size_t errlen);
+void ah_destroy(struct ah *ah);
+bool pd_has_ahs(struct client *c, const struct mr_pd *pd);
+
 /* qp.c: the verbs state machine */
 void qp_reset(struct qp *qp);
+/* rxe's UDP source port: from a flow label, or when it is 0 from both QP numbers */
+uint16_t qp_flow_port(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
 void qp_to_error(struct qp *qp);
@@ -402,6 +424,11 @@ void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
 void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_flush(struct qp *qp);
+
+/* ud.c: UD QPs. ud_pump() sends every datagram posted (each completes as it leaves);
+ * ud_on_datagram() places one received SEND ONLY [WITH IMMEDIATE] after its GRH area. */
+void ud_pump(struct qp *qp);
+void ud_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 
 /* resp.c: responder */
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
@@ -439,6 +466,8 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
 void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
 bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
 	      struct tx_pkt *p);
+bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wire_bth *bth,
+		 const struct wire_ext *ext, size_t n, struct tx_pkt *p);
 void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n);
 
 /* read.c: the responder's READ side. read_execute() takes a responder resource for a new

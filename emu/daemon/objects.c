@@ -244,6 +244,7 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 	}
 	qp->dev = c->dev;
 	qp->client = c;
+	qp->type = (enum ibv_qp_type)req->qp_type;
 
 	*err = channel_open(ends, 0);
 	qp->doorbell_fd = ends[0];

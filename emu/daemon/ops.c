@@ -115,8 +115,8 @@ int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep
 
 	if (!pd)
 		return -EINVAL;
-	if (pd_has_qps(c, pd)) {
-		reply_error(rep, "PD %u still has QPs", h);
+	if (pd_has_qps(c, pd) || pd_has_ahs(c, pd)) {
+		reply_error(rep, "PD %u still has QPs or address handles", h);
 		return -EBUSY;
 	}
 	rc = mr_pd_dealloc(pd);
@@ -395,6 +395,10 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 		reply_error(rep, "unknown SRQ %u", m->srq);
 		return -EINVAL;
 	}
+	if (m->qp_type != IBV_QPT_RC && m->qp_type != IBV_QPT_UD) {
+		reply_error(rep, "QP type %u: rocemu has RC (2) and UD (4) QPs", m->qp_type);
+		return -EINVAL;
+	}
 	if (m->max_send_wr < 1 || m->max_send_wr > PROTO_MAX_RING ||
 	    m->max_recv_wr > PROTO_MAX_RING) {
 		reply_error(rep, "queue depths go from 1 to %u", PROTO_MAX_RING);
@@ -481,6 +485,29 @@ int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep
 	return qp_destroy(qp);
 }
 
+int op_create_ah(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct proto_handle_reply *r = REP(proto_handle_reply);
+	int rc;
+	struct ah *ah = ah_create(c, REQ(proto_create_ah), &rc, rep->u.r.errmsg,
+				  sizeof(rep->u.r.errmsg));
+
+	if (!ah)
+		return rc;
+	r->handle = ah->handle;
+	return 0;
+}
+
+int op_destroy_ah(struct client *c, const struct request *req, struct reply *rep)
+{
+	struct ah *ah = find(&c->ahs, REQ(proto_handle)->handle, "address handle", rep);
+
+	if (!ah)
+		return -EINVAL;
+	ah_destroy(ah);
+	return 0;
+}
+
 int op_stats(struct client *c, const struct request *req, struct reply *rep)
 {
 	struct proto_stats_reply *r = REP(proto_stats_reply);
@@ -537,7 +564,8 @@ int op_status(struct client *c, const struct request *req, struct reply *rep)
 	r->drops = cnt->drop_malformed + cnt->drop_not_ours + cnt->drop_bad_icrc +
 		   cnt->drop_unknown_qp + cnt->drop_transport + cnt->drop_qp_state +
 		   cnt->drop_wrong_peer + cnt->drop_bad_pkey + cnt->drop_stale_ack +
-		   cnt->drop_ring_full + cnt->drop_truncated;
+		   cnt->drop_ring_full + cnt->drop_truncated + cnt->qkey_viol +
+		   cnt->drop_ud_no_recv + cnt->drop_ud_too_long;
 	return 0;
 }
 

@@ -1,4 +1,4 @@
-/* The verbs QP state machine for RC QPs, as ibv_modify_qp applies it. */
+/* The verbs QP state machine for RC and UD QPs, as ibv_modify_qp applies it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -38,33 +38,65 @@ static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
 	}
 }
 
+/* What a UD QP may be given at all: it has no path, no peer and no PSN to expect (the
+ * port and P_Key index are the verbs layer's, which knows rocemu has one of each). */
+#define UD_ATTRS (IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_QKEY | IBV_QP_SQ_PSN)
+#define RTS_MODIFIABLE_UD (IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_QKEY)
+#define QKEY_PRIVILEGED 0x80000000u
+
 /* Attributes each transition needs before the QP can work (a subset of verbs' list:
  * rocemu has one port and one P_Key; without max_rd_atomic and max_dest_rd_atomic a QP
  * neither issues nor serves READs). */
-static uint32_t required_mask(enum ibv_qp_state from, enum ibv_qp_state to)
+static uint32_t required_mask(const struct qp *qp, enum ibv_qp_state to)
 {
-	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR)
+	enum ibv_qp_state from = qp->state;
+
+	if (qp->type == IBV_QPT_UD && from == IBV_QPS_RESET && to == IBV_QPS_INIT)
+		return IBV_QP_QKEY;
+	if (qp->type == IBV_QPT_RC && from == IBV_QPS_INIT && to == IBV_QPS_RTR)
 		return IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 	if (from == IBV_QPS_RTR && to == IBV_QPS_RTS)
 		return IBV_QP_SQ_PSN;
 	return 0;
 }
 
-/* rxe's UDP source port: a flow label from both QPNs, folded into 0xC000-0xFFFF. */
-static uint16_t flow_port(uint32_t lqpn, uint32_t rqpn)
+uint16_t qp_flow_port(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn)
 {
-	uint64_t v = (uint64_t)lqpn * rqpn;
-	uint32_t fl;
+	uint32_t fl = flow_label & 0xfffff;
 
-	v ^= v >> 20;
-	v ^= v >> 40;
-	fl = (uint32_t)(v & 0xfffff);
+	if (!fl) {
+		uint64_t v = (uint64_t)lqpn * rqpn;
+
+		v ^= v >> 20;
+		v ^= v >> 40;
+		fl = (uint32_t)(v & 0xfffff);
+	}
 	return (uint16_t)(0xc000 | ((fl & 0x3fff) ^ ((fl & 0xfc000) >> 14)));
+}
+
+/* A Q_Key with the top bit set is the privileged kind (QP1's 0x80010000): only root may
+ * give one to a QP, as IBA reserves them for the privileged. */
+static int check_ud_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
+			  char *err, size_t errlen)
+{
+	if (mask & ~(uint32_t)UD_ATTRS) {
+		snprintf(err, errlen, "UD QP 0x%06x takes only a state, Q_Key and SQ PSN "
+			 "(attribute mask 0x%x is for connected QPs)", qp->qpn, mask & ~UD_ATTRS);
+		return -EINVAL;
+	}
+	if ((mask & IBV_QP_QKEY) && (a->qkey & QKEY_PRIVILEGED) && qp->client->uid != 0) {
+		snprintf(err, errlen, "Q_Key 0x%08x is privileged (top bit set): root only",
+			 a->qkey);
+		return -EPERM;
+	}
+	return 0;
 }
 
 static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
 		       char *err, size_t errlen)
 {
+	if (qp->type == IBV_QPT_UD)
+		return check_ud_attrs(qp, mask, a, err, errlen);
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > qp->dev->active_mtu)) {
 		snprintf(err, errlen, "path MTU %u bytes exceeds the port's active MTU %u "
@@ -132,6 +164,8 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 		qp->attr.rnr_retry = a->rnr_retry;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		qp->attr.min_rnr_timer = a->min_rnr_timer;
+	if (mask & IBV_QP_QKEY)
+		qp->attr.qkey = a->qkey;
 	/* rounded up to a power of two, as rxe does */
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
 		qp->attr.max_rd_atomic = (uint8_t)(a->max_rd_atomic ?
@@ -157,7 +191,7 @@ static int connect_path(struct qp *qp, char *err, size_t errlen)
 	memcpy(qp->path.dst_mac, qp->peer_mac, 6);
 	qp->path.src_ip = dev->ipv4;
 	qp->path.dst_ip = qp->attr.dest_ipv4;
-	qp->path.src_port = flow_port(qp->qpn, qp->attr.dest_qpn);
+	qp->path.src_port = qp_flow_port(0, qp->qpn, qp->attr.dest_qpn);
 	qp->path.ttl = 64;
 	return 0;
 }
@@ -184,6 +218,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 	      size_t errlen)
 {
 	enum ibv_qp_state to = (mask & IBV_QP_STATE) ? a->state : qp->state;
+	uint32_t rts_modifiable = qp->type == IBV_QPT_UD ? RTS_MODIFIABLE_UD : RTS_MODIFIABLE;
 	uint32_t missing;
 	int rc;
 
@@ -192,12 +227,13 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 			 state_name(qp->state), state_name(to));
 		return -EINVAL;
 	}
-	if (qp->state == IBV_QPS_RTS && to == IBV_QPS_RTS && (mask & ~RTS_MODIFIABLE)) {
-		snprintf(err, errlen, "QP 0x%06x in RTS can change only its access flags and "
-			 "min_rnr_timer (mask 0x%x)", qp->qpn, mask & ~RTS_MODIFIABLE);
+	if (qp->state == IBV_QPS_RTS && to == IBV_QPS_RTS && (mask & ~rts_modifiable)) {
+		snprintf(err, errlen, "QP 0x%06x in RTS can change only its %s (mask 0x%x)", qp->qpn,
+			 qp->type == IBV_QPT_UD ? "Q_Key" : "access flags and min_rnr_timer",
+			 mask & ~rts_modifiable);
 		return -EINVAL;
 	}
-	missing = required_mask(qp->state, to) & ~mask;
+	missing = required_mask(qp, to) & ~mask;
 	if (missing) {
 		snprintf(err, errlen, "QP 0x%06x %s -> %s needs attribute mask 0x%x too", qp->qpn,
 			 state_name(qp->state), state_name(to), missing);
@@ -216,7 +252,10 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 		return 0;
 	}
 	apply_attrs(qp, mask, a);
-	if (to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR && (rc = connect_path(qp, err, errlen)))
+	if (qp->type == IBV_QPT_UD)
+		qp->pmtu = net_mtu_bytes(qp->dev->active_mtu);
+	else if (to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR &&
+		 (rc = connect_path(qp, err, errlen)))
 		return rc;
 	if (to == IBV_QPS_RTS && qp->state == IBV_QPS_RTR) {
 		qp->retry_left = qp->attr.retry_cnt;

@@ -358,6 +358,10 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 
 void req_pump(struct qp *qp)
 {
+	if (qp->type == IBV_QPT_UD) {
+		ud_pump(qp);
+		return;
+	}
 	if (qp->state == IBV_QPS_ERR) {
 		req_flush(qp);
 		return;

@@ -1,4 +1,5 @@
-/* The receive queue of an RC QP, as the responder uses it: the WQE at the head is copied out
+/* The receive queue of a QP (RC, and UD the same way for its one-packet messages), as the
+ * responder uses it: the WQE at the head is copied out
  * when a message needs one (SEND_FIRST or _ONLY, the last packet of a WRITE WITH IMMEDIATE),
  * a SEND's payload is scattered through its SGEs packet by packet, and it leaves the ring
  * only when it completes, as rxe does without an SRQ; a QP on a shared receive queue takes
@@ -99,7 +100,8 @@ void rq_complete(struct qp *qp, struct proto_cqe *cqe)
 {
 	cqe->wr_id = qp->recv.wqe.wr_id;
 	cqe->qp_num = qp->qpn;
-	cqe->src_qp = qp->attr.dest_qpn;
+	if (qp->type == IBV_QPT_RC)
+		cqe->src_qp = qp->attr.dest_qpn;   /* a UD datagram names its own in the DETH */
 	qp->recv_held = false;
 	if (!qp->srq) {
 		qp->rq_cons++;

@@ -34,7 +34,7 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_unknown_qp++;
 		return NULL;
 	}
-	if (pkt->op->transport != WIRE_RC) {
+	if (pkt->op->transport != (qp->type == IBV_QPT_UD ? WIRE_UD : WIRE_RC)) {
 		dev->cnt.drop_transport++;
 		return NULL;
 	}
@@ -42,7 +42,8 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_qp_state++;
 		return NULL;
 	}
-	if (memcmp(pkt->src_ip, &qp->attr.dest_ipv4, 4)) {
+	/* a UD QP takes datagrams from anyone; an RC QP only from its peer */
+	if (qp->type == IBV_QPT_RC && memcmp(pkt->src_ip, &qp->attr.dest_ipv4, 4)) {
 		dev->cnt.drop_wrong_peer++;
 		return NULL;
 	}
@@ -72,6 +73,10 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 	if (!qp)
 		return;
 	dev->cnt.rcvd_pkts++;
+	if (qp->type == IBV_QPT_UD) {
+		ud_on_datagram(qp, frame, &pkt);
+		return;
+	}
 	if (is_response(pkt.op)) {
 		if (pkt.op->kind == WIRE_KIND_ACK)
 			req_on_ack(qp, &pkt);
@@ -100,16 +105,21 @@ void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
 		net_tx_commit(dev, len);
 }
 
-bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
-	      struct tx_pkt *p)
+bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wire_bth *bth,
+		 const struct wire_ext *ext, size_t n, struct tx_pkt *p)
 {
-	struct dev *dev = qp->dev;
 	size_t hdr;
 
 	p->frame = net_tx_slot(dev);
-	hdr = wire_put_headers(p->frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, bth, ext, n);
+	hdr = wire_put_headers(p->frame, DEV_FRAME_MAX, path, dev->ip_id++, bth, ext, n);
 	p->payload = p->frame + hdr;
 	return hdr != 0;
+}
+
+bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
+	      struct tx_pkt *p)
+{
+	return tx_begin_on(qp->dev, &qp->path, bth, ext, n, p);
 }
 
 void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n)

@@ -122,6 +122,7 @@ struct rocemu_context *rocemu_open(const char *path)
 	LIST_INIT(&ctx->cqs);
 	LIST_INIT(&ctx->qps);
 	LIST_INIT(&ctx->srqs);
+	LIST_INIT(&ctx->ahs);
 	err = pick_path(path, ctx->path, sizeof(ctx->path));
 	if (!err)
 		err = connect_socket(ctx);
@@ -146,6 +147,8 @@ static void free_objects(struct rocemu_context *ctx)
 		cq_release(LIST_FIRST(&ctx->cqs));
 	while (!LIST_EMPTY(&ctx->srqs))
 		srq_release(LIST_FIRST(&ctx->srqs));
+	while (!LIST_EMPTY(&ctx->ahs))
+		ah_release(LIST_FIRST(&ctx->ahs));
 	while (!LIST_EMPTY(&ctx->mrs)) {
 		struct mr_priv *mr = LIST_FIRST(&ctx->mrs);
 

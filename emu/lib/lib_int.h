@@ -20,6 +20,7 @@
 
 struct mr_priv;
 struct qp_priv;
+struct ah_priv;
 
 struct rocemu_context {
 	int sock;
@@ -33,6 +34,12 @@ struct rocemu_context {
 	LIST_HEAD(, rocemu_cq) cqs;
 	LIST_HEAD(, qp_priv) qps;
 	LIST_HEAD(, rocemu_srq) srqs;
+	LIST_HEAD(, ah_priv) ahs;
+};
+
+struct ah_priv {
+	struct rocemu_ah pub;
+	LIST_ENTRY(ah_priv) link;
 };
 
 struct rocemu_pd {
@@ -88,12 +95,18 @@ struct qp_priv {
 	int doorbell_fd;
 	uint32_t max_inline;
 	bool has_srq;           /* its receives come from an SRQ */
+	bool ud;                /* a UD QP: SENDs only, each to an address handle */
 	LIST_ENTRY(qp_priv) link;
 };
 
 static inline struct mr_priv *to_mr(struct rocemu_mr *mr)
 {
 	return (struct mr_priv *)((char *)mr - offsetof(struct mr_priv, pub));
+}
+
+static inline struct ah_priv *to_ah(struct rocemu_ah *ah)
+{
+	return (struct ah_priv *)((char *)ah - offsetof(struct ah_priv, pub));
 }
 
 static inline struct qp_priv *to_qp(struct rocemu_qp *qp)
@@ -166,5 +179,6 @@ bool gid_is_ipv4(const union ibv_gid *gid);
 void cq_release(struct rocemu_cq *cq);
 void qp_release(struct qp_priv *qp);
 void srq_release(struct rocemu_srq *srq);
+void ah_release(struct ah_priv *ah);
 
 #endif

@@ -98,10 +98,27 @@ static void copy_inline(struct proto_swqe *slot, const struct ibv_send_wr *wr)
 	slot->num_sge = 0;
 }
 
+/* A UD QP sends datagrams: SENDs to an address handle of this context. */
+static int check_ud_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
+{
+	struct rocemu_context *ctx = qp->pub.context;
+
+	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM)
+		return rpc_fail(ctx, EINVAL, "opcode %d on UD QP 0x%06x: only SEND [WITH IMM]",
+				(int)wr->opcode, qp->pub.qp_num);
+	if (!wr->wr.ud.ah)
+		return rpc_fail(ctx, EINVAL, "a UD send needs an address handle (wr.ud.ah)");
+	if (to_ah((struct rocemu_ah *)wr->wr.ud.ah)->pub.pd->ctx != ctx)
+		return rpc_fail(ctx, EINVAL, "the address handle belongs to another context");
+	return 0;
+}
+
 static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 {
 	struct rocemu_context *ctx = qp->pub.context;
 
+	if (qp->ud && check_ud_wr(qp, wr))
+		return EINVAL;
 	if (!opcode_supported(wr->opcode))
 		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM], SEND [WITH IMM "
 				"or INV], RDMA READ and the two atomics are supported", (int)wr->opcode);
@@ -140,7 +157,13 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		.imm = wr->imm_data,
 		.num_sge = (uint32_t)wr->num_sge,
 	};
-	if (is_atomic(wr->opcode)) {
+	if (qp->ud) {
+		slot->ah = ((struct rocemu_ah *)wr->wr.ud.ah)->handle;
+		slot->remote_qpn = wr->wr.ud.remote_qpn;
+		slot->remote_qkey = wr->wr.ud.remote_qkey;
+		slot->remote_addr = 0;
+		slot->rkey = 0;
+	} else if (is_atomic(wr->opcode)) {
 		slot->remote_addr = wr->wr.atomic.remote_addr;
 		slot->rkey = wr->wr.atomic.rkey;
 		slot->compare_add = wr->wr.atomic.compare_add;

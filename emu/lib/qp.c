@@ -79,6 +79,7 @@ static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr
 		.max_recv_wr = attr->max_recv_wr,
 		.sq_sig_all = attr->sq_sig_all != 0,
 		.srq = attr->srq ? attr->srq->handle : 0,
+		.qp_type = attr->qp_type ? (uint32_t)attr->qp_type : IBV_QPT_RC,
 	};
 	struct proto_create_qp_reply r;
 	int fds[2] = { -1, -1 };
@@ -125,6 +126,7 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	qp->pub.state = IBV_QPS_RESET;
 	qp->max_inline = attr->max_inline_data;
 	qp->has_srq = attr->srq != NULL;
+	qp->ud = attr->qp_type == IBV_QPT_UD;
 	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
 	return &qp->pub;
 }
@@ -157,6 +159,7 @@ static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto
 		.min_rnr_timer = attr->min_rnr_timer,
 		.max_rd_atomic = attr->max_rd_atomic,
 		.max_dest_rd_atomic = attr->max_dest_rd_atomic,
+		.qkey = attr->qkey,
 	};
 }
 
@@ -199,6 +202,7 @@ static void proto_to_attr(const struct proto_qp_attr *p, struct ibv_qp_attr *att
 	attr->min_rnr_timer = p->min_rnr_timer;
 	attr->max_rd_atomic = p->max_rd_atomic;
 	attr->max_dest_rd_atomic = p->max_dest_rd_atomic;
+	attr->qkey = p->qkey;
 }
 
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr)

@@ -1,5 +1,5 @@
-/* Queue pairs: RC only (UD comes with issue 16), created plain or extended, driven
- * through the verbs state machine by the daemon, which checks every transition. */
+/* Queue pairs: RC and UD, created plain or extended, driven through the verbs state
+ * machine by the daemon, which checks every transition. */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
@@ -10,14 +10,15 @@
 
 static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
 {
-	if (a->qp_type == IBV_QPT_UD)
-		return rv_unsupported("UD QPs", "rocemu does RC only so far (issue 16 adds UD)");
-	if (a->qp_type != IBV_QPT_RC)
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD)
 		return rv_unsupported("UC, XRC, raw packet and driver QPs",
-				      "rocemu does RC (and soon UD) only");
+				      "rocemu does RC and UD only");
 	if (a->comp_mask & ~(uint32_t)SUPPORTED_INIT_MASK)
 		return rv_unsupported("ibv_create_qp_ex with XRC domains, create flags, TSO, "
-				      "RSS or source QPNs", "rocemu QPs are plain RC QPs");
+				      "RSS or source QPNs", "rocemu QPs are plain RC or UD QPs");
+	if (a->qp_type == IBV_QPT_UD && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (a->send_ops_flags & ~(uint64_t)(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)))
+		return rv_refuse(EINVAL, "ibv_create_qp_ex", "a UD QP sends SEND [WITH IMM] only");
 	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || !a->send_cq || !a->recv_cq)
 		return EINVAL;
 	if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
@@ -32,6 +33,7 @@ static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
 static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a)
 {
 	struct rocemu_qp_init_attr init = {
+		.qp_type = a->qp_type,
 		.send_cq = rv_cq(a->send_cq)->cq,
 		.recv_cq = rv_cq(a->recv_cq)->cq,
 		.max_send_wr = a->cap.max_send_wr,

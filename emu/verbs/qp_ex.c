@@ -271,8 +271,13 @@ static void wr_send_tso(struct ibv_qp_ex *ex, void *hdr, uint16_t hdr_sz, uint16
 
 static void wr_set_ud_addr(struct ibv_qp_ex *ex, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
-	(void)ah, (void)qpn, (void)qkey;
-	wr_unsupported(to_rv(ex), "ibv_wr_set_ud_addr");
+	struct rv_wr_slot *slot = open_slot(to_rv(ex));
+
+	if (!slot)
+		return;
+	slot->wr.wr.ud.ah = ah;
+	slot->wr.wr.ud.remote_qpn = qpn;
+	slot->wr.wr.ud.remote_qkey = qkey;
 }
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *ex, uint32_t srqn)

@@ -40,6 +40,7 @@ static void fill_device_attr(const struct rv_context *ctx, struct ibv_device_att
 	a->max_srq_wr = (int)d->max_srq_wr;
 	a->max_srq_sge = (int)d->max_sge;
 	a->max_pkeys = 1;
+	a->max_ah = 32767;              /* the daemon's limit per connection */
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 }

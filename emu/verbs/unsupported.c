@@ -6,7 +6,6 @@
 #include <errno.h>
 
 #define NO_MW "memory windows do not exist in rocemu"
-#define NO_UD "address handles come with UD QPs (issue 16); rocemu does RC only so far"
 #define NO_KERNEL "there is no kernel device to share objects through"
 
 static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
@@ -139,42 +138,16 @@ void rv_set_unsupported_ops(struct verbs_context *v)
 
 /* The exported calls of the same kind. */
 
-struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	(void)pd, (void)attr;
-	return rv_unsupported_null("ibv_create_ah", NO_UD);
-}
-
-struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
-				     uint8_t port_num)
-{
-	(void)pd, (void)wc, (void)grh, (void)port_num;
-	return rv_unsupported_null("ibv_create_ah_from_wc", NO_UD);
-}
-
-int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port_num, struct ibv_wc *wc,
-			struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
-{
-	(void)c, (void)port_num, (void)wc, (void)grh, (void)ah_attr;
-	return rv_unsupported("ibv_init_ah_from_wc", NO_UD);
-}
-
-int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	(void)ah;
-	return rv_unsupported("ibv_destroy_ah", NO_UD);
-}
-
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	(void)qp, (void)gid, (void)lid;
-	return rv_unsupported("ibv_attach_mcast", "multicast needs UD QPs (issue 16)");
+	return rv_unsupported("ibv_attach_mcast", "rocemu UD QPs send and receive unicast datagrams only");
 }
 
 int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	(void)qp, (void)gid, (void)lid;
-	return rv_unsupported("ibv_detach_mcast", "multicast needs UD QPs (issue 16)");
+	return rv_unsupported("ibv_detach_mcast", "rocemu UD QPs send and receive unicast datagrams only");
 }
 
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,

@@ -53,6 +53,8 @@
 #include "emu/daemon/rq.c"
 #include "emu/daemon/sgl.c"
 #include "emu/daemon/rx.c"
+#include "emu/daemon/ud.c"
+#include "emu/daemon/handles.c"
 
 #define PAGE        4096u
 #define BUF_PAGES   8
@@ -74,6 +76,7 @@
 #define CQ_DEPTH    256
 #define MAX_FRAMES  16
 #define PATTERN(i)  ((uint8_t)((i) * 7 + 3))
+#define UD_QKEY     0x11111111u
 
 enum flag {
 	F_QPN = 1 << 0,   /* destination QPN := our QP */
@@ -92,6 +95,7 @@ enum flag2 {
 	G_BAD_WQE = 1 << 2, /* the third posted write names an lkey that is not ours */
 	G_RQ_LIE = 1 << 3,  /* the receive producer index lies beyond the ring */
 	G_SRQ = 1 << 4,     /* the QP takes its receives from an SRQ (limit armed at 4) */
+	G_UD = 1 << 5,      /* frames go to the UD QP (Q_Key UD_QKEY; F_RECV posts its receives) */
 };
 
 /* rkeys a frame may name by index under F_KEY. */
@@ -110,6 +114,7 @@ static struct client client;
 static struct mr_pd *pd, *pd2;
 static struct cq *cq;
 static struct qp *qp;
+static struct qp *udqp;
 static struct srq *srq;
 static uint8_t *buf, *pristine, *src;
 static uint8_t *tx_frame;            /* exactly DEV_FRAME_MAX: ASan sees any overrun */
@@ -233,7 +238,8 @@ static void setup_memory(void)
 
 static void setup_objects(void)
 {
-	struct proto_create_qp req = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH };
+	struct proto_create_qp req = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
+				       .qp_type = IBV_QPT_RC };
 	int fds[2], err;
 
 	cq = cq_create(&client, CQ_DEPTH, fds, &err);
@@ -243,6 +249,13 @@ static void setup_objects(void)
 	qp = qp_create(&client, &req, fds, &err);
 	MUST(qp != NULL);
 	close(fds[0]);
+	req.qp_type = IBV_QPT_UD;
+	udqp = qp_create(&client, &req, fds, &err);
+	MUST(udqp != NULL);
+	close(fds[0]);
+	udqp->pd = pd;
+	udqp->send_cq = udqp->recv_cq = cq;
+	cq->users += 2;
 	srq = srq_create(&client, QP_DEPTH, 0, fds, &err);
 	MUST(srq != NULL);
 	close(fds[0]);
@@ -283,11 +296,16 @@ static void setup(void)
 
 /* ---- every input from the same state ---- */
 
-static void modify(uint32_t mask, const struct proto_qp_attr *a)
+static void modify_qp(struct qp *which, uint32_t mask, const struct proto_qp_attr *a)
 {
 	char err[PROTO_ERRMSG];
 
-	MUST(qp_modify(qp, mask, a, err, sizeof(err)) == 0);
+	MUST(qp_modify(which, mask, a, err, sizeof(err)) == 0);
+}
+
+static void modify(uint32_t mask, const struct proto_qp_attr *a)
+{
+	modify_qp(qp, mask, a);
 }
 
 /* Three RDMA WRITEs from the source MR, one of them with an immediate, a READ of 3000
@@ -340,6 +358,37 @@ static void post_receives(struct proto_ring_ctl *ctl, struct proto_rwqe *ring, u
 	__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
 }
 
+/* Receives of the UD QP, all in the remote-write MR (40 bytes of GRH area, then the
+ * datagram); every third names an MR of another PD, which the daemon must refuse. */
+static void post_ud_receives(void)
+{
+	uint32_t prod = udqp->rq_ctl->prod;
+
+	for (uint32_t i = 0; i < udqp->rq_entries; i++, prod++)
+		udqp->rq[prod & (udqp->rq_entries - 1)] = (struct proto_rwqe){
+			.wr_id = 2000 + i, .num_sge = 2,
+			.sge = { { IOVA_BASE + MAIN_OFF + 16, 700, keys[K_MAIN] },
+				 { IOVA_BASE + (i % 3 == 2 ? PD2_OFF : MAIN_OFF + 2000),
+				   i % 3 == 2 ? SMALL_LEN : 4000,
+				   i % 3 == 2 ? keys[K_PD2] : keys[K_MAIN] } } };
+	__atomic_store_n(&udqp->rq_ctl->prod, prod, __ATOMIC_RELEASE);
+}
+
+static void reset_ud_qp(uint8_t flags)
+{
+	struct proto_qp_attr a = { .state = IBV_QPS_RESET };
+
+	modify_qp(udqp, IBV_QP_STATE, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_INIT, .qkey = UD_QKEY };
+	modify_qp(udqp, IBV_QP_STATE | IBV_QP_QKEY, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR };
+	modify_qp(udqp, IBV_QP_STATE, &a);
+	if (flags & F_RECV)
+		post_ud_receives();
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTS, .sq_psn = SQ_PSN };
+	modify_qp(udqp, IBV_QP_STATE | IBV_QP_SQ_PSN, &a);
+}
+
 /* The SRQ emptied of what an earlier input left, its limit event read, and armed again. */
 static void reset_srq(uint8_t flags2)
 {
@@ -367,11 +416,12 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 				    .max_dest_rd_atomic = 2 };
 	modify(IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 	       IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC, &a);
+	reset_ud_qp((flags2 & G_UD) ? flags : 0);
 	qp->srq = (flags2 & G_SRQ) ? srq : NULL;
 	reset_srq(flags2);
 	if ((flags & F_RECV) && qp->srq)
 		post_receives(srq->ctl, srq->ring, srq->entries);
-	else if (flags & F_RECV)
+	else if ((flags & F_RECV) && !(flags2 & G_UD))
 		post_receives(qp->rq_ctl, qp->rq, qp->rq_entries);
 	if ((flags2 & G_RQ_LIE) && qp->srq)
 		__atomic_store_n(&srq->ctl->prod, srq->cons + srq->entries + 1, __ATOMIC_RELEASE);
@@ -418,7 +468,7 @@ static void patch_addrs(uint8_t *f, const struct wire_pkt *pkt)
 	memcpy(f + pkt->l3_off + 16, &dev.ipv4, 4);
 }
 
-static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags)
+static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags, uint8_t flags2)
 {
 	uint8_t *bth = f + pkt->l4_off + WIRE_UDP_LEN;
 	const struct wire_opcode_info *op = wire_opcode_info(bth[0]);
@@ -426,7 +476,7 @@ static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags)
 			  op->kind == WIRE_KIND_ATOMIC_ACK);
 
 	if (flags & F_QPN)
-		put24(bth + 5, qp->qpn);
+		put24(bth + 5, (flags2 & G_UD) ? udqp->qpn : qp->qpn);
 	if (flags & F_PSN)
 		put24(bth + 9, ((ack ? qp->snd_una : qp->rcv_psn) + (uint32_t)(int8_t)bth[11]) &
 				       WIRE_PSN_MASK);
@@ -454,10 +504,14 @@ static void patch(uint8_t *f, size_t len, uint8_t flags, uint8_t flags2)
 	if ((flags & F_ADDR) && (pkt.layers & WIRE_HAVE_IP) && pkt.ip_version == 4)
 		patch_addrs(f, &pkt);
 	if (pkt.layers & WIRE_HAVE_BTH)
-		patch_bth(f, &pkt, flags);
+		patch_bth(f, &pkt, flags, flags2);
 	if ((flags & F_KEY) && (pkt.layers & WIRE_HAVE_ALL) &&
 	    (pkt.op->headers & (WIRE_HDR_RETH | WIRE_HDR_ATOMICETH)))
 		patch_rkey(f, &pkt);
+	/* a DETH's Q_Key: an even one becomes the UD QP's, an odd one stays wrong */
+	if ((flags & F_KEY) && (pkt.layers & WIRE_HAVE_ALL) && (pkt.op->headers & WIRE_HDR_DETH) &&
+	    !(get32(f + pkt.payload_off - pkt.op->hdr_len) & 1))
+		put32(f + pkt.payload_off - pkt.op->hdr_len, UD_QKEY);
 	if ((flags & F_ICRC) && (pkt.layers & WIRE_HAVE_UDP))
 		icrc_store(f + pkt.l4_off + pkt.udp_len - WIRE_ICRC_LEN,
 			   icrc_compute(f + pkt.l3_off, pkt.ip_hdr_len, pkt.ip_version,
@@ -649,11 +703,22 @@ static const struct seed seeds[] = {
 						     { 0, 0, 0, 0, 0, 0, 0, true },
 						     { 0, 0, 0, 0, 0, 0, 0, true } } },
 	{ "bad-icrc", ALL & ~F_ICRC, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, 0, 16, 16, 0, 0 } } },
+	/* UD: key 0 is the QP's Q_Key, 1 a wrong one; the third receive names another PD */
+	{ "ud-send", ALL | F_RECV, FIX | G_UD,
+	  { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 100, 0, 0 },
+	    { WIRE_OP_UD_SEND_ONLY_IMM, 0, 0, 0, 0, 4096, 0, 0 },
+	    { WIRE_OP_UD_SEND_ONLY, 0, 1, 0, 0, 8, 0, 0 },
+	    { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 600, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 8, 0, 0 } } },
+	{ "ud-no-recv", ALL, FIX | G_UD, { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 64, 0, 0 } } },
+	{ "ud-too-long", ALL | F_RECV, FIX | G_UD,
+	  { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 4096, 0, 0 },
+	    { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 4100, 0, 0 } } },
 };
 
 static size_t put_seed_frame(uint8_t *out, const struct seed_frame *s)
 {
-	static const uint8_t payload[4096];
+	static const uint8_t payload[8192];
 	const struct wire_path path = { .src_mac = { 2, 0, 0, 0, 0, 1 },
 					.dst_mac = { 2, 0, 0, 0, 0, 2 }, .src_ip = PEER_IP,
 					.dst_ip = DEV_IP, .src_port = 0xc001, .ttl = 64 };
@@ -661,7 +726,8 @@ static size_t put_seed_frame(uint8_t *out, const struct seed_frame *s)
 				.ack_req = true, .psn = (uint8_t)s->psn };
 	struct wire_ext ext = { .reth = { MAIN_IOVA + s->va, s->key, s->dma_len },
 				.atomic = { MAIN_IOVA + s->va, s->key, 5, 0 },
-				.aeth = { s->syndrome, 0 }, .imm = 0x1234 };
+				.aeth = { s->syndrome, 0 }, .imm = 0x1234,
+				.deth = { s->key ? 0xbad1 : 0, PEER_QPN } };
 	size_t len;
 
 	if (s->timer) {
