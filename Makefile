@@ -113,9 +113,17 @@ $(BUILD)/test/ibv_abuse: test/ibv_abuse.c
 $(BUILD)/test/ibv_peer: test/ibv_peer.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
+# The reference ICRC check of captured frames (ud.test.sh, interop.sh).
+$(BUILD)/test/pcap_icrc: $(BUILD)/test/pcap_icrc.o $(BUILD)/test/frames.o
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) -lz
+# ud.test.sh and interop.sh: UD datagrams to 16 QPs, the same binary on rocemu and rxe.
+$(BUILD)/test/ud_peer: test/ud_peer.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
-build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse
+build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
+             $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
@@ -150,7 +158,7 @@ demo:
 # Issue 17's rig: rocemud against the kernel's rxe in a qemu guest, both ways (root; the
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
-interop: all $(BUILD)/test/ibv_peer
+interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc
 	test/interop.sh $(BUILD)
 
 # Issue 13's soak: 20 seeds of the README's fault spec, 64 MiB each, in both builds.

@@ -22,6 +22,9 @@ static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const 
 
 	fprintf(out, "%6ld  %s -> %s  %-36s qp 0x%06x psn 0x%06x%s", frame, src, dst,
 		pkt->op->name, bth->dest_qp, bth->psn, bth->ack_req ? " ackreq" : "");
+	if (headers & WIRE_HDR_DETH)
+		fprintf(out, "  deth qkey 0x%08x src_qp 0x%06x", pkt->ext.deth.qkey,
+			pkt->ext.deth.src_qp);
 	if (headers & WIRE_HDR_RETH)
 		fprintf(out, "  reth va 0x%016" PRIx64 " rkey 0x%08x len %u", pkt->ext.reth.va,
 			pkt->ext.reth.rkey, pkt->ext.reth.length);
@@ -47,6 +50,9 @@ static void print_json(FILE *out, long frame, const struct wire_pkt *pkt, const 
 		frame, pkt->ip_version, src, dst, bth->opcode, pkt->op->name, bth->dest_qp,
 		bth->psn, bth->ack_req ? "true" : "false", bth->pad, pkt->payload_len,
 		icrc_ok ? "true" : "false");
+	if (headers & WIRE_HDR_DETH)
+		fprintf(out, ",\"deth\":{\"qkey\":%u,\"src_qp\":%u}", pkt->ext.deth.qkey,
+			pkt->ext.deth.src_qp);
 	if (headers & WIRE_HDR_RETH)
 		fprintf(out, ",\"reth\":{\"va\":%" PRIu64 ",\"rkey\":%u,\"length\":%u}",
 			pkt->ext.reth.va, pkt->ext.reth.rkey, pkt->ext.reth.length);
