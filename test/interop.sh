@@ -22,6 +22,7 @@ SOCK=$WORK/rocemu.sock
 PCAP=$WORK/interop.pcap
 RUN=$BUILD/rocemu-run
 PEER=$BUILD/test/ibv_peer
+UD_PEER=$BUILD/test/ud_peer
 FAILED=()
 PASSED=0
 DAEMON=
@@ -37,7 +38,7 @@ trap cleanup EXIT
 for p in qemu-system-x86_64 ib_write_bw tshark; do
 	command -v "$p" >/dev/null || fail "$p is missing (scripts/install-deps.sh installs it)"
 done
-[ -x "$PEER" ] || fail "$PEER is missing (make $PEER)"
+[ -x "$PEER" ] && [ -x "$UD_PEER" ] || fail "$PEER or $UD_PEER is missing (make interop builds them)"
 [ -x /bin/busybox ] || fail "/bin/busybox is missing (scripts/install-deps.sh installs busybox-static)"
 vm_prepare || fail "cannot prepare the guest's kernel and initramfs"
 
@@ -139,23 +140,41 @@ perf() {
 	fi
 }
 
-# peer NAME ROCEMU_SIDE: test/ibv_peer between the two (the client WRITEs 1, 4095, 4096,
-# 4097 bytes and 1 MiB from a PSN below the 24-bit wrap, the server checks each byte and
-# the canaries after it; then a wrong rkey and one byte past the MR, refused with the
-# target unchanged): each of its lines is a case here.
+# peer NAME ROCEMU_SIDE [PROGRAM]: test/ibv_peer between the two (the client WRITEs 1,
+# 4095, 4096, 4097 bytes and 1 MiB from a PSN below the 24-bit wrap, the server checks each
+# byte and the canaries after it; then a wrong rkey and one byte past the MR, refused with
+# the target unchanged), or test/ud_peer (one QP sends to 16 UD QPs, every datagram and
+# GRH area checked, answers through ibv_create_ah_from_wc): each of the lines either end
+# prints is a case here.
 peer() {
-	local name=$1 side=$2 line
-	run_pair "$name" "$side" "$PEER -x @GID@ server" "$PEER -x @GID@ client @PEER@"
+	local name=$1 side=$2 prog=${3:-$PEER} line
+	run_pair "$name" "$side" "$prog -x @GID@ server" "$prog -x @GID@ client @PEER@"
 	while IFS= read -r line; do
 		case $line in
 		"ok "*) passed "$name: rocemu $side: ${line#ok }" ;;
 		"FAIL "*) failed "$name: rocemu $side: ${line#FAIL }" ;;
 		esac
-	done <"$CLIENT_OUT"
+	done < <(cat "$WORK/$name.host" "$WORK/$name.guest")
 	if [ "$RC_HOST" -ne 0 ] || [ "$RC_GUEST" -ne 0 ] || ! grep -q '^ok' "$CLIENT_OUT"; then
 		sed 's/^/  rocemu| /' "$WORK/$name.host" | tail -n 6
 		sed 's/^/  rxe   | /' "$WORK/$name.guest" | tail -n 6
-		failed "$name: rocemu $side: ibv_peer (rocemu exit $RC_HOST, rxe exit $RC_GUEST)"
+		failed "$name: rocemu $side: $(basename "$prog") (rocemu exit $RC_HOST, rxe exit $RC_GUEST)"
+	fi
+}
+
+# ud_pingpong NAME ROCEMU_SIDE ARGS...: Debian's ibv_ud_pingpong between the two (-c: the
+# receiver checks every buffer).
+ud_pingpong() {
+	local name=$1 side=$2 iters
+	shift 2
+	run_pair "$name" "$side" "ibv_ud_pingpong -g @GID@ -c $*" "ibv_ud_pingpong -g @GID@ -c $* @PEER@"
+	iters=$(grep -oE '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$CLIENT_OUT")
+	if [ "$RC_HOST" -eq 0 ] && [ "$RC_GUEST" -eq 0 ] && [ -n "$iters" ]; then
+		passed "$name: rocemu $side: ibv_ud_pingpong -c $*: $iters"
+	else
+		sed 's/^/  rocemu| /' "$WORK/$name.host" | tail -n 6
+		sed 's/^/  rxe   | /' "$WORK/$name.guest" | tail -n 6
+		failed "$name: rocemu $side: ibv_ud_pingpong $* (rocemu exit $RC_HOST, rxe exit $RC_GUEST)"
 	fi
 }
 
@@ -170,6 +189,10 @@ for side in client server; do
 	perf "read-lat-$side" $side ib_read_lat -s 2 -n 200
 	perf "atomic-$side" $side ib_atomic_bw -n 200
 	perf "atomic-cas-$side" $side ib_atomic_bw -A CMP_AND_SWAP -n 200
+	ud_pingpong "ud-pingpong-$side" $side -s 1024 -n 200
+	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
+	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
+	peer "ud-peer-$side" $side "$UD_PEER"
 done
 
 # Loss, duplication and reordering, injected by rocemud on both directions while it talks

@@ -300,6 +300,8 @@ static void serve(void)
 	tcp_accept();
 	xfer(true, &self, sizeof(self));
 	xfer(false, &client, sizeof(client));
+	if (client.mtu < self.mtu)      /* the client sends at the smaller of the two */
+		self.mtu = client.mtu;
 	got = collect(wcs, want, 20000);
 	for (int i = 0; i < got && !why; i++) {
 		why = check_datagram(&self, &client, &wcs[i], rounds);
