@@ -24,6 +24,7 @@
 #define BUF 65536
 #define DEPTH 16
 
+static struct ibv_device *device;
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static union ibv_gid gid;
@@ -364,6 +365,89 @@ static void case_ud(void)
 	CHECK("ud: ibv_destroy_ah", ibv_destroy_ah(ah) == 0 && (!back || !ibv_destroy_ah(back)));
 	free_ud_end(&a);
 	free_ud_end(&b);
+}
+
+/* ---- a peer that never answers ARP ---- */
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+struct prober {
+	volatile bool stop;
+	unsigned answers;
+	double slowest;         /* seconds */
+};
+
+/* Asks the daemon about the port over a context of its own until told to stop. */
+static void *probe(void *arg)
+{
+	struct prober *p = arg;
+	struct ibv_context *other = ibv_open_device(device);
+	struct ibv_port_attr pa;
+
+	while (other && !p->stop) {
+		double t = now_s();
+
+		if (ibv_query_port(other, 1, &pa))
+			break;
+		t = now_s() - t;
+		p->slowest = t > p->slowest ? t : p->slowest;
+		p->answers++;
+		usleep(20000);
+	}
+	if (other)
+		ibv_close_device(other);
+	return NULL;
+}
+
+/* The RTR towards a silent address fails with EHOSTUNREACH after about a second, and all
+ * the while the daemon answers others at once: it waits for the neighbour on a timer, not
+ * in its loop (before issue 16 the loop slept through that second). */
+static void case_silent_peer(const char *silent)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? make_qp(cq, 4) : NULL;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = 0x123,
+		.max_dest_rd_atomic = 1, .min_rnr_timer = 1,
+		.ah_attr = { .is_global = 1, .port_num = 1, .grh = { .hop_limit = 64 } },
+	};
+	struct ibv_ah_attr ah = { .is_global = 1, .port_num = 1, .grh.hop_limit = 64 };
+	struct ibv_qp_init_attr init;
+	struct prober p = { 0 };
+	pthread_t thread;
+	double t;
+	int err = -1;
+
+	a.ah_attr.grh.dgid.raw[10] = a.ah_attr.grh.dgid.raw[11] = 0xff;
+	inet_pton(AF_INET, silent, &a.ah_attr.grh.dgid.raw[12]);
+	ah.grh.dgid = a.ah_attr.grh.dgid;
+	if (!qp || to_init(qp) || pthread_create(&thread, NULL, probe, &p)) {
+		CHECK("silent peer: setup", false);
+		return;
+	}
+	t = now_s();
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	t = now_s() - t;
+	p.stop = true;
+	pthread_join(thread, NULL);
+	CHECK("silent peer: RTR towards it is EHOSTUNREACH after about a second",
+	      err == EHOSTUNREACH && t > 0.5 && t < 5);
+	CHECK("silent peer: meanwhile another context's calls are answered (none waits 0.5 s)",
+	      p.answers >= 3 && p.slowest < 0.5);
+	errno = 0;
+	CHECK("silent peer: ibv_create_ah towards it is NULL with EHOSTUNREACH",
+	      !ibv_create_ah(pd, &ah) && errno == EHOSTUNREACH);
+	CHECK("silent peer: the QP stays in INIT", ibv_query_qp(qp, &a, IBV_QP_STATE, &init) == 0 &&
+	      a.qp_state == IBV_QPS_INIT);
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
 }
 
 static void case_bad_arguments(void)
@@ -835,13 +919,19 @@ int main(int argc, char **argv)
 	struct in_addr addr;
 
 	bool events = argc == 3 && strcmp(argv[1], "--events") == 0;
+	const char *silent = !events && argc == 3 ? argv[2] : NULL;
+	struct in_addr unused;
 
-	if ((argc != 2 && !events) || inet_pton(AF_INET, argv[argc - 1], &addr) != 1) {
-		fprintf(stderr, "usage: ibv_abuse [--events] IPV4 (the address of the daemon's device)\n");
+	if ((argc != 2 && argc != 3) || inet_pton(AF_INET, argv[events ? 2 : 1], &addr) != 1 ||
+	    (silent && inet_pton(AF_INET, silent, &unused) != 1)) {
+		fprintf(stderr, "usage: ibv_abuse IPV4 [SILENT_IPV4]   (the address of the daemon's "
+			"device; one on its link that nobody answers)\n"
+			"       ibv_abuse --events IPV4\n");
 		return 2;
 	}
 	list = ibv_get_device_list(NULL);
-	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	device = list ? list[0] : NULL;
+	ctx = device ? ibv_open_device(device) : NULL;
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	if (!pd || ibv_query_gid(ctx, 1, 0, &gid)) {
 		printf("FAIL setup: no device, context or PD: %s\n", strerror(errno));
@@ -865,6 +955,8 @@ int main(int argc, char **argv)
 	case_cq_ex();
 	case_fork();
 	case_killed_peer();
+	if (silent)
+		case_silent_peer(silent);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);

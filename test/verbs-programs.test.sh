@@ -184,7 +184,8 @@ pair loop-write-bw "$SOCK_A" IN_A "$SOCK_A" "$ADDR_A" ib_write_bw -s 1048576 -n 
 
 # ---- a program that abuses the API ----
 
-out=$("${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$ABUSE" "$ADDR_A" 2>&1)
+# .99 of the namespaces' subnet: an address nobody answers ARP for
+out=$("${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$ABUSE" "$ADDR_A" "$ROCEMU_NETNS_SUBNET.99" 2>&1)
 status=$?
 printf '%s\n' "$out" | grep -E '^(ok|FAIL)' | sed 's/^/  /'
 if [ $status -eq 0 ] && ! grep -q '^FAIL' <<<"$out"; then

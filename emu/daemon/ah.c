@@ -42,35 +42,47 @@ static int check_request(struct client *c, const struct proto_create_ah *m, char
 	return 0;
 }
 
-static int fill_path(struct dev *dev, const struct proto_create_ah *m, struct ah *ah,
-		     char *err, size_t errlen)
+/* The peer's MAC address; a request that waits for it (-EINPROGRESS) is made again. */
+static int resolve_peer(struct client *c, const struct proto_create_ah *m, uint8_t mac[6],
+			char *err, size_t errlen)
 {
-	struct wire_path *p = &ah->path;
 	char ip[INET_ADDRSTRLEN];
+	uint32_t ipv4;
 	int rc;
 
-	memcpy(&p->dst_ip, m->dgid + 12, 4);
-	rc = net_resolve_mac(dev, p->dst_ip, p->dst_mac);
-	if (rc < 0) {
-		inet_ntop(AF_INET, &p->dst_ip, ip, sizeof(ip));
+	memcpy(&ipv4, m->dgid + 12, 4);
+	rc = neigh_resolve(c, ipv4, mac);
+	if (rc == -EHOSTUNREACH) {
+		inet_ntop(AF_INET, &ipv4, ip, sizeof(ip));
 		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
-			 ip, dev->ifname);
-		return rc;
+			 ip, c->dev->ifname);
 	}
+	return rc;
+}
+
+static void fill_path(struct dev *dev, const struct proto_create_ah *m, const uint8_t mac[6],
+		      struct ah *ah)
+{
+	struct wire_path *p = &ah->path;
+
+	memcpy(&p->dst_ip, m->dgid + 12, 4);
+	memcpy(p->dst_mac, mac, 6);
 	memcpy(p->src_mac, dev->mac, 6);
 	p->src_ip = dev->ipv4;
 	p->tos = m->traffic_class;
 	p->ttl = m->hop_limit ? m->hop_limit : DEFAULT_HOP_LIMIT;
 	ah->flow_label = m->flow_label;
-	return 0;
 }
 
 struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc, char *err,
 		     size_t errlen)
 {
+	uint8_t mac[6];
 	struct ah *ah;
 
 	*rc = check_request(c, m, err, errlen);
+	if (!*rc)
+		*rc = resolve_peer(c, m, mac, err, errlen);
 	if (*rc)
 		return NULL;
 	ah = calloc(1, sizeof(*ah));
@@ -80,9 +92,8 @@ struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc,
 	}
 	ah->client = c;
 	ah->pd = handle_get(&c->pds, m->pd);
-	*rc = fill_path(c->dev, m, ah, err, errlen);
-	if (!*rc)
-		*rc = handle_add(&c->ahs, ah, &ah->handle);
+	fill_path(c->dev, m, mac, ah);
+	*rc = handle_add(&c->ahs, ah, &ah->handle);
 	if (*rc) {
 		free(ah);
 		return NULL;

@@ -106,6 +106,38 @@ static ssize_t recv_request(struct client *c, uint8_t *buf, int *fd, bool *extra
 }
 
 static void handle_request(struct client *c, const uint8_t *buf, size_t n, int fd,
+			   bool extra_fds);
+
+/* The handler waits for a neighbour: the request is kept and handled again by
+ * ctl_resume(), and nothing more is read from this client until then, so its requests are
+ * still answered in order. False (and the request fails) when it cannot be kept. */
+static bool defer(struct client *c, const uint8_t *buf, size_t n)
+{
+	c->deferred = malloc(n);
+	if (!c->deferred) {
+		neigh_stop(c);
+		return false;
+	}
+	memcpy(c->deferred, buf, n);
+	c->deferred_len = n;
+	ev_io_stop(c->dev->loop, &c->watcher);
+	return true;
+}
+
+void ctl_resume(struct client *c)
+{
+	uint8_t *req = c->deferred;
+	size_t n = c->deferred_len;
+
+	c->deferred = NULL;
+	if (req)
+		handle_request(c, req, n, -1, false);
+	free(req);
+	if (!c->deferred)
+		ev_io_start(c->dev->loop, &c->watcher);
+}
+
+static void handle_request(struct client *c, const uint8_t *buf, size_t n, int fd,
 			   bool extra_fds)
 {
 	const struct proto_hdr *hdr = (const struct proto_hdr *)buf;
@@ -126,6 +158,12 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	} else {
 		rep.len = e->rep_size;
 		rep.u.r.hdr.status = e->fn(c, &req, &rep);
+	}
+	if (rep.u.r.hdr.status == -EINPROGRESS && fd < 0 && defer(c, buf, n))
+		return;
+	if (rep.u.r.hdr.status == -EINPROGRESS) {
+		rep.u.r.hdr.status = -ENOMEM;
+		reply_error(&rep, "out of memory while waiting for a neighbour");
 	}
 	if (rep.u.r.hdr.status < 0) {
 		rep.len = sizeof(struct proto_reply);
@@ -159,6 +197,8 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		handle_request(c, buf, (size_t)n, fd, extra_fds);
+		if (c->deferred)
+			return;
 	}
 }
 
@@ -277,6 +317,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	c->dev = dev;
 	c->fd = fd;
+	neigh_init(c);
 	ev_io_init(&c->watcher, client_cb, fd, EV_READ);
 	c->watcher.data = c;
 	ev_io_start(loop, &c->watcher);
@@ -308,6 +349,8 @@ void client_destroy(struct client *c)
 {
 	uint64_t pinned;
 
+	neigh_stop(c);
+	free(c->deferred);
 	for (uint32_t h = 1; h < c->qps.cap; h++)
 		if (c->qps.items[h])
 			qp_destroy(c->qps.items[h]);

@@ -221,10 +221,21 @@ struct handle_table {
 	uint32_t count;
 };
 
+/* A client's wait for a neighbour the kernel's table does not have yet (neigh.c). */
+struct neigh_wait {
+	ev_timer timer;
+	uint32_t ipv4;
+	unsigned tries;
+	bool ended;                  /* the wait for ipv4 ended: ask the table once more */
+};
+
 struct client {
 	struct dev *dev;
 	int fd;
 	ev_io watcher;
+	uint8_t *deferred;           /* a request answered once its neighbour is known */
+	size_t deferred_len;
+	struct neigh_wait neigh;
 	pid_t pid;
 	uid_t uid;
 	struct mr_client *mrc;       /* shared by every connection of one process */
@@ -314,7 +325,6 @@ struct dev {
 int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen);
 void net_close(struct dev *dev);
 void net_read_ring_drops(struct dev *dev);
-int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6]);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
 bool net_link_up(struct dev *dev);
@@ -367,11 +377,22 @@ void *handle_get(const struct handle_table *t, uint32_t handle);
 void handle_del(struct handle_table *t, uint32_t handle);
 void handle_free(struct handle_table *t);
 
+/* neigh.c: peers' MAC addresses from the kernel's neighbour table. neigh_resolve() answers
+ * at once from the table (and for this device's own address, or on lo); when the table
+ * does not have the address yet, it makes the kernel ask and returns -EINPROGRESS: the
+ * client's request is deferred and handled again when the address appears or a second has
+ * passed, and then the same call returns 0, or -EHOSTUNREACH. The loop never waits. */
+int neigh_resolve(struct client *c, uint32_t ipv4, uint8_t mac[6]);
+void neigh_init(struct client *c);
+void neigh_stop(struct client *c);
+
 /* ctl.c: the control socket and clients */
 /* group: NULL, or the group whose members may connect (the socket is 0660) */
 int ctl_open(struct dev *dev, const char *path, const char *group, char *err, size_t errlen);
 void ctl_close(struct dev *dev);
 void client_destroy(struct client *c);
+/* Handles a client's deferred request again (its neighbour wait ended). */
+void ctl_resume(struct client *c);
 
 /* objects.c: CQs and QPs and their rings */
 struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err);

@@ -1,5 +1,5 @@
-/* The interface: its address and MTU, the receive ring, AF_PACKET batched send, the peer's
- * MAC address, and keeping the kernel from answering RoCE packets itself. */
+/* The interface: its address and MTU, the receive ring, AF_PACKET batched send, and keeping
+ * the kernel from answering RoCE packets itself. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
@@ -18,8 +18,6 @@
 
 #include "emu/daemon/daemon.h"
 
-#define RESOLVE_TRIES 100          /* 10 ms apart: a second for ARP to answer */
-#define DISCARD_PORT 9
 
 unsigned net_mtu_bytes(enum ibv_mtu mtu)
 {
@@ -261,66 +259,6 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	 * this loop. What is left keeps the descriptor readable for the next turn. */
 	rxring_read(dev, DEV_RX_BUDGET, rx_one);
 	net_rx_batch_end(dev);
-}
-
-/* The kernel's ARP table, as /proc/net/arp of this network namespace shows it. */
-static bool arp_lookup(struct dev *dev, uint32_t ipv4, uint8_t mac[6])
-{
-	char line[256], ip[64], hw[64], ifname[64];
-	unsigned type, flags;
-	FILE *f = fopen("/proc/net/arp", "r");
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		struct in_addr a;
-		unsigned m[6];
-
-		if (sscanf(line, "%63s 0x%x 0x%x %63s %*s %63s", ip, &type, &flags, hw, ifname) != 5 ||
-		    inet_pton(AF_INET, ip, &a) != 1 || a.s_addr != ipv4 || !(flags & ATF_COM) ||
-		    strcmp(ifname, dev->ifname) ||
-		    sscanf(hw, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
-			continue;
-		for (int i = 0; i < 6; i++)
-			mac[i] = (uint8_t)m[i];
-		found = true;
-	}
-	fclose(f);
-	return found;
-}
-
-/* A datagram to the peer's discard port makes the kernel resolve its address. */
-static void provoke_arp(uint32_t ipv4)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(DISCARD_PORT),
-				   .sin_addr.s_addr = ipv4 };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return;
-	(void)sendto(fd, "", 0, MSG_DONTWAIT, (struct sockaddr *)&sin, sizeof(sin));
-	close(fd);
-}
-
-int net_resolve_mac(struct dev *dev, uint32_t ipv4, uint8_t mac[6])
-{
-	if (dev->loopback) {
-		memset(mac, 0, 6);
-		return 0;
-	}
-	if (ipv4 == dev->ipv4) {        /* a QP of this daemon: loopq.c delivers it */
-		memcpy(mac, dev->mac, 6);
-		return 0;
-	}
-	for (int i = 0; i < RESOLVE_TRIES; i++) {
-		if (arp_lookup(dev, ipv4, mac))
-			return 0;
-		if (i % 25 == 0)
-			provoke_arp(ipv4);
-		usleep(10000);
-	}
-	return -EHOSTUNREACH;
 }
 
 bool net_link_up(struct dev *dev)

@@ -175,25 +175,31 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 							pow2_at_least(a->max_dest_rd_atomic) : 0);
 }
 
-static int connect_path(struct qp *qp, char *err, size_t errlen)
+/* The peer's MAC address into qp->peer_mac, before anything of the QP changes: a request
+ * that waits for it (-EINPROGRESS) is handled again from the start. */
+static int resolve_peer(struct qp *qp, uint32_t ipv4, char *err, size_t errlen)
+{
+	char ip[INET_ADDRSTRLEN];
+	int rc = neigh_resolve(qp->client, ipv4, qp->peer_mac);
+
+	if (rc == -EHOSTUNREACH) {
+		inet_ntop(AF_INET, &ipv4, ip, sizeof(ip));
+		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
+			 ip, qp->dev->ifname);
+	}
+	return rc;
+}
+
+static void connect_path(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
-	char ip[INET_ADDRSTRLEN];
-	int rc = net_resolve_mac(dev, qp->attr.dest_ipv4, qp->peer_mac);
 
-	if (rc < 0) {
-		inet_ntop(AF_INET, &qp->attr.dest_ipv4, ip, sizeof(ip));
-		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
-			 ip, dev->ifname);
-		return rc;
-	}
 	memcpy(qp->path.src_mac, dev->mac, 6);
 	memcpy(qp->path.dst_mac, qp->peer_mac, 6);
 	qp->path.src_ip = dev->ipv4;
 	qp->path.dst_ip = qp->attr.dest_ipv4;
 	qp->path.src_port = qp_flow_port(0, qp->qpn, qp->attr.dest_qpn);
 	qp->path.ttl = 64;
-	return 0;
 }
 
 /* RESET: all state forgotten, and whatever sits in the rings is discarded unanswered. */
@@ -220,6 +226,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 	enum ibv_qp_state to = (mask & IBV_QP_STATE) ? a->state : qp->state;
 	uint32_t rts_modifiable = qp->type == IBV_QPT_UD ? RTS_MODIFIABLE_UD : RTS_MODIFIABLE;
 	uint32_t missing;
+	bool connecting;
 	int rc;
 
 	if (to > IBV_QPS_ERR || !transition_ok(qp->state, to)) {
@@ -251,12 +258,14 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 		qp_to_error(qp);
 		return 0;
 	}
+	connecting = qp->type == IBV_QPT_RC && to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR;
+	if (connecting && (rc = resolve_peer(qp, a->dest_ipv4, err, errlen)))
+		return rc;
 	apply_attrs(qp, mask, a);
 	if (qp->type == IBV_QPT_UD)
 		qp->pmtu = net_mtu_bytes(qp->dev->active_mtu);
-	else if (to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR &&
-		 (rc = connect_path(qp, err, errlen)))
-		return rc;
+	if (connecting)
+		connect_path(qp);
 	if (to == IBV_QPS_RTS && qp->state == IBV_QPS_RTR) {
 		qp->retry_left = qp->attr.retry_cnt;
 		qp->rnr_left = qp->attr.rnr_retry;
