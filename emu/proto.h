@@ -20,6 +20,7 @@
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
 #define PROTO_MAX_RING 4096   /* entries per SQ, RQ or CQ */
+#define PROTO_MAX_GIDS 8      /* addresses a daemon serves: its port's GID table */
 
 enum proto_op {
 	PROTO_HELLO = 1,
@@ -89,10 +90,13 @@ struct proto_port_reply {
 	uint32_t state;      /* enum ibv_port_state */
 	uint32_t max_mtu;    /* enum ibv_mtu */
 	uint32_t active_mtu;
-	uint32_t ipv4;       /* network byte order */
+	uint32_t ipv4;       /* network byte order: the first IPv4 address served, or 0 */
 	char ifname[16];
 	uint8_t mac[6];      /* the interface's: the verbs layer derives the node GUID */
 	uint8_t pad[2];
+	uint32_t ngids;
+	uint32_t pad2;
+	uint8_t gids[PROTO_MAX_GIDS][16];   /* RoCE v2 GIDs: ::ffff:a.b.c.d or IPv6 */
 };
 
 /* Requests that name one object: DEALLOC_PD, DEREG_MR, DESTROY_CQ, DESTROY_QP, QUERY_QP,
@@ -213,14 +217,18 @@ struct proto_qp_attr {
 	uint32_t rq_psn;
 	uint32_t sq_psn;
 	uint32_t access;     /* IBV_ACCESS_REMOTE_* the QP accepts */
-	uint32_t dest_ipv4;  /* network byte order */
+	uint8_t dest_gid[16];        /* the peer: ::ffff:a.b.c.d or an IPv6 address */
+	uint32_t flow_label;         /* picks the UDP source port; 0: from the QP numbers */
+	uint8_t sgid_index;          /* the port's GID the QP sends from */
+	uint8_t traffic_class;
+	uint8_t hop_limit;
 	uint8_t timeout;
 	uint8_t retry_cnt;
 	uint8_t rnr_retry;
 	uint8_t min_rnr_timer;
 	uint8_t max_rd_atomic;       /* READs and atomics this QP may have outstanding */
 	uint8_t max_dest_rd_atomic;  /* ... and serve for its peer at once */
-	uint16_t pad;
+	uint8_t pad[3];
 	uint32_t qkey;               /* UD: datagrams must carry it */
 	uint32_t pad2;
 };
@@ -308,8 +316,10 @@ struct proto_status_reply {
 	uint32_t state;      /* enum ibv_port_state */
 	uint32_t max_mtu;    /* enum ibv_mtu */
 	uint32_t active_mtu;
-	uint32_t ipv4;       /* network byte order; GID 0 is ::ffff:ipv4 */
+	uint32_t ipv4;       /* network byte order: the first IPv4 address served, or 0 */
 	char ifname[16];
+	uint32_t ngids;
+	uint8_t gids[PROTO_MAX_GIDS][16];
 	uint32_t clients;
 	uint32_t qps;
 	uint32_t mrs;
@@ -352,7 +362,7 @@ struct proto_qp_entry {
 	uint32_t pid;
 	uint32_t qpn;
 	uint32_t state;      /* enum ibv_qp_state */
-	uint32_t dest_ipv4;  /* network byte order */
+	uint8_t dest_gid[16];
 	uint32_t dest_qpn;
 	uint32_t sq_psn;     /* next PSN to send */
 	uint32_t rq_psn;     /* expected PSN */

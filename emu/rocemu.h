@@ -62,14 +62,18 @@ struct rocemu_device_attr {
 	uint32_t max_inline_data;
 };
 
+#define ROCEMU_MAX_GIDS 8
+
 struct rocemu_port_attr {
 	enum ibv_port_state state;
 	enum ibv_mtu max_mtu;    /* the largest the link allows */
 	enum ibv_mtu active_mtu; /* after the daemon's -m cap */
-	union ibv_gid gid;       /* IPv4-mapped: ::ffff:a.b.c.d */
-	uint32_t ipv4;           /* network byte order */
+	union ibv_gid gid;       /* GID 0, as gids[0] */
+	uint32_t ipv4;           /* network byte order: the first IPv4 address served, or 0 */
 	char ifname[16];
 	uint8_t mac[6];
+	unsigned gid_count;      /* the port's GID table: every address the daemon serves, */
+	union ibv_gid gids[ROCEMU_MAX_GIDS];  /* IPv4 ones as ::ffff:a.b.c.d, all RoCE v2 */
 };
 
 /* An address handle for UD sends. A send work request's wr.ud.ah points to ibv (the verbs
@@ -143,8 +147,10 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
 int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
-/* As ibv_modify_qp: for an RC QP attr->ah_attr.grh.dgid is the peer's IPv4-mapped GID; a
- * UD QP takes IBV_QP_QKEY (needed on the way to INIT) and IBV_QP_SQ_PSN only. */
+/* As ibv_modify_qp: for an RC QP attr->ah_attr.grh names the peer (dgid: an IPv4-mapped or
+ * IPv6 GID of the same family as the port's GID sgid_index; traffic_class; a nonzero
+ * flow_label picks the UDP source port); a UD QP takes IBV_QP_QKEY (needed on the way to
+ * INIT) and IBV_QP_SQ_PSN only. */
 int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr);
 int rocemu_destroy_qp(struct rocemu_qp *qp);
@@ -175,9 +181,10 @@ int rocemu_post_srq_recv(struct rocemu_srq *srq, struct ibv_recv_wr *wr,
 int rocemu_srq_event_fd(const struct rocemu_srq *srq);
 int rocemu_get_srq_event(struct rocemu_srq *srq, int timeout_ms);
 
-/* Address handles for UD sends: attr->is_global with grh.dgid the peer's IPv4-mapped GID,
- * sgid_index 0; traffic_class and hop_limit go into the IP header, a nonzero flow_label
- * picks the UDP source port. The daemon resolves the peer's MAC address here. */
+/* Address handles for UD sends: attr->is_global with grh.dgid the peer's GID (IPv4-mapped
+ * or IPv6, the family of the port's GID grh.sgid_index); traffic_class and hop_limit go
+ * into the IP header, a nonzero flow_label picks the UDP source port. The daemon resolves
+ * the peer's MAC address here. */
 struct rocemu_ah *rocemu_create_ah(struct rocemu_pd *pd, const struct ibv_ah_attr *attr);
 int rocemu_destroy_ah(struct rocemu_ah *ah);
 

@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24) and rocemu-b
-# (198.18.0.2/24, the benchmarking range) joined by a veth pair (veth-rocemu-a and
-# veth-rocemu-b), MTU 9000 by default.
+# Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24, fd52:6f63:0:0::1/64)
+# and rocemu-b (198.18.0.2/24, fd52:6f63:0:0::2/64: the benchmarking range and a unique
+# local prefix) joined by a veth pair (veth-rocemu-a and veth-rocemu-b), MTU 9000 by
+# default. The IPv6 addresses are added where the kernel has IPv6.
 #   netns.sh up [--mtu N]     create them (fails if they exist; run down first)
 #   netns.sh down             remove everything; safe to run twice
 #   netns.sh status           show them
 set -eu
 
 # ROCEMU_NETNS_PREFIX (default rocemu) names the pair, so test runs can have their own;
-# ROCEMU_NETNS_SUBNET (default 198.18.0) the /24 they share.
+# ROCEMU_NETNS_SUBNET (default 198.18.0) the /24 they share, ROCEMU_NETNS_SUBNET6 (default
+# fd52:6f63:0:0) the IPv6 /64.
 PREFIX=${ROCEMU_NETNS_PREFIX:-rocemu}
 SUBNET=${ROCEMU_NETNS_SUBNET:-198.18.0}
+SUBNET6=${ROCEMU_NETNS_SUBNET6:-fd52:6f63:0:0}
 NS_A=$PREFIX-a
 NS_B=$PREFIX-b
 IF_A=veth-$PREFIX-a
 IF_B=veth-$PREFIX-b
 ADDR_A=$SUBNET.1/24
 ADDR_B=$SUBNET.2/24
+ADDR6_A=$SUBNET6::1/64
+ADDR6_B=$SUBNET6::2/64
 if [ ${#IF_A} -gt 15 ]; then
 	echo "netns: prefix '$PREFIX' is too long for interface names (at most 8 characters)" >&2
 	exit 2
@@ -28,6 +33,8 @@ usage() {
 }
 
 ns_exists() { ip netns list | grep -q "^$1\( \|$\)"; }
+
+v6() { [ -d /proc/sys/net/ipv6 ] && echo " ${1%/*}"; }
 
 up() {
 	local mtu=9000
@@ -59,14 +66,16 @@ up() {
 	ip netns add $NS_A
 	ip netns add $NS_B
 	ip link add $IF_A netns $NS_A type veth peer name $IF_B netns $NS_B
-	for side in "$NS_A $IF_A $ADDR_A" "$NS_B $IF_B $ADDR_B"; do
+	for side in "$NS_A $IF_A $ADDR_A $ADDR6_A" "$NS_B $IF_B $ADDR_B $ADDR6_B"; do
 		set -- $side
 		ip -n "$1" link set lo up
 		ip -n "$1" link set "$2" mtu "$mtu" up
 		ip -n "$1" addr add "$3" dev "$2"
+		# nodad: usable at once, not after duplicate address detection's second or two
+		[ -d /proc/sys/net/ipv6 ] && ip -n "$1" addr add "$4" dev "$2" nodad
 	done
 	trap - ERR
-	echo "netns: $NS_A ($IF_A ${ADDR_A%/*}) <-> $NS_B ($IF_B ${ADDR_B%/*}), MTU $mtu"
+	echo "netns: $NS_A ($IF_A ${ADDR_A%/*}$(v6 "$ADDR6_A")) <-> $NS_B ($IF_B ${ADDR_B%/*}$(v6 "$ADDR6_B")), MTU $mtu"
 }
 
 down() {

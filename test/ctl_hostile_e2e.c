@@ -725,7 +725,8 @@ static struct proto_modify_qp modify_msg(uint32_t handle, enum ibv_qp_state to)
 		m.attr.access = IBV_ACCESS_REMOTE_WRITE;
 	} else if (to == IBV_QPS_RTR) {
 		m.attr_mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-		m.attr.dest_ipv4 = g_peer_ip;
+		m.attr.dest_gid[10] = m.attr.dest_gid[11] = 0xff;
+		memcpy(m.attr.dest_gid + 12, &g_peer_ip, 4);
 		m.attr.path_mtu = g_port_mtu;
 		m.attr.dest_qpn = BOGUS_QPN;
 		m.attr.rq_psn = PSN;
@@ -1082,8 +1083,12 @@ static const struct modify_case modify_cases[] = {
 	  .p = ATTR(dest_qpn, 0) },
 	{ .name = "modify: dest QPN 2^24", .from = IBV_QPS_INIT, .to = IBV_QPS_RTR,
 	  .p = ATTR(dest_qpn, 1u << 24) },
-	{ .name = "modify: peer IPv4 0.0.0.0", .from = IBV_QPS_INIT, .to = IBV_QPS_RTR,
-	  .p = ATTR(dest_ipv4, 0) },
+	{ .name = "modify: peer ::ffff:0.0.0.0", .from = IBV_QPS_INIT, .to = IBV_QPS_RTR,
+	  .p = { offsetof(struct proto_modify_qp, attr.dest_gid[12]), 4, 0 } },
+	{ .name = "modify: peer IPv6 from the IPv4 GID 0", .from = IBV_QPS_INIT,
+	  .to = IBV_QPS_RTR, .p = ATTR(dest_gid[10], 0) },
+	{ .name = "modify: source GID index 7 (of 1)", .from = IBV_QPS_INIT, .to = IBV_QPS_RTR,
+	  .p = ATTR(sgid_index, 7) },
 	{ .name = "modify: RTR without DEST_QPN in the mask", .from = IBV_QPS_INIT,
 	  .to = IBV_QPS_RTR, .drop_mask = IBV_QP_DEST_QPN },
 	{ .name = "modify: retry_cnt 8", .from = IBV_QPS_RTR, .to = IBV_QPS_RTS,

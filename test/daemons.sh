@@ -1,7 +1,9 @@
 # Sourced by integration tests: two rocemud daemons in one of two topologies, torn down
 # (by pid, then the namespaces) whenever the test exits, pass or fail.
 #   topology_up lo|netns     start both; sets SOCK_A SOCK_B ADDR_A ADDR_B and the arrays
-#                            IN_A IN_B (command prefixes that run in each host)
+#                            IN_A IN_B (command prefixes that run in each host); with
+#                            NETNS_IPV6=1 (netns only) the daemons also serve ADDR6_A and
+#                            ADDR6_B (GID 1), or the test is skipped without IPv6
 #   daemon_start SIDE        (re)start side a or b; daemon_stop SIDE [SIGNAL]
 #   counter SIDE NAME        a counter of rocemuctl stats on side a or b
 #   PIDS+=($!)               a background process of the test's own (a holder, a client):
@@ -72,10 +74,11 @@ quiet_job() {
 }
 
 daemon_start() {
-	local side=$1 iface addr sock
-	if [ "$side" = a ]; then iface=$IF_A addr=$ADDR_A sock=$SOCK_A; else iface=$IF_B addr=$ADDR_B sock=$SOCK_B; fi
+	local side=$1 iface addr sock addr6
+	if [ "$side" = a ]; then iface=$IF_A addr=$ADDR_A sock=$SOCK_A addr6=${ADDR6_A:-}
+	else iface=$IF_B addr=$ADDR_B sock=$SOCK_B addr6=${ADDR6_B:-}; fi
 	local -n prefix=IN_${side^^}
-	"${prefix[@]}" "$BUILD/rocemud" -i "$iface" -a "$addr" -s "$sock" -d ${ROCEMUD_ARGS:-} \
+	"${prefix[@]}" "$BUILD/rocemud" -i "$iface" -a "$addr" ${addr6:+-a "$addr6"} -s "$sock" -d ${ROCEMUD_ARGS:-} \
 		>>"$WORK/rocemud-$side.log" 2>&1 &
 	DAEMON_PID[$side]=$!
 	quiet_job
@@ -112,6 +115,11 @@ topology_up() {
 	netns)
 		export ROCEMU_NETNS_PREFIX="rt$((RANDOM % 100000))"
 		export ROCEMU_NETNS_SUBNET="198.18.$((RANDOM % 250 + 1))"
+		export ROCEMU_NETNS_SUBNET6="fd52:6f63:$(printf %x $((RANDOM % 65536))):0"
+		if [ -n "${NETNS_IPV6:-}" ]; then
+			[ -d /proc/sys/net/ipv6 ] || skip "this kernel has no IPv6"
+			ADDR6_A=$ROCEMU_NETNS_SUBNET6::1 ADDR6_B=$ROCEMU_NETNS_SUBNET6::2
+		fi
 		"$ROCEMU_ROOT/scripts/netns.sh" up ${NETNS_MTU:+--mtu $NETNS_MTU} >/dev/null || fail "netns up"
 		IF_A=veth-$ROCEMU_NETNS_PREFIX-a IF_B=veth-$ROCEMU_NETNS_PREFIX-b
 		ADDR_A=$ROCEMU_NETNS_SUBNET.1 ADDR_B=$ROCEMU_NETNS_SUBNET.2

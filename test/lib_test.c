@@ -208,6 +208,9 @@ static void on_query_port(struct fake *f, const void *req, int fd)
 		.max_mtu = IBV_MTU_4096,
 		.active_mtu = IBV_MTU_1024,
 		.ipv4 = htonl(0x0a000001),
+		.ngids = 2,
+		.gids = { { [10] = 0xff, [11] = 0xff, 10, 0, 0, 1 },
+			  { 0xfd, 0x52, 0x6f, 0x63, [15] = 1 } },
 	};
 
 	(void)req;
@@ -798,6 +801,10 @@ START_TEST(test_query_port)
 	ck_assert_int_eq(a.active_mtu, IBV_MTU_1024);
 	ck_assert_uint_eq(a.ipv4, htonl(0x0a000001));
 	ck_assert_uint_eq(rocemu_gid_to_ipv4(&a.gid), htonl(0x0a000001));
+	ck_assert_uint_eq(a.gid_count, 2);
+	ck_assert_uint_eq(rocemu_gid_to_ipv4(&a.gids[0]), htonl(0x0a000001));
+	ck_assert_uint_eq(a.gids[1].raw[0], 0xfd);
+	ck_assert_uint_eq(a.gids[1].raw[15], 1);
 	ck_assert_str_eq(a.ifname, "abcdefghijklmno");
 }
 END_TEST
@@ -1938,16 +1945,36 @@ static struct ibv_qp_attr rtr_attr(void)
 #define RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | \
 		  IBV_QP_RQ_PSN | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS)
 
-START_TEST(test_modify_not_ipv4_gid)
+START_TEST(test_modify_without_grh)
 {
 	struct ibv_qp_attr a = rtr_attr();
 
-	a.ah_attr.grh.dgid.raw[0] = 0xfe;
-	a.ah_attr.grh.dgid.raw[1] = 0x80;
+	a.ah_attr.is_global = 0;
 	ck_assert_int_eq(rocemu_modify_qp(qp, &a, RTR_MASK), EINVAL);
 	ck_assert_uint_eq(fk.count[PROTO_MODIFY_QP], 0);
 	ck_assert_int_eq(qp->state, IBV_QPS_RESET);
-	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "IPv4"));
+	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "GRH"));
+}
+END_TEST
+
+/* An IPv6 GID and the GRH's other fields go to the daemon as they are. */
+START_TEST(test_modify_ipv6_gid)
+{
+	struct ibv_qp_attr a = rtr_attr();
+	const struct proto_qp_attr *p = &fk.modify.attr;
+	static const uint8_t v6[16] = { 0xfd, 0x52, 0x6f, 0x63, [15] = 2 };
+
+	memcpy(a.ah_attr.grh.dgid.raw, v6, 16);
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.traffic_class = 0x68;
+	a.ah_attr.grh.flow_label = 0xabcde;
+	a.ah_attr.grh.hop_limit = 9;
+	ck_assert_int_eq(rocemu_modify_qp(qp, &a, RTR_MASK), 0);
+	ck_assert_mem_eq(p->dest_gid, v6, 16);
+	ck_assert_uint_eq(p->sgid_index, 1);
+	ck_assert_uint_eq(p->traffic_class, 0x68);
+	ck_assert_uint_eq(p->flow_label, 0xabcde);
+	ck_assert_uint_eq(p->hop_limit, 9);
 }
 END_TEST
 
@@ -1964,7 +1991,9 @@ START_TEST(test_modify_sends_attrs)
 	ck_assert_uint_eq(p->dest_qpn, 0x77);
 	ck_assert_uint_eq(p->rq_psn, 0x123456);
 	ck_assert_uint_eq(p->access, IBV_ACCESS_REMOTE_WRITE);
-	ck_assert_uint_eq(p->dest_ipv4, htonl(0x0a000002));
+	ck_assert_uint_eq(p->dest_gid[10], 0xff);
+	ck_assert_uint_eq(p->dest_gid[11], 0xff);
+	ck_assert_mem_eq(p->dest_gid + 12, "\x0a\x00\x00\x02", 4);
 	ck_assert_uint_eq(p->min_rnr_timer, 12);
 	ck_assert_int_eq(qp->state, IBV_QPS_RTR);
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 0x654321, .timeout = 14,
@@ -1975,7 +2004,7 @@ START_TEST(test_modify_sends_attrs)
 	ck_assert_uint_eq(p->timeout, 14);
 	ck_assert_uint_eq(p->retry_cnt, 7);
 	ck_assert_uint_eq(p->rnr_retry, 6);
-	ck_assert_uint_eq(p->dest_ipv4, 0); /* no IBV_QP_AV, no address */
+	ck_assert_uint_eq(p->dest_gid[15], 0); /* no IBV_QP_AV, no address */
 	ck_assert_int_eq(qp->state, IBV_QPS_RTS);
 }
 END_TEST
@@ -2170,7 +2199,8 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_post_recv);
 	tcase_add_test(tc, test_post_recv_too_many_sge);
 	tcase_add_test(tc, test_post_daemon_gone);
-	tcase_add_test(tc, test_modify_not_ipv4_gid);
+	tcase_add_test(tc, test_modify_without_grh);
+	tcase_add_test(tc, test_modify_ipv6_gid);
 	tcase_add_test(tc, test_modify_sends_attrs);
 	tcase_add_test(tc, test_modify_refused);
 	tcase_add_test(tc, test_query_qp);

@@ -67,7 +67,7 @@ echo "mr: $("$CTL" -s "$SOCK_B" mr | grep "^pid $HOLDER ")"
 "$CTL" -s "$SOCK_A" qp >"$WORK/qp" || fail "rocemuctl qp"
 grep -q "^pid $CLIENT qpn [0-9]* state RTS peer $ADDR_B dest_qpn [0-9]* sq_psn [0-9]* rq_psn [0-9]* path_mtu 4096$" "$WORK/qp" ||
 	{ cat "$WORK/qp" "$WORK/client.out"; fail "qp does not show the writer's QP"; }
-json_check a qp "any(q['pid'] == $CLIENT and q['state'] == 'RTS' and q['peer_ipv4'] == '$ADDR_B' and
+json_check a qp "any(q['pid'] == $CLIENT and q['state'] == 'RTS' and q['peer'] == '$ADDR_B' and
  q['path_mtu'] == 4096 and all(isinstance(q[k], int) for k in ('qpn', 'dest_qpn', 'sq_psn', 'rq_psn'))
  for q in d)"
 echo "qp: $(grep "^pid $CLIENT " "$WORK/qp")"

@@ -558,6 +558,7 @@ static void set_nodelay(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* IPv6 and IPv4 clients alike (IPv4 alone where the kernel has no IPv6). */
 static int tcp_listen(uint16_t port)
 {
 	struct sockaddr_in addr = {
@@ -565,16 +566,24 @@ static int tcp_listen(uint16_t port)
 		.sin_port = htons(port),
 		.sin_addr.s_addr = htonl(INADDR_ANY),
 	};
-	int one = 1;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in6 addr6 = { .sin6_family = AF_INET6, .sin6_port = htons(port),
+				      .sin6_addr = IN6ADDR_ANY_INIT };
+	int one = 1, zero = 0;
+	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool v6 = fd >= 0 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) == 0;
 
+	if (fd >= 0 && !v6)
+		close(fd);
+	if (!v6)
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		msg("socket: %s", strerror(errno));
 		return -1;
 	}
 	/* A test run right after the previous one must not wait out TIME_WAIT. */
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(fd, 1) < 0) {
+	    bind(fd, v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr,
+		 v6 ? sizeof(addr6) : sizeof(addr)) < 0 || listen(fd, 1) < 0) {
 		msg("listening on TCP port %u: %s", port, strerror(errno));
 		close(fd);
 		return -1;
@@ -658,7 +667,7 @@ fail:
  * server and the client together. */
 static int tcp_connect(const char *host, uint16_t port)
 {
-	const struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+	const struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	uint64_t deadline = now_ns() + CONNECT_WINDOW_MS * NS_PER_MS;
 	const char *why = "no answer";
 	char service[8];
@@ -779,6 +788,7 @@ struct endpoint {
 	size_t buf_len;
 	uint32_t psn;
 	enum ibv_mtu mtu;          /* this side's proposal: --mtu capped by the port */
+	uint8_t sgid_index;        /* the GID of the TCP connection's address and family */
 };
 
 struct session {
@@ -835,7 +845,7 @@ static void encode_hello(const struct session *s, uint8_t *b)
 	put_be(b + H_FLAGS, s->o->verify ? HELLO_VERIFY : 0, 2);
 	put_be(b + H_QPN, s->ep.qp->qp_num, 4);
 	put_be(b + H_PSN, s->ep.psn, 4);
-	memcpy(b + H_GID, s->ep.port.gid.raw, sizeof(s->ep.port.gid.raw));
+	memcpy(b + H_GID, s->ep.port.gids[s->ep.sgid_index].raw, 16);
 	put_be(b + H_VA, (uintptr_t)s->ep.buf, 8);
 	put_be(b + H_RKEY, s->ep.mr->rkey, 4);
 	put_be(b + H_MTU, s->ep.mtu, 4);
@@ -877,12 +887,51 @@ static void print_address(FILE *f, const char *which, uint32_t qpn, uint32_t psn
 }
 
 /* Sends our connection data, reads the peer's and prints both. */
+static bool gid_is_v4(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g->raw, prefix, sizeof(prefix));
+}
+
+/* The GID this side sends from: the one of the address the TCP connection uses, else the
+ * port's first of its IP version (RoCEv2 does not cross versions), else GID 0. */
+static void choose_gid(struct session *s)
+{
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	union ibv_gid want = { 0 };
+	const struct rocemu_port_attr *port = &s->ep.port;
+	int same_family = -1;
+
+	s->ep.sgid_index = 0;
+	if (getsockname(s->fd, (struct sockaddr *)&local, &len) < 0)
+		return;
+	if (local.ss_family == AF_INET6) {
+		memcpy(want.raw, &((struct sockaddr_in6 *)&local)->sin6_addr, 16);
+	} else {
+		want.raw[10] = want.raw[11] = 0xff;
+		memcpy(want.raw + 12, &((struct sockaddr_in *)&local)->sin_addr, 4);
+	}
+	for (unsigned i = 0; i < port->gid_count; i++) {
+		if (!memcmp(&port->gids[i], &want, sizeof(want))) {
+			s->ep.sgid_index = (uint8_t)i;
+			return;
+		}
+		if (same_family < 0 && gid_is_v4(&port->gids[i]) == gid_is_v4(&want))
+			same_family = (int)i;
+	}
+	if (same_family >= 0)
+		s->ep.sgid_index = (uint8_t)same_family;
+}
+
 static int exchange(struct session *s)
 {
 	uint8_t out[HELLO_LEN] = { 0 }, in[HELLO_LEN];
 	const char *theirs = s->o->server ? "the client's connection data"
 					  : "the server's connection data";
 
+	choose_gid(s);
 	encode_hello(s, out);
 	if (send_msg(s->fd, out, sizeof(out), "our connection data") < 0 ||
 	    recv_exact(s->fd, in, sizeof(in), s->o->timeout_ms, theirs) < 0 ||
@@ -1036,7 +1085,7 @@ static int qp_to_rtr(struct endpoint *ep, const struct conn_info *peer, enum ibv
 		.ah_attr = {
 			.is_global = 1,
 			.port_num = 1,
-			.grh = { .dgid = peer->gid, .sgid_index = 0, .hop_limit = 64 },
+			.grh = { .dgid = peer->gid, .sgid_index = ep->sgid_index, .hop_limit = 64 },
 		},
 	};
 

@@ -171,30 +171,53 @@ static int view_open(const char *verb, int argc, char **argv, bool *json)
 	return fd;
 }
 
+/* A GID as ibv_devinfo prints it: ::ffff:a.b.c.d for IPv4, the IPv6 address else. */
+static const char *gid_text(const uint8_t gid[16], char *buf, size_t len)
+{
+	return inet_ntop(AF_INET6, gid, buf, (socklen_t)len);
+}
+
 static void print_status(const struct proto_status_reply *r, bool json)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET_ADDRSTRLEN] = "none", gid[INET6_ADDRSTRLEN];
 	const char *state = r->state == 4 ? "PORT_ACTIVE" : "PORT_DOWN";
+	uint32_t ngids = r->ngids < PROTO_MAX_GIDS ? r->ngids : PROTO_MAX_GIDS;
 
-	inet_ntop(AF_INET, &r->ipv4, ip, sizeof(ip));
+	if (r->ipv4)
+		inet_ntop(AF_INET, &r->ipv4, ip, sizeof(ip));
 	if (json) {
 		printf("{\"ifname\":\"%.16s\",\"state\":\"%s\",\"max_mtu\":%u,\"active_mtu\":%u,"
-		       "\"gids\":[\"::ffff:%s\"],\"ipv4\":\"%s\",\"clients\":%u,\"qps\":%u,"
+		       "\"gids\":[", r->ifname, state, mtu_bytes(r->max_mtu), mtu_bytes(r->active_mtu));
+		for (uint32_t i = 0; i < ngids; i++)
+			printf("%s\"%s\"", i ? "," : "", gid_text(r->gids[i], gid, sizeof(gid)));
+		printf("],\"ipv4\":\"%s\",\"clients\":%u,\"qps\":%u,"
 		       "\"mrs\":%u,\"pinned_bytes\":%" PRIu64 ",\"rcvd_pkts\":%" PRIu64 ","
-		       "\"sent_pkts\":%" PRIu64 ",\"drops\":%" PRIu64 "}\n", r->ifname, state,
-		       mtu_bytes(r->max_mtu), mtu_bytes(r->active_mtu), ip, ip, r->clients, r->qps,
+		       "\"sent_pkts\":%" PRIu64 ",\"drops\":%" PRIu64 "}\n", ip, r->clients, r->qps,
 		       r->mrs, r->pinned_bytes, r->rcvd_pkts, r->sent_pkts, r->drops);
 		return;
 	}
 	printf("interface:      %.16s\nport:           1\nstate:          %s (%u)\n"
-	       "max_mtu:        %u (%u)\nactive_mtu:     %u (%u)\nlink_layer:     Ethernet\n"
-	       "GID[0]:         ::ffff:%s (RoCE v2)\nipv4:           %s\n"
+	       "max_mtu:        %u (%u)\nactive_mtu:     %u (%u)\nlink_layer:     Ethernet\n",
+	       r->ifname, state, r->state, mtu_bytes(r->max_mtu), r->max_mtu,
+	       mtu_bytes(r->active_mtu), r->active_mtu);
+	for (uint32_t i = 0; i < ngids; i++)
+		printf("GID[%u]:%*s%s (RoCE v2)\n", i, i < 10 ? 9 : 8, "",
+		       gid_text(r->gids[i], gid, sizeof(gid)));
+	printf("ipv4:           %s\n"
 	       "clients:        %u\nqps:            %u\nmrs:            %u\n"
 	       "pinned_bytes:   %" PRIu64 "\nrcvd_pkts:      %" PRIu64 "\n"
-	       "sent_pkts:      %" PRIu64 "\ndrops:          %" PRIu64 "\n", r->ifname, state,
-	       r->state, mtu_bytes(r->max_mtu), r->max_mtu, mtu_bytes(r->active_mtu), r->active_mtu,
-	       ip, ip, r->clients, r->qps, r->mrs, r->pinned_bytes, r->rcvd_pkts, r->sent_pkts,
-	       r->drops);
+	       "sent_pkts:      %" PRIu64 "\ndrops:          %" PRIu64 "\n", ip, r->clients,
+	       r->qps, r->mrs, r->pinned_bytes, r->rcvd_pkts, r->sent_pkts, r->drops);
+}
+
+/* The peer's address from its GID: dotted for IPv4-mapped, IPv6 else. */
+static const char *peer_text(const uint8_t gid[16], char *buf, size_t len)
+{
+	static const uint8_t v4_prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (!memcmp(gid, v4_prefix, sizeof(v4_prefix)))
+		return inet_ntop(AF_INET, gid + 12, buf, (socklen_t)len);
+	return inet_ntop(AF_INET6, gid, buf, (socklen_t)len);
 }
 
 static int cmd_status(int argc, char **argv)
@@ -243,10 +266,10 @@ static void print_mr(const struct proto_list_reply *r, uint32_t i, bool json)
 static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 {
 	const struct proto_qp_entry *e = &r->u.qps[i];
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET6_ADDRSTRLEN];
 
-	inet_ntop(AF_INET, &e->dest_ipv4, ip, sizeof(ip));
-	printf(json ? "{\"pid\":%u,\"qpn\":%u,\"state\":\"%s\",\"peer_ipv4\":\"%s\","
+	peer_text(e->dest_gid, ip, sizeof(ip));
+	printf(json ? "{\"pid\":%u,\"qpn\":%u,\"state\":\"%s\",\"peer\":\"%s\","
 		      "\"dest_qpn\":%u,\"sq_psn\":%u,\"rq_psn\":%u,\"path_mtu\":%u}" :
 		      "pid %u qpn %u state %s peer %s dest_qpn %u sq_psn %u rq_psn %u path_mtu %u\n",
 	       e->pid, e->qpn, qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,

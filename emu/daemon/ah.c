@@ -10,7 +10,7 @@
 
 #define DEFAULT_HOP_LIMIT 64
 
-static const uint8_t v4_mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+static const uint8_t unspecified[16];
 
 static int check_request(struct client *c, const struct proto_create_ah *m, char *err,
 			 size_t errlen)
@@ -24,15 +24,20 @@ static int check_request(struct client *c, const struct proto_create_ah *m, char
 			 CLIENT_MAX_AH);
 		return -ENOMEM;
 	}
-	if (m->sgid_index != 0) {
-		snprintf(err, errlen, "source GID index %u: this port has GID 0 only",
-			 m->sgid_index);
+	if (m->sgid_index >= c->dev->ngids) {
+		snprintf(err, errlen, "source GID index %u: the port has %u GIDs", m->sgid_index,
+			 c->dev->ngids);
 		return -EINVAL;
 	}
-	if (memcmp(m->dgid, v4_mapped_prefix, sizeof(v4_mapped_prefix)) ||
-	    !memcmp(m->dgid + 12, "\0\0\0\0", 4)) {
-		snprintf(err, errlen, "destination GID is not an IPv4-mapped address "
-			 "(::ffff:a.b.c.d); IPv6 GIDs are not served yet");
+	if (!memcmp(m->dgid, unspecified, 16) ||
+	    (addr_gid_is_ipv4(m->dgid) && !memcmp(m->dgid + 12, unspecified, 4))) {
+		snprintf(err, errlen, "the destination GID is an unspecified address");
+		return -EINVAL;
+	}
+	if (addr_gid_is_ipv4(m->dgid) == c->dev->gids[m->sgid_index].ipv6) {
+		snprintf(err, errlen, "the destination GID is %s but source GID %u is not: "
+			 "RoCEv2 does not cross IP versions",
+			 addr_gid_is_ipv4(m->dgid) ? "IPv4" : "IPv6", m->sgid_index);
 		return -EINVAL;
 	}
 	if (m->flow_label > 0xfffff) {
@@ -46,29 +51,22 @@ static int check_request(struct client *c, const struct proto_create_ah *m, char
 static int resolve_peer(struct client *c, const struct proto_create_ah *m, uint8_t mac[6],
 			char *err, size_t errlen)
 {
-	char ip[INET_ADDRSTRLEN];
-	uint32_t ipv4;
-	int rc;
+	char ip[INET6_ADDRSTRLEN];
+	int rc = neigh_resolve(c, m->dgid, mac);
 
-	memcpy(&ipv4, m->dgid + 12, 4);
-	rc = neigh_resolve(c, ipv4, mac);
-	if (rc == -EHOSTUNREACH) {
-		inet_ntop(AF_INET, &ipv4, ip, sizeof(ip));
+	if (rc == -EHOSTUNREACH)
 		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
-			 ip, c->dev->ifname);
-	}
+			 addr_str(m->dgid, ip, sizeof(ip)), c->dev->ifname);
 	return rc;
 }
 
+/* The IPv6 header's flow label stays 0, as rxe sends it; the AH's picks the source port. */
 static void fill_path(struct dev *dev, const struct proto_create_ah *m, const uint8_t mac[6],
 		      struct ah *ah)
 {
 	struct wire_path *p = &ah->path;
 
-	memcpy(&p->dst_ip, m->dgid + 12, 4);
-	memcpy(p->dst_mac, mac, 6);
-	memcpy(p->src_mac, dev->mac, 6);
-	p->src_ip = dev->ipv4;
+	path_between(p, dev, dev->gids[m->sgid_index].raw, m->dgid, mac);
 	p->tos = m->traffic_class;
 	p->ttl = m->hop_limit ? m->hop_limit : DEFAULT_HOP_LIMIT;
 	ah->flow_label = m->flow_label;

@@ -26,6 +26,7 @@
 #define DEV_FRAME_MAX (WIRE_BASE6_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
 #define UD_GRH_LEN 40             /* the receive buffer's first bytes on a UD QP */
 #define CLIENT_MAX_AH 32767       /* address handles per connection (rxe's max_ah) */
+#define DEV_MAX_GIDS PROTO_MAX_GIDS  /* addresses one daemon serves: its GID table */
 /* The largest UDP GSO frame sent (headers once, then the segments' payloads): every
  * daemon's receive ring takes one whole, whatever its link MTU. */
 #define NET_GSO_FRAME_MAX 16256
@@ -224,7 +225,7 @@ struct handle_table {
 /* A client's wait for a neighbour the kernel's table does not have yet (neigh.c). */
 struct neigh_wait {
 	ev_timer timer;
-	uint32_t ipv4;
+	uint8_t gid[16];
 	unsigned tries;
 	bool ended;                  /* the wait for ipv4 ended: ask the table once more */
 };
@@ -256,13 +257,21 @@ struct loopq {
 	ev_idle idle;
 };
 
+/* One served address as a RoCE v2 GID: IPv4 as ::ffff:a.b.c.d, IPv6 as it is. */
+struct dev_gid {
+	uint8_t raw[16];
+	bool ipv6;
+};
+
 struct dev {
 	struct ev_loop *loop;
 	char ifname[IF_NAMESIZE];
 	int ifindex;
 	char ingress_table[40];      /* our nftables table, when the ingress drop is in place */
 	uint8_t mac[6];
-	uint32_t ipv4;               /* network byte order */
+	struct dev_gid gids[DEV_MAX_GIDS];   /* the GID table, index as the clients see it */
+	unsigned ngids;
+	uint32_t ipv4;               /* the first IPv4 address served (network order), or 0 */
 	unsigned link_mtu;
 	bool loopback;
 	bool link_down;              /* the last send failed with ENETDOWN */
@@ -276,7 +285,7 @@ struct dev {
 	bool tx_vnet;                /* every message sent starts with a virtio-net header */
 	bool tx_gso;                 /* frames of one flow go out as UDP GSO frames */
 	bool gso_off;                /* --no-gso */
-	int udp_guard_fd;
+	int udp_guard_fd[DEV_MAX_GIDS];
 	int ctl_fd;
 	ev_io ctl_watcher;
 	ev_timer accept_pause;       /* out of descriptors: accept again a little later */
@@ -321,8 +330,23 @@ struct dev {
 	ev_timer cap_timer;          /* flushes every second */
 };
 
-/* net.c: the interface, frame I/O and neighbours */
-int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen);
+/* addr.c: the addresses served, as GIDs. addr_serve() takes the -a options (none: the
+ * interface's first IPv4 address and its global IPv6 ones); 0, or -1 with a message. */
+int addr_serve(struct dev *dev, const char *const *addrs, unsigned naddrs, char *err,
+	       size_t errlen);
+/* The GID of an IP address of version 4 or 6 (4 or 16 bytes at ip). */
+void addr_gid(uint8_t gid[16], int version, const uint8_t *ip);
+bool addr_gid_is_ipv4(const uint8_t gid[16]);
+/* The index of gid in the device's table, or -1. */
+int addr_find(const struct dev *dev, const uint8_t gid[16]);
+/* "10.0.0.1" or "fd00::1"; buf holds INET6_ADDRSTRLEN. */
+const char *addr_str(const uint8_t gid[16], char *buf, size_t len);
+/* A number that tells this device's addresses from another's. */
+uint32_t addr_hash(const struct dev *dev);
+
+/* net.c: the interface and frame I/O */
+int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsigned naddrs,
+	     char *err, size_t errlen);
 void net_close(struct dev *dev);
 void net_read_ring_drops(struct dev *dev);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -382,7 +406,7 @@ void handle_free(struct handle_table *t);
  * does not have the address yet, it makes the kernel ask and returns -EINPROGRESS: the
  * client's request is deferred and handled again when the address appears or a second has
  * passed, and then the same call returns 0, or -EHOSTUNREACH. The loop never waits. */
-int neigh_resolve(struct client *c, uint32_t ipv4, uint8_t mac[6]);
+int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6]);
 void neigh_init(struct client *c);
 void neigh_stop(struct client *c);
 
@@ -417,6 +441,9 @@ bool pd_has_ahs(struct client *c, const struct mr_pd *pd);
 void qp_reset(struct qp *qp);
 /* rxe's UDP source port: from a flow label, or when it is 0 from both QP numbers */
 uint16_t qp_flow_port(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
+/* The MACs and addresses of a path from sgid (one of dev's) to dgid; IP fields apart. */
+void path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
+		  const uint8_t *dgid, const uint8_t mac[6]);
 int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
 void qp_to_error(struct qp *qp);

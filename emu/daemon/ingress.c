@@ -125,16 +125,30 @@ out:
 	return rc;
 }
 
+/* One rule per address served: "ip daddr A udp dport 4791 drop" or "ip6 daddr A ...". */
+static void put_rules(const struct dev *dev, char *out, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+	size_t at = 0;
+
+	out[0] = '\0';
+	for (unsigned i = 0; i < dev->ngids && at < len; i++)
+		at += (size_t)snprintf(out + at, len - at, "    %s daddr %s udp dport %d drop\n",
+				       dev->gids[i].ipv6 ? "ip6" : "ip",
+				       addr_str(dev->gids[i].raw, ip, sizeof(ip)), WIRE_ROCE_PORT);
+}
+
 int ingress_drop_add(struct dev *dev, char *err, size_t errlen)
 {
-	char ip[INET_ADDRSTRLEN], name[sizeof(dev->ingress_table)], script[512];
+	char name[sizeof(dev->ingress_table)];
+	char rules[DEV_MAX_GIDS * (INET6_ADDRSTRLEN + 40)], script[512 + sizeof(rules)];
 
 	if (!quotable(dev->ifname)) {
 		snprintf(err, errlen, "interface name %s cannot be quoted for nft", dev->ifname);
 		return -1;
 	}
-	inet_ntop(AF_INET, &dev->ipv4, ip, sizeof(ip));
-	snprintf(name, sizeof(name), "rocemu_if%d_%08x", dev->ifindex, ntohl(dev->ipv4));
+	put_rules(dev, rules, sizeof(rules));
+	snprintf(name, sizeof(name), "rocemu_if%d_%08x", dev->ifindex, addr_hash(dev));
 	/* add + delete first: one transaction replaces a table a killed daemon left. */
 	snprintf(script, sizeof(script),
 		 "add table netdev %s\n"
@@ -142,10 +156,10 @@ int ingress_drop_add(struct dev *dev, char *err, size_t errlen)
 		 "table netdev %s {\n"
 		 "  chain ingress {\n"
 		 "    type filter hook ingress device \"%s\" priority 0; policy accept;\n"
-		 "    ip daddr %s udp dport %d drop\n"
+		 "%s"
 		 "  }\n"
 		 "}\n",
-		 name, name, name, dev->ifname, ip, WIRE_ROCE_PORT);
+		 name, name, name, dev->ifname, rules);
 	if (run_nft(script, err, errlen) < 0)
 		return -1;
 	snprintf(dev->ingress_table, sizeof(dev->ingress_table), "%s", name);

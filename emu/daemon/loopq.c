@@ -9,12 +9,19 @@
 
 #include "emu/daemon/daemon.h"
 
-#define DST_IP_OFFSET (WIRE_ETH_LEN + 16)
+#define DST_IPV4_OFFSET (WIRE_ETH_LEN + 16)
+#define DST_IPV6_OFFSET (WIRE_ETH_LEN + 24)
 
+/* Frames this daemon builds: untagged, IPv4 without options or IPv6. */
 bool loopq_wants(const struct dev *dev, const uint8_t *frame, size_t len)
 {
-	return !dev->loopback && len >= DST_IP_OFFSET + 4 &&
-	       memcmp(frame + DST_IP_OFFSET, &dev->ipv4, 4) == 0;
+	bool ipv6 = len > 13 && frame[12] == 0x86 && frame[13] == 0xdd;
+	uint8_t gid[16];
+
+	if (dev->loopback || len < (ipv6 ? DST_IPV6_OFFSET + 16 : DST_IPV4_OFFSET + 4))
+		return false;
+	addr_gid(gid, ipv6 ? 6 : 4, frame + (ipv6 ? DST_IPV6_OFFSET : DST_IPV4_OFFSET));
+	return addr_find(dev, gid) >= 0;
 }
 
 /* Full, the frame is lost as a full receive ring loses it, and RC sends it again. */

@@ -1,4 +1,5 @@
 /* rocemud: plays an RDMA HCA (RoCEv2) on one Ethernet interface. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
@@ -16,7 +17,8 @@
 
 struct options {
 	const char *ifname;
-	const char *addr;
+	const char *addrs[DEV_MAX_GIDS];
+	unsigned naddrs;
 	const char *socket;
 	const char *group;
 	int pmtu;
@@ -34,11 +36,13 @@ struct options {
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: rocemud -i IFACE [-a IPV4] [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
+		"usage: rocemud -i IFACE [-a ADDRESS]... [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
 		"               [--busy-poll USEC] [--no-ingress-drop] [--no-gso]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
-		"  -a IPV4    the interface address to serve (default: its first IPv4)\n"
+		"  -a ADDRESS an interface address to serve, IPv4 or IPv6; again for more (up to %d:\n"
+		"             GIDs 0, 1, ... in this order; default: the first IPv4 address and\n"
+		"             every global IPv6 one)\n"
 		"  -s SOCKET  the control socket (default: %s/IFACE.sock)\n"
 		"  -g GROUP   the socket's group: its members may use the daemon (mode 0660)\n"
 		"  -m PMTU    cap the path MTU: 256, 512, 1024, 2048 or 4096\n"
@@ -58,7 +62,7 @@ static void usage(FILE *out)
 		"             to this address out of the kernel's IP input\n"
 		"  --no-gso   send every packet in a send of its own, also on veth and lo\n"
 		"             (where runs of one QP's packets go as one UDP GSO frame)\n",
-		ROCEMU_DEFAULT_SOCKET_DIR);
+		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
 static enum ibv_mtu mtu_from_bytes(int bytes)
@@ -143,7 +147,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case 'i': o->ifname = optarg; break;
-		case 'a': o->addr = optarg; break;
+		case 'a':
+			if (o->naddrs == DEV_MAX_GIDS) {
+				fprintf(stderr, "rocemud: -a %s: at most %d addresses\n", optarg,
+					DEV_MAX_GIDS);
+				return -1;
+			}
+			o->addrs[o->naddrs++] = optarg;
+			break;
 		case 's': o->socket = optarg; break;
 		case 'm':
 			o->pmtu = atoi(optarg);
@@ -238,12 +249,21 @@ static void raise_fd_limit(void)
 	}
 }
 
+static void log_gids(const struct dev *dev)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	for (unsigned i = 0; i < dev->ngids; i++)
+		log_info("GID %u: %s (%s)", i, addr_str(dev->gids[i].raw, ip, sizeof(ip)),
+			 dev->gids[i].ipv6 ? "IPv6" : "IPv4");
+}
+
 static int dev_start(struct dev *dev, const struct options *o)
 {
 	char err[256], path[108];
 
 	dev->gso_off = o->no_gso;
-	if (net_open(dev, o->ifname, o->addr, err, sizeof(err)) < 0) {
+	if (net_open(dev, o->ifname, o->addrs, o->naddrs, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;
 	}
@@ -328,8 +348,9 @@ int main(int argc, char **argv)
 		}
 		log_init(false, o.verbose);
 	}
-	log_info("rocemud on %s (%s), MTU %u, socket %s", dev.ifname, o.addr ? o.addr : "first IPv4",
-		 net_mtu_bytes(dev.active_mtu), dev.sock_path);
+	log_gids(&dev);
+	log_info("rocemud on %s, MTU %u, socket %s", dev.ifname, net_mtu_bytes(dev.active_mtu),
+		 dev.sock_path);
 	log_info("%s", dev.tx_gso ? "packets of one QP go out as UDP GSO frames (veth or lo)" :
 		 o.no_gso ? "no GSO (--no-gso): every packet is a send of its own" :
 		 "no GSO: not veth or lo, or the kernel lacks virtio-net headers on packet sockets");

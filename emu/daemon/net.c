@@ -34,61 +34,6 @@ enum ibv_mtu net_mtu_for_link(unsigned link_mtu)
 	return IBV_MTU_256;
 }
 
-/* The interface's own address, or on a loopback interface any address of its subnet (all
- * of 127.0.0.0/8 is local), so two daemons can share lo on 127.0.0.1 and 127.0.0.2. */
-static bool address_matches(const struct ifaddrs *i, uint32_t want)
-{
-	uint32_t have = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
-	uint32_t mask = i->ifa_netmask ?
-			((const struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr : 0xffffffff;
-
-	if (have == want)
-		return true;
-	return (i->ifa_flags & IFF_LOOPBACK) && (have & mask) == (want & mask);
-}
-
-static int find_address(struct dev *dev, const char *ifname, const char *addr, char *err,
-			size_t errlen)
-{
-	struct ifaddrs *ifa, *i;
-	struct in_addr want;
-	bool named = false;
-
-	if (addr && inet_pton(AF_INET, addr, &want) != 1) {
-		snprintf(err, errlen, "-a %s is not an IPv4 address", addr);
-		return -1;
-	}
-	if (getifaddrs(&ifa) < 0) {
-		snprintf(err, errlen, "cannot list interfaces: %s", strerror(errno));
-		return -1;
-	}
-	for (i = ifa; i; i = i->ifa_next) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)i->ifa_addr;
-
-		if (strcmp(i->ifa_name, ifname))
-			continue;
-		named = true;
-		if (!sin || sin->sin_family != AF_INET)
-			continue;
-		if (addr && !address_matches(i, want.s_addr))
-			continue;
-		dev->ipv4 = addr ? want.s_addr : sin->sin_addr.s_addr;
-		break;
-	}
-	freeifaddrs(ifa);
-	if (dev->ipv4)
-		return 0;
-	if (!named && !if_nametoindex(ifname))
-		snprintf(err, errlen, "no interface %s (see ip link)", ifname);
-	else if (addr)
-		snprintf(err, errlen, "interface %s has no address %s (see ip addr show %s)",
-			 ifname, addr, ifname);
-	else
-		snprintf(err, errlen, "interface %s has no IPv4 address; add one with "
-			 "ip addr add A.B.C.D/N dev %s", ifname, ifname);
-	return -1;
-}
-
 static int read_link(struct dev *dev, char *err, size_t errlen)
 {
 	struct ifreq ifr = { 0 };
@@ -120,12 +65,17 @@ fail:
 	return rc;
 }
 
+/* Frames to UDP 4791 of any address served: "udp dst port 4791 and (dst host A or ...)". */
 static int open_rx(struct dev *dev, char *err, size_t errlen)
 {
-	char filter[128], ip[INET_ADDRSTRLEN];
+	char filter[64 + DEV_MAX_GIDS * (INET6_ADDRSTRLEN + 16)], ip[INET6_ADDRSTRLEN];
+	size_t at = (size_t)snprintf(filter, sizeof(filter), "udp dst port %d and (",
+				     WIRE_ROCE_PORT);
 
-	inet_ntop(AF_INET, &dev->ipv4, ip, sizeof(ip));
-	snprintf(filter, sizeof(filter), "udp dst port %d and dst host %s", WIRE_ROCE_PORT, ip);
+	for (unsigned i = 0; i < dev->ngids; i++)
+		at += (size_t)snprintf(filter + at, sizeof(filter) - at, "%sdst host %s",
+				       i ? " or " : "", addr_str(dev->gids[i].raw, ip, sizeof(ip)));
+	snprintf(filter + at, sizeof(filter) - at, ")");
 	if (rxring_open(dev, filter, err, errlen) < 0)
 		return -1;
 	ev_io_init(&dev->rx_watcher, net_rx_cb, dev->rx.fd, EV_READ);
@@ -184,34 +134,56 @@ static int open_tx(struct dev *dev, char *err, size_t errlen)
 
 /* With no socket on UDP 4791 the kernel would answer every RoCE packet with ICMP port
  * unreachable. A bound socket that is never read takes the packets instead: its small
- * buffer fills and the kernel drops the rest quietly. */
+ * buffer fills and the kernel drops the rest quietly. One per address served. */
+static int guard_one(struct dev *dev, const struct dev_gid *g)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(WIRE_ROCE_PORT) };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(WIRE_ROCE_PORT) };
+	int small = 1, one = 1, fd = socket(g->ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr *sa = g->ipv6 ? (struct sockaddr *)&sin6 : (struct sockaddr *)&sin;
+
+	memcpy(&sin.sin_addr, g->raw + 12, 4);
+	memcpy(&sin6.sin6_addr, g->raw, 16);
+	if (IN6_IS_ADDR_LINKLOCAL(&sin6.sin6_addr))
+		sin6.sin6_scope_id = (uint32_t)dev->ifindex;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
+	    (g->ipv6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
+	    bind(fd, sa, g->ipv6 ? sizeof(sin6) : sizeof(sin)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int open_udp_guard(struct dev *dev, char *err, size_t errlen)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(WIRE_ROCE_PORT),
-				   .sin_addr.s_addr = dev->ipv4 };
-	int small = 1;
+	char ip[INET6_ADDRSTRLEN];
 
-	dev->udp_guard_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (dev->udp_guard_fd < 0 ||
-	    setsockopt(dev->udp_guard_fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
-	    bind(dev->udp_guard_fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-		snprintf(err, errlen, "cannot bind UDP port %d on %s: %s%s", WIRE_ROCE_PORT,
-			 dev->ifname, strerror(errno),
-			 errno == EADDRINUSE ? " (another rocemud serves this address?)" : "");
-		return -1;
+	for (unsigned i = 0; i < dev->ngids; i++) {
+		dev->udp_guard_fd[i] = guard_one(dev, &dev->gids[i]);
+		if (dev->udp_guard_fd[i] < 0) {
+			snprintf(err, errlen, "cannot bind UDP port %d on %s: %s%s", WIRE_ROCE_PORT,
+				 addr_str(dev->gids[i].raw, ip, sizeof(ip)), strerror(errno),
+				 errno == EADDRINUSE ? " (another rocemud serves this address?)" : "");
+			return -1;
+		}
 	}
 	return 0;
 }
 
-int net_open(struct dev *dev, const char *ifname, const char *addr, char *err, size_t errlen)
+int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsigned naddrs,
+	     char *err, size_t errlen)
 {
-	dev->tx_fd = dev->udp_guard_fd = dev->rx.fd = -1;
+	dev->tx_fd = dev->rx.fd = -1;
+	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
+		dev->udp_guard_fd[i] = -1;
 	snprintf(dev->ifname, sizeof(dev->ifname), "%s", ifname);
 	if (strlen(ifname) >= sizeof(dev->ifname)) {
 		snprintf(err, errlen, "interface name %s is too long", ifname);
 		return -1;
 	}
-	if (find_address(dev, ifname, addr, err, errlen) || read_link(dev, err, errlen) ||
+	if (addr_serve(dev, addrs, naddrs, err, errlen) || read_link(dev, err, errlen) ||
 	    open_rx(dev, err, errlen) || open_tx(dev, err, errlen) ||
 	    open_udp_guard(dev, err, errlen))
 		return -1;
@@ -230,8 +202,9 @@ void net_close(struct dev *dev)
 	rxring_close(dev);
 	if (dev->tx_fd >= 0)
 		close(dev->tx_fd);
-	if (dev->udp_guard_fd >= 0)
-		close(dev->udp_guard_fd);
+	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
+		if (dev->udp_guard_fd[i] >= 0)
+			close(dev->udp_guard_fd[i]);
 	free(dev->tx_frames);
 	loopq_free(dev);
 }

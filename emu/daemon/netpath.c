@@ -143,8 +143,8 @@ int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen)
 	fault_stage_free(&dev->fault_rx);
 	dev->fault = cfg;
 	fault_stage_init(&dev->fault_tx, dev->loop, &dev->fault, &dev->cnt, tx_enqueue, dev,
-			 (uint64_t)dev->ipv4 << 1);
+			 (uint64_t)addr_hash(dev) << 1);
 	fault_stage_init(&dev->fault_rx, dev->loop, &dev->fault, &dev->cnt, rx_deliver, dev,
-			 (uint64_t)dev->ipv4 << 1 | 1);
+			 (uint64_t)addr_hash(dev) << 1 | 1);
 	return 0;
 }

@@ -79,6 +79,9 @@ int op_query_port(struct client *c, const struct request *req, struct reply *rep
 	r->ipv4 = dev->ipv4;
 	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->ifname);
 	memcpy(r->mac, dev->mac, sizeof(r->mac));
+	r->ngids = dev->ngids;
+	for (unsigned i = 0; i < dev->ngids; i++)
+		memcpy(r->gids[i], dev->gids[i].raw, 16);
 	return 0;
 }
 
@@ -554,6 +557,9 @@ int op_status(struct client *c, const struct request *req, struct reply *rep)
 	r->active_mtu = dev->active_mtu;
 	r->ipv4 = dev->ipv4;
 	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->ifname);
+	r->ngids = dev->ngids;
+	for (unsigned g = 0; g < dev->ngids; g++)
+		memcpy(r->gids[g], dev->gids[g].raw, 16);
 	LIST_FOREACH(i, &dev->clients, link)
 		r->clients++;
 	r->qps = dev->qp_count;
@@ -629,7 +635,7 @@ static void fill_qp(struct proto_list_reply *r, const struct client *c, void *it
 	e->pid = (uint32_t)c->pid;
 	e->qpn = qp->qpn;
 	e->state = qp->state;
-	e->dest_ipv4 = qp->attr.dest_ipv4;
+	memcpy(e->dest_gid, qp->attr.dest_gid, 16);
 	e->dest_qpn = qp->attr.dest_qpn;
 	e->sq_psn = qp->snd_nxt;
 	e->rq_psn = qp->rcv_psn;

@@ -92,6 +92,32 @@ static int check_ud_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_at
 	return 0;
 }
 
+static const uint8_t unspecified[16];
+
+/* The peer's GID is an address of the source GID's family, and not 0. */
+static int check_av(const struct dev *dev, const struct proto_qp_attr *a, char *err,
+		    size_t errlen)
+{
+	bool v4 = addr_gid_is_ipv4(a->dest_gid);
+
+	if (a->sgid_index >= dev->ngids) {
+		snprintf(err, errlen, "source GID index %u: the port has %u GIDs", a->sgid_index,
+			 dev->ngids);
+		return -1;
+	}
+	if (!memcmp(a->dest_gid, unspecified, 16) || (v4 && !memcmp(a->dest_gid + 12, unspecified, 4))) {
+		snprintf(err, errlen, "the peer's GID is an unspecified address");
+		return -1;
+	}
+	if (v4 != !dev->gids[a->sgid_index].ipv6) {
+		snprintf(err, errlen, "the peer's GID is %s but source GID %u is %s: RoCEv2 "
+			 "does not cross IP versions", v4 ? "IPv4" : "IPv6", a->sgid_index,
+			 v4 ? "IPv6" : "IPv4");
+		return -1;
+	}
+	return 0;
+}
+
 static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
 		       char *err, size_t errlen)
 {
@@ -108,10 +134,8 @@ static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr 
 		snprintf(err, errlen, "destination QPN 0x%x is not a valid QPN", a->dest_qpn);
 		return -EINVAL;
 	}
-	if ((mask & IBV_QP_AV) && a->dest_ipv4 == 0) {
-		snprintf(err, errlen, "the peer's address is 0.0.0.0");
+	if ((mask & IBV_QP_AV) && check_av(qp->dev, a, err, errlen))
 		return -EINVAL;
-	}
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (a->access & ~(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE))) {
@@ -146,8 +170,13 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 	}
 	if (mask & IBV_QP_DEST_QPN)
 		qp->attr.dest_qpn = a->dest_qpn;
-	if (mask & IBV_QP_AV)
-		qp->attr.dest_ipv4 = a->dest_ipv4;
+	if (mask & IBV_QP_AV) {
+		memcpy(qp->attr.dest_gid, a->dest_gid, 16);
+		qp->attr.sgid_index = a->sgid_index;
+		qp->attr.traffic_class = a->traffic_class;
+		qp->attr.hop_limit = a->hop_limit;
+		qp->attr.flow_label = a->flow_label & 0xfffff;
+	}
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = a->rq_psn & WIRE_PSN_MASK;
 		qp->rcv_psn = qp->attr.rq_psn;
@@ -177,28 +206,39 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 
 /* The peer's MAC address into qp->peer_mac, before anything of the QP changes: a request
  * that waits for it (-EINPROGRESS) is handled again from the start. */
-static int resolve_peer(struct qp *qp, uint32_t ipv4, char *err, size_t errlen)
+static int resolve_peer(struct qp *qp, const uint8_t gid[16], char *err, size_t errlen)
 {
-	char ip[INET_ADDRSTRLEN];
-	int rc = neigh_resolve(qp->client, ipv4, qp->peer_mac);
+	char ip[INET6_ADDRSTRLEN];
+	int rc = neigh_resolve(qp->client, gid, qp->peer_mac);
 
-	if (rc == -EHOSTUNREACH) {
-		inet_ntop(AF_INET, &ipv4, ip, sizeof(ip));
+	if (rc == -EHOSTUNREACH)
 		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
-			 ip, qp->dev->ifname);
-	}
+			 addr_str(gid, ip, sizeof(ip)), qp->dev->ifname);
 	return rc;
 }
 
+void path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
+		  const uint8_t *dgid, const uint8_t mac[6])
+{
+	memcpy(p->src_mac, dev->mac, 6);
+	memcpy(p->dst_mac, mac, 6);
+	p->ipv6 = !addr_gid_is_ipv4(dgid);
+	memcpy(&p->src_ip, sgid + 12, 4);
+	memcpy(&p->dst_ip, dgid + 12, 4);
+	memcpy(p->src_ip6, sgid, 16);
+	memcpy(p->dst_ip6, dgid, 16);
+}
+
+/* As rxe: the TTL or hop limit is the route's (64), the AV's traffic class is the TOS, and
+ * the flow label only picks the UDP source port (rxe sends IPv6 flow label 0). */
 static void connect_path(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
 
-	memcpy(qp->path.src_mac, dev->mac, 6);
-	memcpy(qp->path.dst_mac, qp->peer_mac, 6);
-	qp->path.src_ip = dev->ipv4;
-	qp->path.dst_ip = qp->attr.dest_ipv4;
-	qp->path.src_port = qp_flow_port(0, qp->qpn, qp->attr.dest_qpn);
+	path_between(&qp->path, dev, dev->gids[qp->attr.sgid_index].raw, qp->attr.dest_gid,
+		     qp->peer_mac);
+	qp->path.src_port = qp_flow_port(qp->attr.flow_label, qp->qpn, qp->attr.dest_qpn);
+	qp->path.tos = qp->attr.traffic_class;
 	qp->path.ttl = 64;
 }
 
@@ -259,7 +299,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 		return 0;
 	}
 	connecting = qp->type == IBV_QPT_RC && to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR;
-	if (connecting && (rc = resolve_peer(qp, a->dest_ipv4, err, errlen)))
+	if (connecting && (rc = resolve_peer(qp, a->dest_gid, err, errlen)))
 		return rc;
 	apply_attrs(qp, mask, a);
 	if (qp->type == IBV_QPT_UD)

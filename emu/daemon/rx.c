@@ -21,11 +21,22 @@ static bool qp_accepts(const struct qp *qp, bool response)
 	return qp_takes_requests(qp);
 }
 
+/* An RC QP takes packets only from its peer, to the address it sends from. */
+static bool from_peer(const struct dev *dev, const struct qp *qp, const uint8_t src[16],
+		      const uint8_t dst[16])
+{
+	return !memcmp(src, qp->attr.dest_gid, 16) &&
+	       !memcmp(dst, dev->gids[qp->attr.sgid_index].raw, 16);
+}
+
 static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire_pkt *pkt)
 {
+	uint8_t src[16], dst[16];
 	struct qp *qp;
 
-	if (pkt->ip_version != 4 || memcmp(pkt->dst_ip, &dev->ipv4, 4)) {
+	addr_gid(src, pkt->ip_version, pkt->src_ip);
+	addr_gid(dst, pkt->ip_version, pkt->dst_ip);
+	if (addr_find(dev, dst) < 0) {
 		dev->cnt.drop_not_ours++;
 		return NULL;
 	}
@@ -43,7 +54,7 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		return NULL;
 	}
 	/* a UD QP takes datagrams from anyone; an RC QP only from its peer */
-	if (qp->type == IBV_QPT_RC && memcmp(pkt->src_ip, &qp->attr.dest_ipv4, 4)) {
+	if (qp->type == IBV_QPT_RC && !from_peer(dev, qp, src, dst)) {
 		dev->cnt.drop_wrong_peer++;
 		return NULL;
 	}

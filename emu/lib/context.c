@@ -214,8 +214,13 @@ int rocemu_query_port(struct rocemu_context *ctx, struct rocemu_port_attr *attr)
 	attr->max_mtu = (enum ibv_mtu)r.max_mtu;
 	attr->active_mtu = (enum ibv_mtu)r.active_mtu;
 	attr->ipv4 = r.ipv4;
-	rocemu_gid_from_ipv4(&attr->gid, r.ipv4);
 	memcpy(attr->ifname, r.ifname, sizeof(attr->ifname) - 1);
 	memcpy(attr->mac, r.mac, sizeof(attr->mac));
+	if (r.ngids > ROCEMU_MAX_GIDS)
+		return rpc_fail(ctx, EPROTO, "the daemon at %s sent %u GIDs", ctx->path, r.ngids);
+	attr->gid_count = r.ngids;
+	for (unsigned i = 0; i < r.ngids; i++)
+		memcpy(attr->gids[i].raw, r.gids[i], 16);
+	attr->gid = attr->gids[0];
 	return 0;
 }

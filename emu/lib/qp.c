@@ -152,7 +152,6 @@ static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto
 		.rq_psn = attr->rq_psn,
 		.sq_psn = attr->sq_psn,
 		.access = attr->qp_access_flags,
-		.dest_ipv4 = mask & IBV_QP_AV ? rocemu_gid_to_ipv4(&attr->ah_attr.grh.dgid) : 0,
 		.timeout = attr->timeout,
 		.retry_cnt = attr->retry_cnt,
 		.rnr_retry = attr->rnr_retry,
@@ -161,6 +160,13 @@ static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto
 		.max_dest_rd_atomic = attr->max_dest_rd_atomic,
 		.qkey = attr->qkey,
 	};
+	if (mask & IBV_QP_AV) {
+		memcpy(p->dest_gid, attr->ah_attr.grh.dgid.raw, sizeof(p->dest_gid));
+		p->sgid_index = attr->ah_attr.grh.sgid_index;
+		p->traffic_class = attr->ah_attr.grh.traffic_class;
+		p->hop_limit = attr->ah_attr.grh.hop_limit;
+		p->flow_label = attr->ah_attr.grh.flow_label;
+	}
 }
 
 int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
@@ -173,10 +179,8 @@ int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_ma
 
 	if (!qp || !attr)
 		return EINVAL;
-	/* RoCEv2 over IPv4 only: the daemon is told an address, not a GID. */
-	if ((attr_mask & IBV_QP_AV) && !gid_is_ipv4(&attr->ah_attr.grh.dgid))
-		return rpc_fail(qp->context, EINVAL, "the destination GID is not IPv4-mapped "
-				"(::ffff:a.b.c.d)");
+	if ((attr_mask & IBV_QP_AV) && !attr->ah_attr.is_global)
+		return rpc_fail(qp->context, EINVAL, "RoCE needs a GRH in ah_attr (is_global 1)");
 	req.handle = qp->handle;
 	attr_to_proto(attr, attr_mask, &req.attr);
 	err = rpc_simple(qp->context, &req, sizeof(req));
@@ -194,7 +198,11 @@ static void proto_to_attr(const struct proto_qp_attr *p, struct ibv_qp_attr *att
 	attr->rq_psn = p->rq_psn;
 	attr->sq_psn = p->sq_psn;
 	attr->qp_access_flags = p->access;
-	rocemu_gid_from_ipv4(&attr->ah_attr.grh.dgid, p->dest_ipv4);
+	memcpy(attr->ah_attr.grh.dgid.raw, p->dest_gid, sizeof(p->dest_gid));
+	attr->ah_attr.grh.sgid_index = p->sgid_index;
+	attr->ah_attr.grh.traffic_class = p->traffic_class;
+	attr->ah_attr.grh.hop_limit = p->hop_limit;
+	attr->ah_attr.grh.flow_label = p->flow_label;
 	attr->ah_attr.is_global = 1;
 	attr->timeout = p->timeout;
 	attr->retry_cnt = p->retry_cnt;

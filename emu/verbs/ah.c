@@ -38,9 +38,12 @@ int ibv_destroy_ah(struct ibv_ah *ibah)
 }
 
 /* Which of the port's GIDs is gid: the source GID index of a reply. */
-static int own_gid_index(struct rv_context *ctx, const union ibv_gid *gid)
+static int own_gid_index(const struct rv_context *ctx, const union ibv_gid *gid)
 {
-	return memcmp(gid, &ctx->port.gid, sizeof(*gid)) ? -1 : 0;
+	for (unsigned i = 0; i < ctx->port.gid_count; i++)
+		if (!memcmp(gid, &ctx->port.gids[i], sizeof(*gid)))
+			return (int)i;
+	return -1;
 }
 
 static void v4_mapped(union ibv_gid *gid, const uint8_t addr[4])

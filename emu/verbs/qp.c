@@ -127,7 +127,7 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return q->has_ex ? &q->ex : NULL;
 }
 
-static int check_av(const struct ibv_qp_attr *attr, int mask)
+static int check_av(const struct rv_context *ctx, const struct ibv_qp_attr *attr, int mask)
 {
 	const struct ibv_ah_attr *ah = &attr->ah_attr;
 
@@ -135,10 +135,10 @@ static int check_av(const struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	if (!(mask & IBV_QP_AV))
 		return 0;
-	if (!ah->is_global || ah->grh.sgid_index >= RV_GID_TBL_LEN ||
+	if (!ah->is_global || ah->grh.sgid_index >= ctx->port.gid_count ||
 	    (ah->port_num && ah->port_num != RV_PORT))
 		return rv_refuse(EINVAL, "ibv_modify_qp", "RoCE needs a GRH in ah_attr "
-				 "(is_global 1, sgid_index 0, port 1)");
+				 "(is_global 1, sgid_index one of the port's GIDs, port 1)");
 	return 0;
 }
 
@@ -146,7 +146,7 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct rv_context *ctx = rv_ctx(ibqp->context);
 	struct rv_qp *qp = rv_qp(ibqp);
-	int err = check_av(attr, mask);
+	int err = check_av(ctx, attr, mask);
 
 	if (err)
 		return err;

@@ -76,7 +76,7 @@ static void fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *a
 	a->state = ctx->port.state;
 	a->max_mtu = ctx->port.max_mtu;
 	a->active_mtu = ctx->port.active_mtu;
-	a->gid_tbl_len = RV_GID_TBL_LEN;
+	a->gid_tbl_len = (int)ctx->port.gid_count;
 	a->port_cap_flags = 0;
 	a->max_msg_sz = 1U << 31;
 	a->pkey_tbl_len = 1;
@@ -126,10 +126,10 @@ int ibv_query_port(struct ibv_context *ibctx, uint8_t port, struct _compat_ibv_p
 static int gid_entry(struct rv_context *ctx, uint32_t port, uint32_t index,
 		     struct ibv_gid_entry *e)
 {
-	if (port != RV_PORT || index >= RV_GID_TBL_LEN)
+	if (port != RV_PORT || index >= ctx->port.gid_count)
 		return EINVAL;
 	memset(e, 0, sizeof(*e));
-	e->gid = ctx->port.gid;
+	e->gid = ctx->port.gids[index];
 	e->gid_index = index;
 	e->port_num = port;
 	e->gid_type = IBV_GID_TYPE_ROCE_V2;
@@ -169,12 +169,15 @@ ssize_t _ibv_query_gid_table(struct ibv_context *ibctx, struct ibv_gid_entry *en
 ssize_t _ibv_query_gid_table(struct ibv_context *ibctx, struct ibv_gid_entry *entries,
 			     size_t max_entries, uint32_t flags, size_t entry_size)
 {
+	struct rv_context *ctx = rv_ctx(ibctx);
+
 	if (flags || entry_size < sizeof(*entries))
 		return -EINVAL;
-	if (max_entries < RV_GID_TBL_LEN)
+	if (max_entries < ctx->port.gid_count)
 		return -EINVAL;
-	gid_entry(rv_ctx(ibctx), RV_PORT, 0, entries);
-	return RV_GID_TBL_LEN;
+	for (uint32_t i = 0; i < ctx->port.gid_count; i++)
+		gid_entry(ctx, RV_PORT, i, &entries[i]);
+	return (ssize_t)ctx->port.gid_count;
 }
 
 /* libibverbs' private call that ibv_devinfo uses; its enum (driver.h, not installed) has

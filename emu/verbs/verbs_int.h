@@ -22,7 +22,6 @@
 #include <sys/un.h>
 
 #define RV_PORT 1
-#define RV_GID_TBL_LEN 1        /* one GID: the daemon's address, RoCE v2, IPv4-mapped */
 #define RV_CQ_BATCH 16          /* completions one extended-CQ poll takes from the ring */
 
 struct rv_device {

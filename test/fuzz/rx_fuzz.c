@@ -54,6 +54,7 @@
 #include "emu/daemon/sgl.c"
 #include "emu/daemon/rx.c"
 #include "emu/daemon/ud.c"
+#include "emu/daemon/addr.c"
 #include "emu/daemon/handles.c"
 
 #define PAGE        4096u
@@ -69,6 +70,7 @@
 #define SRC_IOVA    0x200000000ull
 #define DEV_IP      0x020012c6u        /* 198.18.0.2, network order on little endian */
 #define PEER_IP     0x010012c6u        /* 198.18.0.1 */
+#define PEER_GID    { [10] = 0xff, [11] = 0xff, 198, 18, 0, 1 }
 #define PEER_QPN    0x00abcd
 #define RQ_PSN      0xfffff0           /* near the 24-bit wrap, both ways */
 #define SQ_PSN      0xffffe8
@@ -155,12 +157,12 @@ void net_tx_commit(struct dev *d, size_t len)
 	sent_frames++;
 }
 
-int neigh_resolve(struct client *c, uint32_t ipv4, uint8_t mac[6])
+int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6])
 {
 	static const uint8_t peer_mac[6] = { 2, 0, 0, 0, 0, 1 };
 
 	(void)c;
-	(void)ipv4;
+	(void)gid;
 	memcpy(mac, peer_mac, 6);
 	return 0;
 }
@@ -273,6 +275,8 @@ static void setup(void)
 	dev.loop = ev_loop_new(EVFLAG_AUTO);
 	MUST(dev.loop != NULL);
 	dev.ipv4 = DEV_IP;
+	addr_gid(dev.gids[0].raw, 4, (const uint8_t *)&dev.ipv4);
+	dev.ngids = 1;
 	memcpy(dev.mac, "\x02\0\0\0\0\x02", 6);
 	dev.link_mtu = 9000;
 	dev.max_mtu = dev.active_mtu = IBV_MTU_4096;
@@ -410,7 +414,7 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 								      IBV_ACCESS_REMOTE_READ |
 								      IBV_ACCESS_REMOTE_ATOMIC };
 	modify(IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &a);
-	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR, .dest_ipv4 = PEER_IP,
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR, .dest_gid = PEER_GID,
 				    .path_mtu = (flags & F_MTU256) ? IBV_MTU_256 : IBV_MTU_1024,
 				    .dest_qpn = PEER_QPN, .rq_psn = RQ_PSN, .min_rnr_timer = 3,
 				    .max_dest_rd_atomic = 2 };

@@ -37,6 +37,7 @@ static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags
 #undef sendmmsg
 #include "emu/daemon/fault.c"
 #include "emu/daemon/loopq.c"
+#include "emu/daemon/addr.c"
 #include "emu/daemon/txmsg.c"
 
 #define MUST(cond)                                                                        \
@@ -348,6 +349,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	dev.tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
 	dev.tx_fd = -1;
 	dev.ipv4 = 0x010012c6u;
+	addr_gid(dev.gids[0].raw, 4, (const uint8_t *)&dev.ipv4);
+	dev.ngids = 1;
 	snprintf(dev.ifname, sizeof(dev.ifname), "fuzz0");
 	MUST(dev.loop && dev.tx_frames);
 	return 0;
