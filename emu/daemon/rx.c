@@ -53,7 +53,12 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_qp_state++;
 		return NULL;
 	}
-	/* a UD QP takes datagrams from anyone; an RC QP only from its peer */
+	/* a UD QP takes datagrams from anyone that knows its Q_Key; an RC QP only from its
+	 * peer (rxe checks both before the QP sees the packet) */
+	if (qp->type == IBV_QPT_UD && pkt->ext.deth.qkey != qp->attr.qkey) {
+		dev->cnt.qkey_viol++;
+		return NULL;
+	}
 	if (qp->type == IBV_QPT_RC && !from_peer(dev, qp, src, dst)) {
 		dev->cnt.drop_wrong_peer++;
 		return NULL;
