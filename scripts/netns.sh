@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24, fd52:6f63:0:0::1/64)
-# and rocemu-b (198.18.0.2/24, fd52:6f63:0:0::2/64: the benchmarking range and a unique
+# Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24, fd52:6f63:1::1/64)
+# and rocemu-b (198.18.0.2/24, fd52:6f63:1::2/64: the benchmarking range and a unique
 # local prefix) joined by a veth pair (veth-rocemu-a and veth-rocemu-b), MTU 9000 by
 # default. The IPv6 addresses are added where the kernel has IPv6.
 #   netns.sh up [--mtu N]     create them (fails if they exist; run down first)
@@ -10,10 +10,10 @@ set -eu
 
 # ROCEMU_NETNS_PREFIX (default rocemu) names the pair, so test runs can have their own;
 # ROCEMU_NETNS_SUBNET (default 198.18.0) the /24 they share, ROCEMU_NETNS_SUBNET6 (default
-# fd52:6f63:0:0) the IPv6 /64.
+# fd52:6f63:1) what comes before ::1 and ::2 in their IPv6 /64.
 PREFIX=${ROCEMU_NETNS_PREFIX:-rocemu}
 SUBNET=${ROCEMU_NETNS_SUBNET:-198.18.0}
-SUBNET6=${ROCEMU_NETNS_SUBNET6:-fd52:6f63:0:0}
+SUBNET6=${ROCEMU_NETNS_SUBNET6:-fd52:6f63:1}
 NS_A=$PREFIX-a
 NS_B=$PREFIX-b
 IF_A=veth-$PREFIX-a

@@ -115,7 +115,7 @@ topology_up() {
 	netns)
 		export ROCEMU_NETNS_PREFIX="rt$((RANDOM % 100000))"
 		export ROCEMU_NETNS_SUBNET="198.18.$((RANDOM % 250 + 1))"
-		export ROCEMU_NETNS_SUBNET6="fd52:6f63:$(printf %x $((RANDOM % 65536))):0"
+		export ROCEMU_NETNS_SUBNET6="fd52:6f63:$(printf %x $((RANDOM % 65535 + 1)))"
 		if [ -n "${NETNS_IPV6:-}" ]; then
 			[ -d /proc/sys/net/ipv6 ] || skip "this kernel has no IPv6"
 			ADDR6_A=$ROCEMU_NETNS_SUBNET6::1 ADDR6_B=$ROCEMU_NETNS_SUBNET6::2

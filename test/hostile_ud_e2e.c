@@ -519,5 +519,9 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		failed += run_case(&e, &cases[i]);
 	rocemu_close(e.ctx);
+	close(e.ctl);
+	close(e.tx);
+	free(e.buf);
+	free(e.pristine);
 	return failed ? 1 : 0;
 }

@@ -95,7 +95,7 @@ static void setup(void)
 	cq = pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
 	a.send_cq = a.recv_cq = cq;
 	qp = cq ? ibv_create_qp(pd, &a) : NULL;
-	buf = aligned_alloc(4096, BUF_BYTES + 4096);
+	buf = aligned_alloc(4096, (BUF_BYTES + 4096 + 4095) & ~(size_t)4095);
 	mr = qp && buf ? ibv_reg_mr(pd, buf, BUF_BYTES, IBV_ACCESS_LOCAL_WRITE |
 				    IBV_ACCESS_REMOTE_WRITE) : NULL;
 	if (!mr)

@@ -29,7 +29,7 @@ failed() { echo "FAILED: $1"; FAILED+=("$1"); }
 NETNS_MTU=9000 topology_up netns
 for side in a b; do
 	daemon_stop $side
-	ROCEMUD_ARGS="--pcap $WORK/ud-$side.pcap" daemon_start $side
+	ROCEMUD_ARGS="--pcap $WORK/ud-$side.pcap --pcap-max 2G" daemon_start $side
 done
 
 # pair NAME PROGRAM ARGS...: the server in host b, the client in host a (given the

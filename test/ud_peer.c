@@ -121,7 +121,8 @@ static void open_device(void)
 	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	cq = pd ? ibv_create_cq(ctx, 4 * PEERS * RECVS_PER_QP, NULL, NULL, 0) : NULL;
-	buf_len = (size_t)PEERS * RECVS_PER_QP * SLOT + 2 * SLOT;
+	/* aligned_alloc wants a multiple of the alignment */
+	buf_len = ((size_t)PEERS * RECVS_PER_QP * SLOT + 2 * SLOT + 4095) & ~(size_t)4095;
 	buf = aligned_alloc(4096, buf_len);
 	mr = cq && buf ? ibv_reg_mr(pd, buf, buf_len, IBV_ACCESS_LOCAL_WRITE) : NULL;
 	if (!mr)
