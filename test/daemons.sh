@@ -43,9 +43,35 @@ teardown() {
 	[ "$TOPOLOGY" = lo ] && drop_lo_tables
 	rm -rf "$WORK"
 }
-# ingress_table IFINDEX IPV4: the nftables table rocemud names for an interface and address
+# gid_hex ADDR: the 16 bytes of an address's GID as hex pairs (IPv4 as ::ffff:a.b.c.d)
+gid_hex() {
+	local addr=$1 head tail group out="" n=0
+	if [[ $addr != *:* ]]; then
+		printf '00 00 00 00 00 00 00 00 00 00 ff ff %02x %02x %02x %02x\n' $(tr . ' ' <<<"$addr")
+		return
+	fi
+	head=${addr%%::*} tail=
+	[[ $addr == *::* ]] && tail=${addr#*::}
+	local -a hg tg
+	IFS=: read -ra hg <<<"$head"
+	IFS=: read -ra tg <<<"$tail"
+	for group in "${hg[@]}"; do out+=" $(printf %04x $((16#$group)))"; n=$((n + 1)); done
+	for ((; n < 8 - ${#tg[@]}; n++)); do out+=" 0000"; done
+	for group in "${tg[@]}"; do out+=" $(printf %04x $((16#$group)))"; done
+	sed -E 's/([0-9a-f]{2})([0-9a-f]{2})/\1 \2/g; s/^ //' <<<"$out"
+}
+
+# ingress_table IFINDEX ADDR...: the nftables table rocemud names for an interface and the
+# addresses it serves, in the order of its GID table (FNV-1a of their 16-byte GIDs)
 ingress_table() {
-	printf 'rocemu_if%s_%02x%02x%02x%02x' "$1" $(tr . ' ' <<<"$2")
+	local ifindex=$1 addr byte h=2166136261
+	shift
+	for addr; do
+		for byte in $(gid_hex "$addr"); do
+			h=$(((h ^ 16#$byte) * 16777619 & 0xffffffff))
+		done
+	done
+	printf 'rocemu_if%s_%08x' "$ifindex" "$h"
 }
 
 # A daemon killed on lo leaves its nftables ingress table in this host's namespace; the

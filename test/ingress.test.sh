@@ -30,7 +30,7 @@ snmp_b() {
 }
 
 table_b() { # the table rocemud b names for its interface and address
-	ingress_table "$("${IN_B[@]}" cat "/sys/class/net/$IF_B/ifindex")" "$ADDR_B"
+	ingress_table "$("${IN_B[@]}" cat "/sys/class/net/$IF_B/ifindex")" "$ADDR_B" ${ADDR6_B:-}
 }
 
 tables_b() { "${IN_B[@]}" nft list tables netdev | grep -c "rocemu_" ; }
