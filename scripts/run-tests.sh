@@ -50,9 +50,11 @@ done
 for t in "$here"/test/*.test.sh; do
 	[ -f "$t" ] || continue
 	name=$(basename "$t")
+	started=$SECONDS
 	out=$(ROCEMU_BUILD="$here/$build" bash "$t" 2>&1)
 	rc=$?
 	printf '%s\n' "$out" | sed "s/^/[$name] /"
+	echo "[$name] exit $rc after $((SECONDS - started)) s"
 	case $rc in
 	0) record "$name" 0 1 0 ;;
 	77) echo "[$name] skipped" ;;
