@@ -2,8 +2,11 @@
 # Two hosts on one machine: network namespaces rocemu-a (198.18.0.1/24, fd52:6f63:1::1/64)
 # and rocemu-b (198.18.0.2/24, fd52:6f63:1::2/64: the benchmarking range and a unique
 # local prefix) joined by a veth pair (veth-rocemu-a and veth-rocemu-b), MTU 9000 by
-# default. The IPv6 addresses are added where the kernel has IPv6.
-#   netns.sh up [--mtu N]     create them (fails if they exist; run down first)
+# default. The IPv6 addresses are added where the kernel has IPv6. With --vlan ID the
+# addresses go on an 802.1Q device over each veth end instead (vlan-rocemu-a and
+# vlan-rocemu-b, VLAN ID), so every frame between the two carries the tag.
+#   netns.sh up [--mtu N] [--vlan ID]
+#                             create them (fails if they exist; run down first)
 #   netns.sh down             remove everything; safe to run twice
 #   netns.sh status           show them
 set -eu
@@ -28,7 +31,7 @@ if [ ${#IF_A} -gt 15 ]; then
 fi
 
 usage() {
-	echo "usage: $0 up [--mtu N] | down | status" >&2
+	echo "usage: $0 up [--mtu N] [--vlan ID] | down | status" >&2
 	exit 2
 }
 
@@ -37,13 +40,24 @@ ns_exists() { ip netns list | grep -q "^$1\( \|$\)"; }
 v6() { [ -d /proc/sys/net/ipv6 ] && echo " ${1%/*}"; }
 
 up() {
-	local mtu=9000
+	local mtu=9000 vlan="" dev_a=$IF_A dev_b=$IF_B
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--mtu) [ $# -ge 2 ] || usage; mtu=$2; shift 2 ;;
+		--vlan) [ $# -ge 2 ] || usage; vlan=$2; shift 2 ;;
 		*) usage ;;
 		esac
 	done
+	if [ -n "$vlan" ]; then
+		case $vlan in
+		'' | *[!0-9]*) echo "netns: --vlan takes a VLAN ID, got '$vlan'" >&2; exit 2 ;;
+		esac
+		if [ "$vlan" -lt 1 ] || [ "$vlan" -gt 4094 ]; then
+			echo "netns: --vlan $vlan is outside 1..4094" >&2
+			exit 2
+		fi
+		dev_a=vlan-$PREFIX-a dev_b=vlan-$PREFIX-b
+	fi
 	case $mtu in
 	'' | *[!0-9]*) echo "netns: --mtu takes a number of bytes, got '$mtu'" >&2; exit 2 ;;
 	esac
@@ -66,16 +80,20 @@ up() {
 	ip netns add $NS_A
 	ip netns add $NS_B
 	ip link add $IF_A netns $NS_A type veth peer name $IF_B netns $NS_B
-	for side in "$NS_A $IF_A $ADDR_A $ADDR6_A" "$NS_B $IF_B $ADDR_B $ADDR6_B"; do
+	for side in "$NS_A $IF_A $dev_a $ADDR_A $ADDR6_A" "$NS_B $IF_B $dev_b $ADDR_B $ADDR6_B"; do
 		set -- $side
 		ip -n "$1" link set lo up
 		ip -n "$1" link set "$2" mtu "$mtu" up
-		ip -n "$1" addr add "$3" dev "$2"
+		if [ -n "$vlan" ]; then
+			ip -n "$1" link add link "$2" name "$3" type vlan id "$vlan"
+			ip -n "$1" link set "$3" up
+		fi
+		ip -n "$1" addr add "$4" dev "$3"
 		# nodad: usable at once, not after duplicate address detection's second or two
-		[ -d /proc/sys/net/ipv6 ] && ip -n "$1" addr add "$4" dev "$2" nodad
+		[ -d /proc/sys/net/ipv6 ] && ip -n "$1" addr add "$5" dev "$3" nodad
 	done
 	trap - ERR
-	echo "netns: $NS_A ($IF_A ${ADDR_A%/*}$(v6 "$ADDR6_A")) <-> $NS_B ($IF_B ${ADDR_B%/*}$(v6 "$ADDR6_B")), MTU $mtu"
+	echo "netns: $NS_A ($dev_a ${ADDR_A%/*}$(v6 "$ADDR6_A")) <-> $NS_B ($dev_b ${ADDR_B%/*}$(v6 "$ADDR6_B")), MTU $mtu${vlan:+, VLAN $vlan}"
 }
 
 down() {

@@ -146,8 +146,10 @@ topology_up() {
 			[ -d /proc/sys/net/ipv6 ] || skip "this kernel has no IPv6"
 			ADDR6_A=$ROCEMU_NETNS_SUBNET6::1 ADDR6_B=$ROCEMU_NETNS_SUBNET6::2
 		fi
-		"$ROCEMU_ROOT/scripts/netns.sh" up ${NETNS_MTU:+--mtu $NETNS_MTU} >/dev/null || fail "netns up"
+		"$ROCEMU_ROOT/scripts/netns.sh" up ${NETNS_MTU:+--mtu $NETNS_MTU} \
+			${NETNS_VLAN:+--vlan $NETNS_VLAN} >/dev/null || fail "netns up"
 		IF_A=veth-$ROCEMU_NETNS_PREFIX-a IF_B=veth-$ROCEMU_NETNS_PREFIX-b
+		[ -n "${NETNS_VLAN:-}" ] && IF_A=vlan-$ROCEMU_NETNS_PREFIX-a IF_B=vlan-$ROCEMU_NETNS_PREFIX-b
 		ADDR_A=$ROCEMU_NETNS_SUBNET.1 ADDR_B=$ROCEMU_NETNS_SUBNET.2
 		IN_A=(ip netns exec "$ROCEMU_NETNS_PREFIX-a") IN_B=(ip netns exec "$ROCEMU_NETNS_PREFIX-b")
 		;;

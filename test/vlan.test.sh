@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# RoCEv2 over 802.1Q VLAN devices, IPv4 and IPv6: the namespaces' addresses sit on a VLAN
+# device over each veth end (as on an eth0.100), and the daemons serve those devices,
+# recording the wire. rdma-write byte-exact to both of b's addresses, ibv_rc_pingpong and
+# ibv_ud_pingpong over each GID, unmodified under rocemu-run. A capture on the veth below
+# b's VLAN device must hold the RoCE frames tagged with the VLAN ID, every ICRC valid (the
+# kernel adds and removes the tag; rocemud's frames must survive both), and the recorded
+# frames pass rocemuctl decode, the reference ICRC and tshark.
+set -u
+source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
+require_root
+
+VLAN=$((RANDOM % 4000 + 2))
+for p in ibv_rc_pingpong ibv_ud_pingpong tshark; do
+	command -v "$p" >/dev/null ||
+		skip "$p is missing: scripts/install-deps.sh installs ibverbs-utils and tshark"
+done
+[ -d /sys/module/8021q ] || modprobe 8021q 2>/dev/null || [ -d /sys/module/8021q ] ||
+	skip "this kernel cannot make VLAN devices (no 8021q)"
+
+NETNS_VLAN=$VLAN NETNS_IPV6=1 NETNS_MTU=9000 topology_up netns
+for side in a b; do
+	daemon_stop $side
+	ROCEMUD_ARGS="--pcap $WORK/vlan-$side.pcap --pcap-max 2G" daemon_start $side
+done
+LOWER_B=veth-$ROCEMU_NETNS_PREFIX-b
+grep -q "rocemud on $IF_B" "$WORK/rocemud-b.log" &&
+	passed "rocemud b serves $IF_B, VLAN $VLAN over $LOWER_B" ||
+	failed "rocemud b serves $IF_B"
+
+# The tagged frames as the veth below b's VLAN device carries them, while a 1 MiB transfer runs.
+"${IN_B[@]}" timeout 60 tshark -i "$LOWER_B" -f "vlan $VLAN and udp dst port 4791" -c 200 \
+	-w "$WORK/tagged.pcap" >"$WORK/tshark.out" 2>&1 &
+tshark_pid=$!
+PIDS+=($tshark_pid)
+for _ in $(seq 100); do grep -q '^Capturing on' "$WORK/tshark.out" && break; sleep 0.1; done
+write_verified 1M "$ADDR_B"
+wait $tshark_pid
+out=$("$BUILD/rocemuctl" decode "$WORK/tagged.pcap" 2>&1)
+tagged=$(HOME=$WORK tshark -r "$WORK/tagged.pcap" -Y "vlan.id == $VLAN && infiniband" 2>/dev/null | wc -l)
+bad=$(grep -E '^ +[0-9]+ ' <<<"$out" | grep -vc ' icrc ok$')
+[ "$tagged" -eq 200 ] && [ "$bad" -eq 0 ] &&
+	passed "on $LOWER_B: 200 RoCE frames tagged VLAN $VLAN, every ICRC valid" ||
+	{ sed 's/^/  | /' "$WORK/tshark.out"; failed "on $LOWER_B: $tagged of 200 tagged RoCE frames, $bad ICRC bad"; }
+
+for size in 1 4097 1M; do
+	write_verified $size "$ADDR6_B"
+done
+write_verified 4097 "$ADDR_B"
+PINGPONG_GID=::ffff:$ADDR_B pingpong rc-pingpong-vlan-v4 "$ADDR_B" ibv_rc_pingpong -g 0 -c -n 1000
+PINGPONG_GID=$ADDR6_B pingpong rc-pingpong-vlan-v6 "$ADDR_B" ibv_rc_pingpong -g 1 -c -n 1000
+PINGPONG_GID=::ffff:$ADDR_B pingpong ud-pingpong-vlan-v4 "$ADDR_B" ibv_ud_pingpong -g 0 -c -n 500
+PINGPONG_GID=$ADDR6_B pingpong ud-pingpong-vlan-v6 "$ADDR_B" ibv_ud_pingpong -g 1 -c -n 500
+
+daemon_stop a
+daemon_stop b
+for cap in "$WORK/vlan-a.pcap" "$WORK/vlan-b.pcap"; do
+	check_wire "$cap" 'infiniband' 1000
+done
+
+finish vlan
