@@ -182,9 +182,9 @@ int rocemu_srq_event_fd(const struct rocemu_srq *srq);
 int rocemu_get_srq_event(struct rocemu_srq *srq, int timeout_ms);
 
 /* Address handles for UD sends: attr->is_global with grh.dgid the peer's GID (IPv4-mapped
- * or IPv6, the family of the port's GID grh.sgid_index); traffic_class and hop_limit go
- * into the IP header, a nonzero flow_label picks the UDP source port. The daemon resolves
- * the peer's MAC address here. */
+ * or IPv6, the family of the port's GID grh.sgid_index); traffic_class goes into the IP
+ * header, a nonzero flow_label picks the UDP source port. hop_limit is not used: as on
+ * rxe, the TTL is the route's. The daemon resolves the peer's MAC address here. */
 struct rocemu_ah *rocemu_create_ah(struct rocemu_pd *pd, const struct ibv_ah_attr *attr);
 int rocemu_destroy_ah(struct rocemu_ah *ah);
 

@@ -28,6 +28,8 @@
 #define PEERS 16
 #define ROUNDS 8
 #define GRH 40
+#define ROUTE_HOP_LIMIT 64
+#define AH_HOP_LIMIT 7
 #define QKEY 0x1ee7c0deu
 #define SLOT (GRH + 4096)            /* one receive: GRH area and the largest datagram */
 #define RECVS_PER_QP (ROUNDS + 1)    /* the wrong Q_Key leaves one over on its QP */
@@ -211,16 +213,20 @@ static bool send_datagram(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, ui
 }
 
 /* The GRH area as rxe writes it: IPv4 (v4-mapped GIDs) 20 zero bytes and the IPv4 header,
- * else the IPv6 header; from src to dst either way. */
+ * else the IPv6 header; from src to dst either way, with the TTL or hop limit of the
+ * sender's route (the kernel's default, 64, on the test hosts), not the AH's (AH_HOP_LIMIT):
+ * the kernel replaces a user AH's hop limit with the route's, and rxe sends that. */
 static bool grh_ok(const uint8_t *g, const union ibv_gid *src, const union ibv_gid *dst)
 {
 	static const uint8_t zeros[20];
 	static const uint8_t v4_prefix[12] = { [10] = 0xff, [11] = 0xff };
 
 	if (!memcmp(src->raw, v4_prefix, 12))
-		return !memcmp(g, zeros, 20) && g[20] == 0x45 && g[29] == 17 &&
+		return !memcmp(g, zeros, 20) && g[20] == 0x45 && g[28] == ROUTE_HOP_LIMIT &&
+		       g[29] == 17 &&
 		       !memcmp(g + 32, src->raw + 12, 4) && !memcmp(g + 36, dst->raw + 12, 4);
-	return g[0] >> 4 == 6 && g[6] == 17 && !memcmp(g + 8, src->raw, 16) &&
+	return g[0] >> 4 == 6 && g[6] == 17 && g[7] == ROUTE_HOP_LIMIT &&
+	       !memcmp(g + 8, src->raw, 16) &&
 	       !memcmp(g + 24, dst->raw, 16);
 }
 
@@ -337,7 +343,7 @@ static void make_ahs(const struct info *server, struct ibv_ah **ahs)
 	for (int p = 0; p < PEERS; p++) {
 		struct ibv_ah_attr a = { .is_global = 1, .port_num = 1,
 					 .grh = { .dgid = server->gid, .sgid_index = (uint8_t)gid_index,
-						  .hop_limit = 64, .flow_label = (uint32_t)p + 1 } };
+						  .hop_limit = AH_HOP_LIMIT, .flow_label = (uint32_t)p + 1 } };
 
 		ahs[p] = ibv_create_ah(pd, &a);
 		if (!ahs[p])

@@ -157,6 +157,29 @@ static int add_named(struct dev *dev, const struct ifaddrs *ifa, const char *ifn
 	return add_gid(dev, gid, err, errlen);
 }
 
+/* A sysctl's value in 1..255, or 64 (the kernel's default) when it cannot be read. */
+static uint8_t read_hop_sysctl(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int v = 0;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v >= 1 && v <= 255 ? (uint8_t)v : 64;
+}
+
+void addr_read_hop_limits(struct dev *dev)
+{
+	char path[96];
+
+	dev->hop_limit[0] = read_hop_sysctl("/proc/sys/net/ipv4/ip_default_ttl");
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/hop_limit", dev->ifname);
+	dev->hop_limit[1] = read_hop_sysctl(path);
+}
+
 int addr_serve(struct dev *dev, const char *const *addrs, unsigned naddrs, char *err,
 	       size_t errlen)
 {

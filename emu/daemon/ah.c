@@ -8,8 +8,6 @@
 
 #include "emu/daemon/daemon.h"
 
-#define DEFAULT_HOP_LIMIT 64
-
 static const uint8_t unspecified[16];
 
 static int check_request(struct client *c, const struct proto_create_ah *m, char *err,
@@ -60,7 +58,9 @@ static int resolve_peer(struct client *c, const struct proto_create_ah *m, uint8
 	return rc;
 }
 
-/* The IPv6 header's flow label stays 0, as rxe sends it; the AH's picks the source port. */
+/* The IPv6 header's flow label stays 0, as rxe sends it; the AH's picks the source port.
+ * The AH's hop limit is not used: the kernel replaces a user AH's with the route's, so
+ * rxe's datagrams carry the route's TTL whatever the program asked. */
 static void fill_path(struct dev *dev, const struct proto_create_ah *m, const uint8_t mac[6],
 		      struct ah *ah)
 {
@@ -68,7 +68,6 @@ static void fill_path(struct dev *dev, const struct proto_create_ah *m, const ui
 
 	path_between(p, dev, dev->gids[m->sgid_index].raw, m->dgid, mac);
 	p->tos = m->traffic_class;
-	p->ttl = m->hop_limit ? m->hop_limit : DEFAULT_HOP_LIMIT;
 	ah->flow_label = m->flow_label;
 }
 

@@ -272,6 +272,7 @@ struct dev {
 	struct dev_gid gids[DEV_MAX_GIDS];   /* the GID table, index as the clients see it */
 	unsigned ngids;
 	uint32_t ipv4;               /* the first IPv4 address served (network order), or 0 */
+	uint8_t hop_limit[2];        /* TTL [0] and IPv6 hop limit [1] the kernel's routes give */
 	unsigned link_mtu;
 	bool loopback;
 	bool link_down;              /* the last send failed with ENETDOWN */
@@ -343,6 +344,9 @@ int addr_find(const struct dev *dev, const uint8_t gid[16]);
 const char *addr_str(const uint8_t gid[16], char *buf, size_t len);
 /* A number that tells this device's addresses from another's. */
 uint32_t addr_hash(const struct dev *dev);
+/* The TTL and IPv6 hop limit the kernel gives this interface's packets (its sysctls), which
+ * rxe's frames carry whatever an AV asks: read once into dev->hop_limit. */
+void addr_read_hop_limits(struct dev *dev);
 
 /* net.c: the interface and frame I/O */
 int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsigned naddrs,

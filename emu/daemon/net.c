@@ -189,6 +189,7 @@ int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsi
 		return -1;
 	dev->max_mtu = dev->active_mtu = net_mtu_for_link(dev->link_mtu);
 	dev->ip_id = (uint16_t)getpid();
+	addr_read_hop_limits(dev);
 	return 0;
 }
 

@@ -227,10 +227,11 @@ void path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgi
 	memcpy(&p->dst_ip, dgid + 12, 4);
 	memcpy(p->src_ip6, sgid, 16);
 	memcpy(p->dst_ip6, dgid, 16);
+	p->ttl = dev->hop_limit[p->ipv6];
 }
 
-/* As rxe: the TTL or hop limit is the route's (64), the AV's traffic class is the TOS, and
- * the flow label only picks the UDP source port (rxe sends IPv6 flow label 0). */
+/* As rxe: the AV's traffic class is the TOS, and the flow label only picks the UDP source
+ * port (rxe sends IPv6 flow label 0). */
 static void connect_path(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
@@ -239,7 +240,6 @@ static void connect_path(struct qp *qp)
 		     qp->peer_mac);
 	qp->path.src_port = qp_flow_port(qp->attr.flow_label, qp->qpn, qp->attr.dest_qpn);
 	qp->path.tos = qp->attr.traffic_class;
-	qp->path.ttl = 64;
 }
 
 /* RESET: all state forgotten, and whatever sits in the rings is discarded unanswered. */
