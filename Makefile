@@ -123,7 +123,7 @@ $(BUILD)/test/ud_peer: test/ud_peer.c
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
-             $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc
+             $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)

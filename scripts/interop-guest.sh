@@ -1,6 +1,7 @@
 #!/bin/sh
 # PID 1 of the interop guest (scripts/interop-vm.sh), on the host's root seen read-only
-# under a tmpfs overlay: brings eth0 up with the address the host chose, adds rxe0 on it,
+# under a tmpfs overlay: brings eth0 up with the addresses the host chose (IPv4, and IPv6
+# when given), adds rxe0 on it,
 # says "ready" in the shared folder, then runs each cmd.NAME dropped there (output in
 # out.NAME, status in rc.NAME) until the host asks for poweroff.
 work=/run/interop
@@ -20,6 +21,8 @@ mount -t 9p -o trans=virtio,version=9p2000.L,cache=none work "$work" || fail "ca
 ip link set lo up
 ip link set eth0 up || fail "no eth0"
 ip addr add "$ADDR/24" dev eth0 || fail "cannot add $ADDR"
+# nodad: usable at once; rxe adds a RoCE v2 GID for it as for the IPv4 address
+[ -z "${ADDR6:-}" ] || ip addr add "$ADDR6/64" dev eth0 nodad || fail "cannot add $ADDR6"
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 failed"
 ulimit -l unlimited
 for _ in $(seq 100); do

@@ -120,15 +120,17 @@ vm_accel() {
 }
 
 vm_start() {
-	local ns=$1 addr_host=$3 addr_guest=$4 accel
+	local ns=$1 addr_host=$3 addr_guest=$4 addr6_host=${5:-} addr6_guest=${6:-} accel
 	VM_WORK=$2
 	mkdir -p "$VM_WORK/vm"
 	rm -f "$VM_WORK/vm/"*
 	cat >"$VM_WORK/vm/net" <<EOF
 ADDR=$addr_guest
+ADDR6=$addr6_guest
 EOF
 	ip netns exec "$ns" ip tuntap add dev "$VM_TAP" mode tap || return 1
 	ip netns exec "$ns" ip addr add "$addr_host/24" dev "$VM_TAP"
+	[ -z "$addr6_host" ] || ip netns exec "$ns" ip addr add "$addr6_host/64" dev "$VM_TAP" nodad
 	ip netns exec "$ns" ip link set "$VM_TAP" up
 	accel=${VM_ACCEL:-$(vm_accel)}
 	vm_say "booting $VM_KVER ($accel) in $ns"

@@ -91,6 +91,8 @@ static void setup(void)
 					       .max_send_sge = 1, .max_recv_sge = 1 } };
 
 	ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+	if (list)
+		ibv_free_device_list(list);
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	cq = pd ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
 	a.send_cq = a.recv_cq = cq;

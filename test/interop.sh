@@ -6,11 +6,16 @@
 # run, from both sides, as rocemud recorded it (--pcap), through rocemuctl decode (every
 # ICRC recomputed) and tshark (no malformed frame). One line per case; the failures are
 # listed at the end. Bounded: each program has a timeout, the guest is powered off (or
-# killed by pid) and the namespace removed whatever happens.
-#   test/interop.sh [BUILD]
+# killed by pid) and the namespace removed whatever happens. Both ends serve an IPv4 and
+# an IPv6 address; the cases run over IPv4, and a set of them over IPv6 too.
+#   test/interop.sh [BUILD]      the whole matrix (make interop)
+#   INTEROP_SHORT=1 test/interop.sh [BUILD]
+#                                the short form in make check: ibv_peer and ud_peer both
+#                                ways over IPv4 and IPv6, and the wire of it
 set -u
 ROCEMU_BUILD=$(cd "${1:-${ROCEMU_BUILD:-build}}" && pwd) || exit 1
 source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/checks.sh"
 source "$ROCEMU_ROOT/scripts/interop-vm.sh"
 require_root
 
@@ -18,14 +23,19 @@ NS=rxe$((RANDOM % 100000))
 HOST_ADDR=10.77.$((RANDOM % 250 + 1))
 ADDR_R=$HOST_ADDR.1      # rocemud, on the tap
 ADDR_X=$HOST_ADDR.2      # rxe0, in the guest
+HOST_ADDR6=fd52:7278:$(printf %x $((RANDOM % 65535 + 1)))
+ADDR6_R=$HOST_ADDR6::1
+ADDR6_X=$HOST_ADDR6::2
+SHORT=${INTEROP_SHORT:-}
 SOCK=$WORK/rocemu.sock
 PCAP=$WORK/interop.pcap
 RUN=$BUILD/rocemu-run
 PEER=$BUILD/test/ibv_peer
 UD_PEER=$BUILD/test/ud_peer
-FAILED=()
-PASSED=0
 DAEMON=
+# perftest does not free what it allocates: under a sanitizer build's rocemu-run, leaks
+# are not counted against a run (our own programs' are, in the short form's peers)
+[ -n "${INTEROP_SHORT:-}" ] || export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
 cleanup() {
 	vm_stop
@@ -42,16 +52,15 @@ done
 [ -x /bin/busybox ] || fail "/bin/busybox is missing (scripts/install-deps.sh installs busybox-static)"
 vm_prepare || fail "cannot prepare the guest's kernel and initramfs"
 
-passed() { echo "[${SECONDS}s] $*"; PASSED=$((PASSED + 1)); }
-failed() { echo "FAILED: $1"; FAILED+=("$1"); }
-
 ip netns add "$NS" || fail "ip netns add $NS"
 ip netns exec "$NS" ip link set lo up
-vm_start "$NS" "$WORK" "$ADDR_R" "$ADDR_X" || fail "the rxe guest did not come up"
-# start_rocemud PCAP: rocemud on the tap, recording to PCAP (all of it: no rotation)
+vm_start "$NS" "$WORK" "$ADDR_R" "$ADDR_X" "$ADDR6_R" "$ADDR6_X" || fail "the rxe guest did not come up"
+# start_rocemud PCAP: rocemud on the tap (GID 0 its IPv4 address, GID 1 its IPv6 one),
+# recording to PCAP (all of it: no rotation)
 start_rocemud() {
 	rm -f "$SOCK"
-	ip netns exec "$NS" "$BUILD/rocemud" -i "$VM_TAP" -a "$ADDR_R" -s "$SOCK" -d --pcap "$1" \
+	ip netns exec "$NS" "$BUILD/rocemud" -i "$VM_TAP" -a "$ADDR_R" -a "$ADDR6_R" -s "$SOCK" -d \
+		--pcap "$1" \
 		--pcap-max 4G \
 		>>"$WORK/rocemud.log" 2>&1 &
 	DAEMON=$!
@@ -69,22 +78,33 @@ stop_rocemud() {
 
 start_rocemud "$PCAP"
 
-# rxe's GID table also holds the IPv6 link-local GID (rocemu has no IPv6 yet): the guest's
-# perftest is told the index of its IPv4 one.
-RXE_GID=$(vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; do
-	grep -qi ':ffff:$(printf '%02x%02x:%02x%02x' ${ADDR_X//./ })\$' \$g && echo \$g && break; done")
+# rxe's GID table holds a GID for each of the guest's addresses, its IPv6 link-local one
+# among them, in an order of its own: the guest's programs are told the index of the one
+# wanted. rxe_gid ADDR: that index (sysfs writes GIDs as eight groups of four digits).
+rxe_gid() {
+	local want
+	want=$(gid_hex "$1" | tr -d ' ' | sed -E 's/(....)/\1:/g; s/:$//')
+	vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; do
+		[ \"\$(cat \$g)\" = $want ] && echo \$g && break; done"
+}
+RXE_GID=$(rxe_gid "$ADDR_X")
 [ -n "$RXE_GID" ] || fail "rxe0 has no GID for $ADDR_X"
-echo "rxe0's GID $RXE_GID is ::ffff:$ADDR_X"
+RXE_GID6=$(rxe_gid "$ADDR6_X")
+[ -n "$RXE_GID6" ] || fail "rxe0 has no GID for $ADDR6_X"
+echo "rxe0's GID $RXE_GID is ::ffff:$ADDR_X, its GID $RXE_GID6 $ADDR6_X"
 
 # run_pair NAME ROCEMU_SIDE SERVER CLIENT: the command lines SERVER and CLIENT (words, with
-# @GID@ for the side's GID index and @PEER@ for the other side's address), rocemu's side
-# "client" or "server", rxe's the other. Sets RC_HOST, RC_GUEST and CLIENT_OUT (the file
-# with the client's output); the server's and client's outputs are NAME.host/NAME.guest.
+# @GID@ for the side's GID index and @PEER@ for the other side's IPv4 address, where the
+# programs exchange their QPs over TCP), rocemu's side "client" or "server", rxe's the
+# other. The GIDs are the IPv4 addresses', or with V6=1 the IPv6 ones'. Sets RC_HOST,
+# RC_GUEST and CLIENT_OUT (the file with the client's output); the server's and client's
+# outputs are NAME.host/NAME.guest.
 run_pair() {
-	local name=$1 side=$2 server=$3 client=$4 pid host guest
+	local name=$1 side=$2 server=$3 client=$4 pid host guest gid_r=0 gid_x=$RXE_GID
+	[ -n "${V6:-}" ] && gid_r=1 gid_x=$RXE_GID6
 	if [ "$side" = client ]; then
-		guest=${server//@GID@/$RXE_GID}
-		host=${client//@GID@/0}
+		guest=${server//@GID@/$gid_x}
+		host=${client//@GID@/$gid_r}
 		vm_spawn "$name" "timeout 100 $guest"
 		sleep 2   # the guest is slow to listen under TCG
 		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" ${host//@PEER@/$ADDR_X} \
@@ -94,8 +114,8 @@ run_pair() {
 		RC_GUEST=$?
 		CLIENT_OUT=$WORK/$name.host
 	else
-		host=${server//@GID@/0}
-		guest=${client//@GID@/$RXE_GID}
+		host=${server//@GID@/$gid_r}
+		guest=${client//@GID@/$gid_x}
 		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" $host >"$WORK/$name.host" 2>&1 &
 		pid=$!
 		PIDS+=($pid)
@@ -178,8 +198,64 @@ ud_pingpong() {
 	fi
 }
 
+# The rest of the matrix (make interop, not the short form): loss, MTU 4096, mixed MTUs.
+more_cases() {
+	# Loss, duplication and reordering, injected by rocemud on both directions while it talks
+	# to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
+	# rxe's NAKs) must still deliver every byte.
+	LOSS=drop=0.02,dup=0.01,reorder=0.05,seed=5
+	"$BUILD/rocemuctl" -s "$SOCK" fault "$LOSS" >/dev/null || failed "rocemuctl fault $LOSS"
+	before=$("$BUILD/rocemuctl" -s "$SOCK" stats)
+	for side in client server; do
+		peer "loss-peer-$side" $side
+		perf "loss-write-$side" $side ib_write_bw -s 65536 -n 50
+		perf "loss-read-$side" $side ib_read_bw -s 65536 -n 20
+		perf "loss-send-$side" $side ib_send_bw -s 4096 -n 100
+	done
+	"$BUILD/rocemuctl" -s "$SOCK" fault off >/dev/null
+	after=$("$BUILD/rocemuctl" -s "$SOCK" stats)
+	echo "under $LOSS, rocemud's counters moved by: $(for c in fault_dropped fault_duplicated \
+		fault_reordered completer_retry_err timeouts rcvd_seq_err nak_seq_sent duplicate_request \
+		out_of_seq_request; do
+		b=$(awk -v n=$c '$1 == n { print $2 }' <<<"$before"); a=$(awk -v n=$c '$1 == n { print $2 }' <<<"$after")
+		printf '%s +%s, ' "$c" $((a - b)); done | sed 's/, $//')"
+
+	# Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
+	stop_rocemud
+	ip netns exec "$NS" ip link set "$VM_TAP" mtu 9000
+	vm_run 30 "ip link set eth0 mtu 9000" >/dev/null || failed "the guest's eth0 refused MTU 9000"
+	start_rocemud "$WORK/interop-4096.pcap"
+	rxe_mtu=$(vm_run 30 "ibv_devinfo -d rxe0 | awk '/active_mtu/ { print \$2 }'")
+	echo "MTU 9000 on both links: rxe0 active_mtu $rxe_mtu, rocemud: $("$BUILD/rocemuctl" -s "$SOCK" status | grep -i mtu | tr -s ' ' | head -n 2 | paste -sd';')"
+	for side in client server; do
+		peer "mtu4096-peer-$side" $side
+		perf "mtu4096-write-1m-$side" $side ib_write_bw -s 1048576 -n 10
+		perf "mtu4096-send-64k-$side" $side ib_send_bw -s 65536 -n 50
+		perf "mtu4096-read-1m-$side" $side ib_read_bw -s 1048576 -n 10
+	done
+
+	# Different MTUs: rxe's link back at 1500 (active MTU 1024), rocemu's still at 9000 (4096).
+	# ibv_peer connects at the smaller of the two, as programs that exchange it do; perftest
+	# is told with -m, as it must be on any such pair.
+	vm_run 30 "ip link set eth0 mtu 1500" >/dev/null || failed "the guest's eth0 refused MTU 1500"
+	for side in client server; do
+		peer "mixed-mtu-peer-$side" $side
+		perf "mixed-mtu-write-1m-$side" $side ib_write_bw -s 1048576 -n 10 -m 1024
+	done
+	CAPTURES+=("$WORK/interop-4096.pcap")
+}
+
 for side in client server; do
 	peer "peer-$side" $side
+	peer "ud-peer-$side" $side "$UD_PEER"
+	V6=1 peer "v6-peer-$side" $side
+	V6=1 peer "v6-ud-peer-$side" $side "$UD_PEER"
+	[ -n "$SHORT" ] && continue
+	V6=1 ud_pingpong "v6-ud-pingpong-$side" $side -s 1024 -n 200
+	V6=1 perf "v6-write-1m-$side" $side ib_write_bw -s 1048576 -n 10
+	V6=1 perf "v6-send-4k-$side" $side ib_send_bw -s 4096 -n 200
+	V6=1 perf "v6-read-64k-$side" $side ib_read_bw -s 65536 -n 50
+	V6=1 perf "v6-ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "write-4k-$side" $side ib_write_bw -s 4096 -n 200
 	perf "write-1m-$side" $side ib_write_bw -s 1048576 -n 10
 	perf "write-lat-$side" $side ib_write_lat -s 2 -n 200
@@ -192,89 +268,17 @@ for side in client server; do
 	ud_pingpong "ud-pingpong-$side" $side -s 1024 -n 200
 	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
-	peer "ud-peer-$side" $side "$UD_PEER"
 done
-
-# Loss, duplication and reordering, injected by rocemud on both directions while it talks
-# to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
-# rxe's NAKs) must still deliver every byte.
-LOSS=drop=0.02,dup=0.01,reorder=0.05,seed=5
-"$BUILD/rocemuctl" -s "$SOCK" fault "$LOSS" >/dev/null || failed "rocemuctl fault $LOSS"
-before=$("$BUILD/rocemuctl" -s "$SOCK" stats)
-for side in client server; do
-	peer "loss-peer-$side" $side
-	perf "loss-write-$side" $side ib_write_bw -s 65536 -n 50
-	perf "loss-read-$side" $side ib_read_bw -s 65536 -n 20
-	perf "loss-send-$side" $side ib_send_bw -s 4096 -n 100
-done
-"$BUILD/rocemuctl" -s "$SOCK" fault off >/dev/null
-after=$("$BUILD/rocemuctl" -s "$SOCK" stats)
-echo "under $LOSS, rocemud's counters moved by: $(for c in fault_dropped fault_duplicated \
-	fault_reordered completer_retry_err timeouts rcvd_seq_err nak_seq_sent duplicate_request \
-	out_of_seq_request; do
-	b=$(awk -v n=$c '$1 == n { print $2 }' <<<"$before"); a=$(awk -v n=$c '$1 == n { print $2 }' <<<"$after")
-	printf '%s +%s, ' "$c" $((a - b)); done | sed 's/, $//')"
-
-# Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
-stop_rocemud
-ip netns exec "$NS" ip link set "$VM_TAP" mtu 9000
-vm_run 30 "ip link set eth0 mtu 9000" >/dev/null || failed "the guest's eth0 refused MTU 9000"
-start_rocemud "$WORK/interop-4096.pcap"
-rxe_mtu=$(vm_run 30 "ibv_devinfo -d rxe0 | awk '/active_mtu/ { print \$2 }'")
-echo "MTU 9000 on both links: rxe0 active_mtu $rxe_mtu, rocemud: $("$BUILD/rocemuctl" -s "$SOCK" status | grep -i mtu | tr -s ' ' | head -n 2 | paste -sd';')"
-for side in client server; do
-	peer "mtu4096-peer-$side" $side
-	perf "mtu4096-write-1m-$side" $side ib_write_bw -s 1048576 -n 10
-	perf "mtu4096-send-64k-$side" $side ib_send_bw -s 65536 -n 50
-	perf "mtu4096-read-1m-$side" $side ib_read_bw -s 1048576 -n 10
-done
-
-# Different MTUs: rxe's link back at 1500 (active MTU 1024), rocemu's still at 9000 (4096).
-# ibv_peer connects at the smaller of the two, as programs that exchange it do; perftest
-# is told with -m, as it must be on any such pair.
-vm_run 30 "ip link set eth0 mtu 1500" >/dev/null || failed "the guest's eth0 refused MTU 1500"
-for side in client server; do
-	peer "mixed-mtu-peer-$side" $side
-	perf "mixed-mtu-write-1m-$side" $side ib_write_bw -s 1048576 -n 10 -m 1024
-done
+CAPTURES=("$PCAP")
+[ -n "$SHORT" ] || more_cases
 stop_rocemud
 
 # Every frame both ways, as rocemud saw them: ours as sent, rxe's as received.
-out=$("$BUILD/rocemuctl" decode "$PCAP" 2>&1 && "$BUILD/rocemuctl" decode "$WORK/interop-4096.pcap" 2>&1)
-status=$?
-frames=$(grep -c ' icrc ok$' <<<"$out")
-bad=$(grep -E '^ +[0-9]+ ' <<<"$out" | grep -vc ' icrc ok$')
-if [ $status -eq 0 ] && [ "$frames" -gt 0 ] && [ "$bad" -eq 0 ]; then
-	passed "rocemuctl decode: $frames frames of both sides, every ICRC valid"
-else
-	printf '%s\n' "$out" | grep -E '^ +[0-9]+ ' | grep -v ' icrc ok$' | head -n 10 | sed 's/^/  | /'
-	failed "rocemuctl decode $PCAP: exit $status, $bad frame(s) not ok"
-fi
-# perftest's SEND payloads are arbitrary bytes, which Wireshark's heuristics would guess
-# are iSER, NVMe, SMB Direct or Ethernet frames and then find malformed: those guesses are
-# off, so what is judged is the RoCE headers.
-export HOME=$WORK
-NO_GUESS=()
-for h in eth_over_ib fc_infiniband sdp_infiniband iser_infiniband lnet_ib rpcrdma_infiniband \
-	smb_direct_infiniband smcr_infiniband nvme_rdma mellanox_eoib; do
-	tshark --disable-heuristic "$h" -r "$PCAP" -c 1 >/dev/null 2>&1 && NO_GUESS+=(--disable-heuristic "$h")
-done
-for cap in "$PCAP" "$WORK/interop-4096.pcap"; do
-	bad=$(tshark "${NO_GUESS[@]}" -r "$cap" -Y '_ws.malformed || _ws.expert.severity >= warning' \
-		-T fields -e frame.number 2>/dev/null | wc -l)
-	total=$(tshark -r "$cap" -Y infiniband 2>/dev/null | wc -l)
-	if [ "$bad" -eq 0 ] && [ "$total" -gt 0 ]; then
-		passed "tshark: $(basename "$cap"): $total frames decoded as InfiniBand, none malformed or warned about"
-	else
-		tshark "${NO_GUESS[@]}" -r "$cap" -Y '_ws.malformed || _ws.expert.severity >= warning' \
-			-T fields -e frame.number -e _ws.col.Info -e _ws.expert.message 2>/dev/null |
-			head -n 8 | sed 's/^/  | /'
-		failed "tshark: $(basename "$cap"): $bad of $total frames malformed or with warnings"
-	fi
+for cap in "${CAPTURES[@]}"; do
+	check_wire "$cap" infiniband 1000
 done
 
 # The captures stay for a look in Wireshark: what rxe sends is the best test our parser has.
-mkdir -p "$INTEROP_CACHE" && cp "$PCAP" "$WORK/interop-4096.pcap" "$INTEROP_CACHE/" &&
-	echo "captures of this run: $INTEROP_CACHE/interop.pcap, $INTEROP_CACHE/interop-4096.pcap"
-echo "interop: $PASSED passed, ${#FAILED[@]} failed"
-[ ${#FAILED[@]} -eq 0 ] || { printf 'FAILED: %s\n' "${FAILED[@]}"; exit 1; }
+mkdir -p "$INTEROP_CACHE" && cp "${CAPTURES[@]}" "$INTEROP_CACHE/" &&
+	echo "captures of this run, in $INTEROP_CACHE: ${CAPTURES[*]##*/}"
+finish "interop${SHORT:+ (short)}"
