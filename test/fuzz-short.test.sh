@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short libFuzzer run (30 s) of every harness over its committed corpus: catches
+# A short libFuzzer run (15 s) of every harness over its committed corpus: catches
 # regressions that the corpus already knows how to reach. The long runs are `make fuzz`.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +13,7 @@ case ${ROCEMU_BUILD:-} in
 */asan) echo "fuzz harnesses already ran in the plain pass (they carry ASan/UBSan themselves)"
 	exit 77 ;;
 esac
-seconds=${ROCEMU_FUZZ_SECONDS:-30}
+seconds=${ROCEMU_FUZZ_SECONDS:-15}
 cd "$here"
 make -s fuzz-build || exit 1
 status=0
