@@ -6,7 +6,9 @@
  * and an address one byte past the buffer, each of which must complete with
  * IBV_WC_REM_ACCESS_ERR and leave the target unchanged (the QPs are connected afresh
  * after each); WRITE WITH IMMEDIATE, once with the receive posted late so that RNR NAKs
- * come first. The two ends talk over TCP (port 18516) to exchange QP numbers, PSNs, GIDs,
+ * come first; SEND of 0, 1, 4097 bytes and 1 MiB, SEND WITH IMMEDIATE, and a SEND whose
+ * receive is posted late, each checked on the receive (opcode, length, immediate) and
+ * byte for byte with the canaries after it. The two ends talk over TCP (port 18516) to exchange QP numbers, PSNs, GIDs,
  * buffers and verdicts.
  *   ibv_peer [-x GID_INDEX] server
  *   ibv_peer [-x GID_INDEX] client SERVER_IPV4
@@ -36,7 +38,11 @@ struct peer_info {
 	union ibv_gid gid;
 };
 
-enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM };
+enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM, CHECK_SEND,
+	    CHECK_SEND_IMM };
+
+/* A receive's buffer: none (a WRITE WITH IMMEDIATE's) or the whole buffer (a SEND's). */
+#define RECV_INTO_BUF 1u
 
 #define IMM 0x12345678u
 
@@ -162,16 +168,18 @@ static struct peer_info exchange_and_connect(uint32_t psn, bool client)
 	return peer;
 }
 
-static void post_recv(void)
+static void post_recv(uint32_t flags)
 {
-	struct ibv_recv_wr wr = { .wr_id = 7 }, *bad;
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = BUF_BYTES, .lkey = mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge,
+				  .num_sge = flags & RECV_INTO_BUF ? 1 : 0 }, *bad;
 
 	if (ibv_post_recv(qp, &wr, &bad))
 		die("ibv_post_recv");
 }
 
-/* The receive a WRITE WITH IMMEDIATE consumed: its opcode, length and immediate. */
-static uint32_t check_imm_completion(uint32_t size)
+/* The receive a message consumed: its opcode, length and immediate (or none). */
+static uint32_t check_recv_completion(enum ibv_wc_opcode opcode, uint32_t size, bool imm)
 {
 	struct ibv_wc wc;
 	time_t deadline = time(NULL) + 30;
@@ -179,8 +187,8 @@ static uint32_t check_imm_completion(uint32_t size)
 
 	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
 		;
-	if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
-	    !(wc.wc_flags & IBV_WC_WITH_IMM) || wc.imm_data != htonl(IMM) || wc.byte_len != size)
+	if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != opcode || wc.byte_len != size ||
+	    !(wc.wc_flags & IBV_WC_WITH_IMM) != !imm || (imm && wc.imm_data != htonl(IMM)))
 		return 0xffffffffu;
 	return 0;
 }
@@ -204,11 +212,13 @@ static void serve(void)
 		if (m.verb == PREP)
 			memset(buf, CANARY_BYTE, (size_t)m.size + CANARY);
 		if (m.verb == POST_RECV)
-			post_recv();
-		if (m.verb == CHECK_IMM) {
-			m.result = check_imm_completion(m.size);
+			post_recv(m.seed);
+		if (m.verb == CHECK_IMM)
+			m.result = check_recv_completion(IBV_WC_RECV_RDMA_WITH_IMM, m.size, true);
+		if (m.verb == CHECK_SEND || m.verb == CHECK_SEND_IMM)
+			m.result = check_recv_completion(IBV_WC_RECV, m.size, m.verb == CHECK_SEND_IMM);
+		if (m.verb == CHECK_IMM || m.verb == CHECK_SEND || m.verb == CHECK_SEND_IMM)
 			m.verb = CHECK;         /* and the bytes, below */
-		}
 		for (uint32_t i = 0; m.verb == CHECK && i < m.size + CANARY && !m.result; i++) {
 			uint8_t want = m.seed == 0 || i >= m.size ? CANARY_BYTE : pattern(m.seed, i);
 
@@ -216,9 +226,9 @@ static void serve(void)
 				m.result = i + 1;
 		}
 		xfer(true, &m, sizeof(m));
-		if (m.verb == LATE_RECV) {     /* the WRITE meets RNR NAKs until this */
+		if (m.verb == LATE_RECV) {     /* the message meets RNR NAKs until this */
 			usleep(300000);
-			post_recv();
+			post_recv(m.seed);
 		}
 	}
 }
@@ -292,11 +302,34 @@ static void case_imm(const struct peer_info *peer, uint32_t size, bool late)
 	for (uint32_t i = 0; i < size; i++)
 		buf[i] = pattern(7, i);
 	ask(PREP, size, 0);
-	ask(late ? LATE_RECV : POST_RECV, 0, 0);
+	ask(late ? LATE_RECV : POST_RECV, 0, 0);        /* a receive without a buffer */
 	st = post_and_wait(IBV_WR_RDMA_WRITE_WITH_IMM, size, peer->addr, peer->rkey);
 	bad = st == IBV_WC_SUCCESS ? ask(CHECK_IMM, size, 7) : 0;
 	snprintf(name, sizeof(name), "WRITE WITH IMMEDIATE of %u bytes%s: bytes, immediate and "
 		 "length on the receive", size, late ? ", receive posted late (RNR)" : "");
+	report(name, st == IBV_WC_SUCCESS && !bad,
+	       st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) :
+	       bad == 0xffffffffu ? "the receive completion is wrong" : "the bytes differ");
+}
+
+/* SEND [WITH IMMEDIATE] into a receive of the server's whole buffer: the receive's opcode,
+ * length and immediate, the bytes, the canaries after them. With late, the receive is
+ * posted 0.3 s after the SEND: RNR NAKs until then. */
+static void case_send(uint32_t size, bool imm, bool late)
+{
+	char name[160];
+	enum ibv_wc_status st;
+	uint32_t bad, seed = 11 + size % 7;
+
+	for (uint32_t i = 0; i < size; i++)
+		buf[i] = pattern(seed, i);
+	ask(PREP, size, 0);
+	ask(late ? LATE_RECV : POST_RECV, 0, RECV_INTO_BUF);
+	st = post_and_wait(imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND, size, 0, 0);
+	bad = st == IBV_WC_SUCCESS ? ask(imm ? CHECK_SEND_IMM : CHECK_SEND, size, seed) : 0;
+	snprintf(name, sizeof(name), "SEND%s of %u bytes%s: the receive's opcode, length%s, the "
+		 "bytes and the %d after them", imm ? " WITH IMMEDIATE" : "", size,
+		 late ? ", receive posted late (RNR)" : "", imm ? " and immediate" : "", CANARY);
 	report(name, st == IBV_WC_SUCCESS && !bad,
 	       st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) :
 	       bad == 0xffffffffu ? "the receive completion is wrong" : "the bytes differ");
@@ -331,6 +364,12 @@ static void run_client(void)
 		case_size(&peer, sizes[i], i + 1);
 	case_imm(&peer, 4097, false);
 	case_imm(&peer, 64, true);
+	case_send(0, false, false);
+	case_send(1, false, false);
+	case_send(4097, false, false);
+	case_send(MAX_MSG, false, false);
+	case_send(4097, true, false);
+	case_send(64, false, true);
 	case_refused(&peer, "a wrong rkey", peer.addr, peer.rkey ^ 0x80, &psn);
 	case_refused(&peer, "one byte past the MR", peer.addr + BUF_BYTES - 63, peer.rkey, &psn);
 	case_size(&peer, 4096, 99);
