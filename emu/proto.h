@@ -282,6 +282,7 @@ struct proto_query_qp_reply {
 	X(nak_rem_op_sent, "remote operational error NAKs sent (a receive WQE unfit for a SEND)") \
 	X(acks_sent, "ACKs sent")                                                        \
 	X(timeouts, "retransmission timer expiries")                                     \
+	X(rtt_samples, "round trips timed for the retransmission timer (ACKed PSNs)")     \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
 	X(qkey_viol, "dropped: UD datagram whose Q_Key is not the QP's")                \
 	X(drop_ud_no_recv, "dropped: UD datagram with no receive WQE posted")            \

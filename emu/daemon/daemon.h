@@ -147,6 +147,16 @@ struct ah {
 	uint32_t flow_label;
 };
 
+/* rto.c's state: the round-trip estimate and the timed PSN (seconds). */
+struct rto {
+	ev_tstamp srtt;              /* 0 until the first sample */
+	ev_tstamp rttvar;
+	ev_tstamp sent_at;           /* when timed_psn was first sent */
+	uint32_t timed_psn;
+	bool timing;
+	uint8_t backoff;             /* consecutive expiries: the timer doubles for each */
+};
+
 struct qp {
 	struct dev *dev;
 	struct client *client;
@@ -189,6 +199,7 @@ struct qp {
 	uint8_t retry_left;
 	uint8_t rnr_left;
 	ev_timer retry_timer;
+	struct rto rto;
 	ev_timer rnr_timer;
 	bool rnr_wait;
 	uint32_t rd_outstanding;     /* READs started and not yet completed */
@@ -476,6 +487,17 @@ void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
 void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_flush(struct qp *qp);
+
+/* rto.c: the retransmission timer's interval (the QP's timeout its floor, a round-trip
+ * estimate above it, doubled per consecutive expiry) and what moves it: a PSN sent for the
+ * first time (timed when none is), progress (the oldest unacknowledged PSN moved to
+ * next_unacked), a resend (the timed PSN no longer tells a round trip) and an expiry. */
+ev_tstamp rto_interval(const struct qp *qp);
+void rto_reset(struct qp *qp);
+void rto_on_first_send(struct qp *qp, uint32_t last_psn);
+void rto_on_progress(struct qp *qp, uint32_t next_unacked);
+void rto_on_resend(struct qp *qp);
+void rto_on_expiry(struct qp *qp);
 
 /* ud.c: UD QPs. ud_pump() sends every datagram posted (each completes as it leaves);
  * ud_on_datagram() places one received SEND ONLY [WITH IMMEDIATE] after its GRH area. */

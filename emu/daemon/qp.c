@@ -184,6 +184,7 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->attr.sq_psn = a->sq_psn & WIRE_PSN_MASK;
 		qp->snd_nxt = qp->snd_una = qp->snd_max = qp->attr.sq_psn;
+		rto_reset(qp);
 	}
 	if (mask & IBV_QP_TIMEOUT)
 		qp->attr.timeout = a->timeout;
@@ -255,6 +256,7 @@ void qp_reset(struct qp *qp)
 	memset(qp->rd_res, 0, sizeof(qp->rd_res));
 	qp->rd_res_next = qp->rd_outstanding = 0;
 	qp->msn = 0;
+	rto_reset(qp);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 	qp->attr.timeout = DEFAULT_TIMEOUT;
 	qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;

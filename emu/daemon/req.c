@@ -275,12 +275,10 @@ static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t
 
 static void arm_timer(struct qp *qp)
 {
-	ev_tstamp t = 4.096e-6 * (double)(1ull << qp->attr.timeout);
-
 	if (!qp->attr.timeout || !outstanding(qp))
 		return;
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
-	ev_timer_set(&qp->retry_timer, t, 0);
+	ev_timer_set(&qp->retry_timer, rto_interval(qp), 0);
 	ev_timer_start(qp->dev->loop, &qp->retry_timer);
 }
 
@@ -345,6 +343,9 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 
 	if (rc < 0)
 		return false;
+	/* a READ's responses stream for as long as it is large: not a round trip */
+	if (qp->snd_nxt == qp->snd_max && !wqe_is_read(w))
+		rto_on_first_send(qp, qp->snd_nxt);
 	qp->snd_nxt = (qp->snd_nxt + covers) & WIRE_PSN_MASK;
 	if (wire_psn_diff(qp->snd_nxt, qp->snd_max) > 0)
 		qp->snd_max = qp->snd_nxt;
@@ -428,6 +429,7 @@ static void ack_through(struct qp *qp, uint32_t psn)
 	}
 	if (wire_psn_diff(next, qp->snd_una) > 0) {
 		qp->snd_una = next;
+		rto_on_progress(qp, next);
 		qp->retry_left = qp->attr.retry_cnt;
 		qp->rnr_left = qp->attr.rnr_retry;
 		if (wire_psn_diff(qp->snd_nxt, qp->snd_una) < 0)
@@ -453,6 +455,7 @@ static void retry_from(struct qp *qp, uint32_t psn)
 	}
 	if (qp->attr.retry_cnt != 7)
 		qp->retry_left--;
+	rto_on_resend(qp);
 	seek(qp, psn);
 	req_pump(qp);
 }
@@ -617,6 +620,7 @@ void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (!outstanding(qp) || qp->state != IBV_QPS_RTS)
 		return;
 	qp->dev->cnt.timeouts++;
+	rto_on_expiry(qp);
 	retry_from(qp, qp->snd_una);
 }
 

@@ -47,6 +47,7 @@
 #include "emu/daemon/objects.c"
 #include "emu/daemon/qp.c"
 #include "emu/daemon/req.c"
+#include "emu/daemon/rto.c"
 #include "emu/daemon/resp.c"
 #include "emu/daemon/atomic.c"
 #include "emu/daemon/read.c"
