@@ -39,6 +39,16 @@ ns_exists() { ip netns list | grep -q "^$1\( \|$\)"; }
 
 v6() { [ -d /proc/sys/net/ipv6 ] && echo " ${1%/*}"; }
 
+in_range() { # OPTION VALUE MIN MAX: exits 2 with a message unless MIN <= VALUE <= MAX
+	case $2 in
+	'' | *[!0-9]*) echo "netns: $1 takes a number, got '$2'" >&2; exit 2 ;;
+	esac
+	if [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
+		echo "netns: $1 $2 is outside $3..$4" >&2
+		exit 2
+	fi
+}
+
 up() {
 	local mtu=9000 vlan="" dev_a=$IF_A dev_b=$IF_B
 	while [ $# -gt 0 ]; do
@@ -48,22 +58,10 @@ up() {
 		*) usage ;;
 		esac
 	done
+	in_range --mtu "$mtu" 1280 65535
 	if [ -n "$vlan" ]; then
-		case $vlan in
-		'' | *[!0-9]*) echo "netns: --vlan takes a VLAN ID, got '$vlan'" >&2; exit 2 ;;
-		esac
-		if [ "$vlan" -lt 1 ] || [ "$vlan" -gt 4094 ]; then
-			echo "netns: --vlan $vlan is outside 1..4094" >&2
-			exit 2
-		fi
+		in_range --vlan "$vlan" 1 4094
 		dev_a=vlan-$PREFIX-a dev_b=vlan-$PREFIX-b
-	fi
-	case $mtu in
-	'' | *[!0-9]*) echo "netns: --mtu takes a number of bytes, got '$mtu'" >&2; exit 2 ;;
-	esac
-	if [ "$mtu" -lt 1280 ] || [ "$mtu" -gt 65535 ]; then
-		echo "netns: --mtu $mtu is outside 1280..65535" >&2
-		exit 2
 	fi
 	# ip netns (add, exec, -n) makes / a slave mount in a mount namespace of its own, which
 	# fails with EINVAL where / is no mount point: in a chroot whose directory is not one.

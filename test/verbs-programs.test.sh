@@ -11,9 +11,9 @@
 # In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
 set -u
 source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
 require_root
 
-RUN=$BUILD/rocemu-run
 ABUSE=$BUILD/test/ibv_abuse
 for p in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ib_write_bw ib_atomic_lat; do
 	command -v "$p" >/dev/null ||
@@ -21,15 +21,8 @@ for p in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ib_write_bw ib
 done
 [ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
 [ -x "$ABUSE" ] || fail "$ABUSE is missing (make $ABUSE)"
-# The programs' own allocations are not ours to judge (perftest frees little at exit).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# (pairs.sh leaves the programs' own allocations unjudged: perftest frees little at exit)
 export ROCEMU_QUIET=
-FAILED=()
-PASSED=0
-trap teardown EXIT
-
-passed() { echo "[${SECONDS}s] $*"; PASSED=$((PASSED + 1)); }
-failed() { echo "FAILED: $1"; FAILED+=("$1"); }
 
 NETNS_MTU=9000 topology_up netns
 MAC_A=$("${IN_A[@]}" cat "/sys/class/net/$IF_A/address")
@@ -69,115 +62,41 @@ fi
 
 # ---- pairs of programs ----
 
-# pair NAME SERVER_SOCK CLIENT_PREFIX CLIENT_SOCK PEER PROGRAM ARGS...: the server in host
-# b (on SERVER_SOCK), the client with CLIENT_PREFIX, both under rocemu-run; sets OUT_S and
-# OUT_C and returns 0 when both exit 0.
-pair() {
-	local name=$1 ssock=$2 cprefix=$3 csock=$4 peer=$5 server status
-	shift 5
-	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
-	local -n sprefix=$SERVER_PREFIX
-	"${sprefix[@]}" timeout 120 "$RUN" -D "$ssock" "$@" >"$OUT_S" 2>&1 </dev/null &
-	server=$!
-	PIDS+=($server)
-	# The server listens once its device is open; the client retries its connect anyway.
-	sleep 0.3
-	local -n cp=$cprefix
-	"${cp[@]}" timeout 120 "$RUN" -D "$csock" "$@" "$peer" >"$OUT_C" 2>&1 </dev/null
-	status=$?
-	wait "$server" || status=$?
-	return $status
-}
-
-show_both() {
-	sed 's/^/  client| /' "$OUT_C" | tail -n 12
-	sed 's/^/  server| /' "$OUT_S" | tail -n 12
-}
-
-SERVER_PREFIX=IN_B
-
-# pingpong NAME PROGRAM ARGS...: ibv_*_pingpong across the namespaces; both print
-# "N iters in S seconds".
-pingpong() {
-	local name=$1 iters
-	shift
-	if pair "$name" "$SOCK_B" IN_A "$SOCK_A" "$ADDR_B" "$@" &&
-		iters=$(grep -oE '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$OUT_C") &&
-		grep -qE '^[0-9]+ iters in' "$OUT_S"; then
-		passed "$name: $*: $iters"
-	else
-		show_both
-		failed "$name: $*"
-	fi
-}
-
-pingpong rc-pingpong ibv_rc_pingpong -g 0 -c
-pingpong rc-pingpong-64k ibv_rc_pingpong -g 0 -c -s 65536 -n 10000
-pingpong rc-pingpong-events ibv_rc_pingpong -g 0 -c -e
-pingpong rc-pingpong-wr-api ibv_rc_pingpong -g 0 -c -N
-pingpong srq-pingpong ibv_srq_pingpong -g 0 -c
-pingpong srq-pingpong-64k ibv_srq_pingpong -g 0 -c -s 65536 -n 10000
-
-# A perftest table: the header line, then rows of numbers; ROWS is how many there must be.
-table_rows() {
-	awk '/#bytes/ { t = 1; next } t && /^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { n++ }
-	     END { print n + 0 }' "$1"
-}
-
-# perftest samples the CPU's clock rate against gettimeofday for each report and gives up
-# ("Correlation coefficient r^2: ... < 0.9", "Can't produce a report") when the machine is
-# too noisy for its fit: its own measurement, not the transfer, so such a run goes again.
-perf_pair() {
-	local name=$1
-	shift
-	pair "$name" "$SOCK_B" IN_A "$SOCK_A" "$ADDR_B" "$@" && return 0
-	grep -q 'Correlation coefficient r^2' "$OUT_C" "$OUT_S" || return 1
-	echo "  $name: perftest could not calibrate its clock (r^2 < 0.9, a busy machine); once more"
-	pair "$name" "$SOCK_B" IN_A "$SOCK_A" "$ADDR_B" "$@"
-}
-
-# perf NAME ROWS PROGRAM ARGS...
-perf() {
-	local name=$1 rows=$2 got last
-	shift 2
-	if perf_pair "$name" "$@" && got=$(table_rows "$OUT_C") && [ "$got" -eq "$rows" ]; then
-		last=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { l = $0 } END { print l }' "$OUT_C")
-		passed "$name: $*: $got row(s), last:$(tr -s ' \t' ' ' <<<"$last")"
-	else
-		show_both
-		failed "$name: $* (table rows ${got:-none}, wanted $rows)"
-	fi
-}
+pingpong rc-pingpong "$ADDR_B" ibv_rc_pingpong -g 0 -c
+pingpong rc-pingpong-64k "$ADDR_B" ibv_rc_pingpong -g 0 -c -s 65536 -n 10000
+pingpong rc-pingpong-events "$ADDR_B" ibv_rc_pingpong -g 0 -c -e
+pingpong rc-pingpong-wr-api "$ADDR_B" ibv_rc_pingpong -g 0 -c -N
+pingpong srq-pingpong "$ADDR_B" ibv_srq_pingpong -g 0 -c
+pingpong srq-pingpong-64k "$ADDR_B" ibv_srq_pingpong -g 0 -c -s 65536 -n 10000
 
 # -a: every size from 2 bytes to 8 MiB (23 rows; atomics have one size), 20 of each.
 ALL=23
 for t in ib_write_bw ib_read_bw ib_send_bw; do
-	perf "$t" 1 "$t"
-	perf "$t-all" $ALL "$t" -a -n 20
-	perf "$t-old-post" 1 "$t" --use_old_post_send -n 1000
+	perf "$t" 1 "$ADDR_B" "$t"
+	perf "$t-all" $ALL "$ADDR_B" "$t" -a -n 20
+	perf "$t-old-post" 1 "$ADDR_B" "$t" --use_old_post_send -n 1000
 done
 for t in ib_write_lat ib_read_lat ib_send_lat; do
-	perf "$t" 1 "$t"
-	perf "$t-all" $ALL "$t" -a -n 20
+	perf "$t" 1 "$ADDR_B" "$t"
+	perf "$t-all" $ALL "$ADDR_B" "$t" -a -n 20
 done
-perf ib_atomic_bw 1 ib_atomic_bw
-perf ib_atomic_bw-cas 1 ib_atomic_bw -A CMP_AND_SWAP -n 2000
-perf ib_atomic_lat 1 ib_atomic_lat
-perf ib_send_bw-events 1 ib_send_bw -e -n 2000
-perf ib_send_lat-events 1 ib_send_lat -e -n 2000
-perf ib_read_lat-events 1 ib_read_lat -e -n 2000
-perf ib_send_bw-srq 1 ib_send_bw --use-srq -n 2000
-perf ib_write_bw-8qp 1 ib_write_bw -q 8 -n 1000
-perf ib_write_bw-gbits 1 ib_write_bw --report_gbits -n 1000
+perf ib_atomic_bw 1 "$ADDR_B" ib_atomic_bw
+perf ib_atomic_bw-cas 1 "$ADDR_B" ib_atomic_bw -A CMP_AND_SWAP -n 2000
+perf ib_atomic_lat 1 "$ADDR_B" ib_atomic_lat
+perf ib_send_bw-events 1 "$ADDR_B" ib_send_bw -e -n 2000
+perf ib_send_lat-events 1 "$ADDR_B" ib_send_lat -e -n 2000
+perf ib_read_lat-events 1 "$ADDR_B" ib_read_lat -e -n 2000
+perf ib_send_bw-srq 1 "$ADDR_B" ib_send_bw --use-srq -n 2000
+perf ib_write_bw-8qp 1 "$ADDR_B" ib_write_bw -q 8 -n 1000
+perf ib_write_bw-gbits 1 "$ADDR_B" ib_write_bw --report_gbits -n 1000
 
 # ---- both ends on one daemon (host a), over its own address ----
 
-SERVER_PREFIX=IN_A
-pair loop-pingpong "$SOCK_A" IN_A "$SOCK_A" "$ADDR_A" ibv_rc_pingpong -g 0 -c -n 2000 &&
+PAIR_SERVER=a pair loop-pingpong "$ADDR_A" ibv_rc_pingpong -g 0 -c -n 2000 &&
 	grep -qE '^2000 iters in' "$OUT_C" && loop=$(counter a loopback_pkts) && [ "$loop" -ge 8000 ] &&
 	passed "loopback: ibv_rc_pingpong -c -n 2000 between two QPs of daemon a ($loop packets)" ||
 	{ show_both; failed "loopback: ibv_rc_pingpong on one daemon"; }
-pair loop-write-bw "$SOCK_A" IN_A "$SOCK_A" "$ADDR_A" ib_write_bw -s 1048576 -n 200 &&
+PAIR_SERVER=a pair loop-write-bw "$ADDR_A" ib_write_bw -s 1048576 -n 200 &&
 	[ "$(table_rows "$OUT_C")" -eq 1 ] &&
 	passed "loopback: ib_write_bw -s 1M on one daemon:$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print $4 " MB/s"; exit }' "$OUT_C")" ||
 	{ show_both; failed "loopback: ib_write_bw on one daemon"; }
@@ -218,12 +137,10 @@ fi
 daemon_start a
 
 # The daemons lived through all of it and still serve.
-SERVER_PREFIX=IN_B
-pingpong after-all ibv_rc_pingpong -g 0 -c -n 100
+pingpong after-all "$ADDR_B" ibv_rc_pingpong -g 0 -c -n 100
 for side in a b; do
 	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
 		failed "rocemud $side died"
 done
 
-echo "verbs programs: $PASSED passed, ${#FAILED[@]} failed"
-[ ${#FAILED[@]} -eq 0 ] || { printf 'FAILED: %s\n' "${FAILED[@]}"; exit 1; }
+finish "verbs programs"
