@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 4
+#define PROTO_VERSION 5
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -368,6 +368,8 @@ struct proto_qp_entry {
 	uint32_t sq_psn;     /* next PSN to send */
 	uint32_t rq_psn;     /* expected PSN */
 	uint32_t path_mtu;   /* enum ibv_mtu */
+	uint32_t srtt_us;    /* the smoothed round trip the timer learned, 0 before one */
+	uint32_t rto_us;     /* the retransmission timer's interval now */
 };
 
 #define PROTO_LIST_BYTES 768
