@@ -60,9 +60,7 @@ vm_start "$NS" "$WORK" "$ADDR_R" "$ADDR_X" "$ADDR6_R" "$ADDR6_X" || fail "the rx
 start_rocemud() {
 	rm -f "$SOCK"
 	ip netns exec "$NS" "$BUILD/rocemud" -i "$VM_TAP" -a "$ADDR_R" -a "$ADDR6_R" -s "$SOCK" -d \
-		--pcap "$1" \
-		--pcap-max 4G \
-		>>"$WORK/rocemud.log" 2>&1 &
+		--pcap "$1" --pcap-max 4G >>"$WORK/rocemud.log" 2>&1 &
 	DAEMON=$!
 	for _ in $(seq 100); do
 		[ -S "$SOCK" ] && "$BUILD/rocemuctl" -s "$SOCK" status >/dev/null 2>&1 && return 0

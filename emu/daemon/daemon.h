@@ -491,10 +491,11 @@ void req_flush(struct qp *qp);
 /* rto.c: the retransmission timer's interval (the QP's timeout its floor, a round-trip
  * estimate above it, doubled per consecutive expiry) and what moves it: a PSN sent for the
  * first time (timed when none is), progress (the oldest unacknowledged PSN moved to
- * next_unacked), a resend (the timed PSN no longer tells a round trip) and an expiry. */
+ * next_unacked), a resend or an RNR wait (the timed PSN no longer tells a round trip) and
+ * an expiry. */
 ev_tstamp rto_interval(const struct qp *qp);
 void rto_reset(struct qp *qp);
-void rto_on_first_send(struct qp *qp, uint32_t last_psn);
+void rto_on_first_send(struct qp *qp, uint32_t psn);
 void rto_on_progress(struct qp *qp, uint32_t next_unacked);
 void rto_on_resend(struct qp *qp);
 void rto_on_expiry(struct qp *qp);

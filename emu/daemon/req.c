@@ -470,6 +470,7 @@ static void on_rnr_nak(struct qp *qp, uint32_t psn, uint8_t timer)
 	}
 	if (qp->attr.rnr_retry != 7)
 		qp->rnr_left--;
+	rto_on_resend(qp);
 	seek(qp, psn);
 	qp->rnr_wait = true;
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);

@@ -35,14 +35,14 @@ void rto_reset(struct qp *qp)
 	qp->rto = (struct rto){ 0 };
 }
 
-void rto_on_first_send(struct qp *qp, uint32_t last_psn)
+void rto_on_first_send(struct qp *qp, uint32_t psn)
 {
 	struct rto *r = &qp->rto;
 
 	if (r->timing)
 		return;
 	r->timing = true;
-	r->timed_psn = last_psn;
+	r->timed_psn = psn;
 	r->sent_at = ev_now(qp->dev->loop);
 }
 
