@@ -350,6 +350,67 @@ for side in a b; do
 		record "counters_$side" "$out"
 done
 
+# Issue 19's measures: N rdma-write pairs at once (N processes, a QP each, one daemon a
+# side) against one pair moving as many bytes alone; what each pair got; the expiries, ring
+# drops and duplicates of the run; and the 64 B latency on one QP while 31 others stream
+# 1 MiB writes, against its latency alone.
+MANY_PORT=21000
+# many_pairs N SIZE ITERS: N pairs at once, each writing ITERS messages of SIZE; prints one
+# JSON object (the wall time from the first client's start to the last one's end)
+many_pairs() {
+	local n=$1 size=$2 iters=$3 i t0 t1 ok=0 mbps="" v to0 rd0 dup0 servers=() clients=()
+	for i in $(seq "$n"); do
+		"${IN_B[@]}" timeout 120 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $((MANY_PORT + i)) \
+			-s "$size" >/dev/null 2>&1 &
+		servers+=($!)
+		track $!
+	done
+	sleep 0.3
+	to0=$(rocemu_counter a timeouts) rd0=$(rocemu_counter b drop_ring_full)
+	dup0=$(rocemu_counter b duplicate_request)
+	t0=$(date +%s.%N)
+	for i in $(seq "$n"); do
+		"${IN_A[@]}" timeout 120 "$BUILD/rdma-write" -D "$SOCK_A" -p $((MANY_PORT + i)) -s "$size" \
+			-n "$iters" --json "$ADDR_B" >"$WORK/many.$i" 2>&1 &
+		clients+=($!)
+		track $!
+	done
+	for i in "${!clients[@]}"; do
+		wait "${clients[$i]}" && ok=$((ok + 1))
+		untrack "${clients[$i]}"
+		v=$(field "$(cat "$WORK/many.$((i + 1))")" bw_avg_mbps)
+		mbps="$mbps${mbps:+,}${v:-null}"
+	done
+	t1=$(date +%s.%N)
+	for i in "${servers[@]}"; do wait "$i" 2>/dev/null; untrack "$i"; done
+	echo "{\"qps\":$n,\"bytes\":$size,\"iterations\":$iters,\"ok\":$ok," \
+		"\"seconds\":$(calc "$t1 - $t0"),\"mbps\":[$mbps]," \
+		"\"timeouts\":$(($(rocemu_counter a timeouts) - to0))," \
+		"\"ring_drops\":$(($(rocemu_counter b drop_ring_full) - rd0))," \
+		"\"duplicates\":$(($(rocemu_counter b duplicate_request) - dup0))}"
+}
+rocemu_counter() { # SIDE NAME
+	local sock=$SOCK_A
+	[ "$1" = b ] && sock=$SOCK_B
+	"$BUILD/rocemuctl" -s "$sock" stats | awk -v n="$2" '$1 == n { print $2 }'
+}
+MANY=32 MANY_ITERS=100
+[ "$QUICK" = 1 ] && MANY_ITERS=20
+say "many QPs: $MANY rdma-write pairs at once, $MANY_ITERS x 1 MiB each, against one pair alone"
+for rep in $(seq "$REPS"); do
+	record many "$(many_pairs 1 1048576 $((MANY * MANY_ITERS)))"
+	record many "$(many_pairs "$MANY" 1048576 "$MANY_ITERS")"
+done
+say "many QPs: 64-byte WRITEs one at a time, alone and while $((MANY - 1)) QPs stream 1 MiB writes"
+for rep in $(seq "$REPS"); do
+	out=$(rdma_write 64 2000 --tx-depth 1) && record lat_alone "$out"
+	many_pairs $((MANY - 1)) 1048576 $((MANY_ITERS * 2)) >"$WORK/load.json" &
+	load=$!
+	sleep 1
+	out=$(rdma_write 64 2000 --tx-depth 1) && record lat_loaded "$out"
+	wait $load
+done
+
 say "memory: the daemon's VmRSS - VmLck with 1,000 MRs and 1,000 QPs"
 out=$("${IN_A[@]}" timeout 120 "$BUILD/bench/regcost" objs "$SOCK_A" "$DAEMON_A") &&
 	record objs "$out" || say "regcost objs failed"
@@ -500,6 +561,32 @@ for name, val, op, lim in targets14 + targets15:
 tres[-1]["note"] = ("ib_write_lat's t_typical is half a ping-pong of WRITEs (each side polls "
                     "for the other's data); the baseline is regcost's median from a post to "
                     "its completion (the WRITE and its ACK), the client polling its CQ")
+def jain(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else None
+def agg_mbps(x): return x["qps"] * x["bytes"] * x["iterations"] / MIB / x["seconds"]
+one = [x for x in kind("many") if x["qps"] == 1 and x["ok"] == 1]
+many = [x for x in kind("many") if x["qps"] > 1]
+la, ll = kind("lat_alone"), kind("lat_loaded")
+def lat_us(l): return med([1 / x["msg_rate_mpps"] for x in l if x["msg_rate_mpps"]])
+mq = res["rocemu"]["many_qps"] = {
+    "qps": many[0]["qps"] if many else None,
+    "one_qp_mbps": med([agg_mbps(x) for x in one]),
+    "aggregate_mbps": med([agg_mbps(x) for x in many if x["ok"] == x["qps"]]),
+    "jain": med([jain(x["mbps"]) for x in many]),
+    "timeouts": [x["timeouts"] for x in many], "ring_drops": [x["ring_drops"] for x in many],
+    "duplicates": [x["duplicates"] for x in many],
+    "one_qp_timeouts": [x["timeouts"] for x in one],
+    "lat_64B_alone_us": lat_us(la), "lat_64B_loaded_us": lat_us(ll), "samples": len(many)}
+targets19 = [
+    ("aggregate goodput, %s QPs at once / one QP alone (same run)" % mq["qps"],
+     ratio(mq["aggregate_mbps"], mq["one_qp_mbps"]), ">=", 0.9),
+    ("Jain's fairness index over the %s QPs' goodputs" % mq["qps"], mq["jain"], ">=", 0.95),
+]
+for name, val, op, lim in targets19:
+    met = None if val is None else val >= lim
+    tres.append({"target": name, "value": val, "need": f"{op} {lim}",
+                 "status": "n/a" if met is None else "met" if met else "missed"})
 res["rocemu"]["ops"] = {k: ops_med(k) for k in ("write_mbps", "read_mbps", "send_mbps",
                                                 "fetch_add_per_s", "send_rtt_median_us")}
 res["targets"] = tres
@@ -582,7 +669,18 @@ P("  %-52s ib_write_bw %s, rdma-write %s MB/s" % ("1 MiB WRITE goodput, tx-depth
     fmt(verbs["ib_write_bw_1MiB_mbps"]), fmt(verbs["rdma_write_1MiB_mbps"])))
 P("  %-52s t_typical %s us, p99 %s us" % ("ib_write_lat -s 2",
     fmt(verbs["ib_write_lat_2B_typical_us"]), fmt(verbs["ib_write_lat_2B_p99_us"])))
-P("targets (issues 6, 14 and 15)")
+P("many QPs at once (issue 19): %s rdma-write pairs, 1 MiB writes, one daemon a side" % mq["qps"])
+P("  %-52s %s MB/s, one QP alone %s MB/s" % ("aggregate goodput", fmt(mq["aggregate_mbps"]),
+                                             fmt(mq["one_qp_mbps"])))
+P("  %-52s %s" % ("Jain's fairness index of their goodputs", fmt(mq["jain"], "%.3f")))
+P("  %-52s timer expiries %s, ring drops %s, duplicates %s" % (
+    "per run (the responder's ring, the requester's timer)", mq["timeouts"], mq["ring_drops"],
+    mq["duplicates"]))
+P("  %-52s %s us alone, %s us loaded (x%s)" % (
+    "64 B write latency (mean, tx-depth 1), %s QPs streaming" % ((mq["qps"] or 1) - 1),
+    fmt(mq["lat_64B_alone_us"]), fmt(mq["lat_64B_loaded_us"]),
+    fmt(ratio(mq["lat_64B_loaded_us"], mq["lat_64B_alone_us"]), "%.1f")))
+P("targets (issues 6, 14, 15 and 19)")
 for t in tres:
     P("  %-66s %8s %-7s %s" % (t["target"], fmt(t["value"]), t["need"], t["status"]))
     if "note" in t:
