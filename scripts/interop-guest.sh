@@ -11,8 +11,9 @@ fail() {
 	poweroff -f
 }
 
+# /tmp stays the overlay's, writable and showing the host's: the host's build may live
+# there (a clone in /tmp), and a tmpfs over it would hide the programs the host runs here.
 mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
 mkdir -p "$work" /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm

@@ -197,10 +197,11 @@ ud_pingpong() {
 }
 
 # The rest of the matrix (make interop, not the short form): loss, MTU 4096, mixed MTUs.
-more_cases() {
-	# Loss, duplication and reordering, injected by rocemud on both directions while it talks
-	# to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
-	# rxe's NAKs) must still deliver every byte.
+# Loss, duplication and reordering, injected by rocemud on both directions while it talks
+# to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
+# rxe's NAKs) must still deliver every byte.
+loss_cases() {
+	local before after
 	LOSS=drop=0.02,dup=0.01,reorder=0.05,seed=5
 	"$BUILD/rocemuctl" -s "$SOCK" fault "$LOSS" >/dev/null || failed "rocemuctl fault $LOSS"
 	before=$("$BUILD/rocemuctl" -s "$SOCK" stats)
@@ -217,8 +218,11 @@ more_cases() {
 		out_of_seq_request; do
 		b=$(awk -v n=$c '$1 == n { print $2 }' <<<"$before"); a=$(awk -v n=$c '$1 == n { print $2 }' <<<"$after")
 		printf '%s +%s, ' "$c" $((a - b)); done | sed 's/, $//')"
+}
 
-	# Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
+# Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
+mtu4096_cases() {
+	local rxe_mtu
 	stop_rocemud
 	ip netns exec "$NS" ip link set "$VM_TAP" mtu 9000
 	vm_run 30 "ip link set eth0 mtu 9000" >/dev/null || failed "the guest's eth0 refused MTU 9000"
@@ -231,16 +235,18 @@ more_cases() {
 		perf "mtu4096-send-64k-$side" $side ib_send_bw -s 65536 -n 50
 		perf "mtu4096-read-1m-$side" $side ib_read_bw -s 1048576 -n 10
 	done
+	CAPTURES+=("$WORK/interop-4096.pcap")
+}
 
-	# Different MTUs: rxe's link back at 1500 (active MTU 1024), rocemu's still at 9000 (4096).
-	# ibv_peer connects at the smaller of the two, as programs that exchange it do; perftest
-	# is told with -m, as it must be on any such pair.
+# Different MTUs: rxe's link back at 1500 (active MTU 1024), rocemu's still at 9000 (4096).
+# ibv_peer connects at the smaller of the two, as programs that exchange it do; perftest is
+# told with -m, as it must be on any such pair.
+mixed_mtu_cases() {
 	vm_run 30 "ip link set eth0 mtu 1500" >/dev/null || failed "the guest's eth0 refused MTU 1500"
 	for side in client server; do
 		peer "mixed-mtu-peer-$side" $side
 		perf "mixed-mtu-write-1m-$side" $side ib_write_bw -s 1048576 -n 10 -m 1024
 	done
-	CAPTURES+=("$WORK/interop-4096.pcap")
 }
 
 for side in client server; do
@@ -268,7 +274,7 @@ for side in client server; do
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done
 CAPTURES=("$PCAP")
-[ -n "$SHORT" ] || more_cases
+[ -n "$SHORT" ] || { loss_cases; mtu4096_cases; mixed_mtu_cases; }
 stop_rocemud
 
 # 802.1Q VLAN devices, which this host's kernel may lack (CONFIG_VLAN_8021Q): the guest's
