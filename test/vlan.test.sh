@@ -16,8 +16,19 @@ for p in ibv_rc_pingpong ibv_ud_pingpong tshark; do
 	command -v "$p" >/dev/null ||
 		skip "$p is missing: scripts/install-deps.sh installs ibverbs-utils and tshark"
 done
-[ -d /sys/module/8021q ] || modprobe 8021q 2>/dev/null || [ -d /sys/module/8021q ] ||
-	skip "this kernel cannot make VLAN devices (no 8021q)"
+# can_vlan: whether this kernel makes 802.1Q devices (built in, or a module it can load),
+# tried on a veth pair in a namespace of its own
+can_vlan() {
+	local ns=vlanprobe$$ rc
+	command -v modprobe >/dev/null && modprobe 8021q 2>/dev/null
+	ip netns add $ns || return 1
+	ip -n $ns link add p0 type veth peer name p1 &&
+		ip -n $ns link add link p0 name p0.5 type vlan id 5 2>/dev/null
+	rc=$?
+	ip netns delete $ns
+	return $rc
+}
+can_vlan || skip "this kernel cannot make VLAN devices (no 802.1Q support: CONFIG_VLAN_8021Q)"
 
 NETNS_VLAN=$VLAN NETNS_IPV6=1 NETNS_MTU=9000 topology_up netns
 for side in a b; do
