@@ -8,8 +8,8 @@
  * after each); WRITE WITH IMMEDIATE, once with the receive posted late so that RNR NAKs
  * come first; SEND of 0, 1, 4097 bytes and 1 MiB, SEND WITH IMMEDIATE, and a SEND whose
  * receive is posted late, each checked on the receive (opcode, length, immediate) and
- * byte for byte with the canaries after it. The two ends talk over TCP (port 18516) to exchange QP numbers, PSNs, GIDs,
- * buffers and verdicts.
+ * byte for byte with the canaries after it. The two ends talk over TCP (port 18516) to
+ * exchange QP numbers, PSNs, GIDs, buffers and verdicts.
  *   ibv_peer [-x GID_INDEX] server
  *   ibv_peer [-x GID_INDEX] client SERVER_IPV4
  * One line per case, "ok NAME" or "FAIL NAME: why"; exit 0 when all passed. */
@@ -291,6 +291,15 @@ static void case_size(const struct peer_info *peer, uint32_t size, uint32_t seed
 	report(name, st == IBV_WC_SUCCESS && !bad, why);
 }
 
+/* A message that consumes a receive: its send completion st, and the server's verdict bad
+ * (0, 0xffffffff for a wrong receive completion, else 1 + the first bad offset). */
+static void report_delivery(const char *name, enum ibv_wc_status st, uint32_t bad)
+{
+	report(name, st == IBV_WC_SUCCESS && !bad,
+	       st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) :
+	       bad == 0xffffffffu ? "the receive completion is wrong" : "the bytes differ");
+}
+
 /* WRITE WITH IMMEDIATE: the bytes, and the receive it consumes (opcode, immediate,
  * length). With late, the receive is posted 0.3 s after the WRITE: RNR NAKs until then. */
 static void case_imm(const struct peer_info *peer, uint32_t size, bool late)
@@ -307,9 +316,7 @@ static void case_imm(const struct peer_info *peer, uint32_t size, bool late)
 	bad = st == IBV_WC_SUCCESS ? ask(CHECK_IMM, size, 7) : 0;
 	snprintf(name, sizeof(name), "WRITE WITH IMMEDIATE of %u bytes%s: bytes, immediate and "
 		 "length on the receive", size, late ? ", receive posted late (RNR)" : "");
-	report(name, st == IBV_WC_SUCCESS && !bad,
-	       st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) :
-	       bad == 0xffffffffu ? "the receive completion is wrong" : "the bytes differ");
+	report_delivery(name, st, bad);
 }
 
 /* SEND [WITH IMMEDIATE] into a receive of the server's whole buffer: the receive's opcode,
@@ -330,9 +337,7 @@ static void case_send(uint32_t size, bool imm, bool late)
 	snprintf(name, sizeof(name), "SEND%s of %u bytes%s: the receive's opcode, length%s, the "
 		 "bytes and the %d after them", imm ? " WITH IMMEDIATE" : "", size,
 		 late ? ", receive posted late (RNR)" : "", imm ? " and immediate" : "", CANARY);
-	report(name, st == IBV_WC_SUCCESS && !bad,
-	       st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) :
-	       bad == 0xffffffffu ? "the receive completion is wrong" : "the bytes differ");
+	report_delivery(name, st, bad);
 }
 
 /* A WRITE the responder must refuse; the connection is made afresh afterwards. */

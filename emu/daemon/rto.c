@@ -22,10 +22,10 @@ ev_tstamp rto_interval(const struct qp *qp)
 	ev_tstamp t = floor_of(qp);
 
 	if (r->srtt > 0) {
-		ev_tstamp est = r->srtt + (4 * r->rttvar > RTO_MIN_VAR ? 4 * r->rttvar : RTO_MIN_VAR);
+		ev_tstamp var = 4 * r->rttvar > RTO_MIN_VAR ? 4 * r->rttvar : RTO_MIN_VAR;
 
-		if (est > t)
-			t = est;
+		if (r->srtt + var > t)
+			t = r->srtt + var;
 	}
 	return t * (double)(1u << r->backoff);
 }
