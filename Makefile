@@ -28,7 +28,7 @@ EV_LIBS    := -lev
 TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c tools/ctl_client.c)
 PROGRAMS     := $(BUILD)/rocemuctl $(BUILD)/rocemud $(BUILD)/rdma-write
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
-                $(BUILD)/test/decode_test $(BUILD)/test/lib_test
+                $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
@@ -86,6 +86,8 @@ $(BUILD)/test/icrc_test: $(BUILD)/test/icrc_test.o $(TEST_COMMON) $(LIB_WIRE) $(
 $(BUILD)/test/wire_test: $(BUILD)/test/wire_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMREG)
 $(BUILD)/test/lib_test: $(BUILD)/test/lib_test.o $(TEST_COMMON) $(LIB_ROCEMU)
+# DCQCN's arithmetic alone: the one daemon object with no loop and no sockets in it.
+$(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/dcqcn.o
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
 $(TESTS):

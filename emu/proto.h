@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 5
+#define PROTO_VERSION 6
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -283,6 +283,14 @@ struct proto_query_qp_reply {
 	X(acks_sent, "ACKs sent")                                                        \
 	X(timeouts, "retransmission timer expiries")                                     \
 	X(rtt_samples, "round trips timed for the retransmission timer (ACKed PSNs)")     \
+	X(np_ecn_marked_roce_packets, "data packets received marked ECN CE by the network") \
+	X(np_ring_marked_packets, "data packets received while the receive ring was backed up") \
+	X(np_cnp_sent, "CNPs sent to a peer QP whose packets met congestion")           \
+	X(rp_cnp_handled, "CNPs received for a rate-controlled QP")                      \
+	X(rp_cnp_ignored, "CNPs received with congestion control off")                   \
+	X(rp_rate_cuts, "send rate cuts (at most one per reduce period)")                \
+	X(rp_paced_waits, "times a QP's send rate held its next packet back")            \
+	X(credit_waits, "times a QP waited for the daemon's unacknowledged-packet limit")  \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
 	X(qkey_viol, "dropped: UD datagram whose Q_Key is not the QP's")                \
 	X(drop_ud_no_recv, "dropped: UD datagram with no receive WQE posted")            \
@@ -370,6 +378,7 @@ struct proto_qp_entry {
 	uint32_t path_mtu;   /* enum ibv_mtu */
 	uint32_t srtt_us;    /* the smoothed round trip the timer learned, 0 before one */
 	uint32_t rto_us;     /* the retransmission timer's interval now */
+	uint32_t rate_mbps;  /* the send rate congestion control allows, 0 when unlimited */
 };
 
 #define PROTO_LIST_BYTES 768

@@ -135,6 +135,8 @@ struct reth_sel {            /* the RETH of every FIRST/ONLY packet of the case 
 	uint32_t dma_len;
 };
 
+/* Not an AETH syndrome rocemu sends (NAK code 31 is reserved): the answer is a CNP. */
+#define ANSWER_CNP 0xff
 struct answer {              /* syndrome 0 ends the list: rocemu never answers with it */
 	uint8_t syndrome;
 	int32_t psn;             /* relative to the QP's expected PSN */
@@ -575,8 +577,17 @@ static void m_tos_ttl(struct env *e, struct shot *s, long arg)
 {
 	(void)e;
 	(void)arg;
-	ip_of(&s->f[0])[1] = 0xbb;
+	ip_of(&s->f[0])[1] = 0xba;       /* DSCP 46 and ECT(0): no congestion met */
 	ip_of(&s->f[0])[8] = 1;
+	ip_checksum(&s->f[0]);
+}
+
+/* A switch on the way met congestion and marked the packet Congestion Experienced. */
+static void m_ecn_ce(struct env *e, struct shot *s, long arg)
+{
+	(void)e;
+	(void)arg;
+	ip_of(&s->f[0])[1] |= WIRE_ECN_CE;
 	ip_checksum(&s->f[0]);
 }
 
@@ -760,6 +771,11 @@ static const struct hcase cases[] = {
 	  .lands = 1, ACKED(0, 1) },
 	{ "TOS and TTL changed after the ICRC (masked)", ONLY333, M(m_tos_ttl, 0),
 	  .lands = 1, ACKED(0, 1) },
+	{ "marked ECN CE on the way: written, ACKed, and a CNP to the sending QP", ONLY333,
+	  M(m_ecn_ce, 0), .lands = 1, .rcvd = 1,
+	  .ans = { { ANSWER_CNP, 0 }, { WIRE_SYN_ACK, 0 } },
+	  .d = { { C_acks_sent, 1 }, { C_rdma_recvs, 1 }, { C_np_ecn_marked_roce_packets, 1 },
+		 { C_np_cnp_sent, 1 } } },
 	{ "bad IPv4 header checksum (masked by the ICRC, accepted)", ONLY333,
 	  M(m_ip_csum, 0), .lands = 1, ACKED(0, 1) },
 	{ "BTH FECN/BECN/reserved byte set after the ICRC (masked)", ONLY333,
@@ -827,7 +843,11 @@ static const struct hcase cases[] = {
 	  DROPPED(drop_transport) },
 	{ "UD SEND ONLY to an RC QP", .pkts = { P(OP_UD_SEND, 0, 64) },
 	  DROPPED(drop_transport) },
-	{ "CNP to an RC QP", .pkts = { P(OP_CNP, 0, 0) }, DROPPED(drop_transport) },
+	{ "CNP to an RC QP in RTR (it sends nothing to slow down)", .pkts = { P(OP_CNP, 0, 0) },
+	  DROPPED(drop_qp_state) },
+	{ "CNP to an RC QP in RTS: its send rate is cut, nothing answered",
+	  .pkts = { P(OP_CNP, 0, 0) }, .to_rts = true, .rcvd = 1,
+	  .d = { { C_rp_cnp_handled, 1 }, { C_rp_rate_cuts, 1 } } },
 	{ "RC SEND ONLY, no receive posted (RNR NAK)", .pkts = { PA(OP_SEND, 0, 64) },
 	  NAK_WITH(0x20 | MIN_RNR_TIMER, 0, send_rnr_err, 1) },
 	{ "RC RDMA READ REQUEST to a QP without remote read", .pkts = { PA(OP_READ, 0, 0) },
@@ -1607,6 +1627,26 @@ static void check_counters(struct env *e, const struct hcase *c, const uint64_t 
 	e2e_note("%s", used ? moved : "no counter moved");
 }
 
+/* A CNP as a ConnectX-4 Lx sends one: BECN set, PSN 0, DSCP 48 and ECT(0), to the QP
+ * whose packet met the congestion. */
+static void check_cnp(struct env *e, const uint8_t *buf, const struct wire_pkt *pkt,
+		      const struct answer *want)
+{
+	(void)e;
+	e2e_note("CNP");
+	if (!want || want->syndrome != ANSWER_CNP)
+		e2e_mismatch("a CNP where none was expected");
+	if (!wire_icrc_ok(buf, pkt))
+		e2e_mismatch("the CNP's ICRC is wrong");
+	if (pkt->bth.dest_qp != PEER_QPN || !pkt->bth.becn || pkt->bth.psn || pkt->bth.ack_req)
+		e2e_mismatch("CNP to QP 0x%06x, BECN %d, PSN %u, AckReq %d: expected the peer's "
+			     "0x%06x, BECN 1, PSN 0, AckReq 0", pkt->bth.dest_qp, pkt->bth.becn,
+			     pkt->bth.psn, pkt->bth.ack_req, PEER_QPN);
+	if (buf[pkt->l3_off + 1] != WIRE_TOS_CNP)
+		e2e_mismatch("the CNP's TOS is 0x%02x, not 0x%02x", buf[pkt->l3_off + 1],
+			     WIRE_TOS_CNP);
+}
+
 static void check_answer(struct env *e, const uint8_t *buf, size_t len,
 			 const struct answer *want)
 {
@@ -1614,6 +1654,10 @@ static void check_answer(struct env *e, const uint8_t *buf, size_t len,
 	enum wire_status st = wire_parse(buf, len, &pkt);
 	char name[48], got_psn[40], want_psn[40];
 
+	if (st == WIRE_OK && pkt.bth.opcode == WIRE_OP_CNP) {
+		check_cnp(e, buf, &pkt, want);
+		return;
+	}
 	if (st != WIRE_OK || pkt.bth.opcode != WIRE_OP_RC_ACK) {
 		e2e_mismatch("an answer that is not an ACKNOWLEDGE (%s, opcode 0x%02x)",
 			     wire_status_name(st), pkt.bth.opcode);

@@ -223,6 +223,37 @@ START_TEST(test_ipv6_ud_round_trip)
 }
 END_TEST
 
+/* A switch that meets congestion sets the ECN field to CE: the parser reports it in both
+ * families, and the ICRC, which masks TOS and traffic class, still holds. */
+START_TEST(test_ecn_congestion_experienced)
+{
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_WRITE_MIDDLE, .pkey = 0xffff, .dest_qp = 9 };
+	struct wire_ext ext = { 0 };
+	struct wire_path p6 = path, p4 = path;
+	struct wire_pkt pkt;
+	size_t len;
+
+	p4.tos = 0x28 | WIRE_ECN_ECT0;
+	len = wire_build(frame, sizeof(frame), &p4, 1, &bth, &ext, "data", 4);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ecn, WIRE_ECN_ECT0);
+	frame[WIRE_ETH_LEN + 1] |= WIRE_ECN_CE;
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ecn, WIRE_ECN_CE);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+
+	p6.ipv6 = true;
+	p6.tos = 0xb8 | WIRE_ECN_ECT0;
+	len = wire_build(frame, sizeof(frame), &p6, 0, &bth, &ext, "data", 4);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ecn, WIRE_ECN_ECT0);
+	frame[WIRE_ETH_LEN + 1] |= WIRE_ECN_CE << 4;  /* the traffic class's low bits */
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ecn, WIRE_ECN_CE);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+}
+END_TEST
+
 START_TEST(test_every_truncation_is_safe)
 {
 	struct wire_ext ext = { .reth = { 0x1000, 0x100, 64 } };
@@ -509,7 +540,8 @@ END_TEST
 /* What real RoCE NICs sent (the shared captures), rebuilt by wire_build() from what
  * wire_parse() read of it: for every IPv4 RC or UD packet with a good ICRC, every byte from
  * the Ethernet header to the ICRC must come out the same (the NICs all set DF, as
- * wire_build does). */
+ * wire_build does). A ConnectX-4 Lx's CNP is among them: rocemud's CNPs are built the same
+ * way (cc.c), with the DSCP, ECN and BECN that NIC set. */
 struct rebuilt {
 	long same, skipped, ipv6;
 	unsigned opcodes[256];
@@ -548,8 +580,7 @@ static void rebuild_one(const uint8_t *f, size_t caplen, void *arg)
 	uint16_t ip_id;
 
 	if (wire_parse(f, caplen, &pkt) != WIRE_OK || pkt.vlan ||
-	    (pkt.ip_version == 4 && pkt.ip_hdr_len != WIRE_IPV4_LEN) || !wire_icrc_ok(f, &pkt) ||
-	    pkt.op->transport == WIRE_CNP_T) {
+	    (pkt.ip_version == 4 && pkt.ip_hdr_len != WIRE_IPV4_LEN) || !wire_icrc_ok(f, &pkt)) {
 		r->skipped++;
 		return;
 	}
@@ -592,10 +623,11 @@ START_TEST(test_builder_matches_real_nics)
 	/* every kind rocemu sends was seen: SEND, WRITE, READ request and response, ACK */
 	ck_assert(r.opcodes[WIRE_OP_RC_SEND_ONLY] && r.opcodes[WIRE_OP_RC_WRITE_ONLY] &&
 		  r.opcodes[WIRE_OP_RC_READ_REQUEST] && r.opcodes[WIRE_OP_RC_READ_RESP_ONLY] &&
-		  r.opcodes[WIRE_OP_RC_ACK]);
+		  r.opcodes[WIRE_OP_RC_ACK] && r.opcodes[WIRE_OP_CNP]);
 	fprintf(stderr, "rebuilt %ld captured packets byte for byte, ICRC included; %ld frames "
-		"were not RoCE with a good ICRC; %ld IPv6, %ld UD\n", r.same, r.skipped, r.ipv6,
-		(long)r.opcodes[WIRE_OP_UD_SEND_ONLY] + r.opcodes[WIRE_OP_UD_SEND_ONLY_IMM]);
+		"were not RoCE with a good ICRC; %ld IPv6, %ld UD, %u CNP\n", r.same, r.skipped,
+		r.ipv6, (long)r.opcodes[WIRE_OP_UD_SEND_ONLY] + r.opcodes[WIRE_OP_UD_SEND_ONLY_IMM],
+		r.opcodes[WIRE_OP_CNP]);
 }
 END_TEST
 
@@ -613,6 +645,7 @@ int main(void)
 	tcase_add_test(tc, test_builder_refusals);
 	tcase_add_test(tc, test_ipv4_header_fields);
 	tcase_add_test(tc, test_ipv6_ud_round_trip);
+	tcase_add_test(tc, test_ecn_congestion_experienced);
 	tcase_add_test(tc, test_every_truncation_is_safe);
 	tcase_add_test(tc, test_malformations);
 	tcase_add_test(tc, test_unaligned_body_is_bad_pad);

@@ -271,11 +271,11 @@ static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 	peer_text(e->dest_gid, ip, sizeof(ip));
 	printf(json ? "{\"pid\":%u,\"qpn\":%u,\"state\":\"%s\",\"peer\":\"%s\","
 		      "\"dest_qpn\":%u,\"sq_psn\":%u,\"rq_psn\":%u,\"path_mtu\":%u,"
-		      "\"srtt_us\":%u,\"rto_us\":%u}" :
+		      "\"srtt_us\":%u,\"rto_us\":%u,\"rate_mbps\":%u}" :
 		      "pid %u qpn %u state %s peer %s dest_qpn %u sq_psn %u rq_psn %u path_mtu %u"
-		      " srtt_us %u rto_us %u\n",
+		      " srtt_us %u rto_us %u rate_mbps %u\n",
 	       e->pid, e->qpn, qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,
-	       mtu_bytes(e->path_mtu), e->srtt_us, e->rto_us);
+	       mtu_bytes(e->path_mtu), e->srtt_us, e->rto_us, e->rate_mbps);
 }
 
 typedef void (*print_entry_fn)(const struct proto_list_reply *r, uint32_t i, bool json);

@@ -59,6 +59,7 @@ static enum wire_status parse_ipv4(const struct cursor *c, struct wire_pkt *pkt,
 	if (ihl < WIRE_IPV4_LEN)
 		return WIRE_NOT_ROCE;
 	pkt->ip_version = 4;
+	pkt->ecn = ip[1] & WIRE_ECN_MASK;
 	pkt->ip_hdr_len = (uint16_t)ihl;
 	memcpy(pkt->src_ip, ip + 12, 4);
 	memcpy(pkt->dst_ip, ip + 16, 4);
@@ -91,6 +92,7 @@ static enum wire_status parse_ipv6(const struct cursor *c, struct wire_pkt *pkt,
 	if (!captured(c, pkt->l3_off, WIRE_IPV6_LEN) || ip[0] >> 4 != 6)
 		return WIRE_NOT_ROCE;
 	pkt->ip_version = 6;
+	pkt->ecn = (ip[1] >> 4) & WIRE_ECN_MASK;  /* the traffic class spans bytes 0 and 1 */
 	pkt->ip_hdr_len = WIRE_IPV6_LEN;
 	memcpy(pkt->src_ip, ip + 8, 16);
 	memcpy(pkt->dst_ip, ip + 24, 16);

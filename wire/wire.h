@@ -122,6 +122,11 @@ enum wire_status {
 };
 const char *wire_status_name(enum wire_status status);
 
+/* The two ECN bits of the IPv4 TOS or IPv6 traffic class (RFC 3168). */
+enum wire_ecn { WIRE_ECN_NOT_ECT = 0, WIRE_ECN_ECT1 = 1, WIRE_ECN_ECT0 = 2, WIRE_ECN_CE = 3 };
+#define WIRE_ECN_MASK 3
+#define WIRE_TOS_CNP 0xc2  /* DSCP 48 and ECT(0): what a ConnectX-4 Lx puts on its CNPs */
+
 struct wire_bth {
 	uint8_t opcode;
 	bool solicited;
@@ -183,6 +188,7 @@ struct wire_pkt {
 	bool vlan;
 	uint16_t vlan_tci;
 	uint8_t ip_version;      /* 4 or 6 */
+	uint8_t ecn;             /* the IP header's ECN field: enum wire_ecn */
 	uint8_t src_ip[16];      /* IPv4 uses the first 4 bytes, network order */
 	uint8_t dst_ip[16];
 	uint16_t l3_off;

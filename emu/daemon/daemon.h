@@ -13,6 +13,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "emu/daemon/dcqcn.h"
 #include "emu/daemon/fault.h"
 #include "emu/proto.h"
 #include "emu/rocemu.h"
@@ -37,6 +38,13 @@
 #define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
 #define QP_MAX_RD_ATOMIC 128       /* READs and atomics outstanding, each way (rxe's) */
 #define QP_ACKREQ_EVERY 64
+#define QP_BURST 16                /* packets a requester sends before the next QP's turn */
+#define DEV_SERVE_BUDGET 256       /* packets of waiting QPs sent per turn of the loop */
+/* PSNs all RC requesters together may have unacknowledged: half a receive ring (rxring.c's
+ * 1024 frames), so no burst of ours overflows a rocemu peer's ring, whatever the CPU does.
+ * What PFC is to a real fabric: the lossless backstop under congestion control. */
+#define DEV_MAX_INFLIGHT 512
+#define DEV_CREDIT_WAKE (DEV_MAX_INFLIGHT - QP_ACKREQ_EVERY)
 
 struct dev_counters {
 #define COUNTER_FIELD(name, help) uint64_t name;
@@ -57,6 +65,7 @@ struct rx_ring {
 	unsigned slots_per_block;
 	unsigned slots;
 	unsigned head;               /* the next slot to look at */
+	bool congested;              /* the frame being read has a backlog behind it (cc.c) */
 	bool vnet;                   /* a virtio-net header comes before every frame */
 };
 
@@ -204,6 +213,14 @@ struct qp {
 	bool rnr_wait;
 	uint32_t rd_outstanding;     /* READs started and not yet completed */
 	bool read_retry_started;     /* lost READ responses asked for again, no progress since */
+	enum { TURN_NONE, TURN_READY, TURN_CREDIT } sched; /* on dev->ready or ->credit_wait */
+	TAILQ_ENTRY(qp) ready_link;
+	uint32_t inflight_counted;   /* its share of dev->inflight */
+	uint32_t since_ackreq;       /* packets sent since the last that asked for an ACK */
+	struct dcqcn_flow dcqcn;     /* its send rate, when congestion has cut it */
+	ev_timer pace_timer;         /* the rate lets the next packet go */
+	bool cnp_sent;               /* a CNP went to the peer, at cnp_at */
+	ev_tstamp cnp_at;
 
 	/* responder */
 	uint32_t rcv_psn;            /* expected PSN */
@@ -319,6 +336,12 @@ struct dev {
 	uint8_t (*tx_frames)[DEV_FRAME_MAX];
 	STAILQ_HEAD(, cq) notify_list;
 	TAILQ_HEAD(, qp) acks_due;
+	TAILQ_HEAD(, qp) ready;      /* requesters with more to send, served in turn */
+	TAILQ_HEAD(, qp) credit_wait; /* requesters held back by DEV_MAX_INFLIGHT */
+	uint32_t inflight;           /* unacknowledged PSNs of every RC requester */
+	uint32_t requesters_out;     /* RC requesters with PSNs unacknowledged */
+	ev_idle serve_idle;          /* keeps the loop from sleeping while any is ready */
+	struct dcqcn_params cc;
 
 	struct mr_table *mrs;
 	struct qp *qps[DEV_MAX_QP];
@@ -367,6 +390,9 @@ void net_read_ring_drops(struct dev *dev);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
 bool net_link_up(struct dev *dev);
+/* The link's speed in bytes per second as the kernel reports it; 10 Gb/s when it reports
+ * none (lo) */
+double net_line_rate(const struct dev *dev);
 unsigned net_mtu_bytes(enum ibv_mtu mtu);
 
 /* txmsg.c: the frames of one flush as sendmmsg messages, GSO frames where allowed */
@@ -487,6 +513,36 @@ void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
 void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_flush(struct qp *qp);
+
+/* sched.c: requesters take turns. A QP that sent QP_BURST packets and has more to send is
+ * queued; sched_serve() gives each queued QP a burst in turn, DEV_SERVE_BUDGET packets a
+ * turn of the loop, so one QP's megabytes do not hold back another's few bytes.
+ * sched_has_credit() is false (and queues the QP until ACKs free some) while all QPs
+ * together have DEV_MAX_INFLIGHT PSNs out; sched_account() brings the QP's share up to
+ * date after its PSNs or its state moved; sched_forget() takes it off every queue and
+ * gives its share back. */
+void sched_ready(struct qp *qp);
+bool sched_has_credit(struct qp *qp);
+void sched_account(struct qp *qp);
+void sched_forget(struct qp *qp);
+void sched_serve(struct dev *dev);
+/* How many packets a requester may send before one asks for an ACK: fewer when many
+ * share the credit, so the packets that asked hold more of it than those that did not
+ * and some ACK always comes back to free it. */
+uint32_t sched_ack_interval(const struct dev *dev);
+
+/* cc.c: congestion control. cc_on_arrival() is the notification point's look at a data
+ * packet an RC QP took (a CNP to its sender when it met congestion); cc_on_cnp() the
+ * reaction point's CNP; cc_may_send() false means the QP's rate holds the next packet
+ * back and its pace timer will pump it; cc_on_sent() counts the bytes that went. */
+uint8_t cc_tos(const struct dev *dev, uint8_t traffic_class);
+void cc_on_arrival(struct qp *qp, const struct wire_pkt *pkt);
+void cc_on_cnp(struct qp *qp);
+bool cc_may_send(struct qp *qp);
+void cc_on_sent(struct qp *qp, size_t bytes);
+void cc_pace_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void cc_qp_reset(struct qp *qp);
+uint32_t cc_rate_mbps(const struct qp *qp);
 
 /* rto.c: the retransmission timer's interval (the QP's timeout its floor, a round-trip
  * estimate above it, doubled per consecutive expiry) and what moves it: a PSN sent for the

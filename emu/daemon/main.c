@@ -23,6 +23,7 @@ struct options {
 	const char *group;
 	int pmtu;
 	const char *fault;
+	const char *cc;
 	uint64_t pin_total;
 	const char *pcap;
 	uint64_t pcap_max;
@@ -38,7 +39,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: rocemud -i IFACE [-a ADDRESS]... [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
-		"               [--busy-poll USEC] [--no-ingress-drop] [--no-gso]\n"
+		"               [--busy-poll USEC] [--no-ingress-drop] [--no-gso] [--cc SPEC]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a ADDRESS an interface address to serve, IPv4 or IPv6; again for more (up to %d:\n"
 		"             GIDs 0, 1, ... in this order; default: the first IPv4 address and\n"
@@ -61,7 +62,12 @@ static void usage(FILE *out)
 		"  --no-ingress-drop  do not add the nftables ingress rule that keeps RoCE frames\n"
 		"             to this address out of the kernel's IP input\n"
 		"  --no-gso   send every packet in a send of its own, also on veth and lo\n"
-		"             (where runs of one QP's packets go as one UDP GSO frame)\n",
+		"             (where runs of one QP's packets go as one UDP GSO frame)\n"
+		"  --cc off|KEY=VALUE,...  congestion control (DCQCN, on by default): CNPs when\n"
+		"             the receive ring backs up or a packet arrives ECN CE, each QP's send\n"
+		"             rate cut on a CNP; keys line-rate, min-rate, ai-rate, hai-rate (bit/s,\n"
+		"             K M G), g, alpha-us, increase-us, reduce-us, cnp-us, byte-reset,\n"
+		"             burst, fast-stages, mark (ring slots); see the README\n",
 		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
@@ -102,6 +108,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
 		{ "fault", required_argument, NULL, 'F' },
+		{ "cc", required_argument, NULL, 'c' },
 		{ "pin-total", required_argument, NULL, 'P' },
 		{ "pcap", required_argument, NULL, 'C' },
 		{ "pcap-max", required_argument, NULL, 'M' },
@@ -117,6 +124,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		switch (c) {
 		case 'g': o->group = optarg; break;
 		case 'F': o->fault = optarg; break;
+		case 'c': o->cc = optarg; break;
 		case 'C': o->pcap = optarg; break;
 		case 'N': o->no_ingress_drop = true; break;
 		case 'G': o->no_gso = true; break;
@@ -223,6 +231,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	struct dev *dev = w->data;
 
 	(void)revents;
+	sched_serve(dev);
 	resp_send_due_acks(dev);
 	net_flush(dev);
 	cq_flush_notify(dev);
@@ -265,6 +274,11 @@ static int dev_start(struct dev *dev, const struct options *o)
 	dev->gso_off = o->no_gso;
 	if (net_open(dev, o->ifname, o->addrs, o->naddrs, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
+		return -1;
+	}
+	dcqcn_defaults(&dev->cc, net_line_rate(dev));
+	if (o->cc && dcqcn_parse(o->cc, &dev->cc, err, sizeof(err)) < 0) {
+		fprintf(stderr, "rocemud: --cc: %s\n", err);
 		return -1;
 	}
 	if (net_set_fault(dev, o->fault ? o->fault : "off", err, sizeof(err)) < 0) {
@@ -337,6 +351,8 @@ int main(int argc, char **argv)
 	LIST_INIT(&dev.clients);
 	STAILQ_INIT(&dev.notify_list);
 	TAILQ_INIT(&dev.acks_due);
+	TAILQ_INIT(&dev.ready);
+	TAILQ_INIT(&dev.credit_wait);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 	if (dev_start(&dev, &o) < 0)
@@ -361,6 +377,12 @@ int main(int argc, char **argv)
 
 		fault_format(&dev.fault, spec, sizeof(spec));
 		log_info("injecting faults: %s", spec);
+	}
+	{
+		char spec[512];
+
+		dcqcn_format(&dev.cc, spec, sizeof(spec));
+		log_info("congestion control: %s", spec);
 	}
 	ev_signal_init(&sigint, on_signal, SIGINT);
 	ev_signal_init(&sigterm, on_signal, SIGTERM);

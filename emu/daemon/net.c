@@ -248,3 +248,19 @@ bool net_link_up(struct dev *dev)
 		close(fd);
 	return up;
 }
+
+double net_line_rate(const struct dev *dev)
+{
+	char path[64 + IF_NAMESIZE];
+	long mbit = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", dev->ifname);
+	f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%ld", &mbit) != 1)
+			mbit = 0;
+		fclose(f);
+	}
+	return (mbit > 0 ? (double)mbit : 10000.0) * 1e6 / 8;
+}

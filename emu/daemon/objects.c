@@ -266,6 +266,8 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 	qp->retry_timer.data = qp;
 	ev_init(&qp->rnr_timer, req_rnr_cb);
 	qp->rnr_timer.data = qp;
+	ev_init(&qp->pace_timer, cc_pace_cb);
+	qp->pace_timer.data = qp;
 	qp_reset(qp);
 	fds[0] = ring_fd;
 	fds[1] = qp->client_end;
@@ -279,6 +281,8 @@ int qp_destroy(struct qp *qp)
 	ev_io_stop(dev->loop, &qp->doorbell);
 	ev_timer_stop(dev->loop, &qp->retry_timer);
 	ev_timer_stop(dev->loop, &qp->rnr_timer);
+	ev_timer_stop(dev->loop, &qp->pace_timer);
+	sched_forget(qp);
 	resp_cancel_ack(qp);
 	dev->qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
 	dev->qp_count--;

@@ -642,6 +642,7 @@ static void fill_qp(struct proto_list_reply *r, const struct client *c, void *it
 	e->path_mtu = qp->attr.path_mtu;
 	e->srtt_us = (uint32_t)(qp->rto.srtt * 1e6);
 	e->rto_us = qp->type == IBV_QPT_RC ? (uint32_t)(rto_interval(qp) * 1e6) : 0;
+	e->rate_mbps = qp->dcqcn.limited ? cc_rate_mbps(qp) : 0;
 }
 
 typedef void (*fill_fn)(struct proto_list_reply *r, const struct client *c, void *item);

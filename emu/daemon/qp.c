@@ -240,7 +240,7 @@ static void connect_path(struct qp *qp)
 	path_between(&qp->path, dev, dev->gids[qp->attr.sgid_index].raw, qp->attr.dest_gid,
 		     qp->peer_mac);
 	qp->path.src_port = qp_flow_port(qp->attr.flow_label, qp->qpn, qp->attr.dest_qpn);
-	qp->path.tos = qp->attr.traffic_class;
+	qp->path.tos = cc_tos(dev, qp->attr.traffic_class);
 }
 
 /* RESET: all state forgotten, and whatever sits in the rings is discarded unanswered. */
@@ -254,9 +254,11 @@ void qp_reset(struct qp *qp)
 	qp->rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 	qp->in_msg = qp->recv_held = qp->nak_seq_sent = qp->rnr_wait = false;
 	memset(qp->rd_res, 0, sizeof(qp->rd_res));
-	qp->rd_res_next = qp->rd_outstanding = 0;
+	qp->rd_res_next = qp->rd_outstanding = qp->since_ackreq = 0;
 	qp->msn = 0;
 	rto_reset(qp);
+	cc_qp_reset(qp);
+	sched_forget(qp);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 	qp->attr.timeout = DEFAULT_TIMEOUT;
 	qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
@@ -313,6 +315,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 		qp->rnr_left = qp->attr.rnr_retry;
 	}
 	qp->state = to;
+	sched_account(qp);
 	if (to == IBV_QPS_RTS)
 		req_pump(qp);
 	return 0;
@@ -324,6 +327,8 @@ void qp_to_error(struct qp *qp)
 {
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
+	ev_timer_stop(qp->dev->loop, &qp->pace_timer);
+	sched_forget(qp);
 	qp->state = IBV_QPS_ERR;
 	req_flush(qp);
 	rq_flush(qp);

@@ -220,7 +220,10 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	if (k >= w->npkts)
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
-	bth.ack_req = k + 1 == w->npkts || (psn % QP_ACKREQ_EVERY) == QP_ACKREQ_EVERY - 1;
+	bth.ack_req = k + 1 == w->npkts || ++qp->since_ackreq >= sched_ack_interval(qp->dev) ||
+		      qp->dev->inflight + 1 >= DEV_MAX_INFLIGHT;
+	if (bth.ack_req)
+		qp->since_ackreq = 0;
 	bth.solicited = w->solicited && k + 1 == w->npkts;
 	if (!tx_begin(qp, &bth, &ext, n, &p))
 		return -EFAULT;
@@ -332,6 +335,16 @@ static void start(struct qp *qp, struct send_wqe *w)
 		qp->dev->cnt.rdma_sends++;
 }
 
+/* The payload bytes of packet k of w: what the congestion-controlled rate is spent on. */
+static size_t packet_payload(const struct qp *qp, const struct send_wqe *w, uint32_t k)
+{
+	uint64_t offset = (uint64_t)k * qp->pmtu;
+
+	if (wqe_wants_response(w) || offset >= w->length)
+		return 0;
+	return w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
+}
+
 /* Sends packet send_pkt of w (a READ: its one request, which covers the rest of its PSNs);
  * false when it cannot be built. */
 static bool send_next(struct qp *qp, struct send_wqe *w)
@@ -343,12 +356,15 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 
 	if (rc < 0)
 		return false;
+	cc_on_sent(qp, packet_payload(qp, w, qp->send_pkt) + WIRE_BASE_LEN);
 	/* a READ's responses stream for as long as it is large: not a round trip */
 	if (qp->snd_nxt == qp->snd_max && !wqe_is_read(w))
 		rto_on_first_send(qp, qp->snd_nxt);
 	qp->snd_nxt = (qp->snd_nxt + covers) & WIRE_PSN_MASK;
-	if (wire_psn_diff(qp->snd_nxt, qp->snd_max) > 0)
+	if (wire_psn_diff(qp->snd_nxt, qp->snd_max) > 0) {
 		qp->snd_max = qp->snd_nxt;
+		sched_account(qp);
+	}
 	qp->send_pkt += covers;
 	if (qp->send_pkt == w->npkts) {
 		qp->send_idx++;
@@ -357,8 +373,12 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 	return true;
 }
 
+/* Sends what the window, the READ limit and the congestion rate allow, QP_BURST packets at
+ * most before the QP waits for its next turn (sched.c). */
 void req_pump(struct qp *qp)
 {
+	unsigned burst = QP_BURST;
+
 	if (qp->type == IBV_QPT_UD) {
 		ud_pump(qp);
 		return;
@@ -379,8 +399,17 @@ void req_pump(struct qp *qp)
 
 		if (blocked_by_local_error(qp, w))
 			return;
-		if (waits_for_reads(qp, w))
+		if (waits_for_reads(qp, w) || !cc_may_send(qp))
 			break;
+		/* a resend takes no new credit: its PSNs are counted already. Out of credit,
+		 * one more packet goes if those before it asked for no ACK: it asks, or they
+		 * would hold their credit until the timer (the overdraft is a packet per QP) */
+		if (qp->snd_nxt == qp->snd_max && !sched_has_credit(qp) && !qp->since_ackreq)
+			break;
+		if (burst-- == 0) {
+			sched_ready(qp);
+			break;
+		}
 		if (!w->started)
 			start(qp, w);
 		if (!send_next(qp, w)) {
@@ -429,6 +458,7 @@ static void ack_through(struct qp *qp, uint32_t psn)
 	}
 	if (wire_psn_diff(next, qp->snd_una) > 0) {
 		qp->snd_una = next;
+		sched_account(qp);
 		rto_on_progress(qp, next);
 		qp->retry_left = qp->attr.retry_cnt;
 		qp->rnr_left = qp->attr.rnr_retry;

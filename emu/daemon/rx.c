@@ -45,11 +45,13 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_unknown_qp++;
 		return NULL;
 	}
-	if (pkt->op->transport != (qp->type == IBV_QPT_UD ? WIRE_UD : WIRE_RC)) {
+	if (pkt->op->kind == WIRE_KIND_CNP ? qp->type != IBV_QPT_RC
+	    : pkt->op->transport != (qp->type == IBV_QPT_UD ? WIRE_UD : WIRE_RC)) {
 		dev->cnt.drop_transport++;
 		return NULL;
 	}
-	if (!qp_accepts(qp, is_response(pkt->op))) {
+	/* a CNP speaks to the QP as a sender, as a response does */
+	if (!qp_accepts(qp, is_response(pkt->op) || pkt->op->kind == WIRE_KIND_CNP)) {
 		dev->cnt.drop_qp_state++;
 		return NULL;
 	}
@@ -93,6 +95,13 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 		ud_on_datagram(qp, frame, &pkt);
 		return;
 	}
+	if (pkt.op->kind == WIRE_KIND_CNP) {
+		cc_on_cnp(qp);
+		return;
+	}
+	/* data, not the ACKs that answer it: the ACKs' sender has no rate to cut */
+	if (pkt.op->kind != WIRE_KIND_ACK && pkt.op->kind != WIRE_KIND_ATOMIC_ACK)
+		cc_on_arrival(qp, &pkt);
 	if (is_response(pkt.op)) {
 		if (pkt.op->kind == WIRE_KIND_ACK)
 			req_on_ack(qp, &pkt);

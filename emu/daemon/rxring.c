@@ -209,18 +209,28 @@ static void take_slot(struct dev *dev, struct tpacket2_hdr *h, wire_deliver_fn d
 	}
 }
 
-/* At most budget slots, in ring order; each goes back to the kernel once handled. */
+static bool slot_filled(const struct rx_ring *r, unsigned i)
+{
+	return __atomic_load_n(&slot_at(r, i % r->slots)->tp_status, __ATOMIC_ACQUIRE) &
+	       TP_STATUS_USER;
+}
+
+/* At most budget slots, in ring order; each goes back to the kernel once handled. While a
+ * frame is delivered, rx.congested says whether mark_backlog more wait behind it. */
 void rxring_read(struct dev *dev, unsigned budget, wire_deliver_fn deliver)
 {
 	struct rx_ring *r = &dev->rx;
+	unsigned mark = dev->cc.mark_backlog < r->slots ? dev->cc.mark_backlog : r->slots - 1;
 
 	while (budget--) {
 		struct tpacket2_hdr *h = slot_at(r, r->head);
 
-		if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
+		if (!slot_filled(r, r->head))
 			break;
+		r->congested = slot_filled(r, r->head + mark);
 		take_slot(dev, h, deliver);
 		__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 		r->head = (r->head + 1) % r->slots;
 	}
+	r->congested = false;
 }

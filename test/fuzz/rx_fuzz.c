@@ -48,6 +48,9 @@
 #include "emu/daemon/qp.c"
 #include "emu/daemon/req.c"
 #include "emu/daemon/rto.c"
+#include "emu/daemon/cc.c"
+#include "emu/daemon/dcqcn.c"
+#include "emu/daemon/sched.c"
 #include "emu/daemon/resp.c"
 #include "emu/daemon/atomic.c"
 #include "emu/daemon/read.c"
@@ -144,8 +147,8 @@ void net_tx_commit(struct dev *d, size_t len)
 	MUST(!memcmp(pkt.src_ip, &d->ipv4, 4));
 	MUST(!memcmp(pkt.dst_ip, &peer, 4));
 	MUST(pkt.bth.dest_qp == PEER_QPN);
-	MUST(pkt.op->transport == WIRE_RC);
-	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_WRITE ||
+	MUST(pkt.op->transport == WIRE_RC || pkt.op->kind == WIRE_KIND_CNP);
+	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_CNP || pkt.op->kind == WIRE_KIND_WRITE ||
 	     pkt.op->kind == WIRE_KIND_SEND || pkt.op->kind == WIRE_KIND_READ_REQ ||
 	     pkt.op->kind == WIRE_KIND_READ_RESP || pkt.op->kind == WIRE_KIND_ATOMIC ||
 	     pkt.op->kind == WIRE_KIND_ATOMIC_ACK);
@@ -285,6 +288,9 @@ static void setup(void)
 	LIST_INIT(&dev.clients);
 	STAILQ_INIT(&dev.notify_list);
 	TAILQ_INIT(&dev.acks_due);
+	TAILQ_INIT(&dev.ready);
+	TAILQ_INIT(&dev.credit_wait);
+	dcqcn_defaults(&dev.cc, 1.25e9);
 	dev.mrs = mr_table_new(64, 0);
 	MUST(dev.mrs != NULL);
 	client.dev = &dev;

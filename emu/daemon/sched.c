@@ -1,0 +1,113 @@
+/* Requesters take turns (see daemon.h). A QP comes back to the tail of the queue after
+ * its burst, so with n QPs busy each sends one burst in n; what is left when the turn's
+ * budget runs out waits for the next turn, after the receive ring has been read again.
+ *
+ * The credit every RC requester draws on is counted from each QP's PSNs, recomputed
+ * whenever they may have moved rather than adjusted step by step: a count that drifted
+ * would stop every QP of the daemon for good. */
+#include "emu/daemon/daemon.h"
+
+static void serve_idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+static void unqueue(struct qp *qp)
+{
+	if (qp->sched == TURN_READY)
+		TAILQ_REMOVE(&qp->dev->ready, qp, ready_link);
+	else if (qp->sched == TURN_CREDIT)
+		TAILQ_REMOVE(&qp->dev->credit_wait, qp, ready_link);
+	qp->sched = TURN_NONE;
+}
+
+void sched_ready(struct qp *qp)
+{
+	struct dev *dev = qp->dev;
+
+	if (qp->sched == TURN_READY)
+		return;
+	unqueue(qp);
+	qp->sched = TURN_READY;
+	TAILQ_INSERT_TAIL(&dev->ready, qp, ready_link);
+	if (!ev_is_active(&dev->serve_idle)) {
+		ev_idle_init(&dev->serve_idle, serve_idle_cb);
+		ev_idle_start(dev->loop, &dev->serve_idle);
+	}
+}
+
+bool sched_has_credit(struct qp *qp)
+{
+	struct dev *dev = qp->dev;
+
+	if (dev->inflight < DEV_MAX_INFLIGHT)
+		return true;
+	if (qp->sched == TURN_NONE) {
+		qp->sched = TURN_CREDIT;
+		TAILQ_INSERT_TAIL(&dev->credit_wait, qp, ready_link);
+		dev->cnt.credit_waits++;
+	}
+	return false;
+}
+
+/* Those held back go in turn once an ACK's worth of credit is back. */
+static void wake_credit_waiters(struct dev *dev)
+{
+	struct qp *qp;
+
+	if (dev->inflight > DEV_CREDIT_WAKE)
+		return;
+	while ((qp = TAILQ_FIRST(&dev->credit_wait)))
+		sched_ready(qp);
+}
+
+static uint32_t outstanding_psns(const struct qp *qp)
+{
+	if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
+		return 0;
+	return (uint32_t)wire_psn_diff(qp->snd_max, qp->snd_una);
+}
+
+void sched_account(struct qp *qp)
+{
+	uint32_t now = outstanding_psns(qp);
+
+	qp->dev->requesters_out += (now > 0) - (qp->inflight_counted > 0);
+	qp->dev->inflight += now - qp->inflight_counted;
+	qp->inflight_counted = now;
+	wake_credit_waiters(qp->dev);
+}
+
+void sched_forget(struct qp *qp)
+{
+	unqueue(qp);
+	qp->dev->requesters_out -= qp->inflight_counted > 0;
+	qp->dev->inflight -= qp->inflight_counted;
+	qp->inflight_counted = 0;
+	wake_credit_waiters(qp->dev);
+}
+
+uint32_t sched_ack_interval(const struct dev *dev)
+{
+	uint32_t n = dev->requesters_out > 1 ? dev->requesters_out : 1;
+	uint32_t interval = DEV_MAX_INFLIGHT / (2 * n);
+
+	if (interval > QP_ACKREQ_EVERY)
+		return QP_ACKREQ_EVERY;
+	return interval ? interval : 1;
+}
+
+void sched_serve(struct dev *dev)
+{
+	uint64_t until = dev->cnt.sent_pkts + DEV_SERVE_BUDGET;
+	struct qp *qp;
+
+	while ((qp = TAILQ_FIRST(&dev->ready)) && dev->cnt.sent_pkts < until) {
+		unqueue(qp);
+		req_pump(qp);
+	}
+	if (TAILQ_EMPTY(&dev->ready))
+		ev_idle_stop(dev->loop, &dev->serve_idle);
+}
