@@ -115,6 +115,10 @@ $(BUILD)/test/ibv_abuse: test/ibv_abuse.c
 $(BUILD)/test/ibv_peer: test/ibv_peer.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
+# congestion.test.sh and the benchmark: one process with many QPs, under rocemu-run.
+$(BUILD)/test/many_qp: test/many_qp.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
 # The reference ICRC check of captured frames (ud.test.sh, interop.sh).
 $(BUILD)/test/pcap_icrc: $(BUILD)/test/pcap_icrc.o $(BUILD)/test/frames.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) -lz
@@ -125,7 +129,8 @@ $(BUILD)/test/ud_peer: test/ud_peer.c
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
-             $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer
+             $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
+             $(BUILD)/test/many_qp
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
@@ -184,7 +189,7 @@ $(BUILD)/bench/pump: test/bench/pump.c
 $(BUILD)/bench/regcost: test/bench/regcost.c $(LIB_ROCEMU)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS)
-bench: all $(BUILD)/bench/pump $(BUILD)/bench/regcost
+bench: all $(BUILD)/bench/pump $(BUILD)/bench/regcost $(BUILD)/test/many_qp
 	scripts/bench.sh $(BUILD)
 
 # Installation (issue 7): make install / make uninstall, with PREFIX (default /usr/local) and

@@ -185,6 +185,11 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	/* Registering memory or making a QP can take milliseconds, and a turn of the loop
+	 * may serve many clients: what the transport built this turn leaves first, so no
+	 * peer's timer (nor ours) runs while its packets and ACKs wait behind our requests. */
+	resp_send_due_acks(c->dev);
+	net_flush(c->dev);
 	for (int i = 0; i < 64; i++) {
 		ssize_t n = recv_request(c, buf, &fd, &extra_fds);
 

@@ -80,6 +80,10 @@ static int open_rx(struct dev *dev, char *err, size_t errlen)
 		return -1;
 	ev_io_init(&dev->rx_watcher, net_rx_cb, dev->rx.fd, EV_READ);
 	dev->rx_watcher.data = dev;
+	/* After the loop was held up (a burst of clients setting up, the CPU taken away),
+	 * frames and an expired retransmission timer are due together: the frames go first,
+	 * so an ACK that waited in the ring stops the timer instead of losing to it. */
+	ev_set_priority(&dev->rx_watcher, EV_MAXPRI);
 	ev_io_start(dev->loop, &dev->rx_watcher);
 	return 0;
 }

@@ -276,10 +276,13 @@ static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t
 	return 0;
 }
 
+/* The interval runs from now, not from the start of this turn of the loop: a turn that
+ * served many clients' requests can itself last longer than a short timeout. */
 static void arm_timer(struct qp *qp)
 {
 	if (!qp->attr.timeout || !outstanding(qp))
 		return;
+	ev_now_update(qp->dev->loop);
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 	ev_timer_set(&qp->retry_timer, rto_interval(qp), 0);
 	ev_timer_start(qp->dev->loop, &qp->retry_timer);
@@ -651,6 +654,10 @@ void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (!outstanding(qp) || qp->state != IBV_QPS_RTS)
 		return;
 	qp->dev->cnt.timeouts++;
+	log_debug("QP 0x%06x: no ACK within %.1f ms (round trip %.1f ms): PSNs 0x%06x to 0x%06x "
+		  "resent; %u PSNs out daemon-wide", qp->qpn, rto_interval(qp) * 1e3,
+		  qp->rto.srtt * 1e3, qp->snd_una, (qp->snd_max - 1) & WIRE_PSN_MASK,
+		  qp->dev->inflight);
 	rto_on_expiry(qp);
 	retry_from(qp, qp->snd_una);
 }

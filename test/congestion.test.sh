@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Issue 19: many QPs at once between two daemons in two network namespaces.
+#   - 32 rdma-write --verify pairs at once (32 processes a side): byte-exact, no frame lost
+#     to a full receive ring, no retransmission timer expiry;
+#   - one process with 128 QPs a side (test/many_qp under rocemu-run), every QP's WRITE
+#     outstanding at once, each round checked byte for byte: the same;
+#   - a receiver slowed on purpose (--fault delay on its receive side, then two busy loops
+#     beside it): byte-exact, goodput down, the timer expiring a few times at most;
+#   - the CNPs on the wire, recorded by the daemon that sent them with its mark lowered so
+#     that it sends many: as many frames as np_cnp_sent, each passing rocemuctl decode, the
+#     reference ICRC and tshark; a daemon with --cc off sends none.
+set -u
+source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
+require_root
+
+MANY_QP=$BUILD/test/many_qp
+[ -x "$MANY_QP" ] && [ -x "$BUILD/test/pcap_icrc" ] || fail "$MANY_QP or pcap_icrc is missing (make build-tests)"
+NETNS_MTU=9000 topology_up netns
+PORT0=$((31000 + RANDOM % 3000))
+HOGS=()
+stop_hogs() {
+	local p
+	for p in "${HOGS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	HOGS=()
+}
+trap 'stop_hogs; teardown' EXIT
+
+# writers N SIZE ITERS: N rdma-write --verify pairs at once; 0 when every one verified
+writers() {
+	local n=$1 size=$2 iters=$3 i ok=0 pids=()
+	for i in $(seq "$n"); do
+		"${IN_B[@]}" timeout 120 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $((PORT0 + i)) \
+			-s "$size" --verify >"$WORK/w$i.server" 2>&1 &
+		pids+=($!)
+		PIDS+=($!)
+	done
+	sleep 0.3
+	for i in $(seq "$n"); do
+		"${IN_A[@]}" timeout 120 "$BUILD/rdma-write" -D "$SOCK_A" -p $((PORT0 + i)) -s "$size" \
+			-n "$iters" --verify "$ADDR_B" >"$WORK/w$i.client" 2>&1 &
+		pids+=($!)
+		PIDS+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" && ok=$((ok + 1)); done
+	PORT0=$((PORT0 + n))
+	WRITERS_OK=$ok
+	[ "$ok" -eq $((2 * n)) ] && [ "$(cat "$WORK"/w*.client | grep -c 'verify: OK')" -eq "$n" ]
+}
+
+# delta NAME SIDE: how far the counter moved since snapshot
+snapshot() {
+	local c
+	for c in drop_ring_full timeouts duplicate_request np_cnp_sent rp_cnp_handled credit_waits \
+		rp_paced_waits np_ring_marked_packets; do
+		declare -g "S_a_$c=$(counter a $c)" "S_b_$c=$(counter b $c)"
+	done
+}
+delta() {
+	local v=S_$2_$1
+	echo $(($(counter "$2" "$1") - ${!v}))
+}
+
+# The counters of a run where nothing was lost: no ring drops either side, no expiry
+no_loss_report() {
+	local name=$1 drops timeouts
+	drops=$(($(delta drop_ring_full a) + $(delta drop_ring_full b)))
+	timeouts=$(delta timeouts a)
+	echo "  $name: ring drops $drops, timer expiries $timeouts, duplicates $(delta duplicate_request b)," \
+		"CNPs $(delta np_cnp_sent b) sent / $(delta rp_cnp_handled a) handled," \
+		"rate waits $(delta rp_paced_waits a), credit waits $(delta credit_waits a)"
+	[ "$drops" -eq 0 ] && [ "$timeouts" -eq 0 ]
+}
+
+# 1. 32 writers
+rm -f "$WORK"/w*.*
+snapshot
+t0=$(date +%s%N)
+if writers 32 1M 50; then
+	passed "32 rdma-write --verify pairs at once, 50 x 1 MiB each: all byte-exact in $((($(date +%s%N) - t0) / 1000000)) ms"
+else
+	grep -h -iE 'error|fail' "$WORK"/w*.client "$WORK"/w*.server | head -n 8 | sed 's/^/  | /'
+	failed "32 writers: $WRITERS_OK of 64 ends succeeded"
+fi
+no_loss_report "32 writers" && passed "32 writers: no ring drop, no retransmission timeout" ||
+	failed "32 writers: frames lost to the ring or timer expiries with nothing lost"
+
+# 2. one process, 128 QPs
+snapshot
+SERVER_ARGS=("$MANY_QP" -q 128 -s 262144 -n 4 server)
+if pair many-qp "$ADDR_B" "$MANY_QP" -q 128 -s 262144 -n 4 client &&
+	grep -q '^ok 128 QPs x 4 rounds' "$OUT_C"; then
+	passed "many_qp: $(grep '^ok' "$OUT_C")"
+else
+	show_both
+	failed "many_qp -q 128: not byte-exact"
+fi
+no_loss_report "128 QPs" && passed "128 QPs: no ring drop, no retransmission timeout" ||
+	failed "128 QPs: frames lost to the ring or timer expiries with nothing lost"
+
+# 3. a slow receiver: 400 us on every frame it reads, then busy loops beside it
+rm -f "$WORK"/w*.*
+"$BUILD/rocemuctl" -s "$SOCK_B" fault delay=400,dir=rx >/dev/null || fail "rocemuctl fault"
+snapshot
+writers 8 1M 16 && passed "8 writers, 16 x 1 MiB, receiver delaying each frame 400 us: byte-exact" ||
+	failed "8 writers with a slow receiver: $WRITERS_OK of 16 ends succeeded"
+expiries=$(delta timeouts a)
+echo "  delayed: timer expiries $expiries, duplicates $(delta duplicate_request b), CNPs $(delta np_cnp_sent b)"
+[ "$expiries" -le 8 ] && passed "slow receiver: $expiries timer expiries (a storm would be hundreds)" ||
+	failed "slow receiver: $expiries timer expiries"
+"$BUILD/rocemuctl" -s "$SOCK_B" fault off >/dev/null || fail "rocemuctl fault off"
+
+rm -f "$WORK"/w*.*
+for _ in 1 2; do
+	bash -c 'while :; do :; done' &
+	HOGS+=($!)
+done
+snapshot
+writers 8 1M 16 && passed "8 writers beside two busy loops: byte-exact" ||
+	failed "8 writers beside busy loops: $WRITERS_OK of 16 ends succeeded"
+stop_hogs
+expiries=$(delta timeouts a)
+echo "  busy CPU: timer expiries $expiries, duplicates $(delta duplicate_request b)"
+[ "$expiries" -le 8 ] && passed "busy CPU: $expiries timer expiries" ||
+	failed "busy CPU: $expiries timer expiries"
+
+# 4. CNPs on the wire, from a daemon told to mark at 4 waiting slots
+daemon_stop b
+ROCEMUD_ARGS="--pcap $WORK/cnp-b.pcap --pcap-max 2G --cc mark=4" daemon_start b
+rm -f "$WORK"/w*.*
+snapshot
+writers 8 1M 4 || failed "8 writers to a daemon marking at 4 slots: $WRITERS_OK of 16 ends succeeded"
+sent=$(delta np_cnp_sent b)
+daemon_stop b
+cnps=$(HOME=$WORK tshark -r "$WORK/cnp-b.pcap" -Y 'infiniband.bth.opcode == 129' 2>/dev/null | wc -l)
+if [ "$sent" -gt 0 ] && [ "$cnps" -eq "$sent" ]; then
+	passed "CNPs: $sent sent (np_cnp_sent), $cnps recorded on the wire; $(delta rp_cnp_handled a) handled by the requester"
+else
+	failed "CNPs: np_cnp_sent $sent, $cnps CNP frames recorded"
+fi
+check_wire "$WORK/cnp-b.pcap" 'infiniband.bth.opcode == 129 && ip.dsfield == 0xc2 && infiniband.bth.psn == 0' 1
+
+# 5. --cc off: no CNP, no rate
+ROCEMUD_ARGS="--cc off" daemon_start b
+daemon_stop a
+ROCEMUD_ARGS="--cc off" daemon_start a
+rm -f "$WORK"/w*.*
+snapshot
+writers 8 1M 8 && passed "8 writers with --cc off on both daemons: byte-exact" ||
+	failed "8 writers with --cc off: $WRITERS_OK of 16 ends succeeded"
+[ "$(delta np_cnp_sent b)" -eq 0 ] && [ "$(delta rp_paced_waits a)" -eq 0 ] &&
+	passed "--cc off: no CNP sent, no packet held for a rate" ||
+	failed "--cc off: np_cnp_sent $(delta np_cnp_sent b), rp_paced_waits $(delta rp_paced_waits a)"
+
+finish congestion
