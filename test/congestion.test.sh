@@ -16,7 +16,8 @@ require_root
 
 MANY_QP=$BUILD/test/many_qp
 [ -x "$MANY_QP" ] && [ -x "$BUILD/test/pcap_icrc" ] || fail "$MANY_QP or pcap_icrc is missing (make build-tests)"
-NETNS_MTU=9000 topology_up netns
+# -v: each expiry is logged with its QP, timer and PSNs (shown when one was not expected)
+ROCEMUD_ARGS=-v NETNS_MTU=9000 topology_up netns
 PORT0=$((31000 + RANDOM % 3000))
 HOGS=()
 stop_hogs() {
@@ -69,6 +70,7 @@ no_loss_report() {
 	echo "  $name: ring drops $drops, timer expiries $timeouts, duplicates $(delta duplicate_request b)," \
 		"CNPs $(delta np_cnp_sent b) sent / $(delta rp_cnp_handled a) handled," \
 		"rate waits $(delta rp_paced_waits a), credit waits $(delta credit_waits a)"
+	[ "$timeouts" -eq 0 ] || grep -h "no ACK within" "$WORK/rocemud-a.log" | tail -n 4 | sed 's/^/  | /'
 	[ "$drops" -eq 0 ] && [ "$timeouts" -eq 0 ]
 }
 

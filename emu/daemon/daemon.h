@@ -388,6 +388,9 @@ int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsi
 void net_close(struct dev *dev);
 void net_read_ring_drops(struct dev *dev);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
+/* Reads every frame the ring holds now, however many: a timer about to act on a silence
+ * first hears what already arrived. */
+void net_rx_catch_up(struct dev *dev);
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
 bool net_link_up(struct dev *dev);
 /* The link's speed in bytes per second as the kernel reports it; 10 Gb/s when it reports

@@ -239,6 +239,14 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	net_rx_batch_end(dev);
 }
 
+void net_rx_catch_up(struct dev *dev)
+{
+	if (dev->rx.map) {
+		rxring_read(dev, dev->rx.slots, rx_one);
+		net_rx_batch_end(dev);
+	}
+}
+
 bool net_link_up(struct dev *dev)
 {
 	struct ifreq ifr = { 0 };

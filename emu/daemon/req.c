@@ -653,6 +653,11 @@ void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	if (!outstanding(qp) || qp->state != IBV_QPS_RTS)
 		return;
+	/* after a stall the ACK may be in the ring, behind more than one turn's frames: an
+	 * ACK that moved the window re-armed the timer */
+	net_rx_catch_up(qp->dev);
+	if (!outstanding(qp) || qp->state != IBV_QPS_RTS || ev_is_active(&qp->retry_timer))
+		return;
 	qp->dev->cnt.timeouts++;
 	log_debug("QP 0x%06x: no ACK within %.1f ms (round trip %.1f ms): PSNs 0x%06x to 0x%06x "
 		  "resent; %u PSNs out daemon-wide", qp->qpn, rto_interval(qp) * 1e3,

@@ -171,6 +171,12 @@ int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6])
 	return 0;
 }
 
+/* The harness delivers its frames itself: no ring to catch up with. */
+void net_rx_catch_up(struct dev *d)
+{
+	(void)d;
+}
+
 unsigned net_mtu_bytes(enum ibv_mtu mtu)
 {
 	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
