@@ -60,7 +60,7 @@ vm_start "$NS" "$WORK" "$ADDR_R" "$ADDR_X" "$ADDR6_R" "$ADDR6_X" || fail "the rx
 start_rocemud() {
 	rm -f "$SOCK"
 	ip netns exec "$NS" "$BUILD/rocemud" -i "$VM_TAP" -a "$ADDR_R" -a "$ADDR6_R" -s "$SOCK" -d \
-		--pcap "$1" --pcap-max 4G >>"$WORK/rocemud.log" 2>&1 &
+		--pcap "$1" --pcap-max 4G ${ROCEMUD_EXTRA:-} >>"$WORK/rocemud.log" 2>&1 &
 	DAEMON=$!
 	for _ in $(seq 100); do
 		[ -S "$SOCK" ] && "$BUILD/rocemuctl" -s "$SOCK" status >/dev/null 2>&1 && return 0
@@ -220,6 +220,23 @@ loss_cases() {
 		printf '%s +%s, ' "$c" $((a - b)); done | sed 's/, $//')"
 }
 
+# CNPs to rxe: rocemud marks congestion whenever one more frame waits in its ring behind
+# the one it reads (--cc mark=1), so rxe's requests earn CNPs; rxe ignores them, and every
+# transfer must still complete, byte-exact where checked. The CNPs go through the wire
+# checks with the rest.
+cnp_cases() {
+	local sent
+	stop_rocemud
+	ROCEMUD_EXTRA="--cc mark=1" start_rocemud "$WORK/interop-cnp.pcap"
+	peer cnp-peer-server server
+	perf cnp-write-server server ib_write_bw -s 1048576 -n 20
+	perf cnp-send-server server ib_send_bw -s 65536 -n 100
+	sent=$("$BUILD/rocemuctl" -s "$SOCK" stats | awk '$1 == "np_cnp_sent" { print $2 }')
+	[ "${sent:-0}" -gt 0 ] && passed "CNPs to rxe: rocemud sent $sent while rxe's WRITEs and SENDs completed" ||
+		failed "CNPs to rxe: rocemud sent none (np_cnp_sent ${sent:-?})"
+	CAPTURES+=("$WORK/interop-cnp.pcap")
+}
+
 # Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
 mtu4096_cases() {
 	local rxe_mtu
@@ -274,7 +291,7 @@ for side in client server; do
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done
 CAPTURES=("$PCAP")
-[ -n "$SHORT" ] || { loss_cases; mtu4096_cases; mixed_mtu_cases; }
+[ -n "$SHORT" ] || { loss_cases; cnp_cases; mtu4096_cases; mixed_mtu_cases; }
 stop_rocemud
 
 # 802.1Q VLAN devices, which this host's kernel may lack (CONFIG_VLAN_8021Q): the guest's
