@@ -111,21 +111,23 @@ $(BUILD)/test/gso_refuse.so: test/gso_refuse.c
 $(BUILD)/test/ibv_abuse: test/ibv_abuse.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs -lpthread
+# The verbs programs of the tests share test/peer_link.c (TCP between the ends, RC setup).
+PEER_LINK := test/peer_link.c test/peer_link.h
 # interop.sh runs it on rxe and, under rocemu-run, on rocemu: the same binary on both ends.
-$(BUILD)/test/ibv_peer: test/ibv_peer.c
+$(BUILD)/test/ibv_peer: test/ibv_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 # congestion.test.sh and the benchmark: one process with many QPs, under rocemu-run.
-$(BUILD)/test/many_qp: test/many_qp.c
+$(BUILD)/test/many_qp: test/many_qp.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 # The reference ICRC check of captured frames (ud.test.sh, interop.sh).
 $(BUILD)/test/pcap_icrc: $(BUILD)/test/pcap_icrc.o $(BUILD)/test/frames.o
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) -lz
 # ud.test.sh and interop.sh: UD datagrams to 16 QPs, the same binary on rocemu and rxe.
-$(BUILD)/test/ud_peer: test/ud_peer.c
+$(BUILD)/test/ud_peer: test/ud_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -libverbs
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \

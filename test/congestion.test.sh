@@ -8,7 +8,9 @@
 #     beside it): byte-exact, goodput down, the timer expiring a few times at most;
 #   - the CNPs on the wire, recorded by the daemon that sent them with its mark lowered so
 #     that it sends many: as many frames as np_cnp_sent, each passing rocemuctl decode, the
-#     reference ICRC and tshark; a daemon with --cc off sends none.
+#     reference ICRC and tshark; the requester's rates cut, paced, and shown by rocemuctl qp;
+#     a daemon with --cc off sends none. (At the default mark the credit keeps the ring
+#     short enough that rocemu to rocemu rarely needs a CNP.)
 set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/pairs.sh"
@@ -52,7 +54,7 @@ writers() {
 # delta NAME SIDE: how far the counter moved since snapshot
 snapshot() {
 	local c
-	for c in drop_ring_full timeouts duplicate_request np_cnp_sent rp_cnp_handled credit_waits \
+	for c in drop_ring_full timeouts duplicate_request np_cnp_sent rp_cnp_handled credit_waits rp_rate_cuts \
 		rp_paced_waits np_ring_marked_packets; do
 		declare -g "S_a_$c=$(counter a $c)" "S_b_$c=$(counter b $c)"
 	done
@@ -131,7 +133,18 @@ daemon_stop b
 ROCEMUD_ARGS="--pcap $WORK/cnp-b.pcap --pcap-max 2G --cc mark=4" daemon_start b
 rm -f "$WORK"/w*.*
 snapshot
+# what rocemuctl qp shows of the requesters' rates meanwhile
+( for _ in $(seq 100); do "$BUILD/rocemuctl" -s "$SOCK_A" qp 2>/dev/null | awk '{ print $NF }'
+	sleep 0.02; done ) >"$WORK/rates" &
+sampler=$!
+PIDS+=($sampler)
 writers 8 1M 4 || failed "8 writers to a daemon marking at 4 slots: $WRITERS_OK of 16 ends succeeded"
+kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+cuts=$(delta rp_rate_cuts a) paced=$(delta rp_paced_waits a)
+lowest=$(awk '$1 > 0' "$WORK/rates" | sort -n | head -n 1)
+[ "$cuts" -gt 0 ] && [ -n "$lowest" ] &&
+	passed "DCQCN: $cuts rate cuts, $paced paced waits; rocemuctl qp showed rates down to $lowest Mb/s" ||
+	failed "DCQCN: $cuts rate cuts, no rate in rocemuctl qp (${lowest:-none})"
 sent=$(delta np_cnp_sent b)
 daemon_stop b
 cnps=$(HOME=$WORK tshark -r "$WORK/cnp-b.pcap" -Y 'infiniband.bth.opcode == 129' 2>/dev/null | wc -l)

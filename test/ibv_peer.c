@@ -16,14 +16,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "test/peer_link.h"
 
 #define PORT 18516
 #define MAX_MSG (1u << 20)
@@ -64,24 +64,9 @@ static int gid_index;
 static int sock = -1;
 static int failures;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "ibv_peer: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
 static void xfer(bool out, void *p, size_t n)
 {
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = out ? write(sock, b, n) : read(sock, b, n);
-
-		if (r <= 0)
-			die(out ? "tcp write" : "tcp read (the other end is gone)");
-		b += r;
-		n -= (size_t)r;
-	}
+	peer_xfer(sock, out, p, n);
 }
 
 static uint8_t pattern(uint32_t seed, uint32_t i)
@@ -107,7 +92,7 @@ static void setup(void)
 	mr = qp && buf ? ibv_reg_mr(pd, buf, BUF_BYTES, IBV_ACCESS_LOCAL_WRITE |
 				    IBV_ACCESS_REMOTE_WRITE) : NULL;
 	if (!mr)
-		die("device, PD, CQ, QP or MR");
+		peer_die("device, PD, CQ, QP or MR");
 }
 
 static struct peer_info local_info(uint32_t psn)
@@ -117,39 +102,19 @@ static struct peer_info local_info(uint32_t psn)
 				.addr = (uintptr_t)buf };
 
 	if (ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, gid_index, &me.gid))
-		die("port or GID");
+		peer_die("port or GID");
 	me.mtu = port.active_mtu;
 	return me;
 }
 
-/* RESET, then INIT, RTR and RTS towards the peer, at the smaller of the two MTUs. */
+/* Towards the peer, at the smaller of the two MTUs. */
 static void connect_qp(const struct peer_info *me, const struct peer_info *peer)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	struct peer_rc rc = { .dest_qpn = peer->qpn, .rq_psn = peer->psn, .sq_psn = me->psn,
+			      .mtu = me->mtu < peer->mtu ? me->mtu : peer->mtu, .dgid = peer->gid,
+			      .gid_index = gid_index };
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		die("to RESET");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
-				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		die("to INIT");
-	a = (struct ibv_qp_attr){
-		.qp_state = IBV_QPS_RTR, .dest_qp_num = peer->qpn, .rq_psn = peer->psn,
-		.path_mtu = me->mtu < peer->mtu ? me->mtu : peer->mtu,
-		.max_dest_rd_atomic = 1, .min_rnr_timer = 12,
-		.ah_attr = { .is_global = 1, .port_num = 1,
-			     .grh = { .dgid = peer->gid, .sgid_index = (uint8_t)gid_index,
-				      .hop_limit = 64 } },
-	};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("to RTR");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = me->psn, .timeout = 14,
-				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1 };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("to RTS");
+	peer_connect_rc(qp, &rc);
 }
 
 /* Both ends send their info, then connect: the server answers the client's. */
@@ -175,7 +140,7 @@ static void post_recv(uint32_t flags)
 				  .num_sge = flags & RECV_INTO_BUF ? 1 : 0 }, *bad;
 
 	if (ibv_post_recv(qp, &wr, &bad))
-		die("ibv_post_recv");
+		peer_die("ibv_post_recv");
 }
 
 /* The receive a message consumed: its opcode, length and immediate (or none). */
@@ -381,39 +346,6 @@ static void run_client(void)
 	xfer(true, &(struct msg){ .verb = DONE }, sizeof(struct msg));
 }
 
-static int tcp_server(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), s;
-
-	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
-		die("listen");
-	s = accept(l, NULL, NULL);
-	close(l);
-	return s;
-}
-
-static int tcp_client(const char *host)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PORT) };
-
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-		errno = EINVAL;
-		die(host);
-	}
-	for (int tries = 0; tries < 100; tries++) {
-		int s = socket(AF_INET, SOCK_STREAM, 0);
-
-		if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
-			return s;
-		close(s);
-		usleep(200000);
-	}
-	die("connect");
-	return -1;
-}
-
 int main(int argc, char **argv)
 {
 	int i = 1;
@@ -426,14 +358,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: ibv_peer [-x GID_INDEX] server | client SERVER_IPV4\n");
 		return 2;
 	}
+	peer_prog = "ibv_peer";
 	setup();
 	if (strcmp(argv[i], "server") == 0) {
-		sock = tcp_server();
-		if (sock < 0)
-			die("accept");
+		sock = peer_tcp_accept(PORT);
 		serve();
 	} else {
-		sock = tcp_client(argv[i + 1]);
+		sock = peer_tcp_connect(argv[i + 1], PORT);
 		run_client();
 	}
 	return failures ? 1 : 0;

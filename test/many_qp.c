@@ -3,22 +3,25 @@
  * message on every QP at once, all outstanding together, for each round; the server then
  * checks every QP's region byte for byte against that round's pattern, and the canary
  * bytes after each region, before the next round starts. The client prints the goodput
- * of the rounds (the time the WRITEs took, not the checks).
+ * of the rounds (from the first post to the last completion of each, not the filling of
+ * the buffers nor the checks).
  *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-p PORT] [-x GID_INDEX] server
- *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-p PORT] [-x GID_INDEX] client SERVER_IPV4
- * Exit 0 when every round arrived intact; 1 when one did not; 2 on a setup error. */
-#include <arpa/inet.h>
-#include <errno.h>
+ *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-p PORT] [-x GID_INDEX] client SERVER
+ * -l (client): the rounds go back to back and only the last is checked, for a load that
+ * does not pause.
+ * SERVER may be IPv4 or IPv6. Exit 0 when every round arrived intact; 1 when one did
+ * not; 2 on a setup error. */
 #include <getopt.h>
+#include <poll.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "test/peer_link.h"
 
 #define CANARY 64
 #define CANARY_BYTE 0xee
@@ -40,11 +43,13 @@ struct options {
 	uint16_t port;
 	int gid_index;
 	bool client;
+	bool last_only;              /* -l: rounds back to back, the last one checked */
 	const char *server;
 };
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
+static struct ibv_comp_channel *channel;
 static struct ibv_cq *cq;
 static struct ibv_qp *qps[MAX_QPS];
 static struct ibv_mr *mr;
@@ -52,24 +57,9 @@ static uint8_t *buf;
 static size_t stride;                /* a region and its canary */
 static int sock = -1;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "many_qp: %s: %s\n", what, errno ? strerror(errno) : "failed");
-	exit(2);
-}
-
 static void xfer(bool out, void *p, size_t n)
 {
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = out ? write(sock, b, n) : read(sock, b, n);
-
-		if (r <= 0)
-			die(out ? "tcp write" : "tcp read (the other end is gone)");
-		b += r;
-		n -= (size_t)r;
-	}
+	peer_xfer(sock, out, p, n);
 }
 
 static uint8_t pattern(uint32_t q, uint32_t round, size_t i)
@@ -96,47 +86,21 @@ static void setup(const struct options *o)
 	if (list)
 		ibv_free_device_list(list);
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
-	cq = pd ? ibv_create_cq(ctx, (int)o->qps * 2, NULL, NULL, 0) : NULL;
-	if (!cq)
-		die("device, PD or CQ");
+	channel = pd ? ibv_create_comp_channel(ctx) : NULL;
+	cq = channel ? ibv_create_cq(ctx, (int)o->qps * 2, NULL, channel, 0) : NULL;
+	if (!cq || ibv_req_notify_cq(cq, 0))
+		peer_die("device, PD, completion channel or CQ");
 	a.send_cq = a.recv_cq = cq;
 	for (uint32_t q = 0; q < o->qps; q++)
 		if (!(qps[q] = ibv_create_qp(pd, &a)))
-			die("ibv_create_qp");
+			peer_die("ibv_create_qp");
 	buf = aligned_alloc(4096, (total + 4095) & ~(size_t)4095);
 	if (!buf)
-		die("buffer");
+		peer_die("buffer");
 	memset(buf, CANARY_BYTE, total);
 	mr = ibv_reg_mr(pd, buf, total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mr)
-		die("ibv_reg_mr");
-}
-
-static void to_rts(struct ibv_qp *qp, const struct qp_info *me, const struct qp_info *peer,
-		   const struct side_info *mine, const struct side_info *theirs, int gid_index)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		die("to INIT");
-	a = (struct ibv_qp_attr){
-		.qp_state = IBV_QPS_RTR, .dest_qp_num = peer->qpn, .rq_psn = peer->psn,
-		.path_mtu = mine->mtu < theirs->mtu ? mine->mtu : theirs->mtu,
-		.max_dest_rd_atomic = 1, .min_rnr_timer = 12,
-		.ah_attr = { .is_global = 1, .port_num = 1,
-			     .grh = { .dgid = theirs->gid, .sgid_index = (uint8_t)gid_index,
-				      .hop_limit = 64 } },
-	};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("to RTR");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = me->psn, .timeout = 14,
-				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1 };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-		die("to RTS");
+		peer_die("ibv_reg_mr");
 }
 
 /* The client says how many QPs, bytes and rounds; both send their side and their QPs,
@@ -149,18 +113,24 @@ static void exchange_and_connect(struct options *o, struct side_info *theirs)
 	static struct qp_info me[MAX_QPS], peer[MAX_QPS];
 
 	if (ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, o->gid_index, &mine.gid))
-		die("port or GID");
+		peer_die("port or GID");
 	mine.mtu = port.active_mtu;
 	for (uint32_t q = 0; q < o->qps; q++)
 		me[q] = (struct qp_info){ .qpn = qps[q]->qp_num, .psn = (q * 40503u) & 0xffffff };
 	xfer(o->client, o->client ? &mine : theirs, sizeof(mine));
 	xfer(!o->client, o->client ? theirs : &mine, sizeof(mine));
 	if (theirs->qps != o->qps || theirs->bytes != o->bytes)
-		die("the other end has another QP count or size");
+		peer_die("the other end has another QP count or size");
 	xfer(o->client, o->client ? me : peer, sizeof(me[0]) * o->qps);
 	xfer(!o->client, o->client ? peer : me, sizeof(me[0]) * o->qps);
-	for (uint32_t q = 0; q < o->qps; q++)
-		to_rts(qps[q], &me[q], &peer[q], &mine, theirs, o->gid_index);
+	for (uint32_t q = 0; q < o->qps; q++) {
+		struct peer_rc rc = { .dest_qpn = peer[q].qpn, .rq_psn = peer[q].psn,
+				      .sq_psn = me[q].psn, .dgid = theirs->gid,
+				      .mtu = mine.mtu < theirs->mtu ? mine.mtu : theirs->mtu,
+				      .gid_index = o->gid_index };
+
+		peer_connect_rc(qps[q], &rc);
+	}
 }
 
 static double now_s(void)
@@ -169,6 +139,30 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fill_round(const struct options *o, uint32_t round)
+{
+	for (uint32_t q = 0; q < o->qps; q++)
+		for (size_t i = 0; i < o->bytes; i++)
+			region(q)[i] = pattern(q, round, i);
+}
+
+/* Sleeps on the completion channel (a second at most), as a program that leaves the CPU
+ * to others does: one that spun on its CQ would take a core from the daemons. */
+static void wait_for_completion(void)
+{
+	struct pollfd p = { .fd = channel->fd, .events = POLLIN };
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	if (poll(&p, 1, 1000) <= 0)
+		return;
+	if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx))
+		peer_die("ibv_get_cq_event");
+	ibv_ack_cq_events(ev_cq, 1);
+	if (ibv_req_notify_cq(ev_cq, 0))
+		peer_die("ibv_req_notify_cq");
 }
 
 /* Every QP's WRITE of its region, all posted before any is waited for. */
@@ -184,17 +178,19 @@ static bool write_round(const struct options *o, const struct side_info *peer, u
 					  .wr.rdma = { peer->addr + (uint64_t)q * stride, peer->rkey } };
 		struct ibv_send_wr *bad;
 
-		for (size_t i = 0; i < o->bytes; i++)
-			region(q)[i] = pattern(q, round, i);
 		if (ibv_post_send(qps[q], &wr, &bad))
-			die("ibv_post_send");
+			peer_die("ibv_post_send");
 	}
 	while (done < o->qps && now_s() < deadline) {
 		struct ibv_wc wc[32];
 		int n = ibv_poll_cq(cq, 32, wc);
 
+		if (n == 0) {
+			wait_for_completion();
+			continue;
+		}
 		if (n < 0)
-			die("ibv_poll_cq");
+			peer_die("ibv_poll_cq");
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				printf("FAIL round %u: QP %lu's WRITE completed with %s\n", round,
@@ -247,13 +243,17 @@ static int run_client(const struct options *o, const struct side_info *peer)
 
 	for (uint32_t round = 0; round < o->rounds && !failed; round++) {
 		uint32_t verdict[2];
-		double t0 = now_s();
+		double t0;
 
+		fill_round(o, round);
+		t0 = now_s();
 		if (!write_round(o, peer, round)) {
 			failed = 1;
 			break;
 		}
 		spent += now_s() - t0;
+		if (o->last_only && round + 1 < o->rounds)
+			continue;
 		xfer(true, &round, sizeof(round));
 		xfer(false, verdict, sizeof(verdict));
 		if (verdict[0]) {
@@ -265,59 +265,30 @@ static int run_client(const struct options *o, const struct side_info *peer)
 	}
 	xfer(true, &(uint32_t){ UINT32_MAX }, sizeof(uint32_t));
 	if (!failed)
-		printf("ok %u QPs x %u rounds x %u bytes byte-exact, goodput %.1f MB/s\n", o->qps,
-		       o->rounds, o->bytes,
+		printf("ok %u QPs x %u rounds x %u bytes byte-exact%s, goodput %.1f MB/s\n", o->qps,
+		       o->rounds, o->bytes, o->last_only ? " (the last round checked)" : "",
 		       (double)o->qps * o->rounds * o->bytes / 1e6 / (spent > 0 ? spent : 1e-9));
 	return failed;
 }
 
-static int tcp_connect_or_accept(const struct options *o)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(o->port) };
-	int one = 1, l, s;
-
-	if (o->client) {
-		if (inet_pton(AF_INET, o->server, &a.sin_addr) != 1) {
-			errno = EINVAL;
-			die(o->server);
-		}
-		for (int tries = 0; tries < 100; tries++) {
-			s = socket(AF_INET, SOCK_STREAM, 0);
-			if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof(a)) == 0)
-				return s;
-			close(s);
-			usleep(200000);
-		}
-		die("connect");
-	}
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1))
-		die("listen");
-	s = accept(l, NULL, NULL);
-	close(l);
-	if (s < 0)
-		die("accept");
-	return s;
-}
-
 static int usage(void)
 {
-	fprintf(stderr, "usage: many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-p PORT] [-x GID_INDEX] "
-			"server | client SERVER_IPV4\n");
+	fprintf(stderr, "usage: many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-p PORT] "
+			"[-x GID_INDEX] server | client SERVER\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	struct options o = { .qps = 128, .bytes = 256 << 10, .rounds = 4, .port = 18517 };
+	struct options o = { .qps = 128, .bytes = 256 << 10, .rounds = 4, .port = 18518 };
 	struct side_info peer;
 	int c;
 
-	while ((c = getopt(argc, argv, "q:s:n:p:x:")) != -1) {
-		long v = strtol(optarg, NULL, 0);
+	while ((c = getopt(argc, argv, "q:s:n:p:x:l")) != -1) {
+		long v = optarg ? strtol(optarg, NULL, 0) : 0;
 
 		switch (c) {
+		case 'l': o.last_only = true; break;
 		case 'q': o.qps = (uint32_t)v; break;
 		case 's': o.bytes = (uint32_t)v; break;
 		case 'n': o.rounds = (uint32_t)v; break;
@@ -334,8 +305,9 @@ int main(int argc, char **argv)
 	} else if (optind >= argc || strcmp(argv[optind], "server")) {
 		return usage();
 	}
+	peer_prog = "many_qp";
 	setup(&o);
-	sock = tcp_connect_or_accept(&o);
+	sock = o.client ? peer_tcp_connect(o.server, o.port) : peer_tcp_accept(o.port);
 	exchange_and_connect(&o, &peer);
 	return o.client ? run_client(&o, &peer) : serve(&o);
 }

@@ -14,17 +14,16 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#define PORT "18517"
+#include "test/peer_link.h"
+
+#define PORT 18517
 #define PEERS 16
 #define ROUNDS 8
 #define GRH 40
@@ -51,12 +50,6 @@ static int gid_index;
 static int sock = -1;
 static int failures;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "ud_peer: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
 static void report(const char *name, bool ok, const char *why)
 {
 	printf(ok ? "ok %s\n" : "FAIL %s: %s\n", name, why);
@@ -66,54 +59,7 @@ static void report(const char *name, bool ok, const char *why)
 
 static void xfer(bool out, void *p, size_t n)
 {
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t r = out ? write(sock, b, n) : read(sock, b, n);
-
-		if (r <= 0)
-			die(out ? "tcp write" : "tcp read (the other end is gone)");
-		b += r;
-		n -= (size_t)r;
-	}
-}
-
-static void tcp_connect(const char *host)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
-	int one = 1;
-
-	if (getaddrinfo(host, PORT, &hints, &res))
-		die("getaddrinfo");
-	for (int tries = 0; tries < 100; tries++) {
-		sock = socket(res->ai_family, SOCK_STREAM, 0);
-		if (sock >= 0 && connect(sock, res->ai_addr, res->ai_addrlen) == 0)
-			break;
-		close(sock);
-		sock = -1;
-		usleep(100000);
-	}
-	freeaddrinfo(res);
-	if (sock < 0)
-		die("connect");
-	setsockopt(sock, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
-}
-
-/* Both families: an IPv6 socket that takes IPv4 too. */
-static void tcp_accept(void)
-{
-	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(18517),
-				     .sin6_addr = IN6ADDR_ANY_INIT };
-	int one = 1, zero = 0, l = socket(AF_INET6, SOCK_STREAM, 0);
-
-	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) ||
-	    bind(l, (struct sockaddr *)&sin6, sizeof(sin6)) || listen(l, 1))
-		die("listen");
-	sock = accept(l, NULL, NULL);
-	if (sock < 0)
-		die("accept");
-	close(l);
+	peer_xfer(sock, out, p, n);
 }
 
 static void open_device(void)
@@ -128,7 +74,7 @@ static void open_device(void)
 	buf = aligned_alloc(4096, buf_len);
 	mr = cq && buf ? ibv_reg_mr(pd, buf, buf_len, IBV_ACCESS_LOCAL_WRITE) : NULL;
 	if (!mr)
-		die("device, PD, CQ or MR");
+		peer_die("device, PD, CQ or MR");
 	ibv_free_device_list(list);
 }
 
@@ -137,7 +83,7 @@ static uint32_t port_mtu(void)
 	struct ibv_port_attr pa;
 
 	if (ibv_query_port(ctx, 1, &pa))
-		die("ibv_query_port");
+		peer_die("ibv_query_port");
 	return 128u << pa.active_mtu;
 }
 
@@ -151,13 +97,13 @@ static struct ibv_qp *make_ud_qp(uint32_t depth)
 
 	if (!qp || ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				 IBV_QP_QKEY))
-		die("UD QP to INIT");
+		peer_die("UD QP to INIT");
 	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
 	if (ibv_modify_qp(qp, &m, IBV_QP_STATE))
-		die("UD QP to RTR");
+		peer_die("UD QP to RTR");
 	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 0x123 };
 	if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		die("UD QP to RTS");
+		peer_die("UD QP to RTS");
 	return qp;
 }
 
@@ -167,7 +113,7 @@ static void post_recv(struct ibv_qp *qp, uint64_t slot)
 	struct ibv_recv_wr wr = { .wr_id = slot, .sg_list = &sge, .num_sge = 1 }, *bad;
 
 	if (ibv_post_recv(qp, &wr, &bad))
-		die("ibv_post_recv");
+		peer_die("ibv_post_recv");
 }
 
 static uint32_t datagram_len(unsigned peer, unsigned round, uint32_t mtu)
@@ -197,12 +143,12 @@ static bool send_datagram(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, ui
 	for (uint32_t i = 0; i < len; i++)
 		src[i] = pattern(peer, round, i);
 	if (ibv_post_send(qp, &wr, &bad))
-		die("ibv_post_send");
+		peer_die("ibv_post_send");
 	while (time(NULL) - start < 10) {
 		int n = ibv_poll_cq(cq, 1, &wc);
 
 		if (n < 0)
-			die("ibv_poll_cq");
+			peer_die("ibv_poll_cq");
 		if (n && wc.wr_id == wr.wr_id)
 			return wc.status == IBV_WC_SUCCESS;
 		if (n)
@@ -241,7 +187,7 @@ static int collect(struct ibv_wc *wcs, int want, int ms)
 		int n = ibv_poll_cq(cq, want - got, wcs + got);
 
 		if (n < 0)
-			die("ibv_poll_cq");
+			peer_die("ibv_poll_cq");
 		got += n;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while (got < want &&
@@ -297,14 +243,14 @@ static void serve(void)
 	int got, want = PEERS * ROUNDS, ok = 0;
 
 	if (ibv_query_gid(ctx, 1, gid_index, &self.gid))
-		die("ibv_query_gid");
+		peer_die("ibv_query_gid");
 	for (int p = 0; p < PEERS; p++) {
 		qps[p] = make_ud_qp(RECVS_PER_QP);
 		self.qpn[p] = qps[p]->qp_num;
 		for (int r = 0; r < (p == PEERS - 1 ? ROUNDS : RECVS_PER_QP); r++)
 			post_recv(qps[p], (uint64_t)p * RECVS_PER_QP + (uint64_t)r);
 	}
-	tcp_accept();
+	sock = peer_tcp_accept(PORT);
 	xfer(true, &self, sizeof(self));
 	xfer(false, &client, sizeof(client));
 	if (client.mtu < self.mtu)      /* the client sends at the smaller of the two */
@@ -347,7 +293,7 @@ static void make_ahs(const struct info *server, struct ibv_ah **ahs)
 
 		ahs[p] = ibv_create_ah(pd, &a);
 		if (!ahs[p])
-			die("ibv_create_ah");
+			peer_die("ibv_create_ah");
 	}
 }
 
@@ -371,11 +317,11 @@ static void client(const char *host)
 	int got, ok = 1, good = 0;
 
 	if (ibv_query_gid(ctx, 1, gid_index, &self.gid))
-		die("ibv_query_gid");
+		peer_die("ibv_query_gid");
 	self.qpn[0] = qp->qp_num;
 	for (int p = 0; p < PEERS; p++)
 		post_recv(qp, (uint64_t)p);
-	tcp_connect(host);
+	sock = peer_tcp_connect(host, PORT);
 	xfer(false, &server, sizeof(server));
 	xfer(true, &self, sizeof(self));
 	if (server.mtu > self.mtu)
@@ -420,6 +366,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	peer_prog = "ud_peer";
 	open_device();
 	if (!strcmp(argv[i], "server"))
 		serve();

@@ -33,7 +33,7 @@ void dcqcn_defaults(struct dcqcn_params *p, double line_rate)
 		.reduce_period = 50e-6,
 		.burst = 64 << 10,
 		.cnp_interval = 50e-6,
-		.mark_backlog = 128,
+		.mark_backlog = 256,
 	};
 }
 

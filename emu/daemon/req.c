@@ -360,6 +360,8 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 	if (rc < 0)
 		return false;
 	cc_on_sent(qp, packet_payload(qp, w, qp->send_pkt) + WIRE_BASE_LEN);
+	if (wqe_wants_response(w))
+		qp->since_ackreq = 0;   /* a READ or atomic request is always answered */
 	/* a READ's responses stream for as long as it is large: not a round trip */
 	if (qp->snd_nxt == qp->snd_max && !wqe_is_read(w))
 		rto_on_first_send(qp, qp->snd_nxt);

@@ -63,11 +63,17 @@ static void wake_credit_waiters(struct dev *dev)
 		sched_ready(qp);
 }
 
+/* A READ's PSNs are its responses, which the peer sends into our ring, not ours into its:
+ * a QP counts for at most a window's worth, so a large READ does not hold every other QP
+ * back until it is answered. */
 static uint32_t outstanding_psns(const struct qp *qp)
 {
+	uint32_t n;
+
 	if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
 		return 0;
-	return (uint32_t)wire_psn_diff(qp->snd_max, qp->snd_una);
+	n = (uint32_t)wire_psn_diff(qp->snd_max, qp->snd_una);
+	return n < QP_MAX_INFLIGHT ? n : QP_MAX_INFLIGHT;
 }
 
 void sched_account(struct qp *qp)

@@ -1,0 +1,105 @@
+/* See peer_link.h. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "test/peer_link.h"
+
+const char *peer_prog = "peer";
+
+void peer_die(const char *what)
+{
+	fprintf(stderr, "%s: %s: %s\n", peer_prog, what, errno ? strerror(errno) : "failed");
+	exit(2);
+}
+
+void peer_xfer(int sock, bool out, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = out ? write(sock, b, n) : read(sock, b, n);
+
+		if (r <= 0)
+			peer_die(out ? "tcp write" : "tcp read (the other end is gone)");
+		b += r;
+		n -= (size_t)r;
+	}
+}
+
+int peer_tcp_connect(const char *host, uint16_t port)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+	char service[8];
+	int one = 1, s = -1;
+
+	snprintf(service, sizeof(service), "%u", port);
+	if (getaddrinfo(host, service, &hints, &res))
+		peer_die(host);
+	for (int tries = 0; tries < 100 && s < 0; tries++) {
+		s = socket(res->ai_family, SOCK_STREAM, 0);
+		if (s >= 0 && connect(s, res->ai_addr, res->ai_addrlen) == 0)
+			break;
+		if (s >= 0)
+			close(s);
+		s = -1;
+		usleep(100000);
+	}
+	freeaddrinfo(res);
+	if (s < 0)
+		peer_die("connect");
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return s;
+}
+
+int peer_tcp_accept(uint16_t port)
+{
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(port),
+				     .sin6_addr = IN6ADDR_ANY_INIT };
+	int one = 1, zero = 0, s, l = socket(AF_INET6, SOCK_STREAM, 0);
+
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) ||
+	    bind(l, (struct sockaddr *)&sin6, sizeof(sin6)) || listen(l, 1))
+		peer_die("listen");
+	s = accept(l, NULL, NULL);
+	if (s < 0)
+		peer_die("accept");
+	close(l);
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return s;
+}
+
+void peer_connect_rc(struct ibv_qp *qp, const struct peer_rc *p)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		peer_die("to RESET");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		peer_die("to INIT");
+	a = (struct ibv_qp_attr){
+		.qp_state = IBV_QPS_RTR, .dest_qp_num = p->dest_qpn, .rq_psn = p->rq_psn,
+		.path_mtu = p->mtu, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			     .grh = { .dgid = p->dgid, .sgid_index = (uint8_t)p->gid_index,
+				      .hop_limit = 64 } },
+	};
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		peer_die("to RTR");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = p->sq_psn, .timeout = 14,
+				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1 };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+		peer_die("to RTS");
+}

@@ -1,0 +1,40 @@
+/* What the tests' verbs programs (ibv_peer, ud_peer, many_qp) share. Each is linked against
+ * libibverbs alone, so the same binary runs on the kernel's rxe and, under rocemu-run, on
+ * rocemu; their two ends talk over TCP to exchange QP numbers, GIDs and verdicts. */
+#ifndef ROCEMU_TEST_PEER_LINK_H
+#define ROCEMU_TEST_PEER_LINK_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The program's name in messages; each main sets it. */
+extern const char *peer_prog;
+
+/* "PROG: WHAT: the errno's text", and exit 2: the test could not be set up. */
+_Noreturn void peer_die(const char *what);
+
+/* n bytes to (out) or from the socket, whole, or peer_die. */
+void peer_xfer(int sock, bool out, void *p, size_t n);
+
+/* A TCP connection to host (IPv4 or IPv6), tried for 10 s while the server starts. */
+int peer_tcp_connect(const char *host, uint16_t port);
+/* The first connection to port, over IPv6 or IPv4. */
+int peer_tcp_accept(uint16_t port);
+
+/* One RC QP's way to its peer. */
+struct peer_rc {
+	uint32_t dest_qpn;
+	uint32_t rq_psn;            /* the peer's first PSN */
+	uint32_t sq_psn;            /* ours */
+	enum ibv_mtu mtu;
+	union ibv_gid dgid;
+	int gid_index;
+};
+
+/* RESET, then INIT (remote write), RTR and RTS towards the peer: timeout 14 (67 ms),
+ * retry_cnt and rnr_retry 7, one READ or atomic each way. */
+void peer_connect_rc(struct ibv_qp *qp, const struct peer_rc *p);
+
+#endif
