@@ -176,6 +176,17 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	send_reply(c, &rep);
 }
 
+/* Registering memory or making a QP can take milliseconds, and a turn of the loop may
+ * serve many clients' requests: before each one the data path has a turn (the frames that
+ * arrived read, the ACKs due and the batch sent), so no peer's timer, nor ours, runs out
+ * while the traffic waits behind them. */
+static void data_path_turn(struct dev *dev)
+{
+	net_rx_read(dev);
+	resp_send_due_acks(dev);
+	net_flush(dev);
+}
+
 static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct client *c = w->data;
@@ -185,13 +196,11 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	/* Registering memory or making a QP can take milliseconds, and a turn of the loop
-	 * may serve many clients: what the transport built this turn leaves first, so no
-	 * peer's timer (nor ours) runs while its packets and ACKs wait behind our requests. */
-	resp_send_due_acks(c->dev);
-	net_flush(c->dev);
 	for (int i = 0; i < 64; i++) {
-		ssize_t n = recv_request(c, buf, &fd, &extra_fds);
+		ssize_t n;
+
+		data_path_turn(c->dev);
+		n = recv_request(c, buf, &fd, &extra_fds);
 
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;

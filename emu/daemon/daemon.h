@@ -388,6 +388,8 @@ int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsi
 void net_close(struct dev *dev);
 void net_read_ring_drops(struct dev *dev);
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
+/* One turn's worth of the receive ring (what net_rx_cb does). */
+void net_rx_read(struct dev *dev);
 /* Reads every frame the ring holds now, however many: a timer about to act on a silence
  * first hears what already arrived. */
 void net_rx_catch_up(struct dev *dev);

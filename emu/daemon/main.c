@@ -28,6 +28,7 @@ struct options {
 	const char *pcap;
 	uint64_t pcap_max;
 	uint32_t busy_poll_us;
+	int nice;
 	bool no_ingress_drop;
 	bool no_gso;
 	bool foreground;
@@ -40,6 +41,7 @@ static void usage(FILE *out)
 		"usage: rocemud -i IFACE [-a ADDRESS]... [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
 		"               [--busy-poll USEC] [--no-ingress-drop] [--no-gso] [--cc SPEC]\n"
+		"               [--nice N]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a ADDRESS an interface address to serve, IPv4 or IPv6; again for more (up to %d:\n"
 		"             GIDs 0, 1, ... in this order; default: the first IPv4 address and\n"
@@ -67,7 +69,9 @@ static void usage(FILE *out)
 		"             the receive ring backs up or a packet arrives ECN CE, each QP's send\n"
 		"             rate cut on a CNP; keys line-rate, min-rate, ai-rate, hai-rate (bit/s,\n"
 		"             K M G), g, alpha-us, increase-us, reduce-us, cnp-us, byte-reset,\n"
-		"             burst, fast-stages, mark (ring slots); see the README\n",
+		"             burst, fast-stages, mark (ring slots); see the README\n"
+		"  --nice N   the daemon's scheduling priority, -20 to 19 (default -10: it plays\n"
+		"             a NIC, which the programs it serves must not starve)\n",
 		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR);
 }
 
@@ -109,6 +113,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	static const struct option longopts[] = {
 		{ "fault", required_argument, NULL, 'F' },
 		{ "cc", required_argument, NULL, 'c' },
+		{ "nice", required_argument, NULL, 'n' },
 		{ "pin-total", required_argument, NULL, 'P' },
 		{ "pcap", required_argument, NULL, 'C' },
 		{ "pcap-max", required_argument, NULL, 'M' },
@@ -125,6 +130,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'g': o->group = optarg; break;
 		case 'F': o->fault = optarg; break;
 		case 'c': o->cc = optarg; break;
+		case 'n': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (end == optarg || *end || v < -20 || v > 19) {
+				fprintf(stderr, "rocemud: --nice %s: a priority from -20 to 19\n",
+					optarg);
+				return -1;
+			}
+			o->nice = (int)v;
+			break;
+		}
 		case 'C': o->pcap = optarg; break;
 		case 'N': o->no_ingress_drop = true; break;
 		case 'G': o->no_gso = true; break;
@@ -247,6 +264,16 @@ static uint64_t half_of_memory(void)
 	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 2 : 0;
 }
 
+/* On two cores shared with dozens of busy programs, a daemon at their priority waits
+ * tens of milliseconds for the CPU, and its peer's retransmission timer runs out though
+ * nothing was lost. Without the privilege to raise it, it stays as it was. */
+static void take_priority(int nice)
+{
+	if (setpriority(PRIO_PROCESS, 0, nice) < 0)
+		log_warn("cannot set the scheduling priority to %d (%s): it stays at %d", nice,
+			 strerror(errno), getpriority(PRIO_PROCESS, 0));
+}
+
 /* Each CQ and QP costs two descriptors: take the hard limit, not the usual soft 1024. */
 static void raise_fd_limit(void)
 {
@@ -337,7 +364,7 @@ static void dev_stop(struct dev *dev)
 int main(int argc, char **argv)
 {
 	static struct dev dev;
-	struct options o = { 0 };
+	struct options o = { .nice = -10 };
 	ev_signal sigint, sigterm;
 	int status = 1;
 
@@ -355,6 +382,7 @@ int main(int argc, char **argv)
 	TAILQ_INIT(&dev.credit_wait);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
+	take_priority(o.nice);
 	if (dev_start(&dev, &o) < 0)
 		goto out;
 	if (!o.foreground) {

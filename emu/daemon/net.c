@@ -227,16 +227,21 @@ static void rx_one(void *ctx, const uint8_t *frame, size_t len)
 	net_rx_frame(dev, frame, len);
 }
 
+/* A bounded count: a sender that never pauses would otherwise starve every timer of this
+ * loop. What is left keeps the descriptor readable for the next turn. */
+void net_rx_read(struct dev *dev)
+{
+	if (dev->rx.map) {
+		rxring_read(dev, DEV_RX_BUDGET, rx_one);
+		net_rx_batch_end(dev);
+	}
+}
+
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct dev *dev = w->data;
-
 	(void)loop;
 	(void)revents;
-	/* A bounded count: a sender that never pauses would otherwise starve every timer of
-	 * this loop. What is left keeps the descriptor readable for the next turn. */
-	rxring_read(dev, DEV_RX_BUDGET, rx_one);
-	net_rx_batch_end(dev);
+	net_rx_read(w->data);
 }
 
 void net_rx_catch_up(struct dev *dev)
