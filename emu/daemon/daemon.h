@@ -40,9 +40,10 @@
 #define QP_ACKREQ_EVERY 64
 #define QP_BURST 16                /* packets a requester sends before the next QP's turn */
 #define DEV_SERVE_BUDGET 256       /* packets of waiting QPs sent per turn of the loop */
-/* PSNs all RC requesters together may have unacknowledged: half a receive ring (rxring.c's
- * 1024 frames), so no burst of ours overflows a rocemu peer's ring, whatever the CPU does.
- * What PFC is to a real fabric: the lossless backstop under congestion control. */
+/* PSNs all RC requesters together may have unacknowledged (each counting for at most
+ * QP_MAX_INFLIGHT): half a receive ring (rxring.c's 1024 frames), so no burst of ours
+ * overflows a rocemu peer's ring, whatever the CPU does. What PFC is to a real fabric: the
+ * lossless backstop under congestion control. */
 #define DEV_MAX_INFLIGHT 512
 #define DEV_CREDIT_WAKE (DEV_MAX_INFLIGHT - QP_ACKREQ_EVERY)
 
