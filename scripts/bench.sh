@@ -435,24 +435,26 @@ for rep in $(seq "$REPS"); do
 	out=$(many_qp_run "$MANY_QPS" 262144 8) && record many_qp "$out"
 done
 
+# lat_beside KIND LOAD...: the 64-byte latency, one WRITE at a time, while LOAD runs
+lat_beside() {
+	local kind=$1 load out
+	shift
+	"$@" >"$WORK/load.json" &
+	load=$!
+	sleep 1
+	out=$(rdma_write 64 2000 --tx-depth 1) && record "$kind" "$out"
+	wait $load
+}
 say "many QPs: 64-byte WRITEs one at a time, alone and while $((MANY - 1)) QPs stream 1 MiB writes"
 for rep in $(seq "$REPS"); do
 	out=$(rdma_write 64 2000 --tx-depth 1) && record lat_alone "$out"
-	many_pairs $((MANY - 1)) 1048576 $((MANY_ITERS * 2)) >"$WORK/load.json" &
-	load=$!
-	sleep 1
-	out=$(rdma_write 64 2000 --tx-depth 1) && record lat_loaded "$out"
-	wait $load
+	lat_beside lat_loaded many_pairs $((MANY - 1)) 1048576 $((MANY_ITERS * 2))
 done
-# The same 31 streams from one process (test/many_qp, rounds back to back): what is left
-# of the latency once 62 processes no longer share the two CPUs with the daemons
+# The same 31 streams from one process (test/many_qp, rounds back to back): the latency
+# without 62 processes beside it
 say "many QPs: 64-byte WRITEs one at a time while 31 QPs of one process stream 1 MiB writes"
 for rep in $(seq "$REPS"); do
-	many_qp_run $((MANY - 1)) 1048576 150 -l >"$WORK/load1p.json" &
-	load=$!
-	sleep 1
-	out=$(rdma_write 64 2000 --tx-depth 1) && record lat_loaded_1p "$out"
-	wait $load
+	lat_beside lat_loaded_1p many_qp_run $((MANY - 1)) 1048576 150 -l
 done
 
 say "memory: the daemon's VmRSS - VmLck with 1,000 MRs and 1,000 QPs"
