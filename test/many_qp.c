@@ -7,8 +7,8 @@
  * the buffers nor the checks).
  *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-p PORT] [-x GID_INDEX] server
  *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-p PORT] [-x GID_INDEX] client SERVER
- * -l (client): the rounds go back to back and only the last is checked, for a load that
- * does not pause.
+ * -l (client): the rounds go back to back, every one with the last round's pattern, and
+ * only the last is checked: a load that does not pause.
  * SERVER may be IPv4 or IPv6. Exit 0 when every round arrived intact; 1 when one did
  * not; 2 on a setup error. */
 #include <getopt.h>
@@ -245,7 +245,9 @@ static int run_client(const struct options *o, const struct side_info *peer)
 		uint32_t verdict[2];
 		double t0;
 
-		fill_round(o, round);
+		/* -l checks the last round only: its pattern, filled once, is every round's */
+		if (!o->last_only || round == 0)
+			fill_round(o, o->last_only ? o->rounds - 1 : round);
 		t0 = now_s();
 		if (!write_round(o, peer, round)) {
 			failed = 1;
