@@ -157,17 +157,24 @@ static int add_named(struct dev *dev, const struct ifaddrs *ifa, const char *ifn
 	return add_gid(dev, gid, err, errlen);
 }
 
+long addr_read_number(const char *path, long otherwise)
+{
+	FILE *f = fopen(path, "re");
+	long v;
+
+	if (!f)
+		return otherwise;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = otherwise;
+	fclose(f);
+	return v;
+}
+
 /* A sysctl's value in 1..255, or 64 (the kernel's default) when it cannot be read. */
 static uint8_t read_hop_sysctl(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	int v = 0;
+	long v = addr_read_number(path, 0);
 
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = 0;
-		fclose(f);
-	}
 	return v >= 1 && v <= 255 ? (uint8_t)v : 64;
 }
 

@@ -10,6 +10,8 @@
  * bucket, waiting on a timer when it runs dry. Packets go out ECT(0) so a real network's
  * switches can mark them instead of dropping them. rxe neither marks nor answers CNPs:
  * it ignores ours, and ours cost it nothing. */
+#include <math.h>
+
 #include "emu/daemon/daemon.h"
 
 /* ECT(0) on our packets unless the application chose ECN bits of its own. */
@@ -51,9 +53,8 @@ void cc_on_arrival(struct qp *qp, const struct wire_pkt *pkt)
 	if (!dev->cc.enabled || !(ce || dev->rx.congested))
 		return;
 	now = ev_now(dev->loop);
-	if (qp->cnp_sent && now - qp->cnp_at < dev->cc.cnp_interval)
+	if (now - qp->cnp_at < dev->cc.cnp_interval)
 		return;
-	qp->cnp_sent = true;
 	qp->cnp_at = now;
 	send_cnp(qp);
 }
@@ -106,7 +107,7 @@ void cc_qp_reset(struct qp *qp)
 {
 	ev_timer_stop(qp->dev->loop, &qp->pace_timer);
 	dcqcn_reset(&qp->dcqcn);
-	qp->cnp_sent = false;
+	qp->cnp_at = -HUGE_VAL;
 }
 
 /* At least 1: 0 in rocemuctl's view says unlimited. */

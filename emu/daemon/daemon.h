@@ -220,8 +220,7 @@ struct qp {
 	uint32_t since_ackreq;       /* packets sent since the last that asked for an ACK */
 	struct dcqcn_flow dcqcn;     /* its send rate, when congestion has cut it */
 	ev_timer pace_timer;         /* the rate lets the next packet go */
-	bool cnp_sent;               /* a CNP went to the peer, at cnp_at */
-	ev_tstamp cnp_at;
+	ev_tstamp cnp_at;            /* the last CNP to the peer (long ago after a reset) */
 
 	/* responder */
 	uint32_t rcv_psn;            /* expected PSN */
@@ -382,6 +381,8 @@ uint32_t addr_hash(const struct dev *dev);
 /* The TTL and IPv6 hop limit the kernel gives this interface's packets (its sysctls), which
  * rxe's frames carry whatever an AV asks: read once into dev->hop_limit. */
 void addr_read_hop_limits(struct dev *dev);
+/* The integer a /proc or /sys file about the interface holds, or otherwise. */
+long addr_read_number(const char *path, long otherwise);
 
 /* net.c: the interface and frame I/O */
 int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsigned naddrs,
@@ -399,6 +400,7 @@ bool net_link_up(struct dev *dev);
 /* The link's speed in bytes per second as the kernel reports it; 10 Gb/s when it reports
  * none (lo) */
 double net_line_rate(const struct dev *dev);
+
 unsigned net_mtu_bytes(enum ibv_mtu mtu);
 
 /* txmsg.c: the frames of one flush as sendmmsg messages, GSO frames where allowed */

@@ -227,14 +227,19 @@ static void rx_one(void *ctx, const uint8_t *frame, size_t len)
 	net_rx_frame(dev, frame, len);
 }
 
+static void read_ring(struct dev *dev, unsigned slots)
+{
+	if (dev->rx.map) {
+		rxring_read(dev, slots, rx_one);
+		net_rx_batch_end(dev);
+	}
+}
+
 /* A bounded count: a sender that never pauses would otherwise starve every timer of this
  * loop. What is left keeps the descriptor readable for the next turn. */
 void net_rx_read(struct dev *dev)
 {
-	if (dev->rx.map) {
-		rxring_read(dev, DEV_RX_BUDGET, rx_one);
-		net_rx_batch_end(dev);
-	}
+	read_ring(dev, DEV_RX_BUDGET);
 }
 
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -246,10 +251,7 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 void net_rx_catch_up(struct dev *dev)
 {
-	if (dev->rx.map) {
-		rxring_read(dev, dev->rx.slots, rx_one);
-		net_rx_batch_end(dev);
-	}
+	read_ring(dev, dev->rx.slots);
 }
 
 bool net_link_up(struct dev *dev)
@@ -269,15 +271,9 @@ bool net_link_up(struct dev *dev)
 double net_line_rate(const struct dev *dev)
 {
 	char path[64 + IF_NAMESIZE];
-	long mbit = 0;
-	FILE *f;
+	long mbit;
 
 	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", dev->ifname);
-	f = fopen(path, "re");
-	if (f) {
-		if (fscanf(f, "%ld", &mbit) != 1)
-			mbit = 0;
-		fclose(f);
-	}
+	mbit = addr_read_number(path, 0);
 	return (mbit > 0 ? (double)mbit : 10000.0) * 1e6 / 8;
 }
