@@ -39,7 +39,10 @@
 #define QP_MAX_RD_ATOMIC 128       /* READs and atomics outstanding, each way (rxe's) */
 #define QP_ACKREQ_EVERY 64
 #define QP_BURST 16                /* packets a requester sends before the next QP's turn */
-#define DEV_SERVE_BUDGET 256       /* packets of waiting QPs sent per turn of the loop */
+/* Packets of waiting QPs sent per turn of the loop. A doorbell or a completion waits for
+ * the turn in progress to end: at 256, a 64 B WRITE beside 31 streams took about a
+ * millisecond a round trip, at 32 about 150 us, with the same goodput. */
+#define DEV_SERVE_BUDGET 32
 /* PSNs all RC requesters together may have unacknowledged (each counting for at most
  * QP_MAX_INFLIGHT): half a receive ring (rxring.c's 1024 frames), so no burst of ours
  * overflows a rocemu peer's ring, whatever the CPU does. What PFC is to a real fabric: the

@@ -248,10 +248,11 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	struct dev *dev = w->data;
 
 	(void)revents;
-	sched_serve(dev);
-	resp_send_due_acks(dev);
-	net_flush(dev);
+	/* what waits on us first: clients on their completions, peers on their ACKs */
 	cq_flush_notify(dev);
+	resp_send_due_acks(dev);
+	sched_serve(dev);
+	net_flush(dev);
 	if (dev->busy_window > 0)
 		keep_polling_while_busy(loop, dev);
 }

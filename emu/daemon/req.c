@@ -541,7 +541,9 @@ void req_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 	switch (wire_aeth_type(syn)) {
 	case WIRE_AETH_ACK:
 		ack_through(qp, psn);
-		req_pump(qp);
+		/* what the ACK lets go waits its turn: sent from here, the ACKs of one ring
+		 * read could send megabytes before the loop looks at a doorbell again */
+		sched_ready(qp);
 		return;
 	case WIRE_AETH_RNR_NAK:
 		ack_through(qp, psn - 1);
