@@ -178,12 +178,14 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 
 /* Registering memory or making a QP can take milliseconds, and a turn of the loop may
  * serve many clients' requests: before each one the data path has a turn (the frames that
- * arrived read, the ACKs due and the batch sent), so no peer's timer, nor ours, runs out
- * while the traffic waits behind them. */
+ * arrived read, the ACKs due, a turn of the requesters waiting and the batch sent), so no
+ * peer's timer, nor ours, runs out while the traffic waits behind them: a requester held
+ * mid-message has not asked for its ACK yet. */
 static void data_path_turn(struct dev *dev)
 {
 	net_rx_read(dev);
 	resp_send_due_acks(dev);
+	sched_serve(dev);
 	net_flush(dev);
 }
 
