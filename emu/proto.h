@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 6
+#define PROTO_VERSION 7
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -291,6 +291,7 @@ struct proto_query_qp_reply {
 	X(rp_rate_cuts, "send rate cuts (at most one per reduce period)")                \
 	X(rp_paced_waits, "times a QP's send rate held its next packet back")            \
 	X(credit_waits, "times a QP waited for the daemon's unacknowledged-packet limit")  \
+	X(drop_reply_full, "dropped: READ, atomic or ACK with the QP's responses queue full") \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
 	X(qkey_viol, "dropped: UD datagram whose Q_Key is not the QP's")                \
 	X(drop_ud_no_recv, "dropped: UD datagram with no receive WQE posted")            \

@@ -7,11 +7,11 @@
 
 #include "emu/daemon/daemon.h"
 
-static void send_atomic_ack(struct qp *qp, uint32_t psn, uint64_t orig)
+void atomic_ack_send_now(struct qp *qp, uint32_t psn, uint64_t orig, uint32_t msn)
 {
 	struct wire_bth bth = { .opcode = WIRE_OP_RC_ATOMIC_ACK, .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
-	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = qp->msn },
+	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = msn },
 				.atomic_ack = orig };
 	struct tx_pkt p;
 
@@ -46,7 +46,7 @@ int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
 				.orig = orig };
 	qp->msn = (qp->msn + 1) & 0xffffff;
 	qp->rcv_psn = (psn + 1) & WIRE_PSN_MASK;
-	send_atomic_ack(qp, psn, orig);
+	reply_atomic(qp, psn, orig);
 	return 0;
 }
 
@@ -56,7 +56,7 @@ void atomic_replay(struct qp *qp, const struct wire_pkt *pkt)
 		const struct rd_res *res = &qp->rd_res[i];
 
 		if (res->used && res->atomic && res->first_psn == pkt->bth.psn) {
-			send_atomic_ack(qp, res->first_psn, res->orig);
+			reply_atomic(qp, res->first_psn, res->orig);
 			return;
 		}
 	}

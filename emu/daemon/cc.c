@@ -100,7 +100,7 @@ void cc_pace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	req_pump(w->data);
+	sched_turn(w->data);
 }
 
 void cc_qp_reset(struct qp *qp)

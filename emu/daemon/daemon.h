@@ -243,6 +243,8 @@ struct qp {
 	uint32_t rd_res_next;
 	bool ack_due;                /* an ACK through rcv_psn - 1 goes out before the loop sleeps */
 	TAILQ_ENTRY(qp) ack_link;
+	struct reply_queue *replies; /* what waits to go, in PSN order (reply.c; at first use) */
+	bool resp_stopped;           /* a NAK that ends the QP waits in replies */
 
 	LIST_ENTRY(qp) client_link;
 };
@@ -537,6 +539,8 @@ bool sched_has_credit(struct qp *qp);
 void sched_account(struct qp *qp);
 void sched_forget(struct qp *qp);
 void sched_serve(struct dev *dev);
+/* A QP's turn: the responses it owes (reply.c), then its requests. */
+void sched_turn(struct qp *qp);
 /* How many packets a requester may send before one asks for an ACK: fewer when many
  * share the credit, so the packets that asked hold more of it than those that did not
  * and some ACK always comes back to free it. */
@@ -605,25 +609,53 @@ struct tx_pkt {
 	uint8_t *payload;
 };
 void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
-void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
+/* rx.c: an ACK or NAK built and sent at once, with the MSN given */
+void ack_send_now(struct qp *qp, uint32_t psn, uint8_t syndrome, uint32_t msn);
 bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
 	      struct tx_pkt *p);
 bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wire_bth *bth,
 		 const struct wire_ext *ext, size_t n, struct tx_pkt *p);
 void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n);
 
+/* reply.c: the responder's packets in PSN order. reply_reserve() makes room for an answer
+ * and the ACK ahead of it (false when there is none). reply_read() queues a READ's responses
+ * (sent in the QP's turns by reply_pump(), at its rate); send_ack() and reply_atomic()
+ * send at once, or queue behind responses that wait. reply_fail_after() ends the QP once
+ * what is queued has gone (at once when nothing is); reply_will_send() says whether a
+ * queued READ is still to send the response with that PSN; reply_rewind() takes the READ
+ * being sent back to a response a duplicate asks for again. */
+struct reply_queue;
+bool reply_busy(const struct qp *qp);
+bool reply_reserve(struct qp *qp);
+void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
+void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig);
+int reply_read(struct qp *qp, uint32_t req_psn, uint32_t psn, uint32_t rkey, uint64_t va,
+	       uint32_t len, bool starts);
+bool reply_will_send(const struct qp *qp, uint32_t psn);
+bool reply_rewind(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len);
+void reply_fail_after(struct qp *qp);
+void reply_pump(struct qp *qp);
+void reply_clear(struct qp *qp);
+void reply_free(struct qp *qp);
+
 /* read.c: the responder's READ side. read_execute() takes a responder resource for a new
- * READ and sends its responses; read_replay() answers a duplicate READ again from its
- * resource (nothing when none holds it). Both return 0, or -EFAULT when the memory stopped
- * resolving part-way (an access error). */
+ * READ and queues its responses (0; -ENOBUFS only without reply_reserve()); read_replay()
+ * answers a duplicate READ again from its resource (nothing when none holds it, or when
+ * the responses asked for are still queued). read_send_response() sends one response,
+ * its bytes looked up again (-EFAULT when the MR no longer holds them). */
 int read_execute(struct qp *qp, const struct wire_pkt *pkt);
-int read_replay(struct qp *qp, const struct wire_pkt *pkt);
+void read_replay(struct qp *qp, const struct wire_pkt *pkt);
+uint8_t read_response_opcode(uint32_t k, uint32_t n, bool starts);
+int read_send_response(struct qp *qp, uint32_t psn, uint32_t msn, uint32_t rkey, uint64_t va,
+		       size_t n, uint8_t opcode);
 
 /* atomic.c: the responder's atomics. atomic_execute() performs a checked COMPARE_SWAP or
  * FETCH_ADD once and answers it (0, or -EFAULT when the memory stopped resolving);
- * atomic_replay() answers a duplicate with the saved original value, or drops it. */
+ * atomic_replay() answers a duplicate with the saved original value, or drops it;
+ * atomic_ack_send_now() builds and sends an ATOMIC ACKNOWLEDGE. */
 int atomic_execute(struct qp *qp, const struct wire_pkt *pkt);
 void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
+void atomic_ack_send_now(struct qp *qp, uint32_t psn, uint64_t orig, uint32_t msn);
 
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)

@@ -228,6 +228,7 @@ static void qp_free(struct qp *qp, int ring_fd)
 	if (qp->client_end >= 0)
 		close(qp->client_end);
 	free(qp->wqes);
+	reply_free(qp);
 	free(qp);
 }
 

@@ -259,6 +259,7 @@ void qp_reset(struct qp *qp)
 	rto_reset(qp);
 	cc_qp_reset(qp);
 	sched_forget(qp);
+	reply_clear(qp);
 	memset(&qp->attr, 0, sizeof(qp->attr));
 	qp->attr.timeout = DEFAULT_TIMEOUT;
 	qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
@@ -329,6 +330,7 @@ void qp_to_error(struct qp *qp)
 	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
 	ev_timer_stop(qp->dev->loop, &qp->pace_timer);
 	sched_forget(qp);
+	reply_clear(qp);
 	qp->state = IBV_QPS_ERR;
 	req_flush(qp);
 	rq_flush(qp);

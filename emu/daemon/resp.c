@@ -264,7 +264,7 @@ static void refuse_invalidate(struct qp *qp, const struct wire_pkt *pkt)
 		send_ack(qp, pkt->bth.psn, WIRE_SYN_ACK);
 	}
 	complete_receive(qp, pkt, IBV_WC_REM_INV_REQ_ERR);
-	qp_to_error(qp);
+	reply_fail_after(qp);
 }
 
 static void finish_message(struct qp *qp, const struct wire_pkt *pkt)
@@ -280,15 +280,19 @@ static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wi
 {
 	enum verdict v;
 
-	if (pkt->op->kind == WIRE_KIND_READ_REQ) {
-		/* the ACK of what came before goes ahead of the responses */
+	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC) {
+		/* no room to queue the answer: as if lost, the requester asks again */
+		if (!reply_reserve(qp)) {
+			qp->dev->cnt.drop_reply_full++;
+			return DROP;
+		}
+		/* the ACK of what came before goes ahead of the answer */
 		send_due_ack(qp);
+	}
+	if (pkt->op->kind == WIRE_KIND_READ_REQ)
 		return read_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
-	}
-	if (pkt->op->kind == WIRE_KIND_ATOMIC) {
-		send_due_ack(qp);
+	if (pkt->op->kind == WIRE_KIND_ATOMIC)
 		return atomic_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
-	}
 	v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
@@ -347,19 +351,24 @@ static void refuse(struct qp *qp, const struct wire_pkt *pkt, enum verdict v)
 	send_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, v));
 	if (qp->recv_held)
 		complete_receive(qp, pkt, receive_status(v));
-	qp_to_error(qp);
+	reply_fail_after(qp);
 }
 
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
 {
 	struct mr *mr = NULL;
-	enum verdict v = check_psn(qp, pkt);
+	enum verdict v;
 
+	/* a NAK that ends the QP waits behind READ responses: nothing after it is taken */
+	if (qp->resp_stopped) {
+		qp->dev->cnt.drop_qp_state++;
+		return;
+	}
+	v = check_psn(qp, pkt);
 	if (v == DROP)
 		return;
 	if (v == DUP_READ) {
-		if (read_replay(qp, pkt) < 0)
-			refuse(qp, pkt, NAK_ACCESS);
+		read_replay(qp, pkt);
 		return;
 	}
 	if (v == DUP_ATOMIC) {
@@ -378,6 +387,6 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 		v = check_rkey(qp, pkt, &mr);
 	if (v == GO_ON)
 		v = execute(qp, frame, pkt, mr);
-	if (v != GO_ON)
+	if (v != GO_ON && v != DROP)
 		refuse(qp, pkt, v);
 }

@@ -50,8 +50,8 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_transport++;
 		return NULL;
 	}
-	/* a CNP speaks to the QP as a sender, as a response does */
-	if (!qp_accepts(qp, is_response(pkt->op) || pkt->op->kind == WIRE_KIND_CNP)) {
+	/* a CNP speaks to the QP as a sender: of requests in RTS, of READ responses from RTR */
+	if (!qp_accepts(qp, is_response(pkt->op))) {
 		dev->cnt.drop_qp_state++;
 		return NULL;
 	}
@@ -116,12 +116,12 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 	resp_on_request(qp, frame, &pkt);
 }
 
-void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
+void ack_send_now(struct qp *qp, uint32_t psn, uint8_t syndrome, uint32_t msn)
 {
 	struct dev *dev = qp->dev;
 	struct wire_bth bth = { .opcode = WIRE_OP_RC_ACK, .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
-	struct wire_ext ext = { .aeth = { .syndrome = syndrome, .msn = qp->msn } };
+	struct wire_ext ext = { .aeth = { .syndrome = syndrome, .msn = msn } };
 	uint8_t *frame = net_tx_slot(dev);
 	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, &bth, &ext,
 				NULL, 0);

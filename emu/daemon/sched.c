@@ -105,6 +105,13 @@ uint32_t sched_ack_interval(const struct dev *dev)
 	return interval ? interval : 1;
 }
 
+/* What the responder owes goes first: the peer is waiting for it. */
+void sched_turn(struct qp *qp)
+{
+	reply_pump(qp);
+	req_pump(qp);
+}
+
 void sched_serve(struct dev *dev)
 {
 	uint64_t until = dev->cnt.sent_pkts + DEV_SERVE_BUDGET;
@@ -112,7 +119,7 @@ void sched_serve(struct dev *dev)
 
 	while ((qp = TAILQ_FIRST(&dev->ready)) && dev->cnt.sent_pkts < until) {
 		unqueue(qp);
-		req_pump(qp);
+		sched_turn(qp);
 	}
 	if (TAILQ_EMPTY(&dev->ready))
 		ev_idle_stop(dev->loop, &dev->serve_idle);

@@ -54,6 +54,7 @@
 #include "emu/daemon/resp.c"
 #include "emu/daemon/atomic.c"
 #include "emu/daemon/read.c"
+#include "emu/daemon/reply.c"
 #include "emu/daemon/rq.c"
 #include "emu/daemon/sgl.c"
 #include "emu/daemon/rx.c"
