@@ -3,7 +3,8 @@
 #   - 32 rdma-write --verify pairs at once (32 processes a side): byte-exact, no frame lost
 #     to a full receive ring, no retransmission timer expiry;
 #   - one process with 128 QPs a side (test/many_qp under rocemu-run), every QP's WRITE
-#     outstanding at once, each round checked byte for byte: the same;
+#     outstanding at once, each round checked byte for byte: the same; and 32 QPs each
+#     READing 4 MiB at once (the responder's READ responses go in turns): the same;
 #   - a receiver slowed on purpose (--fault delay on its receive side, then two busy loops
 #     beside it): byte-exact, goodput down, the timer expiring a few times at most;
 #   - the CNPs on the wire, recorded by the daemon that sent them with its mark lowered so
@@ -101,6 +102,20 @@ else
 fi
 no_loss_report "128 QPs" && passed "128 QPs: no ring drop, no retransmission timeout" ||
 	failed "128 QPs: frames lost to the ring or timer expiries with nothing lost"
+
+# 2b. READs: 32 QPs of one process each READ 4 MiB at once; the responder sends their
+# responses in turns, at the rates its CNPs set (the READ requester marks its own ring)
+snapshot
+SERVER_ARGS=("$MANY_QP" -q 32 -s 4194304 -n 3 server)
+if pair many-qp-read "$ADDR_B" "$MANY_QP" -q 32 -s 4194304 -n 3 -r client &&
+	grep -q '^ok 32 QPs x 3 rounds x 4194304 bytes read byte-exact' "$OUT_C"; then
+	passed "many_qp -r: $(grep '^ok' "$OUT_C")"
+else
+	show_both
+	failed "many_qp -q 32 -r: READs not byte-exact"
+fi
+no_loss_report "32 QPs reading" && passed "32 QPs reading: no ring drop, no retransmission timeout" ||
+	failed "32 QPs reading: frames lost to the ring or timer expiries with nothing lost"
 
 # 3. a slow receiver: 400 us on every frame it reads, then busy loops beside it
 rm -f "$WORK"/w*.*

@@ -6,9 +6,11 @@
  * of the rounds (from the first post to the last completion of each, not the filling of
  * the buffers nor the checks).
  *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-p PORT] [-x GID_INDEX] server
- *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-p PORT] [-x GID_INDEX] client SERVER
+ *   many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-r] [-p PORT] [-x GID_INDEX] client SERVER
  * -l (client): the rounds go back to back, every one with the last round's pattern, and
  * only the last is checked: a load that does not pause.
+ * -r (client): RDMA READs instead: the server fills its regions with the round's pattern,
+ * the client READs every QP's region at once and checks what arrived (canaries too).
  * SERVER may be IPv4 or IPv6. Exit 0 when every round arrived intact; 1 when one did
  * not; 2 on a setup error. */
 #include <getopt.h>
@@ -33,7 +35,7 @@ struct qp_info {
 };
 
 struct side_info {
-	uint32_t qps, bytes, rounds, mtu, rkey, pad;
+	uint32_t qps, bytes, rounds, mtu, rkey, reads;
 	uint64_t addr;
 	union ibv_gid gid;
 };
@@ -44,6 +46,7 @@ struct options {
 	int gid_index;
 	bool client;
 	bool last_only;              /* -l: rounds back to back, the last one checked */
+	bool reads;                  /* -r: the client READs (the server says it from the client) */
 	const char *server;
 };
 
@@ -98,7 +101,8 @@ static void setup(const struct options *o)
 	if (!buf)
 		peer_die("buffer");
 	memset(buf, CANARY_BYTE, total);
-	mr = ibv_reg_mr(pd, buf, total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	mr = ibv_reg_mr(pd, buf, total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						IBV_ACCESS_REMOTE_READ);
 	if (!mr)
 		peer_die("ibv_reg_mr");
 }
@@ -109,7 +113,7 @@ static void exchange_and_connect(struct options *o, struct side_info *theirs)
 {
 	struct ibv_port_attr port;
 	struct side_info mine = { .qps = o->qps, .bytes = o->bytes, .rounds = o->rounds,
-				  .rkey = mr->rkey, .addr = (uintptr_t)buf };
+				  .rkey = mr->rkey, .addr = (uintptr_t)buf, .reads = o->reads };
 	static struct qp_info me[MAX_QPS], peer[MAX_QPS];
 
 	if (ibv_query_port(ctx, 1, &port) || ibv_query_gid(ctx, 1, o->gid_index, &mine.gid))
@@ -121,6 +125,8 @@ static void exchange_and_connect(struct options *o, struct side_info *theirs)
 	xfer(!o->client, o->client ? theirs : &mine, sizeof(mine));
 	if (theirs->qps != o->qps || theirs->bytes != o->bytes)
 		peer_die("the other end has another QP count or size");
+	if (!o->client)
+		o->reads = theirs->reads;
 	xfer(o->client, o->client ? me : peer, sizeof(me[0]) * o->qps);
 	xfer(!o->client, o->client ? peer : me, sizeof(me[0]) * o->qps);
 	for (uint32_t q = 0; q < o->qps; q++) {
@@ -165,8 +171,10 @@ static void wait_for_completion(void)
 		peer_die("ibv_req_notify_cq");
 }
 
-/* Every QP's WRITE of its region, all posted before any is waited for. */
-static bool write_round(const struct options *o, const struct side_info *peer, uint32_t round)
+/* Every QP's WRITE of its region (or READ of the server's into it), all posted before any
+ * is waited for. */
+static bool transfer_round(const struct options *o, const struct side_info *peer,
+			   uint32_t round)
 {
 	double deadline = now_s() + WAIT_SECONDS;
 	uint32_t done = 0;
@@ -174,7 +182,8 @@ static bool write_round(const struct options *o, const struct side_info *peer, u
 	for (uint32_t q = 0; q < o->qps; q++) {
 		struct ibv_sge sge = { (uintptr_t)region(q), o->bytes, mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = q, .sg_list = &sge, .num_sge = 1,
-					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+					  .opcode = o->reads ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+					  .send_flags = IBV_SEND_SIGNALED,
 					  .wr.rdma = { peer->addr + (uint64_t)q * stride, peer->rkey } };
 		struct ibv_send_wr *bad;
 
@@ -193,16 +202,17 @@ static bool write_round(const struct options *o, const struct side_info *peer, u
 			peer_die("ibv_poll_cq");
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
-				printf("FAIL round %u: QP %lu's WRITE completed with %s\n", round,
-				       (unsigned long)wc[i].wr_id, ibv_wc_status_str(wc[i].status));
+				printf("FAIL round %u: QP %lu's %s completed with %s\n", round,
+				       (unsigned long)wc[i].wr_id, o->reads ? "READ" : "WRITE",
+				       ibv_wc_status_str(wc[i].status));
 				return false;
 			}
 		}
 		done += (uint32_t)n;
 	}
 	if (done < o->qps)
-		printf("FAIL round %u: %u of %u WRITEs completed in %d s\n", round, done, o->qps,
-		       WAIT_SECONDS);
+		printf("FAIL round %u: %u of %u %ss completed in %d s\n", round, done, o->qps,
+		       o->reads ? "READ" : "WRITE", WAIT_SECONDS);
 	return done == o->qps;
 }
 
@@ -223,17 +233,47 @@ static uint32_t check_round(const struct options *o, uint32_t round, uint32_t *b
 	return 0;
 }
 
+/* For WRITEs the server checks each round it is told of; for READs it fills it. */
 static int serve(const struct options *o)
 {
-	uint32_t round, verdict[2];
+	uint32_t round, verdict[2] = { 0, 0 };
 
 	for (;;) {
 		xfer(false, &round, sizeof(round));
 		if (round == UINT32_MAX)
 			return 0;
-		verdict[0] = check_round(o, round, &verdict[1]);
+		if (o->reads)
+			fill_round(o, round);
+		else
+			verdict[0] = check_round(o, round, &verdict[1]);
 		xfer(true, verdict, sizeof(verdict));
 	}
+}
+
+/* The round's pattern in place before it moves: here for WRITEs, on the server for READs. */
+static void prepare_round(const struct options *o, uint32_t round)
+{
+	uint32_t verdict[2];
+
+	if (!o->reads) {
+		fill_round(o, round);
+		return;
+	}
+	xfer(true, &round, sizeof(round));
+	xfer(false, verdict, sizeof(verdict));
+}
+
+/* The server checks a round of WRITEs; the client itself a round of READs. */
+static uint32_t judge_round(const struct options *o, uint32_t round, uint32_t *bad_q)
+{
+	uint32_t verdict[2];
+
+	if (o->reads)
+		return check_round(o, round, bad_q);
+	xfer(true, &round, sizeof(round));
+	xfer(false, verdict, sizeof(verdict));
+	*bad_q = verdict[1];
+	return verdict[0];
 }
 
 static int run_client(const struct options *o, const struct side_info *peer)
@@ -242,40 +282,39 @@ static int run_client(const struct options *o, const struct side_info *peer)
 	int failed = 0;
 
 	for (uint32_t round = 0; round < o->rounds && !failed; round++) {
-		uint32_t verdict[2];
+		uint32_t bad, bad_q;
 		double t0;
 
 		/* -l checks the last round only: its pattern, filled once, is every round's */
 		if (!o->last_only || round == 0)
-			fill_round(o, o->last_only ? o->rounds - 1 : round);
+			prepare_round(o, o->last_only ? o->rounds - 1 : round);
 		t0 = now_s();
-		if (!write_round(o, peer, round)) {
+		if (!transfer_round(o, peer, round)) {
 			failed = 1;
 			break;
 		}
 		spent += now_s() - t0;
 		if (o->last_only && round + 1 < o->rounds)
 			continue;
-		xfer(true, &round, sizeof(round));
-		xfer(false, verdict, sizeof(verdict));
-		if (verdict[0]) {
-			printf("FAIL round %u: QP %u's region differs at byte %u%s\n", round,
-			       verdict[1], verdict[0] - 1,
-			       verdict[0] - 1 >= o->bytes ? " (the canary after it)" : "");
+		bad = judge_round(o, round, &bad_q);
+		if (bad) {
+			printf("FAIL round %u: QP %u's region differs at byte %u%s\n", round, bad_q,
+			       bad - 1, bad - 1 >= o->bytes ? " (the canary after it)" : "");
 			failed = 1;
 		}
 	}
 	xfer(true, &(uint32_t){ UINT32_MAX }, sizeof(uint32_t));
 	if (!failed)
-		printf("ok %u QPs x %u rounds x %u bytes byte-exact%s, goodput %.1f MB/s\n", o->qps,
-		       o->rounds, o->bytes, o->last_only ? " (the last round checked)" : "",
+		printf("ok %u QPs x %u rounds x %u bytes %s byte-exact%s, goodput %.1f MB/s\n",
+		       o->qps, o->rounds, o->bytes, o->reads ? "read" : "written",
+		       o->last_only ? " (the last round checked)" : "",
 		       (double)o->qps * o->rounds * o->bytes / 1e6 / (spent > 0 ? spent : 1e-9));
 	return failed;
 }
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-p PORT] "
+	fprintf(stderr, "usage: many_qp [-q QPS] [-s BYTES] [-n ROUNDS] [-l] [-r] [-p PORT] "
 			"[-x GID_INDEX] server | client SERVER\n");
 	return 2;
 }
@@ -286,11 +325,12 @@ int main(int argc, char **argv)
 	struct side_info peer;
 	int c;
 
-	while ((c = getopt(argc, argv, "q:s:n:p:x:l")) != -1) {
+	while ((c = getopt(argc, argv, "q:s:n:p:x:lr")) != -1) {
 		long v = optarg ? strtol(optarg, NULL, 0) : 0;
 
 		switch (c) {
 		case 'l': o.last_only = true; break;
+		case 'r': o.reads = true; break;
 		case 'q': o.qps = (uint32_t)v; break;
 		case 's': o.bytes = (uint32_t)v; break;
 		case 'n': o.rounds = (uint32_t)v; break;

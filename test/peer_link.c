@@ -83,7 +83,7 @@ void peer_connect_rc(struct ibv_qp *qp, const struct peer_rc *p)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
 		peer_die("to RESET");
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
-				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			  IBV_QP_ACCESS_FLAGS))
 		peer_die("to INIT");
