@@ -90,32 +90,30 @@ fi
 no_loss_report "32 writers" && passed "32 writers: no ring drop, no retransmission timeout" ||
 	failed "32 writers: frames lost to the ring or timer expiries with nothing lost"
 
-# 2. one process, 128 QPs
-snapshot
-SERVER_ARGS=("$MANY_QP" -q 128 -s 262144 -n 4 server)
-if pair many-qp "$ADDR_B" "$MANY_QP" -q 128 -s 262144 -n 4 client &&
-	grep -q '^ok 128 QPs x 4 rounds' "$OUT_C"; then
-	passed "many_qp: $(grep '^ok' "$OUT_C")"
-else
-	show_both
-	failed "many_qp -q 128: not byte-exact"
-fi
-no_loss_report "128 QPs" && passed "128 QPs: no ring drop, no retransmission timeout" ||
-	failed "128 QPs: frames lost to the ring or timer expiries with nothing lost"
+# one_process NAME QPS BYTES ROUNDS [-r]: test/many_qp with QPS QPs a side, every QP's
+# WRITE (READ with -r) outstanding at once each round: byte-exact, nothing lost
+one_process() {
+	local name=$1 qps=$2 bytes=$3 rounds=$4 verb=written
+	shift 4
+	[ "${1:-}" = -r ] && verb=read
+	snapshot
+	SERVER_ARGS=("$MANY_QP" -q "$qps" -s "$bytes" -n "$rounds" server)
+	if pair "many-qp-$verb" "$ADDR_B" "$MANY_QP" -q "$qps" -s "$bytes" -n "$rounds" "$@" \
+		client && grep -q "^ok $qps QPs x $rounds rounds x $bytes bytes $verb byte-exact" \
+		"$OUT_C"; then
+		passed "many_qp: $(grep '^ok' "$OUT_C")"
+	else
+		show_both
+		failed "many_qp -q $qps $*: not byte-exact"
+	fi
+	no_loss_report "$name" && passed "$name: no ring drop, no retransmission timeout" ||
+		failed "$name: frames lost to the ring or timer expiries with nothing lost"
+}
 
-# 2b. READs: 32 QPs of one process each READ 4 MiB at once; the responder sends their
-# responses in turns, at the rates its CNPs set (the READ requester marks its own ring)
-snapshot
-SERVER_ARGS=("$MANY_QP" -q 32 -s 4194304 -n 3 server)
-if pair many-qp-read "$ADDR_B" "$MANY_QP" -q 32 -s 4194304 -n 3 -r client &&
-	grep -q '^ok 32 QPs x 3 rounds x 4194304 bytes read byte-exact' "$OUT_C"; then
-	passed "many_qp -r: $(grep '^ok' "$OUT_C")"
-else
-	show_both
-	failed "many_qp -q 32 -r: READs not byte-exact"
-fi
-no_loss_report "32 QPs reading" && passed "32 QPs reading: no ring drop, no retransmission timeout" ||
-	failed "32 QPs reading: frames lost to the ring or timer expiries with nothing lost"
+# 2. one process, 128 QPs writing; then 32 QPs each READing 4 MiB at once (the responder
+# sends their responses in turns, at the rates the READ requester's CNPs set)
+one_process "128 QPs" 128 262144 4
+one_process "32 QPs reading" 32 4194304 3 -r
 
 # 3. a slow receiver: 400 us on every frame it reads, then busy loops beside it
 rm -f "$WORK"/w*.*
