@@ -400,8 +400,11 @@ rocemu_counter() { # SIDE NAME
 	[ "$1" = b ] && sock=$SOCK_B
 	"$BUILD/rocemuctl" -s "$sock" stats | awk -v n="$2" '$1 == n { print $2 }'
 }
-MANY=32 MANY_ITERS=100
-[ "$QUICK" = 1 ] && MANY_ITERS=20
+# 300 MiB a pair: the 64 processes' start-up (exec, registration, connection), which falls
+# inside the transfers' span as the later clients start, is a fixed cost; at 100 MiB it
+# was about a tenth of the span
+MANY=32 MANY_ITERS=300 LOAD_ITERS=200
+[ "$QUICK" = 1 ] && MANY_ITERS=20 LOAD_ITERS=40
 # Two baselines, the same bytes each: one pair writing 1 MiB again and again (its two
 # buffers stay in the cache), and one pair writing 32 MiB messages, which touches as much
 # memory as the 32 pairs' buffers together (the target's baseline: the transport, not the
@@ -412,8 +415,9 @@ for rep in $(seq "$REPS"); do
 	record many "$(many_pairs 1 $((MANY * 1048576)) "$MANY_ITERS")"
 	record many "$(many_pairs "$MANY" 1048576 "$MANY_ITERS")"
 done
-# many_qp_run QPS BYTES ROUNDS [-l]: one process a side with QPS QPs (test/many_qp under
-# rocemu-run), every QP's WRITE outstanding at once each round; one JSON object
+# many_qp_run QPS BYTES ROUNDS [FLAGS]: one process a side with QPS QPs (test/many_qp under
+# rocemu-run), every QP's WRITE (READ with -r) outstanding at once each round; one JSON
+# object
 many_qp_run() {
 	local qps=$1 bytes=$2 rounds=$3 last=${4:-} server out to0 rd0 mbps
 	"${IN_B[@]}" timeout 120 "$BUILD/rocemu-run" -D "$SOCK_B" "$BUILD/test/many_qp" -q "$qps" \
@@ -462,13 +466,19 @@ lat_beside() {
 say "many QPs: 64-byte WRITEs one at a time, alone and while $((MANY - 1)) QPs stream 1 MiB writes"
 for rep in $(seq "$REPS"); do
 	out=$(rdma_write 64 1000 --tx-depth 1) && record lat_alone "$out"
-	lat_beside lat_loaded many_pairs $((MANY - 1)) 1048576 $((MANY_ITERS * 2))
+	lat_beside lat_loaded many_pairs $((MANY - 1)) 1048576 "$LOAD_ITERS"
 done
 # The same 31 streams from one process (test/many_qp, rounds back to back): the latency
 # without 62 processes beside it
 say "many QPs: 64-byte WRITEs one at a time while 31 QPs of one process stream 1 MiB writes"
 for rep in $(seq "$REPS"); do
 	lat_beside lat_loaded_1p many_qp_run $((MANY - 1)) 1048576 150 -l
+done
+# A READ's responses take turns like requests: one QP READing 64 MiB messages back to back
+# (the responder is the daemon that the 64-byte WRITEs go to)
+say "many QPs: 64-byte WRITEs one at a time while one QP READs 64 MiB messages"
+for rep in $(seq "$REPS"); do
+	lat_beside lat_beside_read many_qp_run 1 67108864 150 "-l -r"
 done
 
 say "memory: the daemon's VmRSS - VmLck with 1,000 MRs and 1,000 QPs"
@@ -638,6 +648,7 @@ many = [x for x in kind("many") if x["qps"] > 1]
 one_wide = [x for x in kind("many") if x["qps"] == 1 and x["ok"] == 1 and many and
             x["bytes"] == many[0]["qps"] * many[0]["bytes"]]
 la, ll, ll1 = kind("lat_alone"), kind("lat_loaded"), kind("lat_loaded_1p")
+llr = kind("lat_beside_read")
 def lat_us(l): return med([1 / x["msg_rate_mpps"] for x in l if x["msg_rate_mpps"]])
 mq = res["rocemu"]["many_qps"] = {
     "qps": many[0]["qps"] if many else None,
@@ -654,9 +665,11 @@ mq = res["rocemu"]["many_qps"] = {
     "one_qp_timeouts": [x["timeouts"] for x in one],
     "lat_64B_alone_us": lat_us(la), "lat_64B_loaded_us": lat_us(ll),
     "lat_64B_loaded_one_process_us": lat_us(ll1), "samples": len(many),
+    "lat_64B_beside_read_us": lat_us(llr),
     "lat_64B_loaded_runs": [len(ll), len(ll1)],
     "lat_64B_runs_left_out": [len(kind("lat_loaded_partial")),
-                              len(kind("lat_loaded_1p_partial"))]}
+                              len(kind("lat_loaded_1p_partial")),
+                              len(kind("lat_beside_read_partial"))]}
 mqp = [x for x in kind("many_qp") if x["qps"] > 1]
 mqp1 = [x for x in kind("many_qp") if x["qps"] == 1]
 mq.update({"one_process_qps": mqp[0]["qps"] if mqp else None,
@@ -788,9 +801,12 @@ P("  %-52s %s us loaded (x%s)" % (
     "  the same 31 streams from one process (test/many_qp)",
     fmt(mq["lat_64B_loaded_one_process_us"]),
     fmt(ratio(mq["lat_64B_loaded_one_process_us"], mq["lat_64B_alone_us"]), "%.1f")))
-P("  %-52s %s and %s; left out, the load ended first: %s and %s" % (
-    "  loaded runs kept (processes, one process)", *mq["lat_64B_loaded_runs"],
-    *mq["lat_64B_runs_left_out"]))
+P("  %-52s %s us loaded (x%s)" % (
+    "  beside one QP READing 64 MiB messages", fmt(mq["lat_64B_beside_read_us"]),
+    fmt(ratio(mq["lat_64B_beside_read_us"], mq["lat_64B_alone_us"]), "%.1f")))
+P("  %-52s %s, %s and %s; left out, the load ended first: %s, %s and %s" % (
+    "  loaded runs kept (processes, one process, READ)", *mq["lat_64B_loaded_runs"],
+    len(llr), *mq["lat_64B_runs_left_out"]))
 P("targets (issues 6, 14, 15 and 19)")
 for t in tres:
     P("  %-66s %8s %-7s %s" % (t["target"], fmt(t["value"]), t["need"], t["status"]))
