@@ -42,6 +42,31 @@ expect_status() { # STATUS "CLIENT ARGS" SIZE
 	echo "$TOPOLOGY: $2: $1, target unchanged"
 }
 
+# --start-file: the client connects and writes nothing until the file exists; without it,
+# it gives up after --timeout-ms with a message, the target untouched.
+expect_start_file() {
+	local go=$WORK/go client
+	rm -f "$go"
+	PORT=$((PORT + 1))
+	"${IN_B[@]}" timeout 60 "$BUILD/rdma-write" --server -D "$SOCK_B" -p "$PORT" -s 4K \
+		--verify >"$WORK/server.out" 2>&1 &
+	local server=$!
+	"${IN_A[@]}" timeout 60 "$BUILD/rdma-write" -D "$SOCK_A" -p "$PORT" -s 4K -n 8 --verify \
+		--start-file "$go" "$ADDR_B" >"$WORK/client.out" 2>&1 &
+	client=$!
+	sleep 1
+	kill -0 $client 2>/dev/null || { cat "$WORK/client.out"; fail "$TOPOLOGY: --start-file: the client did not wait"; }
+	touch "$go"
+	wait $client && wait $server && grep -q "verify: OK" "$WORK/server.out" ||
+		{ cat "$WORK/client.out" "$WORK/server.out"; fail "$TOPOLOGY: --start-file: not byte-exact once started"; }
+	rm -f "$go"
+	run_pair "-n 8 --timeout-ms 300 --start-file $go" -s 4K
+	[ $CLIENT_RC -ne 0 ] && grep -q "did not appear within 300 ms" "$WORK/client.out" &&
+		grep -q "buffer unchanged" "$WORK/server.out" ||
+		{ cat "$WORK/client.out" "$WORK/server.out"; fail "$TOPOLOGY: --start-file never created: no clear failure"; }
+	echo "$TOPOLOGY: --start-file: waited, then byte-exact; never created: gave up after 300 ms, target unchanged"
+}
+
 for topology in ${ROCEMU_TOPOLOGIES:-lo netns}; do
 	topology_up "$topology"
 	for size in 1 3 4095 4096 4097 1M; do
@@ -53,6 +78,7 @@ for topology in ${ROCEMU_TOPOLOGIES:-lo netns}; do
 	expect_status IBV_WC_REM_ACCESS_ERR "-n 4 --remote-offset 1" 64K # one byte past the end
 	expect_status IBV_WC_REM_ACCESS_ERR "-n 4 --remote-offset -4096" 64K # below the start
 	expect_status IBV_WC_REM_ACCESS_ERR "-n 4 --remote-offset 0xfffffffffffff000" 64K # VA+len wraps
+	expect_start_file
 	daemon_stop a
 	daemon_stop b
 	[ "$topology" = netns ] && { "$ROCEMU_ROOT/scripts/netns.sh" down >/dev/null; TOPOLOGY=; }

@@ -186,6 +186,7 @@ struct options {
 	bool rkey_xor_given;
 	const char *socket_path;   /* NULL: the library's default */
 	const char *host;          /* client: the server's IPv4 address or name */
+	const char *start_file;    /* client: connected, wait for it before the first write */
 	uint16_t port;
 	size_t size;
 	uint64_t iters;
@@ -210,6 +211,7 @@ enum long_only_option {
 	OPT_MTU,
 	OPT_TIMEOUT_MS,
 	OPT_RETRY_CNT,
+	OPT_START_FILE,
 };
 
 static const struct option long_options[] = {
@@ -227,6 +229,7 @@ static const struct option long_options[] = {
 	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS },
 	{ "qp-timeout", required_argument, NULL, 'u' },
 	{ "retry-cnt", required_argument, NULL, OPT_RETRY_CNT },
+	{ "start-file", required_argument, NULL, OPT_START_FILE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -261,6 +264,9 @@ static void usage(FILE *out)
 		"                        its buffer (client; signed, decimal or 0x hex)\n"
 		"  --rkey-xor X          use the server's rkey XOR X, on purpose a wrong key\n"
 		"                        (client; decimal or 0x hex)\n"
+		"  --start-file PATH     connect, then wait until PATH exists before the first\n"
+		"                        write, --timeout-ms at most: clients started one by one\n"
+		"                        write together (client)\n"
 		"  -h, --help            this help\n"
 		"\n"
 		"Exit status: 0 on success, 1 when the run or the check failed, 2 for bad usage.\n"
@@ -411,6 +417,9 @@ static int parse_one(int c, const char *arg, struct options *o)
 					   "0 = wait forever)", arg);
 		o->qp_timeout = (uint8_t)v;
 		break;
+	case OPT_START_FILE:
+		o->start_file = arg;
+		break;
 	case OPT_RETRY_CNT:
 		if (!parse_u64_range(arg, 0, 7, &v))
 			return usage_error("invalid --retry-cnt '%s' (0 to 7, 7 = forever)", arg);
@@ -449,9 +458,9 @@ static int check_roles(int argc, char **argv, struct options *o)
 		if (optind < argc)
 			return usage_error("--server takes no SERVER argument ('%s')",
 					   argv[optind]);
-		if (o->json || o->aim_outside || o->rkey_xor_given)
-			return usage_error("--json, --remote-offset and --rkey-xor are client "
-					   "options");
+		if (o->json || o->aim_outside || o->rkey_xor_given || o->start_file)
+			return usage_error("--json, --remote-offset, --rkey-xor and --start-file "
+					   "are client options");
 		return PARSE_OK;
 	}
 	if (optind != argc - 1)
@@ -1643,6 +1652,22 @@ static enum prepare_result prepare(struct client *c)
 	return PREP_OK;
 }
 
+/* --start-file: polled every millisecond, so many clients start within one of each other.
+ * The server hears nothing meanwhile; the wait is bounded by the timeout it was told. */
+static bool wait_for_start(const struct options *o)
+{
+	uint64_t deadline = now_ns() + (uint64_t)o->timeout_ms * NS_PER_MS;
+
+	while (access(o->start_file, F_OK) != 0) {
+		if (now_ns() >= deadline) {
+			msg("%s did not appear within %d ms", o->start_file, o->timeout_ms);
+			return false;
+		}
+		usleep(1000);
+	}
+	return true;
+}
+
 static int client_session(struct client *c)
 {
 	struct ctl_msg verdict;
@@ -1651,6 +1676,11 @@ static int client_session(struct client *c)
 		return 2;
 	switch (prepare(c)) {
 	case PREP_OK:
+		if (c->s.o->start_file && !wait_for_start(c->s.o)) {
+			c->run.result = RUN_ABORTED;
+			c->run.reason = ABORT_SETUP;
+			break;
+		}
 		run_writes(c);
 		break;
 	case PREP_FAILED:
