@@ -146,12 +146,13 @@ daemon_stop b
 ROCEMUD_ARGS="--pcap $WORK/cnp-b.pcap --pcap-max 2G --cc mark=4" daemon_start b
 rm -f "$WORK"/w*.*
 snapshot
-# what rocemuctl qp shows of the requesters' rates meanwhile
-( for _ in $(seq 100); do "$BUILD/rocemuctl" -s "$SOCK_A" qp 2>/dev/null | awk '{ print $NF }'
-	sleep 0.02; done ) >"$WORK/rates" &
+# what rocemuctl qp shows of the requesters' rates meanwhile: a cut lasts a few ms before
+# the rate climbs back and the limiter lets go, so the sampling is dense (400 at most)
+( for _ in $(seq 400); do "$BUILD/rocemuctl" -s "$SOCK_A" qp 2>/dev/null | awk '{ print $NF }'
+	sleep 0.005; done ) >"$WORK/rates" &
 sampler=$!
 PIDS+=($sampler)
-writers 8 1M 4 || failed "8 writers to a daemon marking at 4 slots: $WRITERS_OK of 16 ends succeeded"
+writers 8 1M 8 || failed "8 writers to a daemon marking at 4 slots: $WRITERS_OK of 16 ends succeeded"
 kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
 cuts=$(delta rp_rate_cuts a) paced=$(delta rp_paced_waits a)
 lowest=$(awk '$1 > 0' "$WORK/rates" | sort -n | head -n 1)
