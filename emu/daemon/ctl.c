@@ -184,9 +184,7 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 static void data_path_turn(struct dev *dev)
 {
 	net_rx_read(dev);
-	resp_send_due_acks(dev);
-	sched_serve(dev);
-	net_flush(dev);
+	sched_send(dev);
 }
 
 static void client_cb(struct ev_loop *loop, ev_io *w, int revents)

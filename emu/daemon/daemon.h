@@ -511,6 +511,12 @@ static inline uint32_t pow2_at_least(uint32_t n)
 	return p;
 }
 
+/* The packets a message of len bytes takes at the QP's path MTU (one when empty). */
+static inline uint32_t qp_packets(const struct qp *qp, uint64_t len)
+{
+	return len ? (uint32_t)((len + qp->pmtu - 1) / qp->pmtu) : 1;
+}
+
 /* The states in which a QP takes requests, and so answers them. */
 static inline bool qp_takes_requests(const struct qp *qp)
 {
@@ -541,6 +547,8 @@ void sched_forget(struct qp *qp);
 void sched_serve(struct dev *dev);
 /* A QP's turn: the responses it owes (reply.c), then its requests. */
 void sched_turn(struct qp *qp);
+/* What the daemon owes goes out: the ACKs due, a turn of the waiting QPs, the batch. */
+void sched_send(struct dev *dev);
 /* How many packets a requester may send before one asks for an ACK: fewer when many
  * share the credit, so the packets that asked hold more of it than those that did not
  * and some ACK always comes back to free it. */
@@ -629,8 +637,8 @@ bool reply_busy(const struct qp *qp);
 bool reply_reserve(struct qp *qp);
 void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
 void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig);
-int reply_read(struct qp *qp, uint32_t req_psn, uint32_t psn, uint32_t rkey, uint64_t va,
-	       uint32_t len, bool starts);
+int reply_read(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len,
+	       bool starts);
 bool reply_will_send(const struct qp *qp, uint32_t psn);
 bool reply_rewind(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len);
 void reply_fail_after(struct qp *qp);

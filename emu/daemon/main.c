@@ -250,9 +250,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)revents;
 	/* what waits on us first: clients on their completions, peers on their ACKs */
 	cq_flush_notify(dev);
-	resp_send_due_acks(dev);
-	sched_serve(dev);
-	net_flush(dev);
+	sched_send(dev);
 	if (dev->busy_window > 0)
 		keep_polling_while_busy(loop, dev);
 }

@@ -42,8 +42,7 @@ int read_send_response(struct qp *qp, uint32_t psn, uint32_t msn, uint32_t rkey,
 int read_execute(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_reth *reth = &pkt->ext.reth;
-	uint32_t psn = pkt->bth.psn;
-	uint32_t n = reth->length ? (reth->length + qp->pmtu - 1) / qp->pmtu : 1;
+	uint32_t psn = pkt->bth.psn, n = qp_packets(qp, reth->length);
 	struct rd_res *res = rd_res_take(qp);
 
 	/* the caller made room with reply_reserve() */
@@ -52,7 +51,7 @@ int read_execute(struct qp *qp, const struct wire_pkt *pkt)
 				.rkey = reth->rkey, .len = reth->length };
 	qp->msn = (qp->msn + 1) & 0xffffff;
 	qp->rcv_psn = (psn + n) & WIRE_PSN_MASK;
-	return reply_read(qp, psn, psn, res->rkey, res->va, res->len, true);
+	return reply_read(qp, psn, res->rkey, res->va, res->len, true);
 }
 
 /* Whether [va, va + len) lies inside what res was asked for (overflow-safe). */
@@ -77,7 +76,7 @@ void read_replay(struct qp *qp, const struct wire_pkt *pkt)
 			continue;
 		if (reth->rkey != res->rkey || !within(res, reth->va, reth->length))
 			return;
-		if (reply_read(qp, psn, psn, res->rkey, reth->va, reth->length,
+		if (reply_read(qp, psn, res->rkey, reth->va, reth->length,
 			       psn == res->first_psn) < 0)
 			qp->dev->cnt.drop_reply_full++;
 		return;

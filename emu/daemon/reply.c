@@ -19,9 +19,8 @@ struct reply {
 	uint8_t kind;
 	uint8_t syndrome;            /* ACK */
 	bool starts;                 /* READ: its first response is FIRST or ONLY */
-	bool then_error;             /* ACK: a NAK after which the QP goes to the error state */
-	uint32_t psn;                /* READ: the PSN of response 0 */
-	uint32_t req_psn;            /* READ: the request's, for the NAK if its MR goes away */
+	bool then_error;             /* once sent, the QP goes to the error state */
+	uint32_t psn;                /* READ: the request's, which response 0 carries */
 	uint32_t msn;
 	uint32_t rkey;
 	uint32_t len;                /* READ: bytes asked */
@@ -47,20 +46,33 @@ static struct reply *queue_tail(struct qp *qp)
 	return q && q->count ? &q->slot[(q->head + q->count - 1) % REPLY_SLOTS] : NULL;
 }
 
+static struct reply *queue_head(struct qp *qp)
+{
+	struct reply_queue *q = qp->replies;
+
+	return q && q->count ? &q->slot[q->head] : NULL;
+}
+
+/* Whether n more fit, the queue allocated if need be. */
+static bool queue_room(struct qp *qp, uint32_t n)
+{
+	if (!qp->replies && !(qp->replies = calloc(1, sizeof(*qp->replies))))
+		return false;
+	return qp->replies->count + n <= REPLY_SLOTS;
+}
+
 static struct reply *queue_push(struct qp *qp)
 {
-	if (!reply_reserve(qp) && (!qp->replies || qp->replies->count == REPLY_SLOTS))
+	if (!queue_room(qp, 1))
 		return NULL;
 	qp->replies->count++;
 	return queue_tail(qp);
 }
 
-/* Room for an answer and the ACK that goes ahead of it, the queue allocated if need be. */
+/* Room for an answer and the ACK that goes ahead of it. */
 bool reply_reserve(struct qp *qp)
 {
-	if (!qp->replies && !(qp->replies = calloc(1, sizeof(*qp->replies))))
-		return false;
-	return qp->replies->count + 2 <= REPLY_SLOTS;
+	return queue_room(qp, 2);
 }
 
 /* The ACK goes now, or after what waits. A plain ACK behind another replaces it: both say
@@ -97,16 +109,15 @@ void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig)
 	*r = (struct reply){ .kind = REPLY_ATOMIC, .psn = psn, .orig = orig, .msn = qp->msn };
 }
 
-int reply_read(struct qp *qp, uint32_t req_psn, uint32_t psn, uint32_t rkey, uint64_t va,
-	       uint32_t len, bool starts)
+int reply_read(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len,
+	       bool starts)
 {
 	struct reply *r = queue_push(qp);
 
 	if (!r)
 		return -ENOBUFS;
-	*r = (struct reply){ .kind = REPLY_READ, .req_psn = req_psn, .psn = psn, .rkey = rkey,
-			     .va = va, .len = len, .starts = starts, .msn = qp->msn,
-			     .npkts = len ? (len + qp->pmtu - 1) / qp->pmtu : 1 };
+	*r = (struct reply){ .kind = REPLY_READ, .psn = psn, .rkey = rkey, .va = va, .len = len,
+			     .starts = starts, .msn = qp->msn, .npkts = qp_packets(qp, len) };
 	sched_ready(qp);
 	return 0;
 }
@@ -132,8 +143,7 @@ bool reply_will_send(const struct qp *qp, uint32_t psn)
  * than waiting behind the rest of it. True when one did. */
 bool reply_rewind(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len)
 {
-	struct reply *r = qp->replies && qp->replies->count ? &qp->replies->slot[qp->replies->head]
-							      : NULL;
+	struct reply *r = queue_head(qp);
 	uint32_t k = r ? (uint32_t)wire_psn_diff(psn, r->psn) : 0;
 
 	if (!r || r->kind != REPLY_READ || wire_psn_diff(psn, r->psn) < 0 || k >= r->sent ||
@@ -203,7 +213,7 @@ static bool send_head(struct qp *qp, struct reply *r)
 		if (!send_read_response(qp, r)) {
 			/* the MR went away mid-READ: what was sent stands, the rest is refused */
 			qp->dev->cnt.nak_rem_access_sent++;
-			ack_send_now(qp, r->req_psn, WIRE_SYN_NAK_REM_ACCESS, r->msn);
+			ack_send_now(qp, r->psn, WIRE_SYN_NAK_REM_ACCESS, r->msn);
 			qp_to_error(qp);
 			return false;
 		}
@@ -228,7 +238,7 @@ void reply_pump(struct qp *qp)
 	unsigned burst = QP_BURST;
 
 	while (reply_busy(qp) && qp_takes_requests(qp)) {
-		struct reply *r = &qp->replies->slot[qp->replies->head];
+		struct reply *r = queue_head(qp);
 
 		if (r->kind == REPLY_READ && !cc_may_send(qp))
 			return;

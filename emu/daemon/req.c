@@ -330,8 +330,7 @@ static void start(struct qp *qp, struct send_wqe *w)
 {
 	w->started = true;
 	w->first_psn = qp->snd_nxt;
-	w->npkts = w->length && !wqe_is_atomic(w) ?
-		   (uint32_t)((w->length + qp->pmtu - 1) / qp->pmtu) : 1;
+	w->npkts = wqe_is_atomic(w) ? 1 : qp_packets(qp, w->length);
 	if (wqe_wants_response(w))
 		qp->rd_outstanding++;
 	else

@@ -105,6 +105,13 @@ uint32_t sched_ack_interval(const struct dev *dev)
 	return interval ? interval : 1;
 }
 
+void sched_send(struct dev *dev)
+{
+	resp_send_due_acks(dev);
+	sched_serve(dev);
+	net_flush(dev);
+}
+
 /* What the responder owes goes first: the peer is waiting for it. */
 void sched_turn(struct qp *qp)
 {
