@@ -19,7 +19,7 @@ CASES="stale-rkey no-remote-write other-pd other-process qp-no-remote-write fore
        send-rnr read read-errors inline srq events atomics atomic-errors mixed big"
 # Run again with loss injected on both daemons (netns only): resends, READs asked for
 # again from their first missing response, duplicates answered from the responder's state.
-LOSSY_CASES="send-recv read atomics mixed"
+LOSSY_CASES="send-recv read inline atomics mixed"
 HOLD_MIB=32
 FAILED=()
 PASSED=0

@@ -1575,14 +1575,46 @@ out:
 
 /* ---- inline data ---- */
 
+#define INLINE_ROUNDS 4
+
+/* INLINE_ROUNDS times a send queue full of unsignaled inline WRITEs but the last, each
+ * buffer overwritten as soon as it is posted. The daemon sends inline data from the ring's
+ * slot, so under injected loss the resends too must carry what was posted. */
+static bool inline_queues(struct conn *c, struct region *dst)
+{
+	uint8_t chunk[INLINE_MAX];
+	struct ibv_sge sge = { (uintptr_t)chunk, INLINE_MAX, 0 };
+	size_t n = 0;
+
+	for (unsigned round = 0; round < INLINE_ROUNDS; round++) {
+		for (unsigned i = 0; i < QP_DEPTH; i++, n++) {
+			struct ibv_send_wr wr = write_wr(10 + n, &sge, 1,
+							 (uintptr_t)dst->p + n * INLINE_MAX,
+							 dst->mr->rkey);
+
+			for (size_t j = 0; j < INLINE_MAX; j++)
+				chunk[j] = pat(n * INLINE_MAX + j, SEED_SOURCE);
+			wr.send_flags = IBV_SEND_INLINE | (i + 1 == QP_DEPTH ? IBV_SEND_SIGNALED : 0);
+			if (post_wr(&c->a, &wr) < 0)
+				return false;
+			memset(chunk, 0, sizeof(chunk));
+		}
+		if (!expect_wc(&c->a, 10 + n - 1, IBV_WC_SUCCESS, "a send queue of inline WRITEs",
+			       NULL))
+			return false;
+	}
+	return expect_pat(dst->p, n * INLINE_MAX, SEED_SOURCE, "the inline WRITEs' target") &&
+	       expect_range(dst->p, n * INLINE_MAX, dst->len, SEED_TARGET, "past them");
+}
+
 /* A SEND and a WRITE with IBV_SEND_INLINE from unregistered memory (lkey 0), whose buffer
- * is overwritten right after posting: the peer gets what it held at post time. One byte
- * more than max_inline_data is refused at post. */
+ * is overwritten right after posting: the peer gets what it held at post time; then
+ * queues of them (inline_queues). One byte more than max_inline_data is refused at post. */
 static void case_inline(struct env *e)
 {
 	const struct conn_opts o = default_opts();
 	uint8_t data[INLINE_MAX + 1];
-	struct region dst = { 0 }, recv = { 0 };
+	struct region dst = { 0 }, recv = { 0 }, queued = { 0 };
 	struct ibv_sge sge = { (uintptr_t)data, 200, 0 };
 	struct ibv_send_wr send = send_wr(1, &sge, 1, IBV_WR_SEND), wr, *bad = NULL;
 	struct ibv_sge in = { 0 };
@@ -1593,6 +1625,8 @@ static void case_inline(struct env *e)
 	send.send_flags |= IBV_SEND_INLINE;
 	if (region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
 	    region_open(&recv, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&queued, &e->b, (INLINE_ROUNDS * QP_DEPTH + 1) * INLINE_MAX, SEED_TARGET,
+			ACCESS_TARGET) < 0 ||
 	    conn_open(e, &o, &c) < 0)
 		goto out;
 	in = (struct ibv_sge){ (uintptr_t)recv.p, 4096, recv.mr->lkey };
@@ -1612,7 +1646,8 @@ static void case_inline(struct env *e)
 	memset(data, 0, sizeof(data));
 	if (!expect_wc(&c.a, 3, IBV_WC_SUCCESS, "WRITE of 256 bytes inline", NULL) ||
 	    !expect_pat(dst.p, INLINE_MAX, SEED_SOURCE, "WRITE's target") ||
-	    !expect_range(dst.p, INLINE_MAX, dst.len, SEED_TARGET, "past the WRITE"))
+	    !expect_range(dst.p, INLINE_MAX, dst.len, SEED_TARGET, "past the WRITE") ||
+	    !inline_queues(&c, &queued))
 		goto close;
 	sge.length = INLINE_MAX + 1;
 	err = rocemu_post_send(c.a.qp, &wr, &bad);
@@ -1625,6 +1660,7 @@ close:
 out:
 	region_close(&dst);
 	region_close(&recv);
+	region_close(&queued);
 }
 
 /* ---- atomics ---- */

@@ -115,7 +115,6 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->num_sge = in.num_sge;
 	w->inlined = (in.flags & IBV_SEND_INLINE) && !wqe_wants_response(w);
 	if (w->inlined) {
-		memcpy(w->inline_data, in.inline_data, sizeof(w->inline_data));
 		w->length = in.inline_len;
 		w->local_error = check_inline(w);
 	} else {
@@ -203,6 +202,15 @@ static uint8_t packet_opcode(const struct send_wqe *w, uint32_t k)
 	return inv ? WIRE_OP_RC_SEND_LAST_INV : base + (imm ? LAST_IMM : LAST);
 }
 
+/* The inline data of request w, in its slot of the shared ring: the client may not reuse
+ * the slot before w completes, so it is there at every (re)send, as an HCA reads a WQE
+ * from host memory each time. A client that rewrites it changes only what its own QP
+ * sends; its length was checked when w was fetched. */
+static const uint8_t *inline_payload(const struct qp *qp, const struct send_wqe *w)
+{
+	return qp->sq[w - qp->wqes].inline_data;
+}
+
 /* Packet k of request w, with PSN psn: headers, payload gathered from the local MRs straight
  * into the frame, ICRC over both. */
 static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint32_t psn)
@@ -228,7 +236,7 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	if (!tx_begin(qp, &bth, &ext, n, &p))
 		return -EFAULT;
 	if (w->inlined)
-		memcpy(p.payload, w->inline_data + offset, n);
+		memcpy(p.payload, inline_payload(qp, w) + offset, n);
 	else if (sgl_gather(qp, w->sge, w->num_sge, offset, p.payload, n) < 0)
 		return -EFAULT;
 	tx_end(qp, &p, n);
