@@ -12,7 +12,8 @@
 #   - the CNPs on the wire, recorded by the daemon that sent them with its mark lowered so
 #     that it sends many: as many frames as np_cnp_sent, each passing rocemuctl decode, the
 #     reference ICRC and tshark; the requester's rates cut, paced, and shown by rocemuctl qp;
-#     a daemon with --cc off sends none. (At the default mark the credit keeps the ring
+#     the same for a UD QP flooded by ib_send_bw -c UD (its CNPs go back to the datagrams'
+#     source QP, whose rate they cut); a daemon with --cc off sends none. (At the default mark the credit keeps the ring
 #     short enough that rocemu to rocemu rarely needs a CNP.)
 set -u
 source "$(dirname "$0")/daemons.sh"
@@ -114,7 +115,7 @@ one_process() {
 	shift 4
 	[ "${1:-}" = -r ] && verb=read
 	snapshot
-	SERVER_ARGS=("$MANY_QP" -q "$qps" -s "$bytes" -n "$rounds" server)
+	local -a SERVER_ARGS=("$MANY_QP" -q "$qps" -s "$bytes" -n "$rounds" server)
 	if pair "many-qp-$verb" "$ADDR_B" "$MANY_QP" -q "$qps" -s "$bytes" -n "$rounds" "$@" \
 		client && grep -q "^ok $qps QPs x $rounds rounds x $bytes bytes $verb byte-exact" \
 		"$OUT_C"; then
@@ -182,6 +183,22 @@ lowest=$(awk '$1 > 0' "$WORK/rates" | sort -n | head -n 1)
 [ "$cuts" -gt 0 ] && [ -n "$lowest" ] &&
 	passed "DCQCN: $cuts rate cuts, $paced paced waits; rocemuctl qp showed rates down to $lowest Mb/s" ||
 	failed "DCQCN: $cuts rate cuts, no rate in rocemuctl qp (${lowest:-none})"
+# UD the same way: Debian's ib_send_bw -c UD, unmodified, floods a UD QP of B's; each CNP
+# goes back to the address and QP its datagram came from, and cuts that UD QP's rate
+if command -v ib_send_bw >/dev/null; then
+	ud_cnps0=$(counter b np_cnp_sent) ud_handled0=$(counter a rp_cnp_handled)
+	ud_cuts0=$(counter a rp_rate_cuts) ud_paced0=$(counter a rp_paced_waits)
+	perf ud-flood 1 "$ADDR_B" ib_send_bw -c UD -s 4096 -n 4000
+	ud_cnps=$(($(counter b np_cnp_sent) - ud_cnps0))
+	ud_handled=$(($(counter a rp_cnp_handled) - ud_handled0))
+	ud_cuts=$(($(counter a rp_rate_cuts) - ud_cuts0))
+	ud_paced=$(($(counter a rp_paced_waits) - ud_paced0))
+	[ "$ud_cnps" -gt 0 ] && [ "$ud_handled" -eq "$ud_cnps" ] && [ "$ud_cuts" -gt 0 ] &&
+		passed "UD: $ud_cnps CNPs to the sending UD QP, all handled there: $ud_cuts rate cuts, $ud_paced paced waits" ||
+		failed "UD: $ud_cnps CNPs sent, $ud_handled handled, $ud_cuts rate cuts"
+else
+	echo "  UD: ib_send_bw is missing (scripts/install-deps.sh installs perftest): not run"
+fi
 sent=$(delta np_cnp_sent b)
 daemon_stop b
 cnps=$(HOME=$WORK tshark -r "$WORK/cnp-b.pcap" -Y 'infiniband.bth.opcode == 129' 2>/dev/null | wc -l)

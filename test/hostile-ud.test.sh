@@ -8,6 +8,8 @@
 # draw exactly its counter (or, kept out by the receive filter, nothing) and write nothing;
 # the controls (datagrams over IPv4 and IPv6, one whose IPv6 header a router changed in the
 # fields the ICRC masks, and a WRITE from the peer) land with their GRH area as received.
+# Congestion control's: a CNP to the UD QP cuts its rate; a datagram marked CE lands and
+# draws a CNP, which must come back on a's veth to a's address and the sending QP.
 set -u
 source "$(dirname "$0")/daemons.sh"
 require_root

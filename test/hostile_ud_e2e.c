@@ -4,11 +4,14 @@
  * sends them frames crafted with wire_build and then broken, through a packet socket on
  * a's veth. Each case must draw exactly its counter (or, for frames the receive filter
  * already keeps out, nothing at all), complete a receive only when it should, and change
- * no byte of b's memory outside what a valid datagram or WRITE may write.
+ * no byte of b's memory outside what a valid datagram or WRITE may write. Two cases are
+ * congestion control's: a CNP to the UD QP cuts its rate, and a datagram marked CE on the
+ * way draws a CNP that must come back on a's veth to the address and QP it came from.
  *   hostile_ud_e2e SOCK_B IF_A ADDR_A ADDR6_A ADDR6_B   (run in host a's namespace)
  * One line per case ("NAME: OK|FAIL: ..."); exit 0 when every case matched. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -36,6 +39,7 @@
 #define RC_OFF 32768              /* the RC QP's WRITE target within the MR */
 #define MR_BYTES 65536
 #define RC_QPN 0x00abcd           /* the fictitious RC peer's QP */
+#define SRC_QPN 0x000777          /* the fictitious UD sender's QP, in every DETH */
 #define RC_PSN 0x000100
 #define FRAME_CAP 9100
 #define NOTHING (-1)              /* a case whose frame the daemon's filter may keep out */
@@ -55,7 +59,7 @@ struct env {
 	struct rocemu_qp *ud, *rc;
 	struct rocemu_mr *mr;
 	uint8_t *buf, *pristine;
-	int ctl, tx, ifindex;
+	int ctl, tx, rx, ifindex;
 	unsigned next_slot;
 	uint32_t rc_psn;
 	struct wire_path v4, v6;      /* a -> b */
@@ -187,6 +191,13 @@ static int setup_paths(struct env *e, const char *ifname, const char *a4, const 
 		e2e_error("packet socket on %s: %s", ifname, strerror(errno));
 		return -1;
 	}
+	/* what daemon b sends to a: its CNPs */
+	e->rx = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
+	sll.sll_protocol = htons(ETH_P_ALL);
+	if (e->rx < 0 || bind(e->rx, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		e2e_error("capturing packet socket on %s: %s", ifname, strerror(errno));
+		return -1;
+	}
 	return 0;
 }
 
@@ -202,7 +213,7 @@ static void build(struct frame *f, const struct wire_path *p, uint8_t opcode, ui
 {
 	static uint8_t data[FRAME_CAP];
 	struct wire_bth bth = { .opcode = opcode, .pkey = 0xffff, .dest_qp = qpn, .psn = 5 };
-	struct wire_ext ext = { .deth = { qkey, 0x000777 }, .imm = 0xfeedf00d,
+	struct wire_ext ext = { .deth = { qkey, SRC_QPN }, .imm = 0xfeedf00d,
 				.reth = { 0, 0, (uint32_t)n } };
 
 	for (size_t i = 0; i < n; i++)
@@ -318,6 +329,13 @@ static void m_spoof6(struct env *e, struct frame *f)
 	reseal(f);
 }
 
+/* ECN CE in the IPv6 traffic class, as a switch marks it (the ICRC masks the field). */
+static void m_ce(struct env *e, struct frame *f)
+{
+	(void)e;
+	f->b[WIRE_ETH_LEN + 1] |= WIRE_ECN_CE << 4;
+}
+
 /* ---- cases ---- */
 
 enum target { T_UD, T_RC };
@@ -334,6 +352,14 @@ struct hcase {
 	int counter;              /* the one counter that must rise by 1, or NOTHING */
 	enum outcome outcome;
 	bool accepted;            /* the QP took it (rcvd_pkts), then refused it */
+};
+
+/* Congestion control's cases: more counters that rise by 1 (C_COUNT ends the list), and
+ * whether a CNP comes back to a's address and SRC_QPN. */
+struct cc_case {
+	struct hcase c;
+	int also[4];
+	bool cnp_back;
 };
 
 #define UDO WIRE_OP_UD_SEND_ONLY
@@ -374,6 +400,15 @@ static const struct hcase cases[] = {
 	{ "rc ipv6: control, a WRITE from the peer lands", true, T_RC, WIRE_OP_RC_WRITE_ONLY, 0, 64,
 	  m_none, C_rcvd_pkts, O_WRITTEN, false },
 };
+static const int no_more[] = { C_COUNT };
+static const struct cc_case cc_cases[] = {
+	{ { "ud: a CNP to the UD QP cuts its send rate, nothing answered", true, T_UD,
+	    WIRE_OP_CNP, 0, 0, m_none, C_rcvd_pkts, O_DROPPED, false },
+	  { C_rp_cnp_handled, C_rp_rate_cuts, C_COUNT }, false },
+	{ { "ud ipv6: a datagram marked CE on the way lands, and a CNP goes back to its sender",
+	    true, T_UD, UDO, QKEY, 64, m_ce, C_rcvd_pkts, O_RECEIVED, false },
+	  { C_np_ecn_marked_roce_packets, C_np_cnp_sent, C_sent_pkts, C_COUNT }, true },
+};
 
 /* The counters after the frame, once they stop moving (at most 400 ms for a frame that
  * moves none: the receive filter may keep it out). */
@@ -395,15 +430,18 @@ static int settle(struct env *e)
 
 /* Exactly the expected counter rose by one (received and accepted frames also count in
  * rcvd_pkts, ACKs in acks_sent and sent_pkts); nothing else moved. */
-static void check_counters(struct env *e, const struct hcase *c)
+static void check_counters(struct env *e, const struct hcase *c, const int *also_rising)
 {
 	for (int i = 0; i < C_COUNT; i++) {
 		uint64_t d = e->after[i] - e->before[i];
-		bool expected = i == c->counter || (c->accepted && i == C_rcvd_pkts) ||
-				(c->outcome != O_DROPPED && (i == C_rdma_recvs)) ||
-				(c->outcome == O_WRITTEN && (i == C_acks_sent || i == C_sent_pkts));
+		bool also = false, expected;
 
-		if (i == c->counter && d != 1)
+		for (const int *k = also_rising; *k != C_COUNT; k++)
+			also |= i == *k;
+		expected = i == c->counter || also || (c->accepted && i == C_rcvd_pkts) ||
+			   (c->outcome != O_DROPPED && (i == C_rdma_recvs)) ||
+			   (c->outcome == O_WRITTEN && (i == C_acks_sent || i == C_sent_pkts));
+		if ((i == c->counter || also) && d != 1)
 			e2e_mismatch("%s +%llu, wanted +1", counter_names[i], (unsigned long long)d);
 		else if (!expected && d && !(c->counter == NOTHING && i == C_drop_malformed))
 			e2e_mismatch("%s moved by %llu", counter_names[i], (unsigned long long)d);
@@ -430,7 +468,7 @@ static void check_received(struct env *e, const struct hcase *c, const struct fr
 		memcpy(grh, f->b + WIRE_ETH_LEN, 40);
 	else
 		memcpy(grh + 20, f->b + WIRE_ETH_LEN, 20);
-	if (wc.byte_len != 40 + c->len || wc.src_qp != 0x777 || !(wc.wc_flags & IBV_WC_GRH))
+	if (wc.byte_len != 40 + c->len || wc.src_qp != SRC_QPN || !(wc.wc_flags & IBV_WC_GRH))
 		e2e_mismatch("byte_len %u, src_qp 0x%x", wc.byte_len, wc.src_qp);
 	else if (memcmp(slot, grh, 40))
 		e2e_mismatch("the GRH area is not the %s header as received", c->ipv6 ? "IPv6" : "IPv4");
@@ -442,6 +480,44 @@ static void check_received(struct env *e, const struct hcase *c, const struct fr
 	memcpy(e->pristine + wc.wr_id * SLOT, slot, SLOT);
 	e2e_note("%u bytes with their GRH area", wc.byte_len);
 	post_recv(e);
+}
+
+/* Frames daemon b sent to a since the capture socket was last drained: one must be a CNP
+ * (BTH opcode 0x81, BECN) from b's address to a's, for the QP that sent the datagram. */
+static void check_cnp_back(struct env *e, const struct hcase *c)
+{
+	static uint8_t frame[FRAME_CAP];
+	int64_t start = e2e_now_ms();
+
+	while (e2e_now_ms() - start < 500) {
+		struct wire_pkt pkt;
+		ssize_t n = recv(e->rx, frame, sizeof(frame), 0);
+		const struct wire_path *p = c->ipv6 ? &e->v6 : &e->v4;
+
+		if (n < 0) {
+			poll(NULL, 0, 5);
+			continue;
+		}
+		if (wire_parse(frame, (size_t)n, &pkt) != WIRE_OK || pkt.op->kind != WIRE_KIND_CNP)
+			continue;
+		if (pkt.bth.dest_qp != SRC_QPN || !pkt.bth.becn || pkt.ip_version != 6 ||
+		    memcmp(pkt.dst_ip, p->src_ip6, 16) || memcmp(pkt.src_ip, p->dst_ip6, 16) ||
+		    memcmp(frame, p->src_mac, 6))
+			e2e_mismatch("a CNP, but not to QP 0x%06x at a's MAC and address (QP 0x%06x)",
+				     SRC_QPN, pkt.bth.dest_qp);
+		else
+			e2e_note("a CNP back to QP 0x%06x at a's address", SRC_QPN);
+		return;
+	}
+	e2e_mismatch("no CNP came back on a's veth");
+}
+
+static void drain_capture(struct env *e)
+{
+	static uint8_t frame[FRAME_CAP];
+
+	while (recv(e->rx, frame, sizeof(frame), 0) >= 0)
+		;
 }
 
 static void check_memory(struct env *e, const struct hcase *c)
@@ -467,7 +543,8 @@ static void check_memory(struct env *e, const struct hcase *c)
 		}
 }
 
-static int run_case(struct env *e, const struct hcase *c)
+static int run_case(struct env *e, const struct hcase *c, const int *also_rising,
+		    bool cnp_back)
 {
 	static struct frame f;
 	const struct wire_path *p = c->ipv6 ? &e->v6 : &e->v4;
@@ -482,22 +559,27 @@ static int run_case(struct env *e, const struct hcase *c)
 		return e2e_report(c->name, "");
 	}
 	c->mutate(e, &f);
+	drain_capture(e);
 	if (read_stats(e, e->before) < 0 ||
 	    send(e->tx, f.b, f.len < 60 ? 60 : f.len, 0) < 0 || settle(e) < 0) {
 		e2e_error("sending or counting: %s", strerror(errno));
 		return e2e_report(c->name, "");
 	}
-	check_counters(e, c);
+	check_counters(e, c, also_rising);
+	if (cnp_back)
+		check_cnp_back(e, c);
 	if (c->outcome == O_RECEIVED)
 		check_received(e, c, &f);
 	check_memory(e, c);
 	return e2e_report(c->name, c->counter == NOTHING ? "nothing received, nothing written" :
-			  c->outcome == O_DROPPED ? "dropped and counted, nothing written" : "");
+			  c->outcome != O_DROPPED ? "" :
+			  *also_rising != C_COUNT ? "taken and counted, nothing written" :
+			  "dropped and counted, nothing written");
 }
 
 int main(int argc, char **argv)
 {
-	struct env e = { .ctl = -1, .tx = -1 };
+	struct env e = { .ctl = -1, .tx = -1, .rx = -1 };
 	char err[256];
 	int failed = 0;
 
@@ -517,10 +599,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		failed += run_case(&e, &cases[i]);
+		failed += run_case(&e, &cases[i], no_more, false);
+	for (size_t i = 0; i < sizeof(cc_cases) / sizeof(cc_cases[0]); i++)
+		failed += run_case(&e, &cc_cases[i].c, cc_cases[i].also, cc_cases[i].cnp_back);
 	rocemu_close(e.ctx);
 	close(e.ctl);
 	close(e.tx);
+	close(e.rx);
 	free(e.buf);
 	free(e.pristine);
 	return failed ? 1 : 0;

@@ -3,31 +3,41 @@
  * The notification point (any QP that takes data): a packet that arrives marked
  * Congestion Experienced by a switch, or while this daemon's own receive ring is backed
  * up past the mark (the queue that overflows here is ours, not a switch's), earns its
- * sender a CNP, at most one per QP per cnp interval.
+ * sender a CNP, at most one per sender per cnp interval: an RC QP's sender is its peer;
+ * a UD QP's are whoever sends it datagrams, told apart by address and QP number (a few
+ * slots per QP, so two senders may now and then share one interval).
  *
- * The reaction point (the requester): a CNP for an RC QP from its peer cuts that QP's
- * rate (dcqcn.c), and the requester sends no faster than the rate, through a token
- * bucket, waiting on a timer when it runs dry. Packets go out ECT(0) so a real network's
- * switches can mark them instead of dropping them. rxe neither marks nor answers CNPs:
- * it ignores ours, and ours cost it nothing. */
+ * The reaction point (the sender): a CNP for an RC or UD QP cuts that QP's rate
+ * (dcqcn.c), and it sends no faster than the rate, through a token bucket, waiting on a
+ * timer when it runs dry; a UD QP's rate covers all its datagrams, whatever their
+ * address handles, as NICs that run DCQCN on UD do. Packets go out ECT(0) so a real
+ * network's switches can mark them instead of dropping them. rxe neither marks nor
+ * answers CNPs: it ignores ours, and ours cost it nothing. */
 #include <math.h>
 
 #include "emu/daemon/daemon.h"
 
-/* ECT(0) on our packets unless the application chose ECN bits of its own. */
+#define ETH_SOURCE_MAC 6         /* its offset: after the destination MAC */
+
+/* ECT(0) on our packets unless the application chose an ECN codepoint of its own. CE is
+ * not one a sender may choose (RFC 3168): it comes with a traffic class copied from a
+ * marked packet (ibv_create_ah_from_wc takes the TOS of the datagram answered), and sent
+ * on it would earn CNPs from a congestion that never was. */
 uint8_t cc_tos(const struct dev *dev, uint8_t traffic_class)
 {
-	if (!dev->cc.enabled || (traffic_class & WIRE_ECN_MASK))
-		return traffic_class;
-	return traffic_class | WIRE_ECN_ECT0;
+	uint8_t ecn = traffic_class & WIRE_ECN_MASK;
+
+	if (ecn == WIRE_ECN_CE)
+		ecn = WIRE_ECN_NOT_ECT;
+	if (dev->cc.enabled && ecn == WIRE_ECN_NOT_ECT)
+		ecn = WIRE_ECN_ECT0;
+	return (uint8_t)((traffic_class & ~WIRE_ECN_MASK) | ecn);
 }
 
-static void send_cnp(struct qp *qp)
+static void send_cnp(struct dev *dev, struct wire_path path, uint32_t dest_qpn)
 {
-	struct dev *dev = qp->dev;
-	struct wire_path path = qp->path;
 	struct wire_bth bth = { .opcode = WIRE_OP_CNP, .pkey = 0xffff, .becn = true,
-				.dest_qp = qp->attr.dest_qpn };
+				.dest_qp = dest_qpn };
 	struct wire_ext ext = { 0 };
 	uint8_t *frame = net_tx_slot(dev);
 	size_t len;
@@ -40,23 +50,66 @@ static void send_cnp(struct qp *qp)
 	dev->cnt.np_cnp_sent++;
 }
 
-void cc_on_arrival(struct qp *qp, const struct wire_pkt *pkt)
+/* Counts what the packet met; true when its sender has a CNP coming. */
+static bool congestion_met(struct dev *dev, const struct wire_pkt *pkt)
 {
-	struct dev *dev = qp->dev;
 	bool ce = pkt->ecn == WIRE_ECN_CE;
-	ev_tstamp now;
 
 	if (ce)
 		dev->cnt.np_ecn_marked_roce_packets++;
 	if (dev->rx.congested)
 		dev->cnt.np_ring_marked_packets++;
-	if (!dev->cc.enabled || !(ce || dev->rx.congested))
+	return dev->cc.enabled && (ce || dev->rx.congested);
+}
+
+/* Whether the interval since the last CNP to that sender (*last) has run out. */
+static bool cnp_due(const struct dev *dev, ev_tstamp *last)
+{
+	ev_tstamp now = ev_now(dev->loop);
+
+	if (now - *last < dev->cc.cnp_interval)
+		return false;
+	*last = now;
+	return true;
+}
+
+void cc_on_arrival(struct qp *qp, const struct wire_pkt *pkt)
+{
+	if (congestion_met(qp->dev, pkt) && cnp_due(qp->dev, &qp->cnp_at))
+		send_cnp(qp->dev, qp->path, qp->attr.dest_qpn);
+}
+
+/* The CNP goes back the way the datagram came: to its source address and Ethernet
+ * source (the sender, or the router before it), from the address it was sent to. */
+static void datagram_return_path(const struct qp *qp, const uint8_t *frame,
+				 const struct wire_pkt *pkt, struct wire_path *path)
+{
+	uint8_t ours[16], theirs[16];
+
+	addr_gid(ours, pkt->ip_version, pkt->dst_ip);
+	addr_gid(theirs, pkt->ip_version, pkt->src_ip);
+	path_between(path, qp->dev, ours, theirs, frame + ETH_SOURCE_MAC);
+	path->src_port = qp_flow_port(0, qp->qpn, pkt->ext.deth.src_qp);
+}
+
+static unsigned sender_slot(const struct wire_pkt *pkt)
+{
+	uint32_t h = pkt->ext.deth.src_qp * 0x9e3779b1u;
+
+	for (unsigned i = 0; i < (pkt->ip_version == 6 ? 16u : 4u); i++)
+		h = (h ^ pkt->src_ip[i]) * 0x01000193u;
+	return h % QP_UD_CNP_SLOTS;
+}
+
+void cc_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	struct wire_path path;
+
+	if (!congestion_met(qp->dev, pkt) ||
+	    !cnp_due(qp->dev, &qp->ud_cnp_at[sender_slot(pkt)]))
 		return;
-	now = ev_now(dev->loop);
-	if (now - qp->cnp_at < dev->cc.cnp_interval)
-		return;
-	qp->cnp_at = now;
-	send_cnp(qp);
+	datagram_return_path(qp, frame, pkt, &path);
+	send_cnp(qp->dev, path, pkt->ext.deth.src_qp);
 }
 
 void cc_on_cnp(struct qp *qp)
@@ -108,6 +161,8 @@ void cc_qp_reset(struct qp *qp)
 	ev_timer_stop(qp->dev->loop, &qp->pace_timer);
 	dcqcn_reset(&qp->dcqcn);
 	qp->cnp_at = -HUGE_VAL;
+	for (unsigned i = 0; i < QP_UD_CNP_SLOTS; i++)
+		qp->ud_cnp_at[i] = -HUGE_VAL;
 }
 
 /* At least 1: 0 in rocemuctl's view says unlimited. */

@@ -39,6 +39,7 @@
 #define QP_MAX_RD_ATOMIC 128       /* READs and atomics outstanding, each way (rxe's) */
 #define QP_ACKREQ_EVERY 64
 #define QP_BURST 16                /* packets a requester sends before the next QP's turn */
+#define QP_UD_CNP_SLOTS 8          /* a UD QP's senders, hashed, each with its CNP interval */
 /* Packets of waiting QPs sent per turn of the loop. A doorbell or a completion waits for
  * the turn in progress to end: at 256, a 64 B WRITE beside 31 streams took about a
  * millisecond a round trip, at 32 about 150 us, with the same goodput. */
@@ -223,6 +224,7 @@ struct qp {
 	struct dcqcn_flow dcqcn;     /* its send rate, when congestion has cut it */
 	ev_timer pace_timer;         /* the rate lets the next packet go */
 	ev_tstamp cnp_at;            /* the last CNP to the peer (long ago after a reset) */
+	ev_tstamp ud_cnp_at[QP_UD_CNP_SLOTS]; /* UD: the last CNP to each slot's senders */
 
 	/* responder */
 	uint32_t rcv_psn;            /* expected PSN */
@@ -554,11 +556,13 @@ void sched_send(struct dev *dev);
 uint32_t sched_ack_interval(const struct dev *dev);
 
 /* cc.c: congestion control. cc_on_arrival() is the notification point's look at a data
- * packet an RC QP took (a CNP to its sender when it met congestion); cc_on_cnp() the
- * reaction point's CNP; cc_may_send() false means the QP's rate holds the next packet
+ * packet an RC QP took (a CNP to its sender when it met congestion), cc_on_datagram() the
+ * same for a UD QP's datagram (the CNP to the address and QP it came from); cc_on_cnp()
+ * the reaction point's CNP; cc_may_send() false means the QP's rate holds the next packet
  * back and its pace timer will pump it; cc_on_sent() counts the bytes that went. */
 uint8_t cc_tos(const struct dev *dev, uint8_t traffic_class);
 void cc_on_arrival(struct qp *qp, const struct wire_pkt *pkt);
+void cc_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 void cc_on_cnp(struct qp *qp);
 bool cc_may_send(struct qp *qp);
 void cc_on_sent(struct qp *qp, size_t bytes);

@@ -45,8 +45,9 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_unknown_qp++;
 		return NULL;
 	}
-	if (pkt->op->kind == WIRE_KIND_CNP ? qp->type != IBV_QPT_RC
-	    : pkt->op->transport != (qp->type == IBV_QPT_UD ? WIRE_UD : WIRE_RC)) {
+	/* a CNP belongs to no transport: it slows any QP that sends */
+	if (pkt->op->kind != WIRE_KIND_CNP &&
+	    pkt->op->transport != (qp->type == IBV_QPT_UD ? WIRE_UD : WIRE_RC)) {
 		dev->cnt.drop_transport++;
 		return NULL;
 	}
@@ -55,9 +56,10 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_qp_state++;
 		return NULL;
 	}
-	/* a UD QP takes datagrams from anyone that knows its Q_Key; an RC QP only from its
-	 * peer (rxe checks both before the QP sees the packet) */
-	if (qp->type == IBV_QPT_UD && pkt->ext.deth.qkey != qp->attr.qkey) {
+	/* a UD QP takes datagrams from anyone that knows its Q_Key (a CNP carries none), an
+	 * RC QP only from its peer (rxe checks both before the QP sees the packet) */
+	if (qp->type == IBV_QPT_UD && pkt->op->kind != WIRE_KIND_CNP &&
+	    pkt->ext.deth.qkey != qp->attr.qkey) {
 		dev->cnt.qkey_viol++;
 		return NULL;
 	}
@@ -91,12 +93,13 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 	if (!qp)
 		return;
 	dev->cnt.rcvd_pkts++;
-	if (qp->type == IBV_QPT_UD) {
-		ud_on_datagram(qp, frame, &pkt);
-		return;
-	}
 	if (pkt.op->kind == WIRE_KIND_CNP) {
 		cc_on_cnp(qp);
+		return;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		cc_on_datagram(qp, frame, &pkt);
+		ud_on_datagram(qp, frame, &pkt);
 		return;
 	}
 	/* data, not the ACKs that answer it: the ACKs' sender has no rate to cut */

@@ -1,8 +1,9 @@
 /* UD QPs: SEND ONLY [WITH IMMEDIATE] datagrams with a DETH, one packet each, to whichever
  * address handle the work request names, and the receive side's checks in rxe's order.
  *
- * Nothing is acknowledged: a send completes as soon as its frame is handed to the wire, so
- * the send queue never holds a request past one turn of ud_pump(). */
+ * Nothing is acknowledged: a send completes as soon as its frame is handed to the wire.
+ * Datagrams take turns with the other QPs' packets, QP_BURST at a time, at the QP's DCQCN
+ * rate once a CNP has cut it (cc.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -71,6 +72,7 @@ static enum ibv_wc_status send_datagram(struct qp *qp, const struct proto_swqe *
 	else if (sgl_gather(qp, in->sge, in->num_sge, 0, p.payload, n) < 0)
 		return IBV_WC_LOC_PROT_ERR;   /* the slot is not committed: nothing leaves */
 	tx_end(qp, &p, n);
+	cc_on_sent(qp, WIRE_BASE_LEN + n);
 	qp->snd_nxt = (qp->snd_nxt + 1) & WIRE_PSN_MASK;
 	qp->dev->cnt.rdma_sends++;
 	return IBV_WC_SUCCESS;
@@ -98,6 +100,7 @@ static enum ibv_wc_status send_one(struct qp *qp, const struct proto_swqe *in,
 
 void ud_pump(struct qp *qp)
 {
+	unsigned burst = QP_BURST;
 	uint32_t prod;
 
 	if (qp->state == IBV_QPS_ERR) {
@@ -113,11 +116,18 @@ void ud_pump(struct qp *qp)
 		qp_to_error(qp);
 		return;
 	}
-	while (qp->comp_idx != prod) {
-		/* copied first: the client cannot change it between the checks and the use */
-		struct proto_swqe in = qp->sq[qp->comp_idx & (qp->sq_entries - 1)];
+	while (qp->comp_idx != prod && cc_may_send(qp)) {
+		struct proto_swqe in;
 		uint64_t length = 0;
-		enum ibv_wc_status st = send_one(qp, &in, &length);
+		enum ibv_wc_status st;
+
+		if (burst-- == 0) {
+			sched_ready(qp);
+			return;
+		}
+		/* copied first: the client cannot change it between the checks and the use */
+		in = qp->sq[qp->comp_idx & (qp->sq_entries - 1)];
+		st = send_one(qp, &in, &length);
 
 		complete_send(qp, &in, length, st);
 		if (st != IBV_WC_SUCCESS) {
