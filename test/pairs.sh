@@ -16,17 +16,29 @@ RUN=$BUILD/rocemu-run
 RW_PORT=$((30000 + RANDOM % 5000))
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
+# listening PREFIX...: how many TCP sockets listen in the namespace PREFIX runs commands in
+listening() {
+	"$@" ss -Hltn 2>/dev/null | wc -l
+}
+
 pair() {
-	local name=$1 to=$2 server status side=${PAIR_SERVER:-b}
+	local name=$1 to=$2 server status side=${PAIR_SERVER:-b} before
 	local -n sprefix=IN_${side^^}
 	local ssock=SOCK_${side^^}
 	shift 2
 	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+	before=$(listening "${sprefix[@]}")
 	"${sprefix[@]}" timeout 120 "$RUN" -D "${!ssock}" "${SERVER_ARGS[@]:-$@}" >"$OUT_S" 2>&1 </dev/null &
 	server=$!
 	PIDS+=($server)
-	# The server listens once its device is open; the client retries its connect anyway.
-	sleep 0.3
+	# The server listens once its device is open, which on a busy machine can take longer
+	# than the 0.3 s allowed before; perftest's client tries its connect only once. So wait
+	# for the listening socket (5 s at most; on, whatever happened, the client will say).
+	sleep 0.1
+	for _ in $(seq 50); do
+		[ "$(listening "${sprefix[@]}")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
+		sleep 0.1
+	done
 	"${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$@" "$to" >"$OUT_C" 2>&1 </dev/null
 	status=$?
 	wait "$server" || status=$?
