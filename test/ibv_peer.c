@@ -10,8 +10,11 @@
  * receive is posted late, each checked on the receive (opcode, length, immediate) and
  * byte for byte with the canaries after it. The two ends talk over TCP (port 18516) to
  * exchange QP numbers, PSNs, GIDs, buffers and verdicts.
- *   ibv_peer [-x GID_INDEX] server
- *   ibv_peer [-x GID_INDEX] client SERVER_IPV4
+ *   ibv_peer [-l] [-x GID_INDEX] server
+ *   ibv_peer [-l] [-x GID_INDEX] client SERVER_IPV4
+ * -l (client): frames are being lost on the way. A refused WRITE may then end in
+ * IBV_WC_RETRY_EXC_ERR instead: when its NAK is the frame lost, the responder, in the error
+ * state since it sent it, answers no retry (rxe and rocemu alike), and the retries run out.
  * One line per case, "ok NAME" or "FAIL NAME: why"; exit 0 when all passed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -306,19 +309,25 @@ static void case_send(uint32_t size, bool imm, bool late)
 }
 
 /* A WRITE the responder must refuse; the connection is made afresh afterwards. */
+static bool lossy;
+
 static void case_refused(struct peer_info *peer, const char *what, uint64_t raddr, uint32_t rkey,
 			 uint32_t *psn)
 {
-	char name[120];
+	char name[160];
 	enum ibv_wc_status st;
 	uint32_t bad;
+	bool nak_lost;
 
 	ask(PREP, MAX_MSG, 0);          /* the whole buffer, canaries to its end */
 	st = write_and_wait(64, raddr, rkey);
 	bad = ask(CHECK, MAX_MSG, 0);
-	snprintf(name, sizeof(name), "%s: IBV_WC_REM_ACCESS_ERR, the target unchanged", what);
-	report(name, st == IBV_WC_REM_ACCESS_ERR && !bad,
-	       st != IBV_WC_REM_ACCESS_ERR ? ibv_wc_status_str(st) : "the target changed");
+	nak_lost = lossy && st == IBV_WC_RETRY_EXC_ERR;
+	snprintf(name, sizeof(name), "%s: %s, the target unchanged", what,
+		 nak_lost ? "IBV_WC_RETRY_EXC_ERR (the NAK was lost)" : "IBV_WC_REM_ACCESS_ERR");
+	report(name, (st == IBV_WC_REM_ACCESS_ERR || nak_lost) && !bad,
+	       st != IBV_WC_REM_ACCESS_ERR && !nak_lost ? ibv_wc_status_str(st) :
+							   "the target changed");
 	xfer(true, &(struct msg){ .verb = RECONNECT }, sizeof(struct msg));
 	*psn += 0x1000;
 	*peer = exchange_and_connect(*psn & 0xffffff, true);
@@ -348,14 +357,19 @@ static void run_client(void)
 
 int main(int argc, char **argv)
 {
-	int i = 1;
+	int i, c;
 
-	if (argc > 2 && strcmp(argv[1], "-x") == 0) {
-		gid_index = atoi(argv[2]);
-		i = 3;
+	while ((c = getopt(argc, argv, "lx:")) != -1) {
+		if (c == 'l')
+			lossy = true;
+		else if (c == 'x')
+			gid_index = atoi(optarg);
+		else
+			optind = argc;   /* the usage below */
 	}
+	i = optind;
 	if (i >= argc || (strcmp(argv[i], "server") && (strcmp(argv[i], "client") || i + 1 >= argc))) {
-		fprintf(stderr, "usage: ibv_peer [-x GID_INDEX] server | client SERVER_IPV4\n");
+		fprintf(stderr, "usage: ibv_peer [-l] [-x GID_INDEX] server | client SERVER_IPV4\n");
 		return 2;
 	}
 	peer_prog = "ibv_peer";

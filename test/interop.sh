@@ -206,7 +206,7 @@ loss_cases() {
 	"$BUILD/rocemuctl" -s "$SOCK" fault "$LOSS" >/dev/null || failed "rocemuctl fault $LOSS"
 	before=$("$BUILD/rocemuctl" -s "$SOCK" stats)
 	for side in client server; do
-		peer "loss-peer-$side" $side
+		peer "loss-peer-$side" $side "$PEER -l"
 		perf "loss-write-$side" $side ib_write_bw -s 65536 -n 50
 		perf "loss-read-$side" $side ib_read_bw -s 65536 -n 20
 		perf "loss-send-$side" $side ib_send_bw -s 4096 -n 100

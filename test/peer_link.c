@@ -97,8 +97,10 @@ void peer_connect_rc(struct ibv_qp *qp, const struct peer_rc *p)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		peer_die("to RTR");
+	/* retry_cnt 6: at 7 rxe (and rocemu, as rxe) retries without end, so a request whose
+	 * NAK was lost would wait forever on a responder that answers no more */
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = p->sq_psn, .timeout = 14,
-				  .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1 };
+				  .retry_cnt = 6, .rnr_retry = 7, .max_rd_atomic = 1 };
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
 			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
 		peer_die("to RTS");
