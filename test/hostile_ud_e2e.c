@@ -482,8 +482,18 @@ static void check_received(struct env *e, const struct hcase *c, const struct fr
 	post_recv(e);
 }
 
+/* The IPv6 header's traffic class and flow label, as one word. */
+static uint32_t ipv6_class_and_flow(const uint8_t *frame)
+{
+	const uint8_t *ip = frame + WIRE_ETH_LEN;
+
+	return ((uint32_t)ip[0] << 24 | (uint32_t)ip[1] << 16 | (uint32_t)ip[2] << 8 | ip[3]) &
+	       0x0fffffffu;
+}
+
 /* Frames daemon b sent to a since the capture socket was last drained: one must be a CNP
- * (BTH opcode 0x81, BECN) from b's address to a's, for the QP that sent the datagram. */
+ * (BTH opcode 0x81, BECN, DSCP 48 with ECT(0), flow label 0, as every CNP of rocemu's)
+ * from b's address to a's, for the QP that sent the datagram. */
 static void check_cnp_back(struct env *e, const struct hcase *c)
 {
 	static uint8_t frame[FRAME_CAP];
@@ -505,6 +515,9 @@ static void check_cnp_back(struct env *e, const struct hcase *c)
 		    memcmp(frame, p->src_mac, 6))
 			e2e_mismatch("a CNP, but not to QP 0x%06x at a's MAC and address (QP 0x%06x)",
 				     SRC_QPN, pkt.bth.dest_qp);
+		else if (ipv6_class_and_flow(frame) != (uint32_t)WIRE_TOS_CNP << 20)
+			e2e_mismatch("a CNP with traffic class and flow label 0x%07x, not 0x%07x",
+				     ipv6_class_and_flow(frame), (uint32_t)WIRE_TOS_CNP << 20);
 		else
 			e2e_note("a CNP back to QP 0x%06x at a's address", SRC_QPN);
 		return;
