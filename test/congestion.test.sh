@@ -13,8 +13,8 @@
 #     that it sends many: as many frames as np_cnp_sent, each passing rocemuctl decode, the
 #     reference ICRC and tshark; the requester's rates cut, paced, and shown by rocemuctl qp;
 #     the same for a UD QP flooded by ib_send_bw -c UD (its CNPs go back to the datagrams'
-#     source QP, whose rate they cut); a daemon with --cc off sends none. (At the default mark the credit keeps the ring
-#     short enough that rocemu to rocemu rarely needs a CNP.)
+#     source QP, whose rate they cut); a daemon with --cc off sends none. (At the default
+#     mark the credit keeps the ring short enough that rocemu to rocemu rarely needs a CNP.)
 set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/pairs.sh"

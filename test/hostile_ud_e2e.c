@@ -29,6 +29,7 @@
 #include "emu/rocemu.h"
 #include "icrc/icrc.h"
 #include "test/e2e.h"
+#include "wire/bytes.h"
 #include "wire/wire.h"
 
 #include "tools/ctl_client.c"
@@ -485,10 +486,7 @@ static void check_received(struct env *e, const struct hcase *c, const struct fr
 /* The IPv6 header's traffic class and flow label, as one word. */
 static uint32_t ipv6_class_and_flow(const uint8_t *frame)
 {
-	const uint8_t *ip = frame + WIRE_ETH_LEN;
-
-	return ((uint32_t)ip[0] << 24 | (uint32_t)ip[1] << 16 | (uint32_t)ip[2] << 8 | ip[3]) &
-	       0x0fffffffu;
+	return get32(frame + WIRE_ETH_LEN) & 0x0fffffffu;
 }
 
 /* Frames daemon b sent to a since the capture socket was last drained: one must be a CNP

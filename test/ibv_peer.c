@@ -66,6 +66,7 @@ static uint8_t *buf;
 static int gid_index;
 static int sock = -1;
 static int failures;
+static bool lossy;               /* -l */
 
 static void xfer(bool out, void *p, size_t n)
 {
@@ -309,8 +310,6 @@ static void case_send(uint32_t size, bool imm, bool late)
 }
 
 /* A WRITE the responder must refuse; the connection is made afresh afterwards. */
-static bool lossy;
-
 static void case_refused(struct peer_info *peer, const char *what, uint64_t raddr, uint32_t rkey,
 			 uint32_t *psn)
 {

@@ -33,7 +33,7 @@ pair() {
 	PIDS+=($server)
 	# The server listens once its device is open, which on a busy machine can take longer
 	# than the 0.3 s allowed before; perftest's client tries its connect only once. So wait
-	# for the listening socket (5 s at most; on, whatever happened, the client will say).
+	# for the listening socket (5 s at most; then, whatever happened, the client will say).
 	sleep 0.1
 	for _ in $(seq 50); do
 		[ "$(listening "${sprefix[@]}")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
