@@ -3,7 +3,8 @@
  * (resp.c, memreg/), the ACKs and NAKs it builds, and the completer taking ACKs for writes
  * the requester sent (req.c), all with the daemon's own sources compiled in. Only the
  * network (net.c) and the log (log.c) are replaced, below: frames the daemon "sends" land
- * in a scratch buffer and must decode as valid RoCEv2 with a good ICRC, to our peer.
+ * in a scratch buffer and must decode as valid RoCEv2 with a good ICRC, to the RC QP's
+ * peer, or (a CNP that a UD datagram earned) back to that datagram's sender.
  *
  * The memory: one page-aligned buffer of pattern bytes. A remote-write MR lies in its
  * middle, starting and ending inside pages, so its page spans hold canary bytes; a
@@ -27,6 +28,7 @@
  * DIR and exits: test/fuzz/corpus/rx_fuzz/ was grown from those and minimised with
  * -merge=1. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +138,52 @@ uint8_t *net_tx_slot(struct dev *d)
 	return tx_frame;
 }
 
-/* Everything the daemon sends must be a well-formed RC packet from us to the QP's peer. */
+/* The frame being received while dev_rx_frame runs (NULL otherwise); during this input,
+ * when the RC QP's peer last had a CNP, and each sender slot of the UD QP (cc.c's hash of
+ * the datagram's source address and QP). */
+static const uint8_t *rx_frame;
+static size_t rx_len;
+static ev_tstamp rc_cnp_at;
+static ev_tstamp ud_cnp_at[QP_UD_CNP_SLOTS];
+
+/* At most one CNP per sender and interval (the loop's clock moves only when the requester
+ * arms its timer). */
+static void check_cnp_interval(ev_tstamp *last)
+{
+	ev_tstamp now = ev_now(dev.loop);
+
+	MUST(now - *last >= dev.cc.cnp_interval);
+	*last = now;
+}
+
+/* Whether the frame being received is a UD datagram (to whichever QP). */
+static bool receiving_datagram(void)
+{
+	struct wire_pkt in;
+
+	return rx_frame && wire_parse(rx_frame, rx_len, &in) == WIRE_OK &&
+	       in.op->transport == WIRE_UD;
+}
+
+/* A UD datagram's CNP goes back the way the datagram came: to its source address, its
+ * Ethernet source and its DETH source QP, from the address it was sent to, and only while
+ * that datagram is being received. */
+static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp)
+{
+	struct wire_pkt in;
+
+	MUST(wire_parse(rx_frame, rx_len, &in) == WIRE_OK);
+	MUST(in.bth.dest_qp == udqp->qpn);
+	MUST(cnp->ip_version == 4 && in.ip_version == 4);
+	MUST(!memcmp(out, rx_frame + 6, 6));              /* to the datagram's Ethernet source */
+	MUST(!memcmp(cnp->dst_ip, in.src_ip, 4));
+	MUST(!memcmp(cnp->src_ip, in.dst_ip, 4));
+	MUST(cnp->bth.dest_qp == in.ext.deth.src_qp);
+	check_cnp_interval(&ud_cnp_at[sender_slot(&in)]);
+}
+
+/* Everything the daemon sends is a well-formed packet from us with a good ICRC: RC packets
+ * and RC CNPs to the RC QP's peer, or a UD datagram's CNP back to its sender. */
 void net_tx_commit(struct dev *d, size_t len)
 {
 	const uint32_t peer = PEER_IP;
@@ -146,6 +193,14 @@ void net_tx_commit(struct dev *d, size_t len)
 	MUST(wire_parse(tx_frame, len, &pkt) == WIRE_OK);
 	MUST(wire_icrc_ok(tx_frame, &pkt));
 	MUST(!memcmp(pkt.src_ip, &d->ipv4, 4));
+	d->cnt.sent_pkts++;
+	sent_frames++;
+	if (pkt.op->kind == WIRE_KIND_CNP && receiving_datagram()) {
+		check_datagram_cnp(tx_frame, &pkt);
+		return;
+	}
+	if (pkt.op->kind == WIRE_KIND_CNP)
+		check_cnp_interval(&rc_cnp_at);
 	MUST(!memcmp(pkt.dst_ip, &peer, 4));
 	MUST(pkt.bth.dest_qp == PEER_QPN);
 	MUST(pkt.op->transport == WIRE_RC || pkt.op->kind == WIRE_KIND_CNP);
@@ -158,8 +213,6 @@ void net_tx_commit(struct dev *d, size_t len)
 	 * canaries around it) */
 	MUST(pkt.op->kind != WIRE_KIND_READ_RESP || pkt.payload_len < 8 ||
 	     memmem(buf + MAIN_OFF, MAIN_LEN, tx_frame + pkt.payload_off, pkt.payload_len));
-	d->cnt.sent_pkts++;
-	sent_frames++;
 }
 
 int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6])
@@ -551,7 +604,10 @@ static void one_frame(const uint8_t *data, size_t len, uint8_t flags, uint8_t fl
 	MUST(f != NULL);
 	memcpy(f, data, len);
 	patch(f, len, flags, flags2);
+	rx_frame = f;
+	rx_len = len;
 	dev_rx_frame(&dev, f, len);
+	rx_frame = NULL;
 	/* the loop's turns, until what was queued (READ responses above all) has gone */
 	for (int turn = 0; turn < 64; turn++) {
 		sched_send(&dev);
@@ -601,6 +657,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 2;
 	size -= 2;
 	reset_qp(flags, flags2);
+	rc_cnp_at = -HUGE_VAL;
+	for (unsigned i = 0; i < QP_UD_CNP_SLOTS; i++)
+		ud_cnp_at[i] = -HUGE_VAL;
 	for (int n = 0; n < MAX_FRAMES && size >= 2; n++) {
 		size_t len = data[0] | (size_t)data[1] << 8;
 
@@ -634,6 +693,7 @@ struct seed_frame {
 	uint16_t len;        /* payload bytes; 0 and 1 with opcode 0 are the timer events */
 	uint8_t syndrome;    /* ACKs */
 	bool timer;
+	uint8_t ecn;         /* the IP header's ECN field: WIRE_ECN_CE earns its sender a CNP */
 };
 
 struct seed {
@@ -732,13 +792,20 @@ static const struct seed seeds[] = {
 						     { 0, 0, 0, 0, 0, 0, 0, true },
 						     { 0, 0, 0, 0, 0, 0, 0, true } } },
 	{ "bad-icrc", ALL & ~F_ICRC, FIX, { { WIRE_OP_RC_WRITE_ONLY, 0, K_MAIN, 0, 16, 16, 0, 0 } } },
-	/* UD: key 0 is the QP's Q_Key, 1 a wrong one; the third receive names another PD */
+	/* UD: key 0 is the QP's Q_Key, 1 a wrong one, 2 the QP's from another sender QP; the
+	 * third receive names another PD */
 	{ "ud-send", ALL | F_RECV, FIX | G_UD,
 	  { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 100, 0, 0 },
 	    { WIRE_OP_UD_SEND_ONLY_IMM, 0, 0, 0, 0, 4096, 0, 0 },
 	    { WIRE_OP_UD_SEND_ONLY, 0, 1, 0, 0, 8, 0, 0 },
 	    { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 600, 0, 0 },
 	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 8, 0, 0 } } },
+	/* marked CE on the way: the first two earn their two senders a CNP each, the third
+	 * comes within the first sender's interval */
+	{ "ud-send-ce", ALL | F_RECV, FIX | G_UD,
+	  { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 100, 0, 0, WIRE_ECN_CE },
+	    { WIRE_OP_UD_SEND_ONLY, 0, 2, 0, 0, 100, 0, 0, WIRE_ECN_CE },
+	    { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 100, 0, 0, WIRE_ECN_CE } } },
 	{ "ud-no-recv", ALL, FIX | G_UD, { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 64, 0, 0 } } },
 	{ "ud-too-long", ALL | F_RECV, FIX | G_UD,
 	  { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 4096, 0, 0 },
@@ -750,13 +817,14 @@ static size_t put_seed_frame(uint8_t *out, const struct seed_frame *s)
 	static const uint8_t payload[8192];
 	const struct wire_path path = { .src_mac = { 2, 0, 0, 0, 0, 1 },
 					.dst_mac = { 2, 0, 0, 0, 0, 2 }, .src_ip = PEER_IP,
-					.dst_ip = DEV_IP, .src_port = 0xc001, .ttl = 64 };
+					.dst_ip = DEV_IP, .src_port = 0xc001, .ttl = 64,
+					.tos = s->ecn };
 	struct wire_bth bth = { .opcode = s->opcode, .pkey = 0xffff, .dest_qp = qp->qpn,
 				.ack_req = true, .psn = (uint8_t)s->psn };
 	struct wire_ext ext = { .reth = { MAIN_IOVA + s->va, s->key, s->dma_len },
 				.atomic = { MAIN_IOVA + s->va, s->key, 5, 0 },
 				.aeth = { s->syndrome, 0 }, .imm = 0x1234,
-				.deth = { s->key ? 0xbad1 : 0, PEER_QPN } };
+				.deth = { s->key == 1 ? 0xbad1 : 0, PEER_QPN + (s->key == 2) } };
 	size_t len;
 
 	if (s->timer) {
