@@ -96,7 +96,8 @@ enum mr_check mr_lookup(struct mr_table *table, uint32_t key, const struct mr_pd
 const char *mr_check_name(enum mr_check check);
 
 /* Copy through the page table, page by page. The range must have passed mr_lookup();
- * these re-check the bounds and return -ERANGE rather than touch memory outside the MR. */
+ * these re-check the bounds and return -ERANGE rather than touch memory outside the MR,
+ * and -EFAULT (after copying what lay inside) should a page step ever fall outside it. */
 int mr_copy_in(struct mr *mr, uint64_t va, const void *src, size_t len);
 int mr_copy_out(const struct mr *mr, uint64_t va, void *dst, size_t len);
 

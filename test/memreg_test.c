@@ -330,6 +330,21 @@ START_TEST(test_access_denied)
 }
 END_TEST
 
+/* Remote read is granted by its own flag only: write and atomic do not imply it. */
+START_TEST(test_remote_read_denied)
+{
+	struct mr *mr = reg(pd, buf, ps, LW | RW | RA);
+	uint64_t va = (uintptr_t)buf;
+
+	ck_assert_int_eq(look(key_of(mr), pd, RR, va, 8), MR_ACCESS);
+	ck_assert_int_eq(look(key_of(mr), pd, RR, va, 1), MR_ACCESS);
+	ck_assert_int_eq(look(key_of(mr), pd, RW, va, 8), MR_OK);
+	ck_assert_int_eq(look(key_of(mr), pd, RA, va, 8), MR_OK);
+	mr = reg(pd, buf + ps, ps, 0);
+	ck_assert_int_eq(look(key_of(mr), pd, RR, va + ps, ps), MR_ACCESS);
+}
+END_TEST
+
 START_TEST(test_local_read_always_granted)
 {
 	struct mr *mr = reg(pd, buf, ps, 0);
@@ -1064,6 +1079,52 @@ START_TEST(test_thousand_mrs_memory)
 }
 END_TEST
 
+/* ---- copy.c behind a bounds check one byte too generous ---- */
+
+/* The copy loops must stop, with an error, at a step that would move nothing, even if the
+ * range check before them were wrong: copy.c is compiled a second time here, its exported
+ * names changed, with such a check. Without the stop, a copy that runs one byte past the
+ * MR's end spins for ever on 0-byte steps (Check's timeout fails the test). */
+static bool range_one_past_end(const struct mr *mr, uint64_t va, uint64_t len)
+{
+	return mr_range_ok(mr, va, len - 1);
+}
+#define mr_range_ok range_one_past_end
+#define mr_copy_in loose_copy_in
+#define mr_copy_out loose_copy_out
+#define mr_host_span loose_host_span
+int loose_copy_in(struct mr *mr, uint64_t va, const void *src, size_t len);
+int loose_copy_out(const struct mr *mr, uint64_t va, void *dst, size_t len);
+void *loose_host_span(const struct mr *mr, uint64_t va, size_t *contiguous);
+#include "memreg/copy.c"
+#undef mr_range_ok
+#undef mr_copy_in
+#undef mr_copy_out
+#undef mr_host_span
+
+START_TEST(test_copy_step_of_nothing_fails)
+{
+	struct mr *mr = copy_mr();
+	uint64_t end = mr_iova(mr) + mr_length(mr);
+	char data[8] = "0123456", back[8] = "abcdefg";
+
+	/* the MR ends inside a page, then at a page boundary (where a page walk would index
+	 * one page past its table) */
+	ck_assert_int_eq(loose_copy_in(mr, end - 4, data, 5), -EFAULT);
+	ck_assert_mem_eq(buf + ps + COPY_OFF + 3 * ps - 4, data, 4);
+	assert_canaries_except(ps + COPY_OFF + 3 * ps - 4, 4);
+	ck_assert_int_eq(loose_copy_out(mr, end - 4, back, 5), -EFAULT);
+	ck_assert_mem_eq(back, data, 4);
+	ck_assert_int_eq(back[4], 'e');
+	mr = reg(pd, buf + 5 * ps, ps, LW);
+	end = mr_iova(mr) + mr_length(mr);
+	ck_assert_int_eq(loose_copy_in(mr, end - 1, data, 2), -EFAULT);
+	ck_assert_int_eq((uint8_t)buf[6 * ps], CANARY);
+	ck_assert_int_eq(loose_copy_out(mr, end, back, 1), -EFAULT);
+	ck_assert_int_eq(loose_copy_in(mr, end - 8, data, 8), 0);
+}
+END_TEST
+
 static TCase *add_tcase(Suite *s, const char *name)
 {
 	TCase *tc = tcase_create(name);
@@ -1096,6 +1157,7 @@ static void add_lookup_tests(Suite *s)
 	tcase_add_test(tc, test_pd_mismatch_other_client);
 	tcase_add_test(tc, test_null_pd_is_compared);
 	tcase_add_test(tc, test_access_denied);
+	tcase_add_test(tc, test_remote_read_denied);
 	tcase_add_test(tc, test_local_read_always_granted);
 	tcase_add_test(tc, test_check_order);
 	tcase_add_test(tc, test_bounds_edges);
@@ -1140,6 +1202,7 @@ static void add_copy_tests(Suite *s)
 	tcase_add_test(tc, test_copy_out_of_range);
 	tcase_add_test(tc, test_host_span);
 	tcase_add_test(tc, test_host_span_short_mr);
+	tcase_add_test(tc, test_copy_step_of_nothing_fails);
 }
 
 static void add_fd_tests(Suite *s)

@@ -603,13 +603,15 @@ int sgl_scatter(struct qp *qp, const struct proto_sge *sge, uint32_t num_sge, ui
 /* rq.c: the receive queue. rq_take() copies out the head WQE (0; -EAGAIN when none is
  * posted, -EPROTO when the client's index lies, -EINVAL for a malformed WQE, which stays
  * held so it completes in error); rq_scatter() places the next n bytes of a SEND (0;
- * -ERANGE past the WQE's end, -EFAULT for an SGE that fails its lkey, PD, LOCAL_WRITE or
- * bounds check); rq_complete() fills in wr_id, qp_num, src_qp, pops the WQE and posts the
- * completion; rq_flush() flushes every WQE left. */
+ * -EPROTO with no WQE held, -ERANGE past the WQE's end, -EFAULT for an SGE that fails its
+ * lkey, PD, LOCAL_WRITE or bounds check); rq_complete() fills in wr_id, qp_num, src_qp,
+ * pops the WQE, forgets it and posts the completion; rq_flush() flushes every WQE left;
+ * rq_forget() drops the held WQE without completing it (RESET). */
 int rq_take(struct qp *qp);
 int rq_scatter(struct qp *qp, const uint8_t *data, size_t n);
 void rq_complete(struct qp *qp, struct proto_cqe *cqe);
 void rq_flush(struct qp *qp);
+void rq_forget(struct qp *qp);
 
 /* rx.c: the receive path, and the sending helpers requester and responder share. A packet
  * of a QP with n bytes of payload goes in two steps: tx_begin() writes its headers into

@@ -223,7 +223,9 @@ static enum verdict place(struct qp *qp, const uint8_t *frame, const struct wire
 	if (pkt->op->kind == WIRE_KIND_SEND)
 		return rq_scatter(qp, data, pkt->payload_len) < 0 ? NAK_OP : GO_ON;
 	if (pkt->payload_len) {
-		mr_copy_in(mr, qp->write_va, data, pkt->payload_len);
+		/* the range was checked just now: a failure here is the MR's own check */
+		if (mr_copy_in(mr, qp->write_va, data, pkt->payload_len) < 0)
+			return NAK_ACCESS;
 		qp->write_va += pkt->payload_len;
 		qp->write_left -= pkt->payload_len;
 	}

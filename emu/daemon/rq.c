@@ -80,18 +80,28 @@ int rq_take(struct qp *qp)
 	return 0;
 }
 
-/* n bytes at the held WQE's current offset. */
+/* n bytes at the held WQE's current offset; none without a held WQE (the last one,
+ * completed, belongs to the application again). */
 int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 {
 	struct recv_wqe *r = &qp->recv;
 	int rc;
 
+	if (!qp->recv_held)
+		return -EPROTO;
 	if (r->wqe.num_sge > PROTO_MAX_SGE || n > r->length - r->placed)
 		return -ERANGE;
 	rc = sgl_scatter(qp, r->wqe.sge, r->wqe.num_sge, r->placed, data, n);
 	if (rc == 0)
 		r->placed += n;
 	return rc;
+}
+
+/* No receive WQE held, and nothing of the last one kept to write through. */
+void rq_forget(struct qp *qp)
+{
+	qp->recv_held = false;
+	memset(&qp->recv, 0, sizeof(qp->recv));
 }
 
 /* The held WQE leaves the ring (an SRQ's left it when taken) and its completion is
@@ -102,7 +112,7 @@ void rq_complete(struct qp *qp, struct proto_cqe *cqe)
 	cqe->qp_num = qp->qpn;
 	if (qp->type == IBV_QPT_RC)
 		cqe->src_qp = qp->attr.dest_qpn;   /* a UD datagram names its own in the DETH */
-	qp->recv_held = false;
+	rq_forget(qp);
 	if (!qp->srq) {
 		qp->rq_cons++;
 		__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
@@ -122,7 +132,7 @@ void rq_flush(struct qp *qp)
 							     .opcode = IBV_WC_RECV });
 		return;
 	}
-	qp->recv_held = false;
+	rq_forget(qp);
 	if (prod - qp->rq_cons > qp->rq_entries)
 		prod = qp->rq_cons;
 	while (qp->rq_cons != prod) {
