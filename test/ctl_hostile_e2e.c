@@ -731,8 +731,10 @@ static struct proto_modify_qp modify_msg(uint32_t handle, enum ibv_qp_state to)
 		m.attr.dest_qpn = BOGUS_QPN;
 		m.attr.rq_psn = PSN;
 	} else if (to == IBV_QPS_RTS) {
-		m.attr_mask |= IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+		m.attr_mask |= IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				IBV_QP_MAX_QP_RD_ATOMIC;
 		m.attr.sq_psn = PSN;
+		m.attr.max_rd_atomic = 1;   /* atomics may go: what refuses one is its own fault */
 		m.attr.timeout = 14;
 		m.attr.retry_cnt = 7;
 		m.attr.rnr_retry = 7;
@@ -1282,7 +1284,7 @@ static struct proto_swqe good_wqe(const struct hostile *h)
 				    .sge[0] = { MR_IOVA, 64, h->lkey } };
 }
 
-enum wqe_bad { BAD_OPCODE, BAD_NUM_SGE, BAD_FOREIGN_LKEY, BAD_LENGTH };
+enum wqe_bad { BAD_OPCODE, BAD_NUM_SGE, BAD_FOREIGN_LKEY, BAD_LENGTH, BAD_ATOMIC_ALIGN };
 
 struct wqe_case {
 	const char *name;
@@ -1299,6 +1301,9 @@ static const struct wqe_case wqe_cases[] = {
 	  .want = IBV_WC_LOC_PROT_ERR, .alt = IBV_WC_LOC_PROT_ERR },
 	{ .name = "ring: WQE with an SGE of 2^32-1 bytes", .bad = BAD_LENGTH,
 	  .want = IBV_WC_LOC_PROT_ERR, .alt = IBV_WC_LOC_LEN_ERR },
+	/* librocemu refuses it at post time; written into the ring directly, the daemon must */
+	{ .name = "ring: COMPARE_SWAP at a remote address 4 bytes off alignment",
+	  .bad = BAD_ATOMIC_ALIGN, .want = IBV_WC_LOC_QP_OP_ERR, .alt = IBV_WC_LOC_QP_OP_ERR },
 };
 
 static struct proto_swqe bad_wqe(const struct hostile *h, enum wqe_bad bad)
@@ -1313,6 +1318,11 @@ static struct proto_swqe bad_wqe(const struct hostile *h, enum wqe_bad bad)
 		w.sge[0] = (struct proto_sge){ (uintptr_t)g_b.mr->addr, 64, g_b.mr->lkey };
 		break;
 	case BAD_LENGTH: w.sge[0].length = 0xffffffffu; break;
+	case BAD_ATOMIC_ALIGN:
+		w.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+		w.remote_addr = 0x1004;
+		w.sge[0].length = 8;
+		break;
 	}
 	return w;
 }
@@ -1328,15 +1338,18 @@ static bool expect_cqe(const struct proto_cqe *e, uint64_t wr_id, enum ibv_wc_st
 	return true;
 }
 
-/* The bad WQE fails with its status; a good one posted behind it is flushed, never sent. */
+/* The bad WQE fails with its status; a good one posted behind it is flushed; neither puts
+ * a frame on the wire. */
 static bool run_wqe_case(struct hostile *h, const struct wqe_case *c)
 {
 	struct proto_swqe w[2] = { bad_wqe(h, c->bad), good_wqe(h) };
 	struct proto_cqe e[3];
+	uint64_t sent;
 	int n;
 
 	if (h_to(h, IBV_QPS_RTS) < 0)
 		return false;
+	sent = stat_counter(h->fd, C_sent_pkts);
 	sq_post(&h->q, w, 2, true);
 	n = cq_take(&h->cq, e, 2, WAIT_MS);
 	if (n != 2)
@@ -1346,6 +1359,9 @@ static bool run_wqe_case(struct hostile *h, const struct wqe_case *c)
 		return false;
 	if (cq_take(&h->cq, e, 1, QUIET_MS))
 		return e2e_mismatch("an extra completion");
+	if (stat_counter(h->fd, C_sent_pkts) != sent)
+		return e2e_mismatch("%llu frame(s) sent",
+				    (unsigned long long)(stat_counter(h->fd, C_sent_pkts) - sent));
 	return wait_state(h, IBV_QPS_ERR);
 }
 

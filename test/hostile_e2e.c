@@ -75,6 +75,7 @@
 #define WAIT_MS       3000              /* the longest wait for the barrier or an answer */
 #define CHILD_WAIT_MS 120000
 #define FIRST_PSN     0x5a1c3e
+#define RECV_WR_ID    0x5ec5
 
 enum seed { SEED_MAIN = 1, SEED_AUX, SEED_CHILD };
 
@@ -97,6 +98,9 @@ enum {
 	OP_ONLY = WIRE_OP_RC_WRITE_ONLY,
 	OP_ONLY_IMM = WIRE_OP_RC_WRITE_ONLY_IMM,
 	OP_SEND = WIRE_OP_RC_SEND_ONLY,
+	OP_SEND_FIRST = WIRE_OP_RC_SEND_FIRST,
+	OP_SEND_MIDDLE = WIRE_OP_RC_SEND_MIDDLE,
+	OP_SEND_LAST = WIRE_OP_RC_SEND_LAST,
 	OP_READ = WIRE_OP_RC_READ_REQUEST,
 	OP_CMP_SWAP = WIRE_OP_RC_COMPARE_SWAP,
 	OP_FETCH_ADD = WIRE_OP_RC_FETCH_ADD,
@@ -140,6 +144,8 @@ struct reth_sel {            /* the RETH of every FIRST/ONLY packet of the case 
 struct answer {              /* syndrome 0 ends the list: rocemu never answers with it */
 	uint8_t syndrome;
 	int32_t psn;             /* relative to the QP's expected PSN */
+	bool msn_checked;        /* the AETH's MSN must be msn */
+	uint32_t msn;
 };
 
 struct delta {               /* n 0 ends the list */
@@ -164,6 +170,8 @@ struct hcase {
 	uint32_t psn;            /* the QP's expected PSN; 0: a fresh one */
 	bool qp_no_write;        /* the QP itself lacks IBV_ACCESS_REMOTE_WRITE */
 	bool to_rts;             /* to the barrier's QP: in RTS, with nothing outstanding */
+	uint32_t recv_len;       /* a receive of so many bytes is posted at the RETH's VA, in
+				  * the main MR; SEND payloads land from there */
 	int (*between)(struct env *e); /* run once the first frame was handled, before the rest */
 	bool (*verify)(struct env *e);
 };
@@ -448,7 +456,7 @@ static int put_pkt(struct env *e, const struct hcase *c, int idx, int i, uint64_
 
 static int build_shot(struct env *e, const struct hcase *c, int idx)
 {
-	uint64_t va = 0;
+	uint64_t va = c->recv_len ? reth_va(e, &c->reth) : 0;
 
 	e->shot.n = 0;
 	for (int i = 0; i < MAX_PKTS && c->pkts[i].used; i++) {
@@ -723,7 +731,9 @@ static void m_pad(struct env *e, struct shot *s, long arg)
 /* Outcomes. rcvd_pkts and the barrier's counters are added by run_case. */
 #define IGNORED          .rcvd = 0
 #define DROPPED(c)       .d = { { C_##c, 1 } }
-#define NAK_WITH(syn, rel, c, n) .ans = { { syn, rel } }, .d = { { C_##c, 1 } }, .rcvd = n
+/* No case completes a message before its NAK: the MSN is the fresh QP's 0. */
+#define NAK_WITH(syn, rel, c, n) .ans = { { syn, rel, true, 0 } }, .d = { { C_##c, 1 } }, \
+				 .rcvd = n
 #define NAK_INV(rel, n)  NAK_WITH(WIRE_SYN_NAK_INV_REQ, rel, nak_inv_req_sent, n)
 #define NAK_ACC(rel, n)  NAK_WITH(WIRE_SYN_NAK_REM_ACCESS, rel, nak_rem_access_sent, n)
 #define NAK_SEQ(n)       .ans = { { WIRE_SYN_NAK_PSN_SEQ, 0 } }, .rcvd = n, \
@@ -735,6 +745,8 @@ static void m_pad(struct env *e, struct shot *s, long arg)
 			 .d = { { C_duplicate_request, 1 }, { C_acks_sent, 1 } }
 
 static bool verify_child(struct env *e);
+static bool verify_received(struct env *e);
+static bool verify_receive_failed(struct env *e);
 static int dereg_late(struct env *e);
 
 /* The daemon sends one ACK for all the frames it reads in one wakeup: a case that counts
@@ -874,6 +886,10 @@ static const struct hcase cases[] = {
 	  .reth = R(DEAD, 0, DEAD, 64), NAK_ACC(0, 1) },
 	{ "READ of another process's MR", .pkts = { PA(OP_READ, 0, 0) },
 	  .reth = R(CHILD, 0, CHILD, 64), NAK_ACC(0, 1) },
+	/* refused whole at the request: no response goes out before the NAK */
+	{ "READ of 2 PMTU starting PMTU - 1 bytes before the MR's end",
+	  .pkts = { PA(OP_READ, 0, 0) }, .reth = R(RO, AUX_MR_LEN - (PMTU - 1), RO, 2 * PMTU),
+	  NAK_ACC(0, 1) },
 	{ "READ longer than 2^31", .pkts = { PA(OP_READ, 0, 0) },
 	  .reth = R(RO, 0, RO, 0x80000001u), NAK_INV(0, 1) },
 	{ "FETCH_ADD on an MR without remote atomic", .pkts = { PA(OP_FETCH_ADD, 0, 0) },
@@ -954,6 +970,30 @@ static const struct hcase cases[] = {
 	  .reth = R(MR, 0, MR, 2 * PMTU), .lands = 1, NAK_INV(1, 2) },
 	{ "MIDDLE without FIRST", .pkts = { P(OP_MIDDLE, 0, PMTU) }, NAK_INV(0, 1) },
 	{ "LAST without FIRST", .pkts = { PA(OP_LAST, 0, 100) }, NAK_INV(0, 1) },
+	{ "SEND MIDDLE without FIRST", .pkts = { P(OP_SEND_MIDDLE, 0, PMTU) }, NAK_INV(0, 1) },
+	{ "SEND LAST without FIRST", .pkts = { PA(OP_SEND_LAST, 0, 100) }, NAK_INV(0, 1) },
+	/* The receive the SEND ONLY completed is the application's again: nothing more may
+	 * land in the rest of it. */
+	{ "SEND MIDDLE after a SEND ONLY filled part of a larger receive",
+	  .pkts = { PA(OP_SEND, 0, 100), P(OP_SEND_MIDDLE, 1, PMTU) },
+	  .reth = R(MR, 4096, MR, 0), .recv_len = 3 * PMTU, .lands = 1, .rcvd = 2,
+	  .ans = { { WIRE_SYN_ACK, 0, true, 1 }, { WIRE_SYN_NAK_INV_REQ, 1, true, 1 } },
+	  .d = { { C_acks_sent, 1 }, { C_rdma_recvs, 1 }, { C_nak_inv_req_sent, 1 } },
+	  .verify = verify_received },
+	{ "SEND LAST after a SEND ONLY filled part of a larger receive",
+	  .pkts = { PA(OP_SEND, 0, 100), PA(OP_SEND_LAST, 1, 100) },
+	  .reth = R(MR, 4096, MR, 0), .recv_len = 3 * PMTU, .lands = 1, .rcvd = 2,
+	  .ans = { { WIRE_SYN_ACK, 0, true, 1 }, { WIRE_SYN_NAK_INV_REQ, 1, true, 1 } },
+	  .d = { { C_acks_sent, 1 }, { C_rdma_recvs, 1 }, { C_nak_inv_req_sent, 1 } },
+	  .verify = verify_received },
+	{ "SEND MIDDLE inside a WRITE message", FIRST3000(P(OP_SEND_MIDDLE, 1, PMTU)),
+	  .lands = 1, NAK_INV(1, 2) },
+	{ "SEND LAST inside a WRITE message", FIRST3000(PA(OP_SEND_LAST, 1, 100)), .lands = 1,
+	  NAK_INV(1, 2) },
+	{ "WRITE MIDDLE inside a SEND message (its receive completes in error)",
+	  .pkts = { P(OP_SEND_FIRST, 0, PMTU), P(OP_MIDDLE, 1, PMTU) },
+	  .reth = R(MR, 4096, MR, 0), .recv_len = 3 * PMTU, .lands = 1, NAK_INV(1, 2),
+	  .verify = verify_receive_failed },
 	{ "FIRST while a message is open", FIRST3000(P(OP_FIRST, 1, PMTU)), .lands = 1,
 	  NAK_INV(1, 2) },
 	{ "ONLY while a message is open", FIRST3000(PA(OP_ONLY, 1, 100)), .lands = 1,
@@ -1678,6 +1718,8 @@ static void check_answer(struct env *e, const uint8_t *buf, size_t len,
 		e2e_mismatch("expected syndrome 0x%02x at %s", want->syndrome,
 			     psn_name(e, (e->psn + (uint32_t)want->psn) & WIRE_PSN_MASK, want_psn,
 				  sizeof(want_psn)));
+	else if (want->msn_checked && pkt.ext.aeth.msn != want->msn)
+		e2e_mismatch("MSN %u, expected %u", pkt.ext.aeth.msn, want->msn);
 }
 
 /* The expected answers in order, each within WAIT_MS, then none more already there. The
@@ -1781,6 +1823,60 @@ static int send_case(struct env *e, const struct hcase *c)
 	return wait_barrier(e, 2);
 }
 
+/* The case's receive, when it has one (the RESET before it discarded any earlier one). */
+static int post_receive(struct env *e, const struct hcase *c)
+{
+	struct ibv_sge sge = { reth_va(e, &c->reth), c->recv_len, e->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = RECV_WR_ID, .sg_list = &sge, .num_sge = 1 }, *bad;
+	int err;
+
+	if (!c->recv_len)
+		return 0;
+	err = rocemu_post_recv(e->qp, &wr, &bad);
+	return err ? vfail(e, "rocemu_post_recv", err) : 0;
+}
+
+/* The one completion of the case's receive, with status want, within WAIT_MS. */
+static bool receive_completed(struct env *e, enum ibv_wc_status want, struct ibv_wc *wc)
+{
+	const int64_t deadline = e2e_now_ms() + WAIT_MS;
+	int n;
+
+	while ((n = rocemu_poll_cq(e->cq, 1, wc)) == 0 && e2e_now_ms() < deadline)
+		poll(NULL, 0, 1);
+	if (n != 1)
+		return e2e_mismatch("no completion of the receive within %d ms", WAIT_MS);
+	e2e_note("receive completed: %s, %u bytes", rocemu_wc_status_str(wc->status), wc->byte_len);
+	if (wc->wr_id != RECV_WR_ID || wc->status != want)
+		return e2e_mismatch("wr_id %llu, status %s: expected %llu, %s",
+				    (unsigned long long)wc->wr_id, rocemu_wc_status_str(wc->status),
+				    (unsigned long long)RECV_WR_ID, rocemu_wc_status_str(want));
+	if (rocemu_poll_cq(e->cq, 1, wc) != 0)
+		return e2e_mismatch("a second completion");
+	return true;
+}
+
+/* The first frame's SEND completed the receive, with its bytes. */
+static bool verify_received(struct env *e)
+{
+	struct ibv_wc wc;
+
+	if (!receive_completed(e, IBV_WC_SUCCESS, &wc))
+		return false;
+	if (wc.opcode != IBV_WC_RECV || wc.byte_len != e->shot.f[0].data_len)
+		return e2e_mismatch("opcode %d, %u bytes: expected IBV_WC_RECV, %zu", wc.opcode,
+				    wc.byte_len, e->shot.f[0].data_len);
+	return true;
+}
+
+/* The message the receive was for ended in an invalid request. */
+static bool verify_receive_failed(struct env *e)
+{
+	struct ibv_wc wc;
+
+	return receive_completed(e, IBV_WC_REM_INV_REQ_ERR, &wc);
+}
+
 /* The application deregisters its MR while a message into it is half done. */
 static int dereg_late(struct env *e)
 {
@@ -1806,8 +1902,9 @@ static bool run_case(struct env *e, const struct hcase *c, int idx)
 	e2e_reset();
 	drain_strays(e);
 	e->psn = c->psn ? c->psn : fresh_psn(e);
-	if (qp_connect(e, e->qp, PEER_QPN, e->psn, access) == 0 && build_shot(e, c, idx) == 0 &&
-	    read_stats(e, e->before) == 0 && send_case(e, c) == 0) {
+	if (qp_connect(e, e->qp, PEER_QPN, e->psn, access) == 0 && post_receive(e, c) == 0 &&
+	    build_shot(e, c, idx) == 0 && read_stats(e, e->before) == 0 &&
+	    send_case(e, c) == 0) {
 		expected_deltas(c, want);
 		check_counters(e, c, want);
 		check_answers(e, c);
