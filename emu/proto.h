@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 7
+#define PROTO_VERSION 8
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -254,6 +254,7 @@ struct proto_query_qp_reply {
 	X(rcvd_rnr_err, "RNR NAKs received")                                             \
 	X(send_rnr_err, "RNR NAKs sent (SEND or WRITE WITH IMM without a receive WQE)")  \
 	X(rcvd_seq_err, "PSN sequence error NAKs received")                              \
+	X(rcvd_seq_err_in_resend, "... of them while a resend was under way (no new retry)") \
 	X(retry_exceeded_err, "work requests failed after retry_cnt retransmissions")     \
 	X(retry_rnr_exceeded_err, "work requests failed after rnr_retry RNR retries")     \
 	X(completer_retry_err, "retransmissions started (timeout or sequence NAK)")      \

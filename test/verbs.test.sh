@@ -16,7 +16,8 @@ require_root
 E2E=$BUILD/verbs_e2e
 CASES="stale-rkey no-remote-write other-pd other-process qp-no-remote-write foreign-lkey
        flush canaries sparse-target write-imm zero-length rnr-recover send-recv send-errors
-       send-rnr read read-errors inline srq events atomics atomic-errors mixed big"
+       send-rnr read read-errors read-refused inline srq events atomics atomic-errors mixed
+       big"
 # Run again with loss injected on both daemons (netns only): resends, READs asked for
 # again from their first missing response, duplicates answered from the responder's state.
 LOSSY_CASES="send-recv read inline atomics mixed"

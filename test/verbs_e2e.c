@@ -23,8 +23,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "emu/proto.h"
 #include "emu/rocemu.h"
 #include "test/e2e.h"
+
+/* rocemuctl's control-socket client, compiled in: a case reads the daemons' counters
+ * exactly as `rocemuctl stats` does. */
+#include "tools/ctl_client.c"
 
 #define PROG "verbs_e2e"
 
@@ -34,7 +39,7 @@
 #define CQ_DEPTH      64
 #define QP_DEPTH      16
 #define QP_TIMEOUT    14      /* 4.096 us * 2^14 = 67 ms */
-#define QP_RETRY_CNT  7
+#define QP_RETRY_CNT  6       /* what most applications use: 7 retries for ever */
 #define QP_RNR_RETRY  7
 #define MIN_RNR_TIMER 12      /* 0.64 ms */
 #define SLOW_RNR_TIMER 29     /* 245.76 ms: time enough to post a receive late */
@@ -1382,6 +1387,132 @@ out:
 	region_close(&ro);
 }
 
+/* ---- a remote error in the midst of a READ's responses ---- */
+
+#define MIDWAY_LEN (64u << 20)   /* streams for tens of ms: time to pull the MR from under it */
+
+#define CNT_ENUM(name, help) C_##name,
+enum counter { PROTO_COUNTERS(CNT_ENUM) C_COUNT };
+#undef CNT_ENUM
+
+static int stats_of(const char *sock, uint64_t out[C_COUNT])
+{
+	struct proto_handle req = { .hdr.op = PROTO_STATS };
+	struct proto_stats_reply rep;
+	char err[256];
+	int fd = ctl_connect(sock, err, sizeof(err)), rc;
+
+	if (fd < 0) {
+		e2e_error("stats of %s: %s", sock, err);
+		return -1;
+	}
+	rc = ctl_call(fd, &req, sizeof(req), &rep, sizeof(rep), err, sizeof(err));
+	close(fd);
+	if (rc < 0 || rep.ncounters != C_COUNT) {
+		e2e_error("stats of %s: %s", sock, rc < 0 ? err : "another counter layout");
+		return -1;
+	}
+	memcpy(out, rep.counters, sizeof(rep.counters));
+	return 0;
+}
+
+/* Waits (bounded) until the READ's first response is placed in dst; false when it was not,
+ * or when the whole READ was done already. */
+static bool read_under_way(struct end *a, const struct region *dst, uint32_t pmtu)
+{
+	const int64_t deadline = e2e_now_ms() + WAIT_MS;
+	struct ibv_wc wc;
+
+	/* looked at every 100 us: a spinning test would take the CPU the daemons need, and
+	 * responses lost to a full ring would start a resend of their own */
+	while (pat_mismatch(dst->p, 0, pmtu, SEED_OTHER) < pmtu && e2e_now_ms() < deadline)
+		usleep(100);
+	if (pat_mismatch(dst->p, 0, pmtu, SEED_OTHER) < pmtu)
+		return e2e_mismatch("the READ's first response was not placed within %d ms",
+				    WAIT_MS);
+	if (rocemu_poll_cq(a->cq, 1, &wc) == 1)
+		return e2e_mismatch("the READ completed (%s) before B's MR went away: too fast "
+				    "for this case", rocemu_wc_status_str(wc.status));
+	return true;
+}
+
+/* A's buffer holds whole responses of B's pattern, then its own to the end: nothing was
+ * placed after the NAK. */
+static bool placed_then_untouched(const struct region *dst, uint32_t pmtu)
+{
+	size_t placed = 0;
+
+	while (placed < MIDWAY_LEN &&
+	       pat_mismatch(dst->p, placed, placed + pmtu, SEED_OTHER) == placed + pmtu)
+		placed += pmtu;
+	e2e_note("%zu of %u bytes placed before the NAK", placed, MIDWAY_LEN);
+	return expect_range(dst->p, placed, dst->len, SEED_TARGET, "A's buffer after them");
+}
+
+/* What A's daemon and B's counted over the case: no resend round, no timer expiry, and
+ * not one packet to B's QP in the error state; unless responses were lost to A's full
+ * receive ring (a loaded machine), which is a loss to resend for like any other. */
+static bool no_retry_counted(const uint64_t a0[C_COUNT], const uint64_t a1[C_COUNT],
+			     const uint64_t b0[C_COUNT], const uint64_t b1[C_COUNT])
+{
+	uint64_t retries = a1[C_completer_retry_err] - a0[C_completer_retry_err];
+	uint64_t expiries = a1[C_timeouts] - a0[C_timeouts];
+	uint64_t dropped = b1[C_drop_qp_state] - b0[C_drop_qp_state];
+	uint64_t naks = b1[C_nak_rem_access_sent] - b0[C_nak_rem_access_sent];
+	uint64_t lost = a1[C_drop_ring_full] - a0[C_drop_ring_full];
+
+	e2e_note("A: %llu retries, %llu expiries, %llu frames lost to its ring; B: %llu access "
+		 "NAK, %llu dropped in ERR", (unsigned long long)retries,
+		 (unsigned long long)expiries, (unsigned long long)lost, (unsigned long long)naks,
+		 (unsigned long long)dropped);
+	if (naks != 1)
+		return e2e_mismatch("expected one NAK from B");
+	if (!lost && (retries || expiries || dropped))
+		return e2e_mismatch("expected no retry, no expiry, nothing dropped");
+	return true;
+}
+
+/* B deregisters its MR while A's READ of it streams: B NAKs (remote access) with the
+ * READ's PSN, below the responses A already placed. A completes the READ with
+ * IBV_WC_REM_ACCESS_ERR at once (rxe since 2022), without a resend into B's QP, which went
+ * to the error state (a NAK taken for stale left the READ to fail with
+ * IBV_WC_RETRY_EXC_ERR seconds later, or never with retry_cnt 7). */
+static void case_read_refused(struct env *e)
+{
+	struct conn_opts o = default_opts();
+	struct region dst = { 0 }, remote = { 0 };
+	uint64_t a0[C_COUNT], a1[C_COUNT], b0[C_COUNT], b1[C_COUNT];
+	struct ibv_sge sge;
+	struct ibv_send_wr wr;
+	struct conn c;
+	int64_t t0;
+
+	o.access_b |= IBV_ACCESS_REMOTE_READ;
+	if (region_open(&dst, &e->a, MIDWAY_LEN + SEND_SLACK, SEED_TARGET, ACCESS_TARGET) < 0 ||
+	    region_open(&remote, &e->b, MIDWAY_LEN, SEED_OTHER, ACCESS_READABLE) < 0 ||
+	    conn_open(e, &o, &c) < 0)
+		goto out;
+	sge = (struct ibv_sge){ (uintptr_t)dst.p, MIDWAY_LEN, dst.mr->lkey };
+	wr = read_wr(1, &sge, 1, (uintptr_t)remote.p, remote.mr->rkey);
+	if (stats_of(e->sock_a, a0) == 0 && stats_of(e->sock_b, b0) == 0 &&
+	    post_wr(&c.a, &wr) == 0 && read_under_way(&c.a, &dst, e->pmtu) &&
+	    region_dereg(&remote) == 0) {
+		t0 = e2e_now_ms();
+		if (expect_wc(&c.a, 1, IBV_WC_REM_ACCESS_ERR, "READ of 64 MiB, B's MR deregistered "
+			      "under it", NULL)) {
+			e2e_note("%lld ms after the deregistration", (long long)(e2e_now_ms() - t0));
+			if (expect_states(&c, IBV_WC_REM_ACCESS_ERR) && expect_quiet(&c.a, "A") &&
+			    placed_then_untouched(&dst, e->pmtu) && stats_of(e->sock_a, a1) == 0 &&
+			    stats_of(e->sock_b, b1) == 0)
+				no_retry_counted(a0, a1, b0, b1);
+		}
+	}
+	conn_close(&c);
+out:
+	region_close(&dst);
+	region_close(&remote);
+}
+
 /* ---- completion events ---- */
 
 /* One SEND of 16 bytes from A, waited for on A; flags adds to IBV_SEND_SIGNALED. */
@@ -2399,6 +2530,7 @@ static const struct test_case {
 	{ "send-rnr", case_send_rnr, false },
 	{ "read", case_read, false },
 	{ "read-errors", case_read_errors, false },
+	{ "read-refused", case_read_refused, false },
 	{ "inline", case_inline, false },
 	{ "srq", case_srq, false },
 	{ "events", case_events, false },

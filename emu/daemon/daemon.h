@@ -216,7 +216,9 @@ struct qp {
 	ev_timer rnr_timer;
 	bool rnr_wait;
 	uint32_t rd_outstanding;     /* READs started and not yet completed */
-	bool read_retry_started;     /* lost READ responses asked for again, no progress since */
+	bool resend_started;         /* a resend round began (sequence NAK, lost READ responses
+				      * or timeout) and nothing was acknowledged since: further
+				      * NAKs tell the same story and start no other */
 	enum { TURN_NONE, TURN_READY, TURN_CREDIT } sched; /* on dev->ready or ->credit_wait */
 	TAILQ_ENTRY(qp) ready_link;
 	uint32_t inflight_counted;   /* its share of dev->inflight */
@@ -229,8 +231,7 @@ struct qp {
 	/* responder */
 	uint32_t rcv_psn;            /* expected PSN */
 	uint32_t msn;
-	bool nak_seq_sent;
-	uint32_t nak_high;           /* highest ahead-of-sequence PSN since the last NAK */
+	bool nak_seq_sent;           /* a sequence NAK went for rcv_psn, which has not come since */
 	bool in_msg;                 /* a message's FIRST came, its LAST not yet */
 	uint8_t msg_kind;            /* WIRE_KIND_SEND or _WRITE, while in_msg */
 	uint64_t write_va;

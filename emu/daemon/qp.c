@@ -252,7 +252,7 @@ void qp_reset(struct qp *qp)
 	qp->sq_ctl->cons = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
 	qp->fetch_idx = qp->send_idx = qp->comp_idx = qp->sq_ctl->cons;
 	qp->rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
-	qp->in_msg = qp->nak_seq_sent = qp->rnr_wait = false;
+	qp->in_msg = qp->nak_seq_sent = qp->rnr_wait = qp->resend_started = false;
 	rq_forget(qp);
 	memset(qp->rd_res, 0, sizeof(qp->rd_res));
 	qp->rd_res_next = qp->rd_outstanding = qp->since_ackreq = 0;

@@ -478,17 +478,18 @@ static void ack_through(struct qp *qp, uint32_t psn)
 			seek(qp, qp->snd_una);
 		ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 		arm_timer(qp);
-		qp->read_retry_started = false;
+		qp->resend_started = false;
 	}
 	/* once per loss: the ACKs that follow tell the same story */
-	if (lost && !qp->read_retry_started) {
-		qp->read_retry_started = true;
+	if (lost && !qp->resend_started)
 		retry_from(qp, qp->snd_una);
-	}
 }
 
+/* A resend round from psn, paid for with one retry (rxe's completer counts the same way:
+ * one per round, whatever the NAKs or ACKs that reveal the loss while it goes on). */
 static void retry_from(struct qp *qp, uint32_t psn)
 {
+	qp->resend_started = true;
 	qp->dev->cnt.completer_retry_err++;
 	if (qp->retry_left == 0) {
 		qp->dev->cnt.retry_exceeded_err++;
@@ -529,11 +530,75 @@ static enum ibv_wc_status nak_status(uint8_t code)
 	}
 }
 
+/* The oldest request, when it is under way and psn is one of its PSNs. */
+static struct send_wqe *head_holding(struct qp *qp, uint32_t psn)
+{
+	struct send_wqe *w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
+
+	if (!w || !w->started || wire_psn_diff(psn, w->first_psn) < 0 ||
+	    wire_psn_diff(psn, end_psn(w)) >= 0)
+		return NULL;
+	return w;
+}
+
+/* A NAK that names the oldest request: a sequence NAK starts a resend round unless one is
+ * under way already; any other ends the request with its error. */
+static void on_nak(struct qp *qp, uint32_t psn, uint8_t code)
+{
+	if (code != 0) {
+		fail_head(qp, nak_status(code));
+		return;
+	}
+	qp->dev->cnt.rcvd_seq_err++;
+	if (qp->resend_started) {
+		qp->dev->cnt.rcvd_seq_err_in_resend++;
+		return;
+	}
+	retry_from(qp, psn);
+}
+
+/* The outstanding READ whose PSNs hold psn (its one request covers them all). */
+static struct send_wqe *read_holding(struct qp *qp, uint32_t psn)
+{
+	for (uint32_t i = qp->comp_idx; i != qp->fetch_idx; i++) {
+		struct send_wqe *w = wqe_at(qp, i);
+
+		if (!w->started)
+			break;
+		if (wqe_is_read(w) && !w->answered && wire_psn_diff(psn, w->first_psn) >= 0 &&
+		    wire_psn_diff(psn, end_psn(w)) < 0)
+			return w;
+	}
+	return NULL;
+}
+
+/* A remote error in the midst of a READ's responses: the responder refused the rest (its
+ * MR went away) and names the READ's PSN, which may lie below the responses already
+ * placed, or a response's. It answers that READ, never an old packet (rxe completes the
+ * READ with the error since 2022), once everything before the READ is done; a resend would
+ * only meet a QP in the error state. True when the NAK was taken so. */
+static bool read_refused(struct qp *qp, uint32_t psn, uint8_t syn)
+{
+	struct send_wqe *w;
+
+	if (wire_aeth_type(syn) != WIRE_AETH_NAK || (syn & 0x1f) == 0 ||
+	    !(w = read_holding(qp, psn)))
+		return false;
+	ack_through(qp, w->first_psn - 1);
+	if (head_holding(qp, psn) == w)
+		fail_head(qp, nak_status(syn & 0x1f));
+	else
+		qp->dev->cnt.drop_stale_ack++;   /* an earlier READ's answers are asked again */
+	return true;
+}
+
 void req_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 {
 	uint32_t psn = pkt->bth.psn;
 	uint8_t syn = pkt->ext.aeth.syndrome;
 
+	if (read_refused(qp, psn, syn))
+		return;
 	if (wire_psn_diff(psn, qp->snd_una) < -1 || wire_psn_diff(psn, qp->snd_max) >= 0) {
 		qp->dev->cnt.drop_stale_ack++;
 		return;
@@ -558,12 +623,12 @@ void req_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 		return;
 	case WIRE_AETH_NAK:
 		ack_through(qp, psn - 1);
-		if ((syn & 0x1f) == 0) {
-			qp->dev->cnt.rcvd_seq_err++;
-			retry_from(qp, psn);
-		} else {
-			fail_head(qp, nak_status(syn & 0x1f));
-		}
+		/* otherwise an earlier READ or atomic still misses its answer: ack_through
+		 * asked for it again, and the resent requests will meet this NAK's cause */
+		if (head_holding(qp, psn))
+			on_nak(qp, psn, syn & 0x1f);
+		else
+			qp->dev->cnt.drop_stale_ack++;
 		return;
 	default:
 		qp->dev->cnt.drop_stale_ack++;

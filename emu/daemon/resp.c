@@ -75,11 +75,12 @@ void resp_send_due_acks(struct dev *dev)
 		send_due_ack(qp);
 }
 
-/* 1. PSN: ahead gets one sequence NAK per episode; behind is a duplicate, re-ACKed and not
- * executed again (a READ or atomic is answered again from its responder resource). An
- * episode ends when the expected PSN arrives, or when the requester is seen to go back
- * (an ahead packet at or below the highest seen since the NAK): its resend lost the
- * expected PSN again, and without a new NAK only its timer would notice. */
+/* 1. PSN: ahead gets one sequence NAK per gap, as rxe's responder sends it: the gap ends
+ * when the expected PSN arrives. Packets that a reordering network delivers late, or a
+ * resend that lost the expected PSN again, draw no further NAK: a requester resending
+ * already takes none as news (rxe's and ours), and its timer covers the second loss. Behind
+ * is a duplicate, re-ACKed and not executed again (a READ or atomic is answered again
+ * from its responder resource). */
 static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 {
 	uint32_t psn = pkt->bth.psn;
@@ -87,14 +88,11 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 
 	if (d > 0) {
 		qp->dev->cnt.out_of_seq_request++;
-		if (!qp->nak_seq_sent || wire_psn_diff(psn, qp->nak_high) <= 0) {
+		if (!qp->nak_seq_sent) {
 			qp->nak_seq_sent = true;
 			qp->dev->cnt.nak_seq_sent++;
 			send_due_ack(qp);
 			send_ack(qp, qp->rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
-			qp->nak_high = psn;
-		} else if (wire_psn_diff(psn, qp->nak_high) > 0) {
-			qp->nak_high = psn;
 		}
 		return DROP;
 	}
