@@ -257,7 +257,7 @@ struct proto_query_qp_reply {
 	X(rcvd_seq_err_in_resend, "... of them while a resend was under way (no new retry)") \
 	X(retry_exceeded_err, "work requests failed after retry_cnt retransmissions")     \
 	X(retry_rnr_exceeded_err, "work requests failed after rnr_retry RNR retries")     \
-	X(completer_retry_err, "retransmissions started (timeout or sequence NAK)")      \
+	X(completer_retry_err, "resend rounds started (timeout, sequence NAK, lost READ responses)") \
 	X(send_err, "frames the kernel refused to send")                                 \
 	X(link_downed, "times the link was seen going down")                             \
 	X(rdma_sends, "RDMA WRITE and SEND messages sent")                              \
