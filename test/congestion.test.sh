@@ -5,8 +5,8 @@
 #   - one process with 128 QPs a side (test/many_qp under rocemu-run), every QP's WRITE
 #     outstanding at once, each round checked byte for byte: the same; and 32 QPs each
 #     READing 4 MiB at once (the responder's READ responses go in turns, slowed by the
-#     requester's CNPs): byte-exact, no expiry (a response the requester's own ring drops
-#     is asked for again from the gap);
+#     requester's CNPs): byte-exact, no expiry but for a response the requester's own ring
+#     drops (asked for again from the gap, or on the timer when none follows it);
 #   - a receiver slowed on purpose (--fault delay on its receive side, then two busy loops
 #     beside it): byte-exact, goodput down, the timer expiring a few times at most;
 #   - the CNPs on the wire, recorded by the daemon that sent them with its mark lowered so
@@ -68,6 +68,15 @@ delta() {
 	echo $(($(counter "$2" "$1") - ${!v}))
 }
 
+# Every counter of both daemons that is not 0, for a check that failed.
+show_counters() {
+	local side
+	for side in a b; do
+		"$BUILD/rocemuctl" -s "$([ $side = a ] && echo "$SOCK_A" || echo "$SOCK_B")" stats |
+			awk -v s=$side '$2 ~ /^[0-9]+$/ && $2 != 0 { printf "  | %s: %s %s\n", s, $1, $2 }'
+	done
+}
+
 # The counters of a run where nothing was lost: no ring drops either side, no expiry
 no_loss_report() {
 	local name=$1 drops timeouts
@@ -82,8 +91,11 @@ no_loss_report() {
 
 # The same for READs, but for the requester's own ring: READ responses are bounded by the
 # responder's DCQCN rate alone (the credit counts a READ for a window at most), so a slow
-# requester (the sanitizer build) can lose a few, which it asks for again at once from the
-# gap, not after a timeout
+# requester (the sanitizer build, a loaded machine) can lose a few. A lost response with a
+# later one behind it is asked for again at once from the gap; a READ's last responses
+# have none behind them, and only the timer notices (as on rxe): so an expiry is allowed
+# for a lost response, never with none lost (seen: 334 lost, 2 expiries, each resending a
+# READ's last 119 responses)
 read_report() {
 	local name=$1 lost timeouts
 	lost=$(delta drop_ring_full a) timeouts=$(delta timeouts a)
@@ -91,8 +103,8 @@ read_report() {
 		"timer expiries $timeouts, CNPs $(delta np_cnp_sent a) sent / $(delta rp_cnp_handled b)" \
 		"handled, rate waits $(delta rp_paced_waits b)"
 	[ "$timeouts" -eq 0 ] || grep -h "no ACK within" "$WORK/rocemud-a.log" | tail -n 4 | sed 's/^/  | /'
-	READ_LOST=$lost
-	[ "$(delta drop_ring_full b)" -eq 0 ] && [ "$timeouts" -eq 0 ]
+	READ_LOST=$lost READ_EXPIRED=$timeouts
+	[ "$(delta drop_ring_full b)" -eq 0 ] && [ "$timeouts" -le "$lost" ]
 }
 
 # 1. 32 writers
@@ -106,7 +118,7 @@ else
 	failed "32 writers: $WRITERS_OK of 64 ends succeeded"
 fi
 no_loss_report "32 writers" && passed "32 writers: no ring drop, no retransmission timeout" ||
-	failed "32 writers: frames lost to the ring or timer expiries with nothing lost"
+	{ show_counters; failed "32 writers: frames lost to the ring or timer expiries with nothing lost"; }
 
 # one_process NAME QPS BYTES ROUNDS [-r]: test/many_qp with QPS QPs a side, every QP's
 # WRITE (READ with -r) outstanding at once each round: byte-exact, nothing lost
@@ -125,13 +137,13 @@ one_process() {
 		failed "many_qp -q $qps $*: not byte-exact"
 	fi
 	if [ $verb = read ]; then
-		read_report "$name" && passed "$name: no retransmission timeout, $READ_LOST responses" \
-			"lost to the requester's ring and asked for again from the gap" ||
-			failed "$name: timer expiries, or frames lost to the responder's ring"
+		read_report "$name" && passed "$name: $READ_LOST responses lost to the requester's" \
+			"ring and asked for again ($READ_EXPIRED on timer expiry), none to the responder's" ||
+			{ show_counters; failed "$name: timer expiries beyond the responses lost, or frames lost to the responder's ring"; }
 		return
 	fi
 	no_loss_report "$name" && passed "$name: no ring drop, no retransmission timeout" ||
-		failed "$name: frames lost to the ring or timer expiries with nothing lost"
+		{ show_counters; failed "$name: frames lost to the ring or timer expiries with nothing lost"; }
 }
 
 # 2. one process, 128 QPs writing; then 32 QPs each READing 4 MiB at once (the responder
@@ -183,6 +195,33 @@ lowest=$(awk '$1 > 0' "$WORK/rates" | sort -n | head -n 1)
 [ "$cuts" -gt 0 ] && [ -n "$lowest" ] &&
 	passed "DCQCN: $cuts rate cuts, $paced paced waits; rocemuctl qp showed rates down to $lowest Mb/s" ||
 	failed "DCQCN: $cuts rate cuts, no rate in rocemuctl qp (${lowest:-none})"
+# ud_flood NAME: ib_send_bw -c UD into B. perftest's UD server waits for every datagram
+# it was promised, so a datagram lost on the way (B had no receive posted in time, or its
+# ring was full, as UD allows on a loaded machine) leaves both ends hanging until the
+# timeout, the client's table unfinished (seen with 2 datagrams dropped: 120 s, "table rows
+# none"). Such a run is what UD promises, not a failure, when the daemons counted the
+# losses that explain it.
+ud_datagrams_lost() {
+	echo $(($(counter b drop_ud_no_recv) + $(counter b drop_ring_full) + $(counter b fault_dropped) +
+		$(counter a send_err) + $(counter a fault_dropped)))
+}
+ud_flood() {
+	local name=$1 dropped0 dropped
+	dropped0=$(ud_datagrams_lost)
+	PAIR_TIMEOUT=30 pair "$name" "$ADDR_B" ib_send_bw -c UD -s 4096 -n 4000
+	if [ $? -eq 0 ] && [ "$(table_rows "$OUT_C")" -eq 1 ]; then
+		passed "$name: ib_send_bw -c UD -s 4096 -n 4000: 4000 datagrams"
+		return
+	fi
+	dropped=$(($(ud_datagrams_lost) - dropped0))
+	if [ "$dropped" -gt 0 ]; then
+		passed "$name: $dropped datagram(s) lost on the way, as UD may: perftest waited for them"
+	else
+		show_both
+		failed "$name: ib_send_bw -c UD -s 4096 -n 4000 did not finish, nothing dropped"
+	fi
+}
+
 # UD the same way: Debian's ib_send_bw -c UD, unmodified, floods a UD QP of B's; each CNP
 # goes back to the address and QP its datagram came from, and cuts that UD QP's rate
 if command -v ib_send_bw >/dev/null; then
@@ -190,7 +229,7 @@ if command -v ib_send_bw >/dev/null; then
 	ud_cuts0=$(counter a rp_rate_cuts) ud_paced0=$(counter a rp_paced_waits)
 	# twice: a run gave 6 to 45 CNPs here (perftest's UD CQ caps a run at about 4,000)
 	for run in 1 2; do
-		perf "ud-flood-$run" 1 "$ADDR_B" ib_send_bw -c UD -s 4096 -n 4000
+		ud_flood "ud-flood-$run"
 	done
 	ud_cnps=$(($(counter b np_cnp_sent) - ud_cnps0))
 	ud_handled=$(($(counter a rp_cnp_handled) - ud_handled0))

@@ -108,7 +108,7 @@ static void setup(const struct options *o)
 }
 
 /* The client says how many QPs, bytes and rounds; both send their side and their QPs,
- * and connect each QP to its namesake. */
+ * connect each QP to its namesake, and say when they have. */
 static void exchange_and_connect(struct options *o, struct side_info *theirs)
 {
 	struct ibv_port_attr port;
@@ -137,6 +137,10 @@ static void exchange_and_connect(struct options *o, struct side_info *theirs)
 
 		peer_connect_rc(qps[q], &rc);
 	}
+	/* neither side sends before the other's QPs are all in RTR: a WRITE to a QP still
+	 * in INIT is dropped, and only the requester's timer would notice */
+	xfer(o->client, &(uint8_t){ 1 }, 1);
+	xfer(!o->client, &(uint8_t){ 0 }, 1);
 }
 
 static double now_s(void)

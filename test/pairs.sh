@@ -4,7 +4,7 @@
 #                               the server runs PROGRAM ARGS (or SERVER_ARGS, when set), the
 #                               client PROGRAM ARGS TO; OUT_S and OUT_C hold their output;
 #                               0 when both exit 0. PAIR_SERVER=a puts the server in host a
-#                               too (both ends on one daemon)
+#                               too (both ends on one daemon); PAIR_TIMEOUT (120 s) bounds each
 #   pingpong NAME TO ARGS...    an ibv_*_pingpong pair: both must report their iterations,
 #                               and the client the peer's GID PINGPONG_GID when that is set
 #   perf NAME ROWS TO ARGS...   a perftest pair with ROWS rows in the client's table, run once
@@ -28,7 +28,7 @@ pair() {
 	shift 2
 	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
 	before=$(listening "${sprefix[@]}")
-	"${sprefix[@]}" timeout 120 "$RUN" -D "${!ssock}" "${SERVER_ARGS[@]:-$@}" >"$OUT_S" 2>&1 </dev/null &
+	"${sprefix[@]}" timeout "${PAIR_TIMEOUT:-120}" "$RUN" -D "${!ssock}" "${SERVER_ARGS[@]:-$@}" >"$OUT_S" 2>&1 </dev/null &
 	server=$!
 	PIDS+=($server)
 	# The server listens once its device is open, which on a busy machine can take longer
@@ -39,7 +39,7 @@ pair() {
 		[ "$(listening "${sprefix[@]}")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
 		sleep 0.1
 	done
-	"${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$@" "$to" >"$OUT_C" 2>&1 </dev/null
+	"${IN_A[@]}" timeout "${PAIR_TIMEOUT:-120}" "$RUN" -D "$SOCK_A" "$@" "$to" >"$OUT_C" 2>&1 </dev/null
 	status=$?
 	wait "$server" || status=$?
 	return $status
