@@ -8,13 +8,21 @@
  * after each); WRITE WITH IMMEDIATE, once with the receive posted late so that RNR NAKs
  * come first; SEND of 0, 1, 4097 bytes and 1 MiB, SEND WITH IMMEDIATE, and a SEND whose
  * receive is posted late, each checked on the receive (opcode, length, immediate) and
- * byte for byte with the canaries after it. The two ends talk over TCP (port 18516) to
- * exchange QP numbers, PSNs, GIDs, buffers and verdicts.
- *   ibv_peer [-l] [-x GID_INDEX] server
- *   ibv_peer [-l] [-x GID_INDEX] client SERVER_IPV4
+ * byte for byte with the canaries after it; a READ of 16 MiB whose source MR the server
+ * deregisters while it streams, which must end in IBV_WC_REM_ACCESS_ERR (rxe since 2022:
+ * the NAK names the READ's PSN, below the responses already placed). The two ends talk over
+ * TCP (port 18516) to exchange QP numbers, PSNs, GIDs, buffers and verdicts.
+ *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] server
+ *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] client SERVER_IPV4
  * -l (client): frames are being lost on the way. A refused WRITE may then end in
  * IBV_WC_RETRY_EXC_ERR instead: when its NAK is the frame lost, the responder, in the error
  * state since it sent it, answers no retry (rxe and rocemu alike), and the retries run out.
+ * -H (client): the READ may be done before the deregistration takes effect, and succeed: a
+ * fast responder may have sent every response already (rocemu to an emulated guest), or a
+ * responder may keep the MR until the READ is done (rxe's ibv_dereg_mr can wait for it).
+ * -P (client): this requester may predate rxe's 2022 fix (Linux 6.1's rxe does): it takes
+ * the NAK for stale and ends the READ with IBV_WC_RETRY_EXC_ERR. Each says so when it
+ * happens.
  * One line per case, "ok NAME" or "FAIL NAME: why"; exit 0 when all passed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,7 +50,9 @@ struct peer_info {
 };
 
 enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM, CHECK_SEND,
-	    CHECK_SEND_IMM };
+	    CHECK_SEND_IMM, READ_SOURCE, READ_SOURCE_GONE };
+
+#define READ_BYTES (16u << 20)  /* streams for a while from or into an emulated guest */
 
 /* A receive's buffer: none (a WRITE WITH IMMEDIATE's) or the whole buffer (a SEND's). */
 #define RECV_INTO_BUF 1u
@@ -54,7 +64,7 @@ struct msg {
 	uint32_t size;
 	uint32_t seed;
 	uint32_t result;        /* server's answer: 0 OK, else 1 + the first bad offset */
-	struct peer_info info;  /* RECONNECT */
+	struct peer_info info;  /* RECONNECT; READ_SOURCE: addr and rkey of the READ's source */
 };
 
 static struct ibv_context *ctx;
@@ -67,6 +77,8 @@ static int gid_index;
 static int sock = -1;
 static int failures;
 static bool lossy;               /* -l */
+static bool responder_holds;     /* -H */
+static bool predates_fix;        /* -P */
 
 static void xfer(bool out, void *p, size_t n)
 {
@@ -162,6 +174,28 @@ static uint32_t check_recv_completion(enum ibv_wc_opcode opcode, uint32_t size, 
 	return 0;
 }
 
+/* The source of the READ case: registered on READ_SOURCE, deregistered (while the READ
+ * streams) on READ_SOURCE_GONE. */
+static void read_source(struct msg *m)
+{
+	static struct ibv_mr *src;
+	static uint8_t *bytes;
+
+	if (m->verb == READ_SOURCE && !src) {
+		bytes = bytes ? bytes : aligned_alloc(4096, READ_BYTES);
+		src = bytes ? ibv_reg_mr(pd, bytes, READ_BYTES, IBV_ACCESS_LOCAL_WRITE |
+					 IBV_ACCESS_REMOTE_READ) : NULL;
+		if (!src)
+			peer_die("the READ's source MR");
+		memset(bytes, 0x5a, READ_BYTES);
+		m->info.addr = (uintptr_t)bytes;
+		m->info.rkey = src->rkey;
+	} else if (m->verb == READ_SOURCE_GONE && src) {
+		m->result = (uint32_t)ibv_dereg_mr(src);
+		src = NULL;
+	}
+}
+
 static void serve(void)
 {
 	struct msg m;
@@ -182,6 +216,8 @@ static void serve(void)
 			memset(buf, CANARY_BYTE, (size_t)m.size + CANARY);
 		if (m.verb == POST_RECV)
 			post_recv(m.seed);
+		if (m.verb == READ_SOURCE || m.verb == READ_SOURCE_GONE)
+			read_source(&m);
 		if (m.verb == CHECK_IMM)
 			m.result = check_recv_completion(IBV_WC_RECV_RDMA_WITH_IMM, m.size, true);
 		if (m.verb == CHECK_SEND || m.verb == CHECK_SEND_IMM)
@@ -332,6 +368,70 @@ static void case_refused(struct peer_info *peer, const char *what, uint64_t radd
 	*peer = exchange_and_connect(*psn & 0xffffff, true);
 }
 
+/* The server's READ source goes away while a READ of all of it streams: the READ must end
+ * with IBV_WC_REM_ACCESS_ERR, not with a resend into the server's QP in the error state
+ * (IBV_WC_RETRY_EXC_ERR), nor hang; -H and -P allow what Linux 6.1's rxe does. The
+ * connection is made afresh afterwards. */
+static void case_read_refused(struct peer_info *peer, uint32_t *psn)
+{
+	struct msg m = { .verb = READ_SOURCE };
+	static uint8_t *dst;
+	struct ibv_mr *dst_mr;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	struct timespec t0, t1;
+	time_t deadline;
+	int n = 0;
+	char why[200] = "";
+	bool ok;
+
+	dst = dst ? dst : aligned_alloc(4096, READ_BYTES);
+	dst_mr = dst ? ibv_reg_mr(pd, dst, READ_BYTES, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!dst_mr)
+		peer_die("the READ's destination MR");
+	xfer(true, &m, sizeof(m));
+	xfer(false, &m, sizeof(m));
+	sge = (struct ibv_sge){ (uintptr_t)dst, READ_BYTES, dst_mr->lkey };
+	wr.sg_list = &sge;
+	wr.wr.rdma.remote_addr = m.info.addr;
+	wr.wr.rdma.rkey = m.info.rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		peer_die("ibv_post_send (READ)");
+	m = (struct msg){ .verb = READ_SOURCE_GONE };
+	xfer(true, &m, sizeof(m));
+	xfer(false, &m, sizeof(m));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	deadline = time(NULL) + 60;
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
+		;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ok = n == 1 && !m.result &&
+	     (wc.status == IBV_WC_REM_ACCESS_ERR ||
+	      (responder_holds && wc.status == IBV_WC_SUCCESS) ||
+	      /* under loss the NAK itself may be the frame lost (see -l) */
+	      ((lossy || predates_fix) && wc.status == IBV_WC_RETRY_EXC_ERR));
+	if (n != 1)
+		snprintf(why, sizeof(why), "no completion within 60 s");
+	else
+		snprintf(why, sizeof(why), "%s %.0f ms after the deregistration%s",
+			 ibv_wc_status_str(wc.status),
+			 (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6,
+			 wc.status == IBV_WC_SUCCESS ? " (the READ was done before the deregistration "
+						       "took effect)" :
+			 wc.status == IBV_WC_RETRY_EXC_ERR ? " (the NAK taken for stale: a "
+							     "requester before rxe's 2022 fix)" : "");
+	if (m.result)
+		snprintf(why, sizeof(why), "the server's ibv_dereg_mr failed");
+	printf("# READ of %u bytes, source deregistered under it: %s\n", READ_BYTES, why);
+	report("READ of 16 MiB whose source MR is deregistered while it streams", ok, why);
+	ibv_dereg_mr(dst_mr);
+	xfer(true, &(struct msg){ .verb = RECONNECT }, sizeof(struct msg));
+	*psn += 0x1000;
+	*peer = exchange_and_connect(*psn & 0xffffff, true);
+}
+
 static void run_client(void)
 {
 	static const uint32_t sizes[] = { 1, 4095, 4096, 4097, MAX_MSG, 4096 };
@@ -350,6 +450,7 @@ static void run_client(void)
 	case_send(64, false, true);
 	case_refused(&peer, "a wrong rkey", peer.addr, peer.rkey ^ 0x80, &psn);
 	case_refused(&peer, "one byte past the MR", peer.addr + BUF_BYTES - 63, peer.rkey, &psn);
+	case_read_refused(&peer, &psn);
 	case_size(&peer, 4096, 99);
 	xfer(true, &(struct msg){ .verb = DONE }, sizeof(struct msg));
 }
@@ -358,9 +459,13 @@ int main(int argc, char **argv)
 {
 	int i, c;
 
-	while ((c = getopt(argc, argv, "lx:")) != -1) {
+	while ((c = getopt(argc, argv, "lHPx:")) != -1) {
 		if (c == 'l')
 			lossy = true;
+		else if (c == 'H')
+			responder_holds = true;
+		else if (c == 'P')
+			predates_fix = true;
 		else if (c == 'x')
 			gid_index = atoi(optarg);
 		else
@@ -368,7 +473,8 @@ int main(int argc, char **argv)
 	}
 	i = optind;
 	if (i >= argc || (strcmp(argv[i], "server") && (strcmp(argv[i], "client") || i + 1 >= argc))) {
-		fprintf(stderr, "usage: ibv_peer [-l] [-x GID_INDEX] server | client SERVER_IPV4\n");
+		fprintf(stderr, "usage: ibv_peer [-l] [-H] [-P] [-x GID_INDEX] server | client "
+			"SERVER_IPV4\n");
 		return 2;
 	}
 	peer_prog = "ibv_peer";

@@ -161,16 +161,23 @@ perf() {
 # peer NAME ROCEMU_SIDE [PROGRAM]: test/ibv_peer between the two (the client WRITEs 1,
 # 4095, 4096, 4097 bytes and 1 MiB from a PSN below the 24-bit wrap, the server checks each
 # byte and the canaries after it; then a wrong rkey and one byte past the MR, refused with
-# the target unchanged), or test/ud_peer (one QP sends to 16 UD QPs, every datagram and
-# GRH area checked, answers through ibv_create_ah_from_wc): each of the lines either end
-# prints is a case here.
+# the target unchanged, and a READ whose source MR the server deregisters while it
+# streams), or test/ud_peer (one QP sends to 16 UD QPs, every datagram and GRH area
+# checked, answers through ibv_create_ah_from_wc): each of the lines either end prints is a
+# case here, and what they note ("# ...") is shown. In the READ case, across an emulated
+# guest the READ may be done before the deregistration takes effect (-H: rocemu sends every
+# response before the guest has read many, and rxe's deregistration can wait for the READ),
+# and rxe as the requester (Linux 6.1) predates its own 2022 fix and takes the NAK for
+# stale (-P to rxe's client): both allowed, and shown.
 peer() {
-	local name=$1 side=$2 prog=${3:-$PEER} line
-	run_pair "$name" "$side" "$prog -x @GID@ server" "$prog -x @GID@ client @PEER@"
+	local name=$1 side=$2 prog=${3:-$PEER} line client_opts=
+	[[ $prog == "$PEER"* ]] && client_opts=$([ "$side" = client ] && echo -H || echo "-H -P")
+	run_pair "$name" "$side" "$prog -x @GID@ server" "$prog $client_opts -x @GID@ client @PEER@"
 	while IFS= read -r line; do
 		case $line in
 		"ok "*) passed "$name: rocemu $side: ${line#ok }" ;;
 		"FAIL "*) failed "$name: rocemu $side: ${line#FAIL }" ;;
+		"# "*) echo "  $name: rocemu $side: ${line#\# }" ;;
 		esac
 	done < <(cat "$WORK/$name.host" "$WORK/$name.guest")
 	if [ "$RC_HOST" -ne 0 ] || [ "$RC_GUEST" -ne 0 ] || ! grep -q '^ok' "$CLIENT_OUT"; then
@@ -211,11 +218,19 @@ loss_cases() {
 		perf "loss-read-$side" $side ib_read_bw -s 65536 -n 20
 		perf "loss-send-$side" $side ib_send_bw -s 4096 -n 100
 	done
+	# reordering and duplicates that are not a dead link, with the test QPs' retry_cnt of
+	# 6: a resend round costs each side one retry however many NAKs tell of it
+	for LOSS in reorder=0.1,seed=8 drop=0.05,dup=0.1,seed=9; do
+		"$BUILD/rocemuctl" -s "$SOCK" fault "$LOSS" >/dev/null || failed "rocemuctl fault $LOSS"
+		for side in client server; do
+			peer "budget-${LOSS%%,seed*}-$side" $side "$PEER -l"
+		done
+	done
 	"$BUILD/rocemuctl" -s "$SOCK" fault off >/dev/null
 	after=$("$BUILD/rocemuctl" -s "$SOCK" stats)
-	echo "under $LOSS, rocemud's counters moved by: $(for c in fault_dropped fault_duplicated \
-		fault_reordered completer_retry_err timeouts rcvd_seq_err nak_seq_sent duplicate_request \
-		out_of_seq_request; do
+	echo "under these faults, rocemud's counters moved by: $(for c in fault_dropped fault_duplicated \
+		fault_reordered completer_retry_err timeouts rcvd_seq_err rcvd_seq_err_in_resend \
+		nak_seq_sent duplicate_request out_of_seq_request; do
 		b=$(awk -v n=$c '$1 == n { print $2 }' <<<"$before"); a=$(awk -v n=$c '$1 == n { print $2 }' <<<"$after")
 		printf '%s +%s, ' "$c" $((a - b)); done | sed 's/, $//')"
 }
