@@ -964,15 +964,17 @@ static struct ibv_send_wr send_wr(uint64_t wr_id, struct ibv_sge *sge, int num_s
 /* 64 bytes by SEND (else WRITE WITH IMM, wr_id 0x11 both) that find no receive: the
  * receive comes LATE_RECV_MS later, within the RNR NAK's delay, so the one retry that
  * rnr_retry 1 allows finds it. */
+/* A message of len bytes (a SEND of 64, else a WRITE WITH IMMEDIATE) whose receive B posts
+ * LATE_RECV_MS after it: RNR NAKs delay it by the peer's timer, then it completes. */
 static bool late_receive(struct conn *c, struct region *src, struct region *dst,
-			 uint64_t recv_id, bool send, const char *what)
+			 uint64_t recv_id, bool send, uint32_t len, const char *what)
 {
 	struct ibv_sge out = { (uintptr_t)src->p, 64, src->mr->lkey };
 	struct ibv_sge in = { (uintptr_t)dst->p, 64, dst->mr->lkey };
 	struct ibv_send_wr wr = send_wr(0x11, &out, 1, IBV_WR_SEND);
 	int64_t start = e2e_now_ms(), took;
 
-	if (send ? post_wr(&c->a, &wr) < 0 : post_write_imm(&c->a, src, 64, dst) < 0)
+	if (send ? post_wr(&c->a, &wr) < 0 : post_write_imm(&c->a, src, len, dst) < 0)
 		return false;
 	poll(NULL, 0, LATE_RECV_MS);
 	if (post_recv(&c->b, recv_id, &in, 1) < 0)
@@ -989,24 +991,34 @@ static bool late_receive(struct conn *c, struct region *src, struct region *dst,
 
 /* rnr_retry 1 allows one RNR retry per message: forward progress reloads the budget
  * (rxe's reset_retry_counters on every ACK that completes a request), so a message that
- * used its retry must not leave the next one without. */
+ * used its retry must not leave the next one without. Last, a WRITE WITH IMMEDIATE of
+ * three packets and more: its RNR NAK comes in the middle of the message, at the last
+ * packet (which takes the receive), and the requester resumes there, as rxe's does, the
+ * bytes already placed standing. */
 static void case_rnr_recover(struct env *e)
 {
 	struct conn_opts o = default_opts();
 	struct region src = { 0 }, dst = { 0 };
+	uint32_t long_len = 3 * e->pmtu + 100;
 	struct conn c;
 
 	o.rnr_retry = 1;
 	o.min_rnr_timer = SLOW_RNR_TIMER;
-	if (region_open(&src, &e->a, 4096, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
-	    region_open(&dst, &e->b, 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
+	if (region_open(&src, &e->a, long_len, SEED_SOURCE, IBV_ACCESS_LOCAL_WRITE) == 0 &&
+	    region_open(&dst, &e->b, long_len + 4096, SEED_TARGET, ACCESS_TARGET) == 0 &&
 	    conn_open(e, &o, &c) == 0) {
-		if (late_receive(&c, &src, &dst, 0x71, false,
+		if (late_receive(&c, &src, &dst, 0x71, false, 64,
 				 "1st message, receive late, rnr_retry 1") &&
-		    late_receive(&c, &src, &dst, 0x72, false,
+		    late_receive(&c, &src, &dst, 0x72, false, 64,
 				 "2nd message, receive late, rnr_retry 1") &&
-		    late_receive(&c, &src, &dst, 0x73, true, "a SEND, receive late, rnr_retry 1"))
-			e2e_note("each message got its own RNR retry");
+		    late_receive(&c, &src, &dst, 0x73, true, 64,
+				 "a SEND, receive late, rnr_retry 1") &&
+		    late_receive(&c, &src, &dst, 0x74, false, long_len,
+				 "a 4-packet WRITE WITH IMMEDIATE, receive late (RNR NAK at its "
+				 "last packet)") &&
+		    expect_pat(dst.p, long_len, SEED_SOURCE, "the 4-packet WRITE's target") &&
+		    expect_range(dst.p, long_len, dst.len, SEED_TARGET, "the target after it"))
+			e2e_note("each message got its own RNR retry, byte-exact");
 		conn_close(&c);
 	}
 	region_close(&src);
