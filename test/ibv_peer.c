@@ -159,17 +159,24 @@ static void post_recv(uint32_t flags)
 		peer_die("ibv_post_recv");
 }
 
+/* The next completion, within seconds; false when none came. */
+static bool wait_completion(struct ibv_wc *wc, int seconds)
+{
+	time_t deadline = time(NULL) + seconds;
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 1, wc)) == 0 && time(NULL) < deadline)
+		;
+	return n == 1;
+}
+
 /* The receive a message consumed: its opcode, length and immediate (or none). */
 static uint32_t check_recv_completion(enum ibv_wc_opcode opcode, uint32_t size, bool imm)
 {
 	struct ibv_wc wc;
-	time_t deadline = time(NULL) + 30;
-	int n;
 
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
-		;
-	if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != opcode || wc.byte_len != size ||
-	    !(wc.wc_flags & IBV_WC_WITH_IMM) != !imm || (imm && wc.imm_data != htonl(IMM)))
+	if (!wait_completion(&wc, 30) || wc.status != IBV_WC_SUCCESS || wc.opcode != opcode ||
+	    wc.byte_len != size || !(wc.wc_flags & IBV_WC_WITH_IMM) != !imm || (imm && wc.imm_data != htonl(IMM)))
 		return 0xffffffffu;
 	return 0;
 }
@@ -255,14 +262,10 @@ static enum ibv_wc_status post_and_wait(enum ibv_wr_opcode op, uint32_t size, ui
 				  .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(IMM),
 				  .wr.rdma = { .remote_addr = raddr, .rkey = rkey } }, *bad;
 	struct ibv_wc wc;
-	time_t deadline = time(NULL) + 60;
-	int n = 0;
 
 	if (ibv_post_send(qp, &wr, &bad))
 		return IBV_WC_GENERAL_ERR;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
-		;
-	return n == 1 ? wc.status : IBV_WC_RESP_TIMEOUT_ERR;
+	return wait_completion(&wc, 60) ? wc.status : IBV_WC_RESP_TIMEOUT_ERR;
 }
 
 static enum ibv_wc_status write_and_wait(uint32_t size, uint64_t raddr, uint32_t rkey)
@@ -382,10 +385,8 @@ static void case_read_refused(struct peer_info *peer, uint32_t *psn)
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	struct ibv_wc wc;
 	struct timespec t0, t1;
-	time_t deadline;
-	int n = 0;
 	char why[200] = "";
-	bool ok;
+	bool done, ok;
 
 	dst = dst ? dst : aligned_alloc(4096, READ_BYTES);
 	dst_mr = dst ? ibv_reg_mr(pd, dst, READ_BYTES, IBV_ACCESS_LOCAL_WRITE) : NULL;
@@ -403,16 +404,14 @@ static void case_read_refused(struct peer_info *peer, uint32_t *psn)
 	xfer(true, &m, sizeof(m));
 	xfer(false, &m, sizeof(m));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	deadline = time(NULL) + 60;
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && time(NULL) < deadline)
-		;
+	done = wait_completion(&wc, 60);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ok = n == 1 && !m.result &&
+	ok = done && !m.result &&
 	     (wc.status == IBV_WC_REM_ACCESS_ERR ||
 	      (responder_holds && wc.status == IBV_WC_SUCCESS) ||
 	      /* under loss the NAK itself may be the frame lost (see -l) */
 	      ((lossy || predates_fix) && wc.status == IBV_WC_RETRY_EXC_ERR));
-	if (n != 1)
+	if (!done)
 		snprintf(why, sizeof(why), "no completion within 60 s");
 	else
 		snprintf(why, sizeof(why), "%s %.0f ms after the deregistration%s",

@@ -530,15 +530,17 @@ static enum ibv_wc_status nak_status(uint8_t code)
 	}
 }
 
-/* The oldest request, when it is under way and psn is one of its PSNs. */
-static struct send_wqe *head_holding(struct qp *qp, uint32_t psn)
+/* Whether psn is one of request w's PSNs (a READ's request covers all its responses'). */
+static bool holds(const struct send_wqe *w, uint32_t psn)
 {
-	struct send_wqe *w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
+	return w->started && wire_psn_diff(psn, w->first_psn) >= 0 &&
+	       wire_psn_diff(psn, end_psn(w)) < 0;
+}
 
-	if (!w || !w->started || wire_psn_diff(psn, w->first_psn) < 0 ||
-	    wire_psn_diff(psn, end_psn(w)) >= 0)
-		return NULL;
-	return w;
+/* The oldest request, or NULL. */
+static struct send_wqe *head(struct qp *qp)
+{
+	return qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
 }
 
 /* A NAK that names the oldest request: a sequence NAK starts a resend round unless one is
@@ -557,16 +559,13 @@ static void on_nak(struct qp *qp, uint32_t psn, uint8_t code)
 	retry_from(qp, psn);
 }
 
-/* The outstanding READ whose PSNs hold psn (its one request covers them all). */
+/* The outstanding READ that holds psn. */
 static struct send_wqe *read_holding(struct qp *qp, uint32_t psn)
 {
-	for (uint32_t i = qp->comp_idx; i != qp->fetch_idx; i++) {
+	for (uint32_t i = qp->comp_idx; i != qp->fetch_idx && wqe_at(qp, i)->started; i++) {
 		struct send_wqe *w = wqe_at(qp, i);
 
-		if (!w->started)
-			break;
-		if (wqe_is_read(w) && !w->answered && wire_psn_diff(psn, w->first_psn) >= 0 &&
-		    wire_psn_diff(psn, end_psn(w)) < 0)
+		if (wqe_is_read(w) && !w->answered && holds(w, psn))
 			return w;
 	}
 	return NULL;
@@ -585,7 +584,7 @@ static bool read_refused(struct qp *qp, uint32_t psn, uint8_t syn)
 	    !(w = read_holding(qp, psn)))
 		return false;
 	ack_through(qp, w->first_psn - 1);
-	if (head_holding(qp, psn) == w)
+	if (head(qp) == w)
 		fail_head(qp, nak_status(syn & 0x1f));
 	else
 		qp->dev->cnt.drop_stale_ack++;   /* an earlier READ's answers are asked again */
@@ -625,7 +624,7 @@ void req_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 		ack_through(qp, psn - 1);
 		/* otherwise an earlier READ or atomic still misses its answer: ack_through
 		 * asked for it again, and the resent requests will meet this NAK's cause */
-		if (head_holding(qp, psn))
+		if (head(qp) && holds(head(qp), psn))
 			on_nak(qp, psn, syn & 0x1f);
 		else
 			qp->dev->cnt.drop_stale_ack++;

@@ -156,30 +156,26 @@ static void check_cnp_interval(ev_tstamp *last)
 	*last = now;
 }
 
-/* Whether the frame being received is a UD datagram (to whichever QP). */
-static bool receiving_datagram(void)
+/* The frame being received, parsed into in, when it is a UD datagram (to whichever QP). */
+static bool receiving_datagram(struct wire_pkt *in)
 {
-	struct wire_pkt in;
-
-	return rx_frame && wire_parse(rx_frame, rx_len, &in) == WIRE_OK &&
-	       in.op->transport == WIRE_UD;
+	return rx_frame && wire_parse(rx_frame, rx_len, in) == WIRE_OK &&
+	       in->op->transport == WIRE_UD;
 }
 
 /* A UD datagram's CNP goes back the way the datagram came: to its source address, its
  * Ethernet source and its DETH source QP, from the address it was sent to, and only while
  * that datagram is being received. */
-static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp)
+static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp,
+			       const struct wire_pkt *in)
 {
-	struct wire_pkt in;
-
-	MUST(wire_parse(rx_frame, rx_len, &in) == WIRE_OK);
-	MUST(in.bth.dest_qp == udqp->qpn);
-	MUST(cnp->ip_version == 4 && in.ip_version == 4);
+	MUST(in->bth.dest_qp == udqp->qpn);
+	MUST(cnp->ip_version == 4 && in->ip_version == 4);
 	MUST(!memcmp(out, rx_frame + 6, 6));              /* to the datagram's Ethernet source */
-	MUST(!memcmp(cnp->dst_ip, in.src_ip, 4));
-	MUST(!memcmp(cnp->src_ip, in.dst_ip, 4));
-	MUST(cnp->bth.dest_qp == in.ext.deth.src_qp);
-	check_cnp_interval(&ud_cnp_at[sender_slot(&in)]);
+	MUST(!memcmp(cnp->dst_ip, in->src_ip, 4));
+	MUST(!memcmp(cnp->src_ip, in->dst_ip, 4));
+	MUST(cnp->bth.dest_qp == in->ext.deth.src_qp);
+	check_cnp_interval(&ud_cnp_at[sender_slot(in)]);
 }
 
 /* Everything the daemon sends is a well-formed packet from us with a good ICRC: RC packets
@@ -187,7 +183,7 @@ static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp)
 void net_tx_commit(struct dev *d, size_t len)
 {
 	const uint32_t peer = PEER_IP;
-	struct wire_pkt pkt;
+	struct wire_pkt pkt, in;
 
 	MUST(len <= DEV_FRAME_MAX);
 	MUST(wire_parse(tx_frame, len, &pkt) == WIRE_OK);
@@ -195,8 +191,8 @@ void net_tx_commit(struct dev *d, size_t len)
 	MUST(!memcmp(pkt.src_ip, &d->ipv4, 4));
 	d->cnt.sent_pkts++;
 	sent_frames++;
-	if (pkt.op->kind == WIRE_KIND_CNP && receiving_datagram()) {
-		check_datagram_cnp(tx_frame, &pkt);
+	if (pkt.op->kind == WIRE_KIND_CNP && receiving_datagram(&in)) {
+		check_datagram_cnp(tx_frame, &pkt, &in);
 		return;
 	}
 	if (pkt.op->kind == WIRE_KIND_CNP)
