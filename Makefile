@@ -56,8 +56,10 @@ $(BUILD)/lib%.a:
 $(BUILD)/rocemuctl: $(BUILD)/tools/rocemuctl.o $(TOOLS_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) $(ISAL_LIBS)
 
-# The daemon: emu/daemon composes memreg and wire.
-$(BUILD)/rocemud: $(call module_objs,emu/daemon) $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+# The daemon: emu/daemon composes memreg and wire, in layers (port, transport, control).
+DAEMON_DIRS := emu/daemon emu/daemon/port emu/daemon/transport emu/daemon/control
+$(BUILD)/rocemud: $(foreach d,$(DAEMON_DIRS),$(call module_objs,$(d))) $(LIB_MEMREG) $(LIB_WIRE) \
+                  $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(EV_LIBS) $(PCAP_LIBS) $(ISAL_LIBS)
 
 $(BUILD)/rdma-write: $(BUILD)/tools/rdma-write.o $(LIB_ROCEMU)
@@ -87,7 +89,7 @@ $(BUILD)/test/wire_test: $(BUILD)/test/wire_test.o $(TEST_COMMON) $(LIB_WIRE) $(
 $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMREG)
 $(BUILD)/test/lib_test: $(BUILD)/test/lib_test.o $(TEST_COMMON) $(LIB_ROCEMU)
 # DCQCN's arithmetic alone: the one daemon object with no loop and no sockets in it.
-$(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/dcqcn.o
+$(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/transport/dcqcn.o
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
 $(TESTS):
@@ -153,8 +155,8 @@ FUZZ_CFLAGS  := -std=gnu11 -O1 -g -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,un
 fuzz-build: $(FUZZ_HARNESSES) $(BUILD)/make_seeds
 $(BUILD)/make_seeds: $(BUILD)/test/fuzz/make_seeds.o $(BUILD)/test/frames.o $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS) -lz
-build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c emu/daemon/*.c) \
-              $(wildcard */*.h */*/*.h)
+build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c emu/daemon/*/*.c) \
+              $(wildcard */*.h */*/*.h */*/*/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(ISAL_LIBS) $(EV_LIBS)
 

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "emu/daemon/dcqcn.h"
+#include "emu/daemon/transport/dcqcn.h"
 
 #define MB 1e6
 #define LINE (1250 * MB)        /* 10 Gb/s in bytes per second */

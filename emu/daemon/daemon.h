@@ -13,8 +13,8 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
-#include "emu/daemon/dcqcn.h"
-#include "emu/daemon/fault.h"
+#include "emu/daemon/transport/dcqcn.h"
+#include "emu/daemon/port/fault.h"
 #include "emu/proto.h"
 #include "emu/rocemu.h"
 #include "memreg/memreg.h"

@@ -33,12 +33,12 @@
 
 static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags);
 #define sendmmsg fake_sendmmsg
-#include "emu/daemon/netpath.c"
+#include "emu/daemon/port/netpath.c"
 #undef sendmmsg
-#include "emu/daemon/fault.c"
-#include "emu/daemon/loopq.c"
-#include "emu/daemon/addr.c"
-#include "emu/daemon/txmsg.c"
+#include "emu/daemon/port/fault.c"
+#include "emu/daemon/port/loopq.c"
+#include "emu/daemon/port/addr.c"
+#include "emu/daemon/port/txmsg.c"
 
 #define MUST(cond)                                                                        \
 	do {                                                                              \

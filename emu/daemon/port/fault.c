@@ -1,4 +1,4 @@
-#include "emu/daemon/fault.h"
+#include "emu/daemon/port/fault.h"
 
 #include <errno.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu/daemon/dcqcn.h"
+#include "emu/daemon/transport/dcqcn.h"
 
 #define ALPHA_INITIAL 1.0
 #define RELEASE_SHARE 0.99        /* this close to the line rate the limiter lets go */

@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "emu/daemon/ctl.h"
+#include "emu/daemon/control/ctl.h"
 #include "emu/daemon/daemon.h"
 
 #define CAP_IPC_LOCK_BIT 14

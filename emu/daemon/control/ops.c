@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "emu/daemon/ctl.h"
+#include "emu/daemon/control/ctl.h"
 
 #define MAX_MR_SIZE (1ull << 40)
 #define FD_RESERVE 32   /* descriptors kept for connections that hold few queues */
