@@ -62,7 +62,7 @@ $(BUILD)/rocemud: $(foreach d,$(DAEMON_DIRS),$(call module_objs,$(d))) $(LIB_MEM
                   $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(EV_LIBS) $(PCAP_LIBS) $(ISAL_LIBS)
 
-$(BUILD)/rdma-write: $(BUILD)/tools/rdma-write.o $(LIB_ROCEMU)
+$(BUILD)/rdma-write: $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/rdma-write/*.c)) $(LIB_ROCEMU)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^
 
 # The verbs layer (emu/verbs): librocemu-verbs.so, which rocemu-run preloads into unmodified
