@@ -17,6 +17,7 @@ ISAL_LIBS  := $(shell $(PKG) --libs libisal 2>/dev/null || echo -lisal)
 PCAP_LIBS  := $(shell $(PKG) --libs libpcap 2>/dev/null || echo -lpcap)
 CHECK_LIBS := $(shell $(PKG) --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
+comma := ,
 module_objs = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 
 LIB_ICRC   := $(BUILD)/libicrc.a
@@ -152,13 +153,28 @@ FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_f
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=all
 
+# The harnesses link the layers they drive, built once more with the fuzzer's coverage
+# instrumentation; each replaces what lies below the code under test with its own stubs.
+FUZZ_OBJ_CFLAGS := $(subst -fsanitize=fuzzer$(comma),-fsanitize=fuzzer-no-link$(comma),$(FUZZ_CFLAGS))
+fuzz_objs = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
+FUZZ_LIBS_COMMON := $(call fuzz_objs,$(wildcard wire/*.c icrc/*.c))
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c -o $@ $<
+# rx_fuzz: the transport whole, memreg, and the port's address helpers.
+build/fuzz/rx_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/transport/*.c memreg/*.c) \
+                    emu/daemon/port/addr.c)
+# txpath_fuzz: the port's transmit path and fault stages; its sendmmsg is the harness's.
+build/fuzz/txpath_fuzz: $(call fuzz_objs,emu/daemon/port/netpath.c emu/daemon/port/fault.c \
+                        emu/daemon/port/loopq.c emu/daemon/port/addr.c emu/daemon/port/txmsg.c)
+build/fuzz/txpath_fuzz: FUZZ_LDFLAGS := -Wl,--wrap=sendmmsg
+build/fuzz/%: test/fuzz/%.c $(FUZZ_LIBS_COMMON)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_LDFLAGS) -o $@ $< $(filter %.o,$^) $(ISAL_LIBS) $(EV_LIBS)
+
 fuzz-build: $(FUZZ_HARNESSES) $(BUILD)/make_seeds
 $(BUILD)/make_seeds: $(BUILD)/test/fuzz/make_seeds.o $(BUILD)/test/frames.o $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ISAL_LIBS) -lz
-build/fuzz/%: test/fuzz/%.c $(wildcard icrc/*.c wire/*.c memreg/*.c emu/daemon/*/*.c) \
-              $(wildcard */*.h */*/*.h */*/*/*.h)
-	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(ISAL_LIBS) $(EV_LIBS)
 
 fuzz: fuzz-build
 	ROCEMU_SEED_TOOL=$(BUILD)/make_seeds scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)

@@ -4,7 +4,7 @@
 #include <syslog.h>
 #include <time.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/log.h"
 
 static bool use_stderr;
 static bool debug_on;

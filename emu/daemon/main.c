@@ -11,7 +11,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/control/control.h"
+#include "emu/daemon/log.h"
+#include "emu/rocemu.h"
 
 #define PCAP_MAX_DEFAULT (64ull << 20)
 
@@ -288,36 +290,59 @@ static void log_gids(const struct dev *dev)
 {
 	char ip[INET6_ADDRSTRLEN];
 
-	for (unsigned i = 0; i < dev->ngids; i++)
-		log_info("GID %u: %s (%s)", i, addr_str(dev->gids[i].raw, ip, sizeof(ip)),
-			 dev->gids[i].ipv6 ? "IPv6" : "IPv4");
+	for (unsigned i = 0; i < dev->port.ngids; i++)
+		log_info("GID %u: %s (%s)", i, addr_str(dev->port.gids[i].raw, ip, sizeof(ip)),
+			 dev->port.gids[i].ipv6 ? "IPv6" : "IPv4");
+}
+
+static void on_frame(void *dev, const uint8_t *frame, size_t len)
+{
+	dev_rx_frame(dev, frame, len);
+}
+
+static void on_neigh_ready(void *client)
+{
+	ctl_resume(client);
+}
+
+/* The layers call upward only through these, so port/ knows no QP and transport/ no
+ * client. */
+static void join_layers(struct dev *dev)
+{
+	dev->port.loop = dev->loop;
+	dev->port.cnt = &dev->cnt;
+	dev->port.on_frame = on_frame;
+	dev->port.frame_ctx = dev;
+	dev->port.on_neigh_ready = on_neigh_ready;
+	dev->tp.find_ah = ah_find;
 }
 
 static int dev_start(struct dev *dev, const struct options *o)
 {
 	char err[256], path[108];
 
-	dev->gso_off = o->no_gso;
-	if (net_open(dev, o->ifname, o->addrs, o->naddrs, err, sizeof(err)) < 0) {
+	dev->port.gso_off = o->no_gso;
+	if (net_open(&dev->port, o->ifname, o->addrs, o->naddrs, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;
 	}
-	dcqcn_defaults(&dev->cc, net_line_rate(dev));
-	if (o->cc && dcqcn_parse(o->cc, &dev->cc, err, sizeof(err)) < 0) {
+	dcqcn_defaults(&dev->tp.cc, net_line_rate(&dev->port));
+	if (o->cc && dcqcn_parse(o->cc, &dev->tp.cc, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: --cc: %s\n", err);
 		return -1;
 	}
-	if (net_set_fault(dev, o->fault ? o->fault : "off", err, sizeof(err)) < 0) {
+	dev->port.ce_mark_backlog = dev->tp.cc.mark_backlog;
+	if (net_set_fault(&dev->port, o->fault ? o->fault : "off", err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: --fault: %s\n", err);
 		return -1;
 	}
-	if (o->pcap && capture_open(dev, o->pcap, o->pcap_max ? o->pcap_max : PCAP_MAX_DEFAULT,
+	if (o->pcap && capture_open(&dev->port, o->pcap, o->pcap_max ? o->pcap_max : PCAP_MAX_DEFAULT,
 				    err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;
 	}
-	if (o->pmtu && mtu_from_bytes(o->pmtu) < dev->active_mtu)
-		dev->active_mtu = mtu_from_bytes(o->pmtu);
+	if (o->pmtu && mtu_from_bytes(o->pmtu) < dev->port.active_mtu)
+		dev->port.active_mtu = mtu_from_bytes(o->pmtu);
 	dev->mrs = mr_table_new(MR_MAX_REGIONS, o->pin_total ? o->pin_total : half_of_memory());
 	if (!dev->mrs) {
 		fprintf(stderr, "rocemud: cannot create the MR table: %s\n", strerror(errno));
@@ -338,9 +363,9 @@ static void start_ingress_drop(struct dev *dev)
 {
 	char err[256];
 
-	if (ingress_drop_add(dev, err, sizeof(err)) == 0)
+	if (ingress_drop_add(&dev->port, err, sizeof(err)) == 0)
 		log_info("RoCE frames to this address are dropped at ingress after capture "
-			 "(nftables table netdev %s)", dev->ingress_table);
+			 "(nftables table netdev %s)", dev->port.ingress_table);
 	else
 		log_info("no ingress drop (%s): the kernel's IP input sees every RoCE frame, and "
 			 "the UDP socket on port %d keeps it quiet", err, WIRE_ROCE_PORT);
@@ -350,12 +375,12 @@ static void dev_stop(struct dev *dev)
 {
 	char err[256];
 
-	if (ingress_drop_remove(dev, err, sizeof(err)) < 0)
+	if (ingress_drop_remove(&dev->port, err, sizeof(err)) < 0)
 		log_warn("removing the ingress drop: %s", err);
-	while (!LIST_EMPTY(&dev->clients))
-		client_destroy(LIST_FIRST(&dev->clients));
+	while (!LIST_EMPTY(&dev->ctl.clients))
+		client_destroy(LIST_FIRST(&dev->ctl.clients));
 	ctl_close(dev);
-	net_close(dev);
+	net_close(&dev->port);
 	if (dev->mrs)
 		mr_table_free(dev->mrs);
 }
@@ -372,13 +397,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_init(true, o.verbose);
-	dev.verbose = o.verbose;
 	dev.loop = EV_DEFAULT;
-	LIST_INIT(&dev.clients);
-	STAILQ_INIT(&dev.notify_list);
-	TAILQ_INIT(&dev.acks_due);
-	TAILQ_INIT(&dev.ready);
-	TAILQ_INIT(&dev.credit_wait);
+	join_layers(&dev);
+	LIST_INIT(&dev.ctl.clients);
+	STAILQ_INIT(&dev.tp.notify_list);
+	TAILQ_INIT(&dev.tp.acks_due);
+	TAILQ_INIT(&dev.tp.ready);
+	TAILQ_INIT(&dev.tp.credit_wait);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 	take_priority(o.nice);
@@ -392,23 +417,23 @@ int main(int argc, char **argv)
 		log_init(false, o.verbose);
 	}
 	log_gids(&dev);
-	log_info("rocemud on %s, MTU %u, socket %s", dev.ifname, net_mtu_bytes(dev.active_mtu),
-		 dev.sock_path);
-	log_info("%s", dev.tx_gso ? "packets of one QP go out as UDP GSO frames (veth or lo)" :
+	log_info("rocemud on %s, MTU %u, socket %s", dev.port.ifname, net_mtu_bytes(dev.port.active_mtu),
+		 dev.ctl.sock_path);
+	log_info("%s", dev.port.tx_gso ? "packets of one QP go out as UDP GSO frames (veth or lo)" :
 		 o.no_gso ? "no GSO (--no-gso): every packet is a send of its own" :
 		 "no GSO: not veth or lo, or the kernel lacks virtio-net headers on packet sockets");
 	if (!o.no_ingress_drop)
 		start_ingress_drop(&dev);
-	if (fault_active(&dev.fault)) {
+	if (fault_active(&dev.port.fault)) {
 		char spec[256];
 
-		fault_format(&dev.fault, spec, sizeof(spec));
+		fault_format(&dev.port.fault, spec, sizeof(spec));
 		log_info("injecting faults: %s", spec);
 	}
 	{
 		char spec[512];
 
-		dcqcn_format(&dev.cc, spec, sizeof(spec));
+		dcqcn_format(&dev.tp.cc, spec, sizeof(spec));
 		log_info("congestion control: %s", spec);
 	}
 	ev_signal_init(&sigint, on_signal, SIGINT);
@@ -419,7 +444,7 @@ int main(int argc, char **argv)
 	dev.flush_watcher.data = &dev;
 	ev_prepare_start(dev.loop, &dev.flush_watcher);
 	ev_idle_init(&dev.busy_idle, on_busy_idle);
-	loopq_init(&dev);
+	loopq_init(&dev.port);
 	dev.busy_window = o.busy_poll_us * 1e-6;
 	if (o.busy_poll_us)
 		log_info("busy-polling for %u us after traffic", o.busy_poll_us);

@@ -35,34 +35,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "icrc/icrc.c"
-#include "wire/build.c"
-#include "wire/opcode.c"
-#include "wire/parse.c"
-#include "wire/syndrome.c"
-#include "memreg/client.c"
-#include "memreg/copy.c"
-#include "memreg/lookup.c"
-#include "memreg/pin.c"
-#include "memreg/region.c"
-#include "memreg/table.c"
-#include "emu/daemon/transport/objects.c"
-#include "emu/daemon/transport/qp.c"
-#include "emu/daemon/transport/req.c"
-#include "emu/daemon/transport/rto.c"
-#include "emu/daemon/transport/cc.c"
-#include "emu/daemon/transport/dcqcn.c"
-#include "emu/daemon/transport/sched.c"
-#include "emu/daemon/transport/resp.c"
-#include "emu/daemon/transport/atomic.c"
-#include "emu/daemon/transport/read.c"
-#include "emu/daemon/transport/reply.c"
-#include "emu/daemon/transport/rq.c"
-#include "emu/daemon/transport/sgl.c"
-#include "emu/daemon/transport/rx.c"
-#include "emu/daemon/transport/ud.c"
-#include "emu/daemon/port/addr.c"
-#include "emu/daemon/control/handles.c"
+#include "emu/daemon/log.h"
+#include "emu/daemon/transport/transport.h"
+#include "icrc/icrc.h"
+#include "memreg/memreg.h"
+#include "wire/bytes.h"
+#include "wire/wire.h"
 
 #define PAGE        4096u
 #define BUF_PAGES   8
@@ -119,7 +97,8 @@ enum key_sel { K_MAIN, K_RO, K_PD2, K_DEAD, K_BAD_BYTE, K_NEXT_INDEX, K_SRC, K_A
 	} while (0)
 
 static struct dev dev;
-static struct client client;
+static struct owner owner;       /* the process the objects belong to */
+static struct mr_client *mrc;
 static struct mr_pd *pd, *pd2;
 static struct cq *cq;
 static struct qp *qp;
@@ -132,9 +111,9 @@ static uint64_t sent_frames;
 
 /* ---- what net.c and log.c give the daemon ---- */
 
-uint8_t *net_tx_slot(struct dev *d)
+uint8_t *net_tx_slot(struct port *port)
 {
-	(void)d;
+	(void)port;
 	return tx_frame;
 }
 
@@ -152,7 +131,7 @@ static void check_cnp_interval(ev_tstamp *last)
 {
 	ev_tstamp now = ev_now(dev.loop);
 
-	MUST(now - *last >= dev.cc.cnp_interval);
+	MUST(now - *last >= dev.tp.cc.cnp_interval);
 	*last = now;
 }
 
@@ -175,12 +154,12 @@ static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp,
 	MUST(!memcmp(cnp->dst_ip, in->src_ip, 4));
 	MUST(!memcmp(cnp->src_ip, in->dst_ip, 4));
 	MUST(cnp->bth.dest_qp == in->ext.deth.src_qp);
-	check_cnp_interval(&ud_cnp_at[sender_slot(in)]);
+	check_cnp_interval(&ud_cnp_at[cc_sender_slot(in)]);
 }
 
 /* Everything the daemon sends is a well-formed packet from us with a good ICRC: RC packets
  * and RC CNPs to the RC QP's peer, or a UD datagram's CNP back to its sender. */
-void net_tx_commit(struct dev *d, size_t len)
+void net_tx_commit(struct port *port, size_t len)
 {
 	const uint32_t peer = PEER_IP;
 	struct wire_pkt pkt, in;
@@ -188,8 +167,8 @@ void net_tx_commit(struct dev *d, size_t len)
 	MUST(len <= DEV_FRAME_MAX);
 	MUST(wire_parse(tx_frame, len, &pkt) == WIRE_OK);
 	MUST(wire_icrc_ok(tx_frame, &pkt));
-	MUST(!memcmp(pkt.src_ip, &d->ipv4, 4));
-	d->cnt.sent_pkts++;
+	MUST(!memcmp(pkt.src_ip, &port->ipv4, 4));
+	port->cnt->sent_pkts++;
 	sent_frames++;
 	if (pkt.op->kind == WIRE_KIND_CNP && receiving_datagram(&in)) {
 		check_datagram_cnp(tx_frame, &pkt, &in);
@@ -211,26 +190,26 @@ void net_tx_commit(struct dev *d, size_t len)
 	     memmem(buf + MAIN_OFF, MAIN_LEN, tx_frame + pkt.payload_off, pkt.payload_len));
 }
 
-int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6])
+int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6])
 {
 	static const uint8_t peer_mac[6] = { 2, 0, 0, 0, 0, 1 };
 
-	(void)c;
+	(void)nw;
 	(void)gid;
 	memcpy(mac, peer_mac, 6);
 	return 0;
 }
 
 /* Every frame was checked as it was committed: nothing is batched. */
-void net_flush(struct dev *d)
+void net_flush(struct port *port)
 {
-	(void)d;
+	(void)port;
 }
 
 /* The harness delivers its frames itself: no ring to catch up with. */
-void net_rx_catch_up(struct dev *d)
+void net_rx_catch_up(struct port *port)
 {
-	(void)d;
+	(void)port;
 }
 
 unsigned net_mtu_bytes(enum ibv_mtu mtu)
@@ -310,21 +289,21 @@ static void setup_objects(void)
 				       .qp_type = IBV_QPT_RC };
 	int fds[2], err;
 
-	cq = cq_create(&client, CQ_DEPTH, fds, &err);
+	cq = cq_create(&owner, CQ_DEPTH, fds, &err);
 	MUST(cq != NULL);
 	close(fds[0]);      /* the ring memfd: the daemon keeps its own mapping */
 	MUST(fcntl(cq->client_end, F_SETFL, O_NONBLOCK) == 0);
-	qp = qp_create(&client, &req, fds, &err);
+	qp = qp_create(&owner, &req, fds, &err);
 	MUST(qp != NULL);
 	close(fds[0]);
 	req.qp_type = IBV_QPT_UD;
-	udqp = qp_create(&client, &req, fds, &err);
+	udqp = qp_create(&owner, &req, fds, &err);
 	MUST(udqp != NULL);
 	close(fds[0]);
 	udqp->pd = pd;
 	udqp->send_cq = udqp->recv_cq = cq;
 	cq->users += 2;
-	srq = srq_create(&client, QP_DEPTH, 0, fds, &err);
+	srq = srq_create(&owner, QP_DEPTH, 0, fds, &err);
 	MUST(srq != NULL);
 	close(fds[0]);
 	MUST(fcntl(srq->client_end, F_SETFL, O_NONBLOCK) == 0);
@@ -340,27 +319,27 @@ static void setup(void)
 	MUST(tx_frame != NULL);
 	dev.loop = ev_loop_new(EVFLAG_AUTO);
 	MUST(dev.loop != NULL);
-	dev.ipv4 = DEV_IP;
-	addr_gid(dev.gids[0].raw, 4, (const uint8_t *)&dev.ipv4);
-	dev.ngids = 1;
-	memcpy(dev.mac, "\x02\0\0\0\0\x02", 6);
-	dev.link_mtu = 9000;
-	dev.max_mtu = dev.active_mtu = IBV_MTU_4096;
-	snprintf(dev.ifname, sizeof(dev.ifname), "fuzz0");
-	LIST_INIT(&dev.clients);
-	STAILQ_INIT(&dev.notify_list);
-	TAILQ_INIT(&dev.acks_due);
-	TAILQ_INIT(&dev.ready);
-	TAILQ_INIT(&dev.credit_wait);
-	dcqcn_defaults(&dev.cc, 1.25e9);
+	dev.port.cnt = &dev.cnt;
+	dev.port.ipv4 = DEV_IP;
+	addr_gid(dev.port.gids[0].raw, 4, (const uint8_t *)&dev.port.ipv4);
+	dev.port.ngids = 1;
+	memcpy(dev.port.mac, "\x02\0\0\0\0\x02", 6);
+	dev.port.link_mtu = 9000;
+	dev.port.max_mtu = dev.port.active_mtu = IBV_MTU_4096;
+	snprintf(dev.port.ifname, sizeof(dev.port.ifname), "fuzz0");
+	STAILQ_INIT(&dev.tp.notify_list);
+	TAILQ_INIT(&dev.tp.acks_due);
+	TAILQ_INIT(&dev.tp.ready);
+	TAILQ_INIT(&dev.tp.credit_wait);
+	dcqcn_defaults(&dev.tp.cc, 1.25e9);
 	dev.mrs = mr_table_new(64, 0);
 	MUST(dev.mrs != NULL);
-	client.dev = &dev;
-	client.pid = getpid();
-	client.mrc = mr_client_new(dev.mrs, 0);
-	MUST(client.mrc != NULL);
-	pd = mr_pd_alloc(client.mrc);
-	pd2 = mr_pd_alloc(client.mrc);
+	owner.dev = &dev;
+	owner.pid = getpid();
+	mrc = mr_client_new(dev.mrs, 0);
+	MUST(mrc != NULL);
+	pd = mr_pd_alloc(mrc);
+	pd2 = mr_pd_alloc(mrc);
 	MUST(pd && pd2);
 	MUST((size_t)sysconf(_SC_PAGESIZE) == PAGE);
 	setup_memory();
@@ -538,7 +517,7 @@ static void patch_addrs(uint8_t *f, const struct wire_pkt *pkt)
 	uint32_t peer = PEER_IP;
 
 	memcpy(f + pkt->l3_off + 12, &peer, 4);
-	memcpy(f + pkt->l3_off + 16, &dev.ipv4, 4);
+	memcpy(f + pkt->l3_off + 16, &dev.port.ipv4, 4);
 }
 
 static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags, uint8_t flags2)
@@ -607,7 +586,7 @@ static void one_frame(const uint8_t *data, size_t len, uint8_t flags, uint8_t fl
 	/* the loop's turns, until what was queued (READ responses above all) has gone */
 	for (int turn = 0; turn < 64; turn++) {
 		sched_send(&dev);
-		if (TAILQ_EMPTY(&dev.ready))
+		if (TAILQ_EMPTY(&dev.tp.ready))
 			break;
 	}
 	free(f);

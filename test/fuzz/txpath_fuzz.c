@@ -1,13 +1,13 @@
 /* libFuzzer harness for the way frames take between the transport and the socket: the TX
- * batch and its sendmmsg (emu/daemon/netpath.c, txmsg.c, the GSO frames of wire/gso.c) and
+ * batch and its sendmmsg (emu/daemon/port/netpath.c, txmsg.c, the GSO frames of wire/gso.c) and
  * the fault stages of both directions (fault.c), driven with random fault specs, frame
  * sizes and flows, flush points, send failures, fault changes while frames are held, and
  * received frames whose delivery sends more frames (as a received ACK makes the requester
  * resend from inside the receive stage: the shape of the crash of issue 13).
  *
- * sendmmsg is replaced (by a macro, before netpath.c is compiled in) with a function that
+ * sendmmsg is replaced (the link wraps it: -Wl,--wrap=sendmmsg) with a function that
  * takes every message apart again, cuts a GSO frame the way Linux does (wire_gso_split)
- * and checks each packet; dev_rx_frame, the receiver, checks each frame delivered to it.
+ * and checks each packet; on_frame, the receiver, checks each frame delivered to it.
  * After every input:
  *   - each packet sent or received parses and has a good ICRC unless a fault corrupted it,
  *     and a good one is byte for byte the frame committed under its serial (the PSN);
@@ -25,20 +25,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "icrc/icrc.c"
-#include "wire/build.c"
-#include "wire/gso.c"
-#include "wire/opcode.c"
-#include "wire/parse.c"
-
-static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags);
-#define sendmmsg fake_sendmmsg
-#include "emu/daemon/port/netpath.c"
-#undef sendmmsg
-#include "emu/daemon/port/fault.c"
-#include "emu/daemon/port/loopq.c"
-#include "emu/daemon/port/addr.c"
-#include "emu/daemon/port/txmsg.c"
+#include "emu/daemon/log.h"
+#include "emu/daemon/port/port.h"
+#include "icrc/icrc.h"
+#include "wire/wire.h"
 
 #define MUST(cond)                                                                        \
 	do {                                                                              \
@@ -67,7 +57,8 @@ struct committed {
 enum send_mode { SEND_OK, SEND_EINTR, SEND_ENOBUFS, SEND_EINVAL, SEND_PARTIAL, SEND_ENETDOWN,
 		 SEND_MODES };
 
-static struct dev dev;
+static struct port port;
+static struct dev_counters cnt;
 static struct committed frames[MAX_SERIALS];
 static uint32_t serials;
 static uint64_t committed_tx, injected_rx, delivered_rx, reached_socket, bad_frames;
@@ -75,9 +66,9 @@ static enum send_mode next_send;
 
 /* ---- what capture.c and log.c give the daemon ---- */
 
-void capture_frame(struct dev *d, const uint8_t *frame, size_t len)
+void capture_frame(struct port *p, const uint8_t *frame, size_t len)
 {
-	(void)d;
+	(void)p;
 	(void)frame;
 	(void)len;
 }
@@ -153,7 +144,7 @@ static int64_t check_frame(const uint8_t *frame, size_t len, bool rx)
 static uint32_t new_serial(size_t payload_len, unsigned flow, unsigned responses, bool rx)
 {
 	frames[serials] = (struct committed){ .payload_len = (uint16_t)payload_len,
-		.ip_id = rx ? 0 : dev.ip_id++, .flow = (uint8_t)flow,
+		.ip_id = rx ? 0 : port.ip_id++, .flow = (uint8_t)flow,
 		.responses = (uint8_t)responses, .rx = rx };
 	return serials++;
 }
@@ -164,17 +155,18 @@ static void commit_tx(size_t payload_len, unsigned flow)
 
 	if (serials == MAX_SERIALS)
 		return;
-	slot = net_tx_slot(&dev);
-	net_tx_commit(&dev, build(slot, new_serial(payload_len, flow, 0, false)));
+	slot = net_tx_slot(&port);
+	net_tx_commit(&port, build(slot, new_serial(payload_len, flow, 0, false)));
 	committed_tx++;
 }
 
-/* The transport, as far as this path sees it: a received frame may make it send. */
-void dev_rx_frame(struct dev *d, const uint8_t *frame, size_t len)
+/* The transport, as far as this path sees it (port.on_frame): a received frame may make it
+ * send. */
+static void on_frame(void *ctx, const uint8_t *frame, size_t len)
 {
 	int64_t serial = check_frame(frame, len, true);
 
-	MUST(d == &dev);
+	MUST(ctx == &port);
 	delivered_rx++;
 	if (serial < 0)
 		return;
@@ -189,7 +181,7 @@ static void receive(unsigned responses, size_t payload_len)
 	if (serials == MAX_SERIALS)
 		return;
 	injected_rx++;
-	net_rx_frame(&dev, buf, build(buf, new_serial(payload_len, 0, responses, true)));
+	net_rx_frame(&port, buf, build(buf, new_serial(payload_len, 0, responses, true)));
 }
 
 /* ---- the socket ---- */
@@ -214,7 +206,7 @@ static void take_message(const struct msghdr *h)
 	struct virtio_net_hdr vh = { 0 };
 	size_t len = 0, i = 0;
 
-	if (dev.tx_vnet) {
+	if (port.tx_vnet) {
 		MUST(h->msg_iovlen >= 2 && h->msg_iov[0].iov_len == sizeof(vh));
 		memcpy(&vh, h->msg_iov[0].iov_base, sizeof(vh));
 		i = 1;
@@ -225,17 +217,19 @@ static void take_message(const struct msghdr *h)
 		len += h->msg_iov[i].iov_len;
 	}
 	if (vh.gso_type == VIRTIO_NET_HDR_GSO_NONE) {
-		MUST(dev.tx_vnet ? h->msg_iovlen == 2 : h->msg_iovlen == 1);
+		MUST(port.tx_vnet ? h->msg_iovlen == 2 : h->msg_iovlen == 1);
 		check_plain(buf, len);
 		return;
 	}
-	MUST(dev.tx_gso && vh.gso_type == VIRTIO_NET_HDR_GSO_UDP_L4);
+	MUST(port.tx_gso && vh.gso_type == VIRTIO_NET_HDR_GSO_UDP_L4);
 	MUST(vh.hdr_len == WIRE_GSO_HDR_LEN && vh.csum_start == WIRE_ETH_LEN + WIRE_IPV4_LEN);
 	MUST(len <= NET_GSO_FRAME_MAX && h->msg_iovlen - 1 <= NET_GSO_MAX_SEGS);
 	MUST(wire_gso_split(buf, len, vh.gso_size, deliver_segment, NULL));
 }
 
-static int fake_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
+/* netpath.c's sendmmsg, by the link's --wrap. */
+int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags);
+int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
 {
 	static const int errnos[SEND_MODES] = { 0, EINTR, ENOBUFS, EINVAL, 0, ENETDOWN };
 	enum send_mode mode = next_send;
@@ -270,13 +264,13 @@ static void set_fault(const uint8_t *b)
 	snprintf(spec, sizeof(spec), "drop=%g,dup=%g,corrupt=%g,reorder=%g,delay=%u,seed=%u,dir=%s",
 		 prob(b[0]), prob(b[1]), prob(b[2]), prob(b[3]), b[4] & 0x80 ? (b[4] & 3u) : 0u,
 		 b[5], dirs[b[4] >> 5 & 3]);
-	MUST(net_set_fault(&dev, spec, err, sizeof(err)) == 0);
+	MUST(net_set_fault(&port, spec, err, sizeof(err)) == 0);
 }
 
 static void run_loop(void)
 {
-	ev_now_update(dev.loop);
-	ev_run(dev.loop, EVRUN_NOWAIT);
+	ev_now_update(port.loop);
+	ev_run(port.loop, EVRUN_NOWAIT);
 }
 
 /* One op: returns the bytes it used (at least 1). */
@@ -301,11 +295,11 @@ static size_t run_op(const uint8_t *d, size_t size)
 		receive(op >> 3 & 7, arg % 2049);
 		return 3;
 	case 3: /* the loop is about to wait */
-		net_flush(&dev);
+		net_flush(&port);
 		run_loop();
 		return 1;
 	case 4:
-		net_rx_batch_end(&dev);
+		net_rx_batch_end(&port);
 		return 1;
 	case 5: /* how the next sendmmsg ends */
 		next_send = (enum send_mode)((op >> 3) % SEND_MODES);
@@ -324,14 +318,14 @@ static size_t run_op(const uint8_t *d, size_t size)
 static void settle_and_check(void)
 {
 	char err[200];
-	const struct dev_counters *c = &dev.cnt;
+	const struct dev_counters *c = &cnt;
 
-	MUST(net_set_fault(&dev, "off", err, sizeof(err)) == 0);
-	MUST(!dev.fault_tx.behind && !dev.fault_rx.behind && !dev.fault_tx.delayed_head &&
-	     !dev.fault_rx.delayed_head);
+	MUST(net_set_fault(&port, "off", err, sizeof(err)) == 0);
+	MUST(!port.fault_tx.behind && !port.fault_rx.behind && !port.fault_tx.delayed_head &&
+	     !port.fault_rx.delayed_head);
 	next_send = SEND_OK;
-	net_flush(&dev);
-	MUST(dev.tx_count == 0);
+	net_flush(&port);
+	MUST(port.tx_count == 0);
 	MUST(committed_tx + injected_rx - c->fault_dropped + c->fault_duplicated ==
 	     c->sent_pkts + delivered_rx);
 	MUST(c->sent_pkts == reached_socket + c->send_err);
@@ -345,14 +339,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	for (size_t i = 0; i < sizeof(noise); i++)
 		noise[i] = (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
-	dev.loop = ev_loop_new(EVFLAG_AUTO);
-	dev.tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
-	dev.tx_fd = -1;
-	dev.ipv4 = 0x010012c6u;
-	addr_gid(dev.gids[0].raw, 4, (const uint8_t *)&dev.ipv4);
-	dev.ngids = 1;
-	snprintf(dev.ifname, sizeof(dev.ifname), "fuzz0");
-	MUST(dev.loop && dev.tx_frames);
+	port.loop = ev_loop_new(EVFLAG_AUTO);
+	port.cnt = &cnt;
+	port.on_frame = on_frame;
+	port.frame_ctx = &port;
+	port.tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
+	port.tx_fd = -1;
+	port.ipv4 = 0x010012c6u;
+	addr_gid(port.gids[0].raw, 4, (const uint8_t *)&port.ipv4);
+	port.ngids = 1;
+	snprintf(port.ifname, sizeof(port.ifname), "fuzz0");
+	MUST(port.loop && port.tx_frames);
 	return 0;
 }
 
@@ -361,13 +358,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < INPUT_HDR)
 		return 0;
-	memset(&dev.cnt, 0, sizeof(dev.cnt));
+	memset(&cnt, 0, sizeof(cnt));
 	serials = 0;
 	committed_tx = injected_rx = delivered_rx = reached_socket = bad_frames = 0;
 	next_send = SEND_OK;
-	dev.ip_id = (uint16_t)(data[6] << 8 | data[7]);
-	dev.tx_vnet = data[4] & 1;
-	dev.tx_gso = dev.tx_vnet && (data[4] & 2);
+	port.ip_id = (uint16_t)(data[6] << 8 | data[7]);
+	port.tx_vnet = data[4] & 1;
+	port.tx_gso = port.tx_vnet && (data[4] & 2);
 	set_fault(data);
 	data += INPUT_HDR;
 	size -= INPUT_HDR;

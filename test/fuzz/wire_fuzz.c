@@ -7,12 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "icrc/icrc.c"
-#include "wire/build.c"
-#include "wire/gso.c"
-#include "wire/opcode.c"
-#include "wire/parse.c"
-#include "wire/syndrome.c"
+#include "icrc/icrc.h"
+#include "wire/wire.h"
 
 static void check_view(const uint8_t *copy, size_t size, const struct wire_pkt *pkt)
 {

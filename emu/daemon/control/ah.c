@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/control/control.h"
 
 static const uint8_t unspecified[16];
 
@@ -22,9 +22,9 @@ static int check_request(struct client *c, const struct proto_create_ah *m, char
 			 CLIENT_MAX_AH);
 		return -ENOMEM;
 	}
-	if (m->sgid_index >= c->dev->ngids) {
+	if (m->sgid_index >= c->own.dev->port.ngids) {
 		snprintf(err, errlen, "source GID index %u: the port has %u GIDs", m->sgid_index,
-			 c->dev->ngids);
+			 c->own.dev->port.ngids);
 		return -EINVAL;
 	}
 	if (!memcmp(m->dgid, unspecified, 16) ||
@@ -32,7 +32,7 @@ static int check_request(struct client *c, const struct proto_create_ah *m, char
 		snprintf(err, errlen, "the destination GID is an unspecified address");
 		return -EINVAL;
 	}
-	if (addr_gid_is_ipv4(m->dgid) == c->dev->gids[m->sgid_index].ipv6) {
+	if (addr_gid_is_ipv4(m->dgid) == c->own.dev->port.gids[m->sgid_index].ipv6) {
 		snprintf(err, errlen, "the destination GID is %s but source GID %u is not: "
 			 "RoCEv2 does not cross IP versions",
 			 addr_gid_is_ipv4(m->dgid) ? "IPv4" : "IPv6", m->sgid_index);
@@ -50,11 +50,11 @@ static int resolve_peer(struct client *c, const struct proto_create_ah *m, uint8
 			char *err, size_t errlen)
 {
 	char ip[INET6_ADDRSTRLEN];
-	int rc = neigh_resolve(c, m->dgid, mac);
+	int rc = neigh_resolve(&c->own.neigh, m->dgid, mac);
 
 	if (rc == -EHOSTUNREACH)
 		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
-			 addr_str(m->dgid, ip, sizeof(ip)), c->dev->ifname);
+			 addr_str(m->dgid, ip, sizeof(ip)), c->own.dev->port.ifname);
 	return rc;
 }
 
@@ -66,7 +66,7 @@ static void fill_path(struct dev *dev, const struct proto_create_ah *m, const ui
 {
 	struct wire_path *p = &ah->path;
 
-	path_between(p, dev, dev->gids[m->sgid_index].raw, m->dgid, mac);
+	path_between(p, dev, dev->port.gids[m->sgid_index].raw, m->dgid, mac);
 	p->tos = cc_tos(dev, m->traffic_class);
 	ah->flow_label = m->flow_label;
 }
@@ -87,9 +87,9 @@ struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc,
 		*rc = -ENOMEM;
 		return NULL;
 	}
-	ah->client = c;
+	ah->owner = &c->own;
 	ah->pd = handle_get(&c->pds, m->pd);
-	fill_path(c->dev, m, mac, ah);
+	fill_path(c->own.dev, m, mac, ah);
 	*rc = handle_add(&c->ahs, ah, &ah->handle);
 	if (*rc) {
 		free(ah);
@@ -100,7 +100,7 @@ struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc,
 
 void ah_destroy(struct ah *ah)
 {
-	handle_del(&ah->client->ahs, ah->handle);
+	handle_del(&client_of(ah->owner)->ahs, ah->handle);
 	free(ah);
 }
 
@@ -113,4 +113,9 @@ bool pd_has_ahs(struct client *c, const struct mr_pd *pd)
 			return true;
 	}
 	return false;
+}
+
+const struct ah *ah_find(struct owner *own, uint32_t handle)
+{
+	return handle_get(&client_of(own)->ahs, handle);
 }

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include "emu/daemon/control/ctl.h"
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/control/control.h"
+#include "emu/rocemu.h"
+#include "emu/daemon/log.h"
 
 #define CAP_IPC_LOCK_BIT 14
 
-typedef int (*handler_fn)(struct client *c, const struct request *req, struct reply *rep);
+typedef int (*handler_fn)(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 
 struct op_entry {
 	size_t req_size;
@@ -50,7 +52,7 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_DESTROY_AH] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_ah },
 };
 
-static void send_reply(struct client *c, struct reply *rep)
+static void send_reply(struct client *c, struct ctl_reply *rep)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * 2)] = { 0 };
 	struct iovec iov = { rep->u.bytes, rep->len };
@@ -68,7 +70,7 @@ static void send_reply(struct client *c, struct reply *rep)
 		memcpy(CMSG_DATA(cm), rep->fds, sizeof(int) * (size_t)rep->nfds);
 	}
 	if (sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		log_limited("client pid %d: reply lost: %s", (int)c->pid, strerror(errno));
+		log_limited("client pid %d: reply lost: %s", (int)c->own.pid, strerror(errno));
 	if (rep->close_first && rep->nfds)
 		close(rep->fds[0]);
 }
@@ -115,12 +117,12 @@ static bool defer(struct client *c, const uint8_t *buf, size_t n)
 {
 	c->deferred = malloc(n);
 	if (!c->deferred) {
-		neigh_stop(c);
+		neigh_stop(&c->own.neigh);
 		return false;
 	}
 	memcpy(c->deferred, buf, n);
 	c->deferred_len = n;
-	ev_io_stop(c->dev->loop, &c->watcher);
+	ev_io_stop(c->own.dev->loop, &c->watcher);
 	return true;
 }
 
@@ -134,7 +136,7 @@ void ctl_resume(struct client *c)
 		handle_request(c, req, n, -1, false);
 	free(req);
 	if (!c->deferred)
-		ev_io_start(c->dev->loop, &c->watcher);
+		ev_io_start(c->own.dev->loop, &c->watcher);
 }
 
 static void handle_request(struct client *c, const uint8_t *buf, size_t n, int fd,
@@ -142,8 +144,8 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 {
 	const struct proto_hdr *hdr = (const struct proto_hdr *)buf;
 	const struct op_entry *e = NULL;
-	struct reply rep = { .len = sizeof(struct proto_reply), .fds = { -1, -1 } };
-	struct request req = { buf, fd };
+	struct ctl_reply rep = { .len = sizeof(struct proto_reply), .fds = { -1, -1 } };
+	struct ctl_request req = { buf, fd };
 
 	if (n >= sizeof(*hdr) && hdr->op < PROTO_OP_COUNT && ops[hdr->op].fn)
 		e = &ops[hdr->op];
@@ -168,7 +170,7 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	if (rep.u.r.hdr.status < 0) {
 		rep.len = sizeof(struct proto_reply);
 		rep.nfds = 0;
-		log_debug("client pid %d: op %u failed: %s", (int)c->pid, rep.u.r.hdr.op,
+		log_debug("client pid %d: op %u failed: %s", (int)c->own.pid, rep.u.r.hdr.op,
 			  rep.u.r.errmsg);
 	}
 	if (fd >= 0)
@@ -183,7 +185,7 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
  * mid-message has not asked for its ACK yet. */
 static void data_path_turn(struct dev *dev)
 {
-	net_rx_read(dev);
+	net_rx_read(&dev->port);
 	sched_send(dev);
 }
 
@@ -199,7 +201,7 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < 64; i++) {
 		ssize_t n;
 
-		data_path_turn(c->dev);
+		data_path_turn(c->own.dev);
 		n = recv_request(c, buf, &fd, &extra_fds);
 
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -262,22 +264,22 @@ static struct client *same_process(struct dev *dev, pid_t pid)
 {
 	struct client *c;
 
-	LIST_FOREACH(c, &dev->clients, link)
-		if (c->pid == pid)
+	LIST_FOREACH(c, &dev->ctl.clients, link)
+		if (c->own.pid == pid)
 			return c;
 	return NULL;
 }
 
 static int client_memory(struct dev *dev, struct client *c)
 {
-	struct client *sibling = same_process(dev, c->pid);
+	struct client *sibling = same_process(dev, c->own.pid);
 
 	if (sibling) {
 		c->mrc = sibling->mrc;
 		c->pin_cap = sibling->pin_cap;
 		return 0;
 	}
-	if (pin_cap_of(c->pid, &c->pin_cap) < 0) {
+	if (pin_cap_of(c->own.pid, &c->pin_cap) < 0) {
 		errno = EPERM;
 		return -1;
 	}
@@ -290,7 +292,7 @@ static void accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct dev *dev = w->data;
 
 	(void)revents;
-	ev_io_start(loop, &dev->ctl_watcher);
+	ev_io_start(loop, &dev->ctl.watcher);
 }
 
 /* Out of descriptors, the listening socket stays readable: stop watching it for a while
@@ -298,9 +300,9 @@ static void accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void pause_accepting(struct dev *dev)
 {
 	log_limited("cannot accept clients: out of file descriptors (raise LimitNOFILE)");
-	ev_io_stop(dev->loop, &dev->ctl_watcher);
-	ev_timer_set(&dev->accept_pause, 0.1, 0);
-	ev_timer_start(dev->loop, &dev->accept_pause);
+	ev_io_stop(dev->loop, &dev->ctl.watcher);
+	ev_timer_set(&dev->ctl.accept_pause, 0.1, 0);
+	ev_timer_start(dev->loop, &dev->ctl.accept_pause);
 }
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -309,7 +311,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct client *c;
-	int fd = accept4(dev->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = accept4(dev->ctl.fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	(void)revents;
 	if (fd < 0) {
@@ -319,24 +321,24 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	c = calloc(1, sizeof(*c));
 	if (c && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-		c->pid = cred.pid;
-		c->uid = cred.uid;
+		c->own.pid = cred.pid;
+		c->own.uid = cred.uid;
 	}
-	if (!c || !c->pid || client_memory(dev, c) < 0) {
-		log_warn("refusing a client%s", c && c->pid ? ": its locked-memory limit is "
+	if (!c || !c->own.pid || client_memory(dev, c) < 0) {
+		log_warn("refusing a client%s", c && c->own.pid ? ": its locked-memory limit is "
 			 "unreadable (did it exit?)" : "");
 		free(c);
 		close(fd);
 		return;
 	}
-	c->dev = dev;
+	c->own.dev = dev;
 	c->fd = fd;
-	neigh_init(c);
+	neigh_init(&c->own.neigh, &dev->port, c);
 	ev_io_init(&c->watcher, client_cb, fd, EV_READ);
 	c->watcher.data = c;
 	ev_io_start(loop, &c->watcher);
-	LIST_INSERT_HEAD(&dev->clients, c, link);
-	log_info("client pid %d uid %u connected", (int)c->pid, (unsigned)c->uid);
+	LIST_INSERT_HEAD(&dev->ctl.clients, c, link);
+	log_info("client pid %d uid %u connected", (int)c->own.pid, (unsigned)c->own.uid);
 }
 
 /* What this connection registered and allocated; the process's other connections keep
@@ -352,7 +354,7 @@ static uint64_t release_memory(struct client *c)
 		if (c->pds.items[h])
 			mr_pd_dealloc(c->pds.items[h]);
 	LIST_REMOVE(c, link);
-	if (!same_process(c->dev, c->pid)) {
+	if (!same_process(c->own.dev, c->own.pid)) {
 		mr_client_free(c->mrc);
 		return before;
 	}
@@ -363,7 +365,7 @@ void client_destroy(struct client *c)
 {
 	uint64_t pinned;
 
-	neigh_stop(c);
+	neigh_stop(&c->own.neigh);
 	free(c->deferred);
 	for (uint32_t h = 1; h < c->qps.cap; h++)
 		if (c->qps.items[h])
@@ -384,9 +386,9 @@ void client_destroy(struct client *c)
 	handle_free(&c->cqs);
 	handle_free(&c->mrs);
 	handle_free(&c->pds);
-	ev_io_stop(c->dev->loop, &c->watcher);
+	ev_io_stop(c->own.dev->loop, &c->watcher);
 	close(c->fd);
-	log_info("client pid %d gone: its objects destroyed, %llu bytes unpinned", (int)c->pid,
+	log_info("client pid %d gone: its objects destroyed, %llu bytes unpinned", (int)c->own.pid,
 		 (unsigned long long)pinned);
 	free(c);
 }
@@ -425,7 +427,7 @@ int ctl_open(struct dev *dev, const char *path, const char *group, char *err, si
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	gid_t gid = (gid_t)-1;
 
-	dev->ctl_fd = -1;
+	dev->ctl.fd = -1;
 	if (group && socket_group(group, &gid, err, errlen) < 0)
 		return -1;
 	if (strlen(path) >= sizeof(sun.sun_path)) {
@@ -440,29 +442,29 @@ int ctl_open(struct dev *dev, const char *path, const char *group, char *err, si
 		return -1;
 	}
 	unlink(path);
-	dev->ctl_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (dev->ctl_fd < 0 || bind(dev->ctl_fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+	dev->ctl.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (dev->ctl.fd < 0 || bind(dev->ctl.fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
 	    chmod(path, 0660) < 0 || (group && chown(path, (uid_t)-1, gid) < 0) ||
-	    listen(dev->ctl_fd, 64) < 0) {
+	    listen(dev->ctl.fd, 64) < 0) {
 		snprintf(err, errlen, "cannot serve %s: %s", path, strerror(errno));
 		return -1;
 	}
-	snprintf(dev->sock_path, sizeof(dev->sock_path), "%s", path);
-	ev_io_init(&dev->ctl_watcher, accept_cb, dev->ctl_fd, EV_READ);
-	dev->ctl_watcher.data = dev;
-	ev_io_start(dev->loop, &dev->ctl_watcher);
-	ev_init(&dev->accept_pause, accept_resume_cb);
-	dev->accept_pause.data = dev;
+	snprintf(dev->ctl.sock_path, sizeof(dev->ctl.sock_path), "%s", path);
+	ev_io_init(&dev->ctl.watcher, accept_cb, dev->ctl.fd, EV_READ);
+	dev->ctl.watcher.data = dev;
+	ev_io_start(dev->loop, &dev->ctl.watcher);
+	ev_init(&dev->ctl.accept_pause, accept_resume_cb);
+	dev->ctl.accept_pause.data = dev;
 	return 0;
 }
 
 void ctl_close(struct dev *dev)
 {
-	if (dev->ctl_fd < 0)
+	if (dev->ctl.fd < 0)
 		return;
-	ev_io_stop(dev->loop, &dev->ctl_watcher);
-	ev_timer_stop(dev->loop, &dev->accept_pause);
-	close(dev->ctl_fd);
-	if (dev->sock_path[0])
-		unlink(dev->sock_path);
+	ev_io_stop(dev->loop, &dev->ctl.watcher);
+	ev_timer_stop(dev->loop, &dev->ctl.accept_pause);
+	close(dev->ctl.fd);
+	if (dev->ctl.sock_path[0])
+		unlink(dev->ctl.sock_path);
 }

@@ -4,9 +4,9 @@
 #ifndef ROCEMU_DAEMON_CTL_H
 #define ROCEMU_DAEMON_CTL_H
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/control/control.h"
 
-struct reply {
+struct ctl_reply {
 	union {
 		struct proto_reply r;
 		uint8_t bytes[PROTO_MAX_MSG];
@@ -17,35 +17,35 @@ struct reply {
 	bool close_first; /* fds[0] is ours only to hand over (a ring memfd): close it after */
 };
 
-struct request {
+struct ctl_request {
 	const uint8_t *msg;
 	int fd;           /* the one descriptor that came with it, or -1 */
 };
 
-void reply_error(struct reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void reply_error(struct ctl_reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-int op_hello(struct client *c, const struct request *req, struct reply *rep);
-int op_query_port(struct client *c, const struct request *req, struct reply *rep);
-int op_alloc_pd(struct client *c, const struct request *req, struct reply *rep);
-int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep);
-int op_reg_mr(struct client *c, const struct request *req, struct reply *rep);
-int op_dereg_mr(struct client *c, const struct request *req, struct reply *rep);
-int op_create_cq(struct client *c, const struct request *req, struct reply *rep);
-int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep);
-int op_create_qp(struct client *c, const struct request *req, struct reply *rep);
-int op_modify_qp(struct client *c, const struct request *req, struct reply *rep);
-int op_query_qp(struct client *c, const struct request *req, struct reply *rep);
-int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep);
-int op_create_srq(struct client *c, const struct request *req, struct reply *rep);
-int op_modify_srq(struct client *c, const struct request *req, struct reply *rep);
-int op_query_srq(struct client *c, const struct request *req, struct reply *rep);
-int op_destroy_srq(struct client *c, const struct request *req, struct reply *rep);
-int op_create_ah(struct client *c, const struct request *req, struct reply *rep);
-int op_destroy_ah(struct client *c, const struct request *req, struct reply *rep);
-int op_stats(struct client *c, const struct request *req, struct reply *rep);
-int op_set_fault(struct client *c, const struct request *req, struct reply *rep);
+int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_query_port(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_alloc_pd(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_dealloc_pd(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_dereg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_destroy_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_modify_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_query_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_destroy_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_modify_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_query_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_destroy_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_create_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_destroy_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_stats(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_set_fault(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 /* the views of rocemuctl status, clients, mr and qp */
-int op_status(struct client *c, const struct request *req, struct reply *rep);
-int op_list(struct client *c, const struct request *req, struct reply *rep);
+int op_status(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_list(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 
 #endif

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/control/control.h"
 
 #define HANDLES_MAX (1u << 20)
 

@@ -12,12 +12,13 @@
 #include <unistd.h>
 
 #include "emu/daemon/control/ctl.h"
+#include "emu/daemon/log.h"
 
 #define MAX_MR_SIZE (1ull << 40)
 #define FD_RESERVE 32   /* descriptors kept for connections that hold few queues */
 #define FEW_QUEUES 4
 
-void reply_error(struct reply *rep, const char *fmt, ...)
+void reply_error(struct ctl_reply *rep, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -31,7 +32,7 @@ void reply_error(struct reply *rep, const char *fmt, ...)
 
 /* The client's object behind handle, or NULL with the reply saying which was missing. */
 static void *find(const struct handle_table *t, uint32_t handle, const char *what,
-		  struct reply *rep)
+		  struct ctl_reply *rep)
 {
 	void *item = handle_get(t, handle);
 
@@ -40,7 +41,7 @@ static void *find(const struct handle_table *t, uint32_t handle, const char *wha
 	return item;
 }
 
-int op_hello(struct client *c, const struct request *req, struct reply *rep)
+int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_hello_reply *r = REP(proto_hello_reply);
 
@@ -67,25 +68,25 @@ int op_hello(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_query_port(struct client *c, const struct request *req, struct reply *rep)
+int op_query_port(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_port_reply *r = REP(proto_port_reply);
-	struct dev *dev = c->dev;
+	struct dev *dev = c->own.dev;
 
 	(void)req;
-	r->state = net_link_up(dev) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
-	r->max_mtu = dev->max_mtu;
-	r->active_mtu = dev->active_mtu;
-	r->ipv4 = dev->ipv4;
-	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->ifname);
-	memcpy(r->mac, dev->mac, sizeof(r->mac));
-	r->ngids = dev->ngids;
-	for (unsigned i = 0; i < dev->ngids; i++)
-		memcpy(r->gids[i], dev->gids[i].raw, 16);
+	r->state = net_link_up(&dev->port) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	r->max_mtu = dev->port.max_mtu;
+	r->active_mtu = dev->port.active_mtu;
+	r->ipv4 = dev->port.ipv4;
+	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->port.ifname);
+	memcpy(r->mac, dev->port.mac, sizeof(r->mac));
+	r->ngids = dev->port.ngids;
+	for (unsigned i = 0; i < dev->port.ngids; i++)
+		memcpy(r->gids[i], dev->port.gids[i].raw, 16);
 	return 0;
 }
 
-int op_alloc_pd(struct client *c, const struct request *req, struct reply *rep)
+int op_alloc_pd(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct mr_pd *pd = mr_pd_alloc(c->mrc);
 	int rc;
@@ -110,7 +111,7 @@ static bool pd_has_qps(struct client *c, struct mr_pd *pd)
 	return false;
 }
 
-int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep)
+int op_dealloc_pd(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct mr_pd *pd = find(&c->pds, h, "PD", rep);
@@ -133,7 +134,7 @@ int op_dealloc_pd(struct client *c, const struct request *req, struct reply *rep
 
 /* The memory comes as a memfd the client cannot shrink under us: a shrink would turn our
  * next copy into SIGBUS. */
-static int check_mr_fd(int fd, struct reply *rep)
+static int check_mr_fd(int fd, struct ctl_reply *rep)
 {
 	int seals = fcntl(fd, F_GET_SEALS);
 
@@ -144,7 +145,7 @@ static int check_mr_fd(int fd, struct reply *rep)
 	return 0;
 }
 
-static void explain_reg_error(struct reply *rep, int rc, uint64_t length)
+static void explain_reg_error(struct ctl_reply *rep, int rc, uint64_t length)
 {
 	switch (rc) {
 	case -ENOMEM:
@@ -168,7 +169,7 @@ static void explain_reg_error(struct reply *rep, int rc, uint64_t length)
 	}
 }
 
-int op_reg_mr(struct client *c, const struct request *req, struct reply *rep)
+int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_reg_mr *m = REQ(proto_reg_mr);
 	struct proto_reg_mr_reply *r = REP(proto_reg_mr_reply);
@@ -201,7 +202,7 @@ int op_reg_mr(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_dereg_mr(struct client *c, const struct request *req, struct reply *rep)
+int op_dereg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct mr *mr = find(&c->mrs, h, "MR", rep);
@@ -231,7 +232,7 @@ static long free_descriptors(void)
 /* Each CQ and QP costs two descriptors. No connection may hold more than
  * CLIENT_MAX_QUEUES, and the last FD_RESERVE descriptors go only to connections that
  * hold few queues: one greedy client cannot lock every other out. */
-static bool too_many_queues(struct client *c, struct reply *rep)
+static bool too_many_queues(struct client *c, struct ctl_reply *rep)
 {
 	uint32_t held = c->cqs.count + c->qps.count + c->srqs.count;
 
@@ -248,7 +249,7 @@ static bool too_many_queues(struct client *c, struct reply *rep)
 	return false;
 }
 
-int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
+int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_create_cq *m = REQ(proto_create_cq);
 	struct proto_create_cq_reply *r = REP(proto_create_cq_reply);
@@ -261,7 +262,7 @@ int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
 	}
 	if (too_many_queues(c, rep))
 		return -EDQUOT;
-	cq = cq_create(c, m->cqe, rep->fds, &rc);
+	cq = cq_create(&c->own, m->cqe, rep->fds, &rc);
 	if (!cq) {
 		reply_error(rep, "cannot create a CQ: %s", strerror(-rc));
 		return rc;
@@ -280,7 +281,7 @@ int op_create_cq(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep)
+int op_destroy_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct cq *cq = find(&c->cqs, h, "CQ", rep);
@@ -297,7 +298,7 @@ int op_destroy_cq(struct client *c, const struct request *req, struct reply *rep
 	return 0;
 }
 
-int op_create_srq(struct client *c, const struct request *req, struct reply *rep)
+int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_create_srq *m = REQ(proto_create_srq);
 	struct proto_create_srq_reply *r = REP(proto_create_srq_reply);
@@ -315,7 +316,7 @@ int op_create_srq(struct client *c, const struct request *req, struct reply *rep
 	}
 	if (too_many_queues(c, rep))
 		return -EDQUOT;
-	srq = srq_create(c, m->max_wr, m->srq_limit, rep->fds, &rc);
+	srq = srq_create(&c->own, m->max_wr, m->srq_limit, rep->fds, &rc);
 	if (!srq) {
 		reply_error(rep, "cannot create an SRQ: %s", strerror(-rc));
 		return rc;
@@ -335,7 +336,7 @@ int op_create_srq(struct client *c, const struct request *req, struct reply *rep
 }
 
 /* Only the limit may change (arm it again after the event, or disarm it with 0). */
-int op_modify_srq(struct client *c, const struct request *req, struct reply *rep)
+int op_modify_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_modify_srq *m = REQ(proto_modify_srq);
 	struct srq *srq = find(&c->srqs, m->handle, "SRQ", rep);
@@ -356,7 +357,7 @@ int op_modify_srq(struct client *c, const struct request *req, struct reply *rep
 	return 0;
 }
 
-int op_query_srq(struct client *c, const struct request *req, struct reply *rep)
+int op_query_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct srq *srq = find(&c->srqs, h, "SRQ", rep);
@@ -369,7 +370,7 @@ int op_query_srq(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_destroy_srq(struct client *c, const struct request *req, struct reply *rep)
+int op_destroy_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct srq *srq = find(&c->srqs, h, "SRQ", rep);
@@ -387,7 +388,7 @@ int op_destroy_srq(struct client *c, const struct request *req, struct reply *re
 }
 
 static int check_create_qp(struct client *c, const struct proto_create_qp *m,
-			   struct reply *rep)
+			   struct ctl_reply *rep)
 {
 	if (!handle_get(&c->pds, m->pd) || !handle_get(&c->cqs, m->send_cq) ||
 	    !handle_get(&c->cqs, m->recv_cq)) {
@@ -410,7 +411,7 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 	return 0;
 }
 
-int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
+int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_create_qp *m = REQ(proto_create_qp);
 	struct proto_create_qp_reply *r = REP(proto_create_qp_reply);
@@ -421,7 +422,7 @@ int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
 		return rc;
 	if (too_many_queues(c, rep))
 		return -EDQUOT;
-	qp = qp_create(c, m, rep->fds, &rc);
+	qp = qp_create(&c->own, m, rep->fds, &rc);
 	if (!qp) {
 		reply_error(rep, "cannot create a QP: %s",
 			    rc == -ENOSPC ? "no free QP number" : strerror(-rc));
@@ -452,7 +453,7 @@ int op_create_qp(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_modify_qp(struct client *c, const struct request *req, struct reply *rep)
+int op_modify_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_modify_qp *m = REQ(proto_modify_qp);
 	struct qp *qp = find(&c->qps, m->handle, "QP", rep);
@@ -462,7 +463,7 @@ int op_modify_qp(struct client *c, const struct request *req, struct reply *rep)
 	return qp_modify(qp, m->attr_mask, &m->attr, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
 }
 
-int op_query_qp(struct client *c, const struct request *req, struct reply *rep)
+int op_query_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct qp *qp = find(&c->qps, h, "QP", rep);
@@ -477,7 +478,7 @@ int op_query_qp(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep)
+int op_destroy_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;
 	struct qp *qp = find(&c->qps, h, "QP", rep);
@@ -488,7 +489,7 @@ int op_destroy_qp(struct client *c, const struct request *req, struct reply *rep
 	return qp_destroy(qp);
 }
 
-int op_create_ah(struct client *c, const struct request *req, struct reply *rep)
+int op_create_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_handle_reply *r = REP(proto_handle_reply);
 	int rc;
@@ -501,7 +502,7 @@ int op_create_ah(struct client *c, const struct request *req, struct reply *rep)
 	return 0;
 }
 
-int op_destroy_ah(struct client *c, const struct request *req, struct reply *rep)
+int op_destroy_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct ah *ah = find(&c->ahs, REQ(proto_handle)->handle, "address handle", rep);
 
@@ -511,58 +512,58 @@ int op_destroy_ah(struct client *c, const struct request *req, struct reply *rep
 	return 0;
 }
 
-int op_stats(struct client *c, const struct request *req, struct reply *rep)
+int op_stats(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_stats_reply *r = REP(proto_stats_reply);
-	const struct dev_counters *cnt = &c->dev->cnt;
+	const struct dev_counters *cnt = &c->own.dev->cnt;
 	uint32_t i = 0;
 
 	(void)req;
-	net_read_ring_drops(c->dev);
+	net_read_ring_drops(&c->own.dev->port);
 #define COPY_COUNTER(name, help) r->counters[i++] = cnt->name;
 	PROTO_COUNTERS(COPY_COUNTER)
 #undef COPY_COUNTER
 	r->ncounters = i;
-	fault_format(&c->dev->fault, r->fault, sizeof(r->fault));
+	fault_format(&c->own.dev->port.fault, r->fault, sizeof(r->fault));
 	return 0;
 }
 
 /* Faults change what every client sees: only root or the daemon's own user may set them. */
-int op_set_fault(struct client *c, const struct request *req, struct reply *rep)
+int op_set_fault(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_fault m = *REQ(proto_fault);
 
-	if (c->uid != 0 && c->uid != geteuid()) {
+	if (c->own.uid != 0 && c->own.uid != geteuid()) {
 		reply_error(rep, "only root or the daemon's user may inject faults");
 		return -EPERM;
 	}
 	m.spec[sizeof(m.spec) - 1] = '\0';
-	if (net_set_fault(c->dev, m.spec, rep->u.r.errmsg, sizeof(rep->u.r.errmsg)) < 0)
+	if (net_set_fault(&c->own.dev->port, m.spec, rep->u.r.errmsg, sizeof(rep->u.r.errmsg)) < 0)
 		return -EINVAL;
-	log_info("client pid %d set faults: %s", (int)c->pid, m.spec);
+	log_info("client pid %d set faults: %s", (int)c->own.pid, m.spec);
 	return 0;
 }
 
-int op_status(struct client *c, const struct request *req, struct reply *rep)
+int op_status(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_status_reply *r = REP(proto_status_reply);
-	const struct dev_counters *cnt = &c->dev->cnt;
-	struct dev *dev = c->dev;
+	const struct dev_counters *cnt = &c->own.dev->cnt;
+	struct dev *dev = c->own.dev;
 	struct client *i;
 
 	(void)req;
-	net_read_ring_drops(dev);
-	r->state = net_link_up(dev) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
-	r->max_mtu = dev->max_mtu;
-	r->active_mtu = dev->active_mtu;
-	r->ipv4 = dev->ipv4;
-	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->ifname);
-	r->ngids = dev->ngids;
-	for (unsigned g = 0; g < dev->ngids; g++)
-		memcpy(r->gids[g], dev->gids[g].raw, 16);
-	LIST_FOREACH(i, &dev->clients, link)
+	net_read_ring_drops(&dev->port);
+	r->state = net_link_up(&dev->port) ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+	r->max_mtu = dev->port.max_mtu;
+	r->active_mtu = dev->port.active_mtu;
+	r->ipv4 = dev->port.ipv4;
+	snprintf(r->ifname, sizeof(r->ifname), "%s", dev->port.ifname);
+	r->ngids = dev->port.ngids;
+	for (unsigned g = 0; g < dev->port.ngids; g++)
+		memcpy(r->gids[g], dev->port.gids[g].raw, 16);
+	LIST_FOREACH(i, &dev->ctl.clients, link)
 		r->clients++;
-	r->qps = dev->qp_count;
+	r->qps = dev->tp.qp_count;
 	r->mrs = mr_table_region_count(dev->mrs);
 	r->pinned_bytes = mr_table_pinned_bytes(dev->mrs);
 	r->rcvd_pkts = cnt->rcvd_pkts;
@@ -602,9 +603,9 @@ static void fill_client(struct proto_list_reply *r, const struct client *c, void
 	struct proto_client_entry *e = &r->u.clients[r->count];
 
 	(void)item;
-	e->pid = (uint32_t)c->pid;
-	e->uid = (uint32_t)c->uid;
-	client_comm(c->pid, e->comm, sizeof(e->comm));
+	e->pid = (uint32_t)c->own.pid;
+	e->uid = (uint32_t)c->own.uid;
+	client_comm(c->own.pid, e->comm, sizeof(e->comm));
 	e->pinned_bytes = mr_client_pinned_bytes(c->mrc);
 	e->pds = c->pds.count;
 	e->mrs = c->mrs.count;
@@ -618,7 +619,7 @@ static void fill_mr(struct proto_list_reply *r, const struct client *c, void *it
 	const struct mr *mr = item;
 	struct mr_keys keys = mr_keys(mr);
 
-	e->pid = (uint32_t)c->pid;
+	e->pid = (uint32_t)c->own.pid;
 	e->pd = pd_handle(c, mr_pd(mr));
 	e->lkey = keys.lkey;
 	e->rkey = keys.rkey;
@@ -632,7 +633,7 @@ static void fill_qp(struct proto_list_reply *r, const struct client *c, void *it
 	struct proto_qp_entry *e = &r->u.qps[r->count];
 	const struct qp *qp = item;
 
-	e->pid = (uint32_t)c->pid;
+	e->pid = (uint32_t)c->own.pid;
 	e->qpn = qp->qpn;
 	e->state = qp->state;
 	memcpy(e->dest_gid, qp->attr.dest_gid, 16);
@@ -672,7 +673,7 @@ static void list_walk(struct dev *dev, struct proto_list_reply *r, uint32_t star
 	uint32_t n = 0;
 	struct client *c;
 
-	LIST_FOREACH(c, &dev->clients, link) {
+	LIST_FOREACH(c, &dev->ctl.clients, link) {
 		const struct handle_table *t;
 
 		if (r->kind == PROTO_LIST_CLIENTS) {
@@ -689,7 +690,7 @@ static void list_walk(struct dev *dev, struct proto_list_reply *r, uint32_t star
 }
 
 /* Any client may list: it is what rdma resource show tells any user of an HCA. */
-int op_list(struct client *c, const struct request *req, struct reply *rep)
+int op_list(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_list *m = REQ(proto_list);
 	struct proto_list_reply *r = REP(proto_list_reply);
@@ -699,6 +700,6 @@ int op_list(struct client *c, const struct request *req, struct reply *rep)
 		return -EINVAL;
 	}
 	r->kind = m->kind;
-	list_walk(c->dev, r, m->start);
+	list_walk(c->own.dev, r, m->start);
 	return 0;
 }

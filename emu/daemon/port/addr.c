@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 
 static const uint8_t v4_prefix[12] = { [10] = 0xff, [11] = 0xff };
 
@@ -27,10 +27,10 @@ bool addr_gid_is_ipv4(const uint8_t gid[16])
 	return !memcmp(gid, v4_prefix, sizeof(v4_prefix));
 }
 
-int addr_find(const struct dev *dev, const uint8_t gid[16])
+int addr_find(const struct port *port, const uint8_t gid[16])
 {
-	for (unsigned i = 0; i < dev->ngids; i++)
-		if (!memcmp(dev->gids[i].raw, gid, 16))
+	for (unsigned i = 0; i < port->ngids; i++)
+		if (!memcmp(port->gids[i].raw, gid, 16))
 			return (int)i;
 	return -1;
 }
@@ -42,32 +42,32 @@ const char *addr_str(const uint8_t gid[16], char *buf, size_t len)
 	return inet_ntop(AF_INET6, gid, buf, (socklen_t)len);
 }
 
-uint32_t addr_hash(const struct dev *dev)
+uint32_t addr_hash(const struct port *port)
 {
 	uint32_t h = 2166136261u;        /* FNV-1a */
 
-	for (unsigned i = 0; i < dev->ngids; i++)
+	for (unsigned i = 0; i < port->ngids; i++)
 		for (int b = 0; b < 16; b++)
-			h = (h ^ dev->gids[i].raw[b]) * 16777619u;
+			h = (h ^ port->gids[i].raw[b]) * 16777619u;
 	return h;
 }
 
-static int add_gid(struct dev *dev, const uint8_t gid[16], char *err, size_t errlen)
+static int add_gid(struct port *port, const uint8_t gid[16], char *err, size_t errlen)
 {
 	char s[INET6_ADDRSTRLEN];
 
-	if (addr_find(dev, gid) >= 0)
+	if (addr_find(port, gid) >= 0)
 		return 0;
-	if (dev->ngids == DEV_MAX_GIDS) {
+	if (port->ngids == DEV_MAX_GIDS) {
 		snprintf(err, errlen, "%s: a daemon serves at most %d addresses",
 			 addr_str(gid, s, sizeof(s)), DEV_MAX_GIDS);
 		return -1;
 	}
-	memcpy(dev->gids[dev->ngids].raw, gid, 16);
-	dev->gids[dev->ngids].ipv6 = !addr_gid_is_ipv4(gid);
-	if (!dev->gids[dev->ngids].ipv6 && !dev->ipv4)
-		memcpy(&dev->ipv4, gid + 12, 4);
-	dev->ngids++;
+	memcpy(port->gids[port->ngids].raw, gid, 16);
+	port->gids[port->ngids].ipv6 = !addr_gid_is_ipv4(gid);
+	if (!port->gids[port->ngids].ipv6 && !port->ipv4)
+		memcpy(&port->ipv4, gid + 12, 4);
+	port->ngids++;
 	return 0;
 }
 
@@ -105,7 +105,7 @@ static bool is_ip(const struct ifaddrs *i)
 }
 
 /* What serving with no -a means: the first IPv4 address and every global IPv6 one. */
-static int add_defaults(struct dev *dev, const struct ifaddrs *ifa, const char *ifname,
+static int add_defaults(struct port *port, const struct ifaddrs *ifa, const char *ifname,
 			char *err, size_t errlen)
 {
 	bool have_v4 = false;
@@ -126,13 +126,13 @@ static int add_defaults(struct dev *dev, const struct ifaddrs *ifa, const char *
 		} else {
 			continue;
 		}
-		if (add_gid(dev, gid, err, errlen) < 0)
+		if (add_gid(port, gid, err, errlen) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-static int add_named(struct dev *dev, const struct ifaddrs *ifa, const char *ifname,
+static int add_named(struct port *port, const struct ifaddrs *ifa, const char *ifname,
 		     const char *text, char *err, size_t errlen)
 {
 	uint8_t gid[16], ip[16];
@@ -154,7 +154,7 @@ static int add_named(struct dev *dev, const struct ifaddrs *ifa, const char *ifn
 			 ifname, text, ifname);
 		return -1;
 	}
-	return add_gid(dev, gid, err, errlen);
+	return add_gid(port, gid, err, errlen);
 }
 
 long addr_read_number(const char *path, long otherwise)
@@ -178,16 +178,16 @@ static uint8_t read_hop_sysctl(const char *path)
 	return v >= 1 && v <= 255 ? (uint8_t)v : 64;
 }
 
-void addr_read_hop_limits(struct dev *dev)
+void addr_read_hop_limits(struct port *port)
 {
 	char path[96];
 
-	dev->hop_limit[0] = read_hop_sysctl("/proc/sys/net/ipv4/ip_default_ttl");
-	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/hop_limit", dev->ifname);
-	dev->hop_limit[1] = read_hop_sysctl(path);
+	port->hop_limit[0] = read_hop_sysctl("/proc/sys/net/ipv4/ip_default_ttl");
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/hop_limit", port->ifname);
+	port->hop_limit[1] = read_hop_sysctl(path);
 }
 
-int addr_serve(struct dev *dev, const char *const *addrs, unsigned naddrs, char *err,
+int addr_serve(struct port *port, const char *const *addrs, unsigned naddrs, char *err,
 	       size_t errlen)
 {
 	struct ifaddrs *ifa;
@@ -198,16 +198,16 @@ int addr_serve(struct dev *dev, const char *const *addrs, unsigned naddrs, char 
 		return -1;
 	}
 	for (unsigned i = 0; i < naddrs && !rc; i++)
-		rc = add_named(dev, ifa, dev->ifname, addrs[i], err, errlen);
+		rc = add_named(port, ifa, port->ifname, addrs[i], err, errlen);
 	if (!rc && !naddrs)
-		rc = add_defaults(dev, ifa, dev->ifname, err, errlen);
+		rc = add_defaults(port, ifa, port->ifname, err, errlen);
 	freeifaddrs(ifa);
-	if (!rc && !dev->ngids) {
-		if (!if_nametoindex(dev->ifname))
-			snprintf(err, errlen, "no interface %s (see ip link)", dev->ifname);
+	if (!rc && !port->ngids) {
+		if (!if_nametoindex(port->ifname))
+			snprintf(err, errlen, "no interface %s (see ip link)", port->ifname);
 		else
 			snprintf(err, errlen, "interface %s has no IPv4 or global IPv6 address; add "
-				 "one with ip addr add ADDRESS/N dev %s", dev->ifname, dev->ifname);
+				 "one with ip addr add ADDRESS/N dev %s", port->ifname, port->ifname);
 		rc = -1;
 	}
 	return rc;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 
 struct held_frame {
 	struct held_frame *next;

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 #include "wire/wire.h"
 
 #define NFT_TIMEOUT_NS 5000000000L
@@ -126,29 +126,29 @@ out:
 }
 
 /* One rule per address served: "ip daddr A udp dport 4791 drop" or "ip6 daddr A ...". */
-static void put_rules(const struct dev *dev, char *out, size_t len)
+static void put_rules(const struct port *port, char *out, size_t len)
 {
 	char ip[INET6_ADDRSTRLEN];
 	size_t at = 0;
 
 	out[0] = '\0';
-	for (unsigned i = 0; i < dev->ngids && at < len; i++)
+	for (unsigned i = 0; i < port->ngids && at < len; i++)
 		at += (size_t)snprintf(out + at, len - at, "    %s daddr %s udp dport %d drop\n",
-				       dev->gids[i].ipv6 ? "ip6" : "ip",
-				       addr_str(dev->gids[i].raw, ip, sizeof(ip)), WIRE_ROCE_PORT);
+				       port->gids[i].ipv6 ? "ip6" : "ip",
+				       addr_str(port->gids[i].raw, ip, sizeof(ip)), WIRE_ROCE_PORT);
 }
 
-int ingress_drop_add(struct dev *dev, char *err, size_t errlen)
+int ingress_drop_add(struct port *port, char *err, size_t errlen)
 {
-	char name[sizeof(dev->ingress_table)];
+	char name[sizeof(port->ingress_table)];
 	char rules[DEV_MAX_GIDS * (INET6_ADDRSTRLEN + 40)], script[512 + sizeof(rules)];
 
-	if (!quotable(dev->ifname)) {
-		snprintf(err, errlen, "interface name %s cannot be quoted for nft", dev->ifname);
+	if (!quotable(port->ifname)) {
+		snprintf(err, errlen, "interface name %s cannot be quoted for nft", port->ifname);
 		return -1;
 	}
-	put_rules(dev, rules, sizeof(rules));
-	snprintf(name, sizeof(name), "rocemu_if%d_%08x", dev->ifindex, addr_hash(dev));
+	put_rules(port, rules, sizeof(rules));
+	snprintf(name, sizeof(name), "rocemu_if%d_%08x", port->ifindex, addr_hash(port));
 	/* add + delete first: one transaction replaces a table a killed daemon left. */
 	snprintf(script, sizeof(script),
 		 "add table netdev %s\n"
@@ -159,27 +159,27 @@ int ingress_drop_add(struct dev *dev, char *err, size_t errlen)
 		 "%s"
 		 "  }\n"
 		 "}\n",
-		 name, name, name, dev->ifname, rules);
+		 name, name, name, port->ifname, rules);
 	if (run_nft(script, err, errlen) < 0)
 		return -1;
-	snprintf(dev->ingress_table, sizeof(dev->ingress_table), "%s", name);
+	snprintf(port->ingress_table, sizeof(port->ingress_table), "%s", name);
 	return 0;
 }
 
-int ingress_drop_remove(struct dev *dev, char *err, size_t errlen)
+int ingress_drop_remove(struct port *port, char *err, size_t errlen)
 {
 	char script[128];
 	int rc;
 
-	if (!dev->ingress_table[0])
+	if (!port->ingress_table[0])
 		return 0;
-	snprintf(script, sizeof(script), "delete table netdev %s\n", dev->ingress_table);
+	snprintf(script, sizeof(script), "delete table netdev %s\n", port->ingress_table);
 	rc = run_nft(script, err, errlen);
 	if (rc < 0) {
 		size_t used = strlen(err);
 
-		snprintf(err + used, errlen - used, " (table netdev %s)", dev->ingress_table);
+		snprintf(err + used, errlen - used, " (table netdev %s)", port->ingress_table);
 	}
-	dev->ingress_table[0] = '\0';
+	port->ingress_table[0] = '\0';
 	return rc;
 }

@@ -7,43 +7,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 
 #define DST_IPV4_OFFSET (WIRE_ETH_LEN + 16)
 #define DST_IPV6_OFFSET (WIRE_ETH_LEN + 24)
 
 /* Frames this daemon builds: untagged, IPv4 without options or IPv6. */
-bool loopq_wants(const struct dev *dev, const uint8_t *frame, size_t len)
+bool loopq_wants(const struct port *port, const uint8_t *frame, size_t len)
 {
 	bool ipv6 = len > 13 && frame[12] == 0x86 && frame[13] == 0xdd;
 	uint8_t gid[16];
 
-	if (dev->loopback || len < (ipv6 ? DST_IPV6_OFFSET + 16 : DST_IPV4_OFFSET + 4))
+	if (port->loopback || len < (ipv6 ? DST_IPV6_OFFSET + 16 : DST_IPV4_OFFSET + 4))
 		return false;
 	addr_gid(gid, ipv6 ? 6 : 4, frame + (ipv6 ? DST_IPV6_OFFSET : DST_IPV4_OFFSET));
-	return addr_find(dev, gid) >= 0;
+	return addr_find(port, gid) >= 0;
 }
 
 /* Full, the frame is lost as a full receive ring loses it, and RC sends it again. */
-void loopq_push(struct dev *dev, const uint8_t *frame, size_t len)
+void loopq_push(struct port *port, const uint8_t *frame, size_t len)
 {
-	struct loopq *q = &dev->loopq;
+	struct loopq *q = &port->loopq;
 	unsigned tail;
 
 	if (!q->frames && !(q->frames = calloc(LOOPQ_SLOTS, DEV_FRAME_MAX))) {
-		dev->cnt.drop_loopback_full++;
+		port->cnt->drop_loopback_full++;
 		return;
 	}
 	if (q->count == LOOPQ_SLOTS || len > DEV_FRAME_MAX) {
-		dev->cnt.drop_loopback_full++;
+		port->cnt->drop_loopback_full++;
 		return;
 	}
 	tail = (q->head + q->count) % LOOPQ_SLOTS;
 	memcpy(q->frames[tail], frame, len);
 	q->len[tail] = (uint16_t)len;
 	q->count++;
-	dev->cnt.loopback_pkts++;
-	ev_idle_start(dev->loop, &q->idle);
+	port->cnt->loopback_pkts++;
+	ev_idle_start(port->loop, &q->idle);
 }
 
 /* The frames queued before this turn; what they make the transport send to itself waits
@@ -51,33 +51,33 @@ void loopq_push(struct dev *dev, const uint8_t *frame, size_t len)
  * cannot take its slot. */
 static void on_loopq_idle(struct ev_loop *loop, ev_idle *w, int revents)
 {
-	struct dev *dev = w->data;
-	struct loopq *q = &dev->loopq;
+	struct port *port = w->data;
+	struct loopq *q = &port->loopq;
 
 	(void)revents;
 	for (unsigned n = q->count; n > 0; n--) {
-		net_rx_frame(dev, q->frames[q->head], q->len[q->head]);
+		net_rx_frame(port, q->frames[q->head], q->len[q->head]);
 		q->head = (q->head + 1) % LOOPQ_SLOTS;
 		q->count--;
 	}
-	net_rx_batch_end(dev);
+	net_rx_batch_end(port);
 	if (q->count == 0)
 		ev_idle_stop(loop, w);
 }
 
 /* Highest priority: libev runs an idle watcher only when nothing of its priority or above
  * is pending, and a busy receive ring must not starve the loopback. */
-void loopq_init(struct dev *dev)
+void loopq_init(struct port *port)
 {
-	ev_idle_init(&dev->loopq.idle, on_loopq_idle);
-	ev_set_priority(&dev->loopq.idle, EV_MAXPRI);
-	dev->loopq.idle.data = dev;
+	ev_idle_init(&port->loopq.idle, on_loopq_idle);
+	ev_set_priority(&port->loopq.idle, EV_MAXPRI);
+	port->loopq.idle.data = port;
 }
 
-void loopq_free(struct dev *dev)
+void loopq_free(struct port *port)
 {
-	ev_idle_stop(dev->loop, &dev->loopq.idle);
-	free(dev->loopq.frames);
-	dev->loopq.frames = NULL;
-	dev->loopq.count = 0;
+	ev_idle_stop(port->loop, &port->loopq.idle);
+	free(port->loopq.frames);
+	port->loopq.frames = NULL;
+	port->loopq.count = 0;
 }

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 
 #define LOOK_EVERY 0.01           /* seconds between looks at the table */
 #define LOOKS 100                 /* a second for the peer to answer */
@@ -21,7 +21,7 @@
 #define DISCARD_PORT 9
 
 /* The kernel's ARP table, as /proc/net/arp of this network namespace shows it. */
-static bool arp_lookup(const struct dev *dev, uint32_t ipv4, uint8_t mac[6])
+static bool arp_lookup(const struct port *port, uint32_t ipv4, uint8_t mac[6])
 {
 	char line[256], ip[64], hw[64], ifname[64];
 	unsigned type, flags;
@@ -36,7 +36,7 @@ static bool arp_lookup(const struct dev *dev, uint32_t ipv4, uint8_t mac[6])
 
 		if (sscanf(line, "%63s 0x%x 0x%x %63s %*s %63s", ip, &type, &flags, hw, ifname) != 5 ||
 		    inet_pton(AF_INET, ip, &a) != 1 || a.s_addr != ipv4 || !(flags & ATF_COM) ||
-		    strcmp(ifname, dev->ifname) ||
+		    strcmp(ifname, port->ifname) ||
 		    sscanf(hw, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
 			continue;
 		for (int i = 0; i < 6; i++)
@@ -50,7 +50,7 @@ static bool arp_lookup(const struct dev *dev, uint32_t ipv4, uint8_t mac[6])
 #define NUD_USABLE (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT)
 
 /* One RTM_NEWNEIGH of the dump: true with mac filled when it is ip6 on our interface. */
-static bool neigh_matches(const struct dev *dev, const struct nlmsghdr *nh,
+static bool neigh_matches(const struct port *port, const struct nlmsghdr *nh,
 			  const uint8_t ip6[16], uint8_t mac[6])
 {
 	const struct ndmsg *nd = NLMSG_DATA(nh);
@@ -59,7 +59,7 @@ static bool neigh_matches(const struct dev *dev, const struct nlmsghdr *nh,
 	bool dst = false;
 
 	if (nh->nlmsg_type != RTM_NEWNEIGH || len < 0 || nd->ndm_family != AF_INET6 ||
-	    nd->ndm_ifindex != dev->ifindex || !(nd->ndm_state & NUD_USABLE))
+	    nd->ndm_ifindex != port->ifindex || !(nd->ndm_state & NUD_USABLE))
 		return false;
 	for (const struct rtattr *a = (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
 	     RTA_OK(a, len); a = RTA_NEXT(a, len)) {
@@ -75,12 +75,12 @@ static bool neigh_matches(const struct dev *dev, const struct nlmsghdr *nh,
 }
 
 /* The kernel's IPv6 neighbour table, asked over rtnetlink (no /proc file shows it). */
-static bool nd_lookup(const struct dev *dev, const uint8_t ip6[16], uint8_t mac[6])
+static bool nd_lookup(const struct port *port, const uint8_t ip6[16], uint8_t mac[6])
 {
 	struct { struct nlmsghdr nh; struct ndmsg nd; } req = {
 		.nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ndmsg)), .nlmsg_type = RTM_GETNEIGH,
 			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.nd = { .ndm_family = AF_INET6, .ndm_ifindex = dev->ifindex },
+		.nd = { .ndm_family = AF_INET6, .ndm_ifindex = port->ifindex },
 	};
 	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
 	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
@@ -99,7 +99,7 @@ static bool nd_lookup(const struct dev *dev, const uint8_t ip6[16], uint8_t mac[
 			done = nh->nlmsg_type == NLMSG_DONE || nh->nlmsg_type == NLMSG_ERROR;
 			if (done)
 				break;
-			found = found || neigh_matches(dev, nh, ip6, mac);
+			found = found || neigh_matches(port, nh, ip6, mac);
 		}
 	}
 out:
@@ -108,18 +108,18 @@ out:
 	return found;
 }
 
-static bool table_lookup(const struct dev *dev, const uint8_t gid[16], uint8_t mac[6])
+static bool table_lookup(const struct port *port, const uint8_t gid[16], uint8_t mac[6])
 {
 	uint32_t ipv4;
 
 	if (!addr_gid_is_ipv4(gid))
-		return nd_lookup(dev, gid, mac);
+		return nd_lookup(port, gid, mac);
 	memcpy(&ipv4, gid + 12, 4);
-	return arp_lookup(dev, ipv4, mac);
+	return arp_lookup(port, ipv4, mac);
 }
 
 /* A datagram to the peer's discard port makes the kernel resolve its address. */
-static void make_kernel_ask(const struct dev *dev, const uint8_t gid[16])
+static void make_kernel_ask(const struct port *port, const uint8_t gid[16])
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(DISCARD_PORT) };
 	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(DISCARD_PORT) };
@@ -131,7 +131,7 @@ static void make_kernel_ask(const struct dev *dev, const uint8_t gid[16])
 	memcpy(&sin.sin_addr, gid + 12, 4);
 	memcpy(&sin6.sin6_addr, gid, 16);
 	if (IN6_IS_ADDR_LINKLOCAL(&sin6.sin6_addr))
-		sin6.sin6_scope_id = (uint32_t)dev->ifindex;
+		sin6.sin6_scope_id = (uint32_t)port->ifindex;
 	(void)sendto(fd, "", 0, MSG_DONTWAIT, ipv6 ? (struct sockaddr *)&sin6 : (struct sockaddr *)&sin,
 		     ipv6 ? sizeof(sin6) : sizeof(sin));
 	close(fd);
@@ -139,56 +139,56 @@ static void make_kernel_ask(const struct dev *dev, const uint8_t gid[16])
 
 static void look_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct client *c = w->data;
-	struct neigh_wait *nw = &c->neigh;
+	struct neigh_wait *nw = w->data;
 	uint8_t mac[6];
 
 	(void)revents;
 	nw->tries++;
-	if (!table_lookup(c->dev, nw->gid, mac) && nw->tries < LOOKS) {
+	if (!table_lookup(nw->port, nw->gid, mac) && nw->tries < LOOKS) {
 		if (nw->tries % ASK_EVERY == 0)
-			make_kernel_ask(c->dev, nw->gid);
+			make_kernel_ask(nw->port, nw->gid);
 		return;
 	}
 	ev_timer_stop(loop, w);
 	nw->ended = true;
-	ctl_resume(c);
+	nw->port->on_neigh_ready(nw->owner);
 }
 
-int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6])
+int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6])
 {
-	struct dev *dev = c->dev;
-	struct neigh_wait *nw = &c->neigh;
+	struct port *port = nw->port;
 	bool waited = nw->ended && !memcmp(nw->gid, gid, 16);
 
 	nw->ended = false;
-	if (dev->loopback) {
+	if (port->loopback) {
 		memset(mac, 0, 6);
 		return 0;
 	}
-	if (addr_find(dev, gid) >= 0) {   /* a QP of this daemon: loopq.c delivers it */
-		memcpy(mac, dev->mac, 6);
+	if (addr_find(port, gid) >= 0) {   /* a QP of this daemon: loopq.c delivers it */
+		memcpy(mac, port->mac, 6);
 		return 0;
 	}
-	if (table_lookup(dev, gid, mac))
+	if (table_lookup(port, gid, mac))
 		return 0;
 	if (waited)
 		return -EHOSTUNREACH;
 	memcpy(nw->gid, gid, 16);
 	nw->tries = 0;
-	make_kernel_ask(dev, gid);
+	make_kernel_ask(port, gid);
 	ev_timer_set(&nw->timer, LOOK_EVERY, LOOK_EVERY);
-	ev_timer_start(dev->loop, &nw->timer);
+	ev_timer_start(port->loop, &nw->timer);
 	return -EINPROGRESS;
 }
 
-void neigh_init(struct client *c)
+void neigh_init(struct neigh_wait *nw, struct port *port, void *owner)
 {
-	ev_init(&c->neigh.timer, look_cb);
-	c->neigh.timer.data = c;
+	nw->port = port;
+	nw->owner = owner;
+	ev_init(&nw->timer, look_cb);
+	nw->timer.data = nw;
 }
 
-void neigh_stop(struct client *c)
+void neigh_stop(struct neigh_wait *nw)
 {
-	ev_timer_stop(c->dev->loop, &c->neigh.timer);
+	ev_timer_stop(nw->port->loop, &nw->timer);
 }

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 
 
 unsigned net_mtu_bytes(enum ibv_mtu mtu)
@@ -34,75 +34,75 @@ enum ibv_mtu net_mtu_for_link(unsigned link_mtu)
 	return IBV_MTU_256;
 }
 
-static int read_link(struct dev *dev, char *err, size_t errlen)
+static int read_link(struct port *port, char *err, size_t errlen)
 {
 	struct ifreq ifr = { 0 };
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int rc = -1;
 
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev->ifname);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", port->ifname);
 	if (fd < 0 || ioctl(fd, SIOCGIFINDEX, &ifr) < 0)
 		goto fail;
-	dev->ifindex = ifr.ifr_ifindex;
+	port->ifindex = ifr.ifr_ifindex;
 	if (ioctl(fd, SIOCGIFMTU, &ifr) < 0)
 		goto fail;
-	dev->link_mtu = (unsigned)ifr.ifr_mtu;
+	port->link_mtu = (unsigned)ifr.ifr_mtu;
 	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0)
 		goto fail;
-	dev->loopback = ifr.ifr_hwaddr.sa_family == ARPHRD_LOOPBACK;
-	if (ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER && !dev->loopback) {
-		snprintf(err, errlen, "%s is not an Ethernet interface", dev->ifname);
+	port->loopback = ifr.ifr_hwaddr.sa_family == ARPHRD_LOOPBACK;
+	if (ifr.ifr_hwaddr.sa_family != ARPHRD_ETHER && !port->loopback) {
+		snprintf(err, errlen, "%s is not an Ethernet interface", port->ifname);
 		close(fd);
 		return -1;
 	}
-	memcpy(dev->mac, ifr.ifr_hwaddr.sa_data, 6);
+	memcpy(port->mac, ifr.ifr_hwaddr.sa_data, 6);
 	rc = 0;
 fail:
 	if (rc < 0)
-		snprintf(err, errlen, "cannot read interface %s: %s", dev->ifname, strerror(errno));
+		snprintf(err, errlen, "cannot read interface %s: %s", port->ifname, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return rc;
 }
 
 /* Frames to UDP 4791 of any address served: "udp dst port 4791 and (dst host A or ...)". */
-static int open_rx(struct dev *dev, char *err, size_t errlen)
+static int open_rx(struct port *port, char *err, size_t errlen)
 {
 	char filter[64 + DEV_MAX_GIDS * (INET6_ADDRSTRLEN + 16)], ip[INET6_ADDRSTRLEN];
 	size_t at = (size_t)snprintf(filter, sizeof(filter), "udp dst port %d and (",
 				     WIRE_ROCE_PORT);
 
-	for (unsigned i = 0; i < dev->ngids; i++)
+	for (unsigned i = 0; i < port->ngids; i++)
 		at += (size_t)snprintf(filter + at, sizeof(filter) - at, "%sdst host %s",
-				       i ? " or " : "", addr_str(dev->gids[i].raw, ip, sizeof(ip)));
+				       i ? " or " : "", addr_str(port->gids[i].raw, ip, sizeof(ip)));
 	snprintf(filter + at, sizeof(filter) - at, ")");
-	if (rxring_open(dev, filter, err, errlen) < 0)
+	if (rxring_open(port, filter, err, errlen) < 0)
 		return -1;
-	ev_io_init(&dev->rx_watcher, net_rx_cb, dev->rx.fd, EV_READ);
-	dev->rx_watcher.data = dev;
+	ev_io_init(&port->rx_watcher, net_rx_cb, port->rx.fd, EV_READ);
+	port->rx_watcher.data = port;
 	/* After the loop was held up (a burst of clients setting up, the CPU taken away),
 	 * frames and an expired retransmission timer are due together: the frames go first,
 	 * so an ACK that waited in the ring stops the timer instead of losing to it. */
-	ev_set_priority(&dev->rx_watcher, EV_MAXPRI);
-	ev_io_start(dev->loop, &dev->rx_watcher);
+	ev_set_priority(&port->rx_watcher, EV_MAXPRI);
+	ev_io_start(port->loop, &port->rx_watcher);
 	return 0;
 }
 
 /* GSO frames go where no wire follows: into a veth, whose peer gets the frame uncut, or
  * lo. On a real NIC, segmentation would fill in the UDP checksums RoCEv2 sends as 0. */
-static bool link_keeps_gso_local(struct dev *dev)
+static bool link_keeps_gso_local(struct port *port)
 {
 	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
 	struct ifreq ifr = { .ifr_data = (void *)&info };
 	int fd;
 	bool veth;
 
-	if (dev->loopback)
+	if (port->loopback)
 		return true;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return false;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev->ifname);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", port->ifname);
 	veth = ioctl(fd, SIOCETHTOOL, &ifr) == 0 && !strcmp(info.driver, "veth");
 	close(fd);
 	return veth;
@@ -112,34 +112,34 @@ static bool link_keeps_gso_local(struct dev *dev)
  * receives every frame of that type, a clone per frame queued to a socket nobody reads.
  * (Naming the interface in each message instead costs a device lookup per frame.) The
  * kernel reads each frame's EtherType from its Ethernet header. */
-static int open_tx(struct dev *dev, char *err, size_t errlen)
+static int open_tx(struct port *port, char *err, size_t errlen)
 {
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = dev->ifindex };
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_ifindex = port->ifindex };
 	int one = 1;
 
-	dev->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
-	if (dev->tx_fd < 0 || bind(dev->tx_fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-		snprintf(err, errlen, "cannot open a raw socket on %s: %s%s", dev->ifname,
+	port->tx_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (port->tx_fd < 0 || bind(port->tx_fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		snprintf(err, errlen, "cannot open a raw socket on %s: %s%s", port->ifname,
 			 strerror(errno), errno == EPERM ? " (run as root or give rocemud "
 			 "CAP_NET_RAW)" : "");
 		return -1;
 	}
-	dev->tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
-	if (!dev->tx_frames) {
+	port->tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
+	if (!port->tx_frames) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (!dev->gso_off && dev->rx.vnet && link_keeps_gso_local(dev))
-		dev->tx_vnet = setsockopt(dev->tx_fd, SOL_PACKET, PACKET_VNET_HDR, &one,
+	if (!port->gso_off && port->rx.vnet && link_keeps_gso_local(port))
+		port->tx_vnet = setsockopt(port->tx_fd, SOL_PACKET, PACKET_VNET_HDR, &one,
 					  sizeof(one)) == 0;
-	dev->tx_gso = dev->tx_vnet;
+	port->tx_gso = port->tx_vnet;
 	return 0;
 }
 
 /* With no socket on UDP 4791 the kernel would answer every RoCE packet with ICMP port
  * unreachable. A bound socket that is never read takes the packets instead: its small
  * buffer fills and the kernel drops the rest quietly. One per address served. */
-static int guard_one(struct dev *dev, const struct dev_gid *g)
+static int guard_one(struct port *port, const struct port_gid *g)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(WIRE_ROCE_PORT) };
 	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(WIRE_ROCE_PORT) };
@@ -149,7 +149,7 @@ static int guard_one(struct dev *dev, const struct dev_gid *g)
 	memcpy(&sin.sin_addr, g->raw + 12, 4);
 	memcpy(&sin6.sin6_addr, g->raw, 16);
 	if (IN6_IS_ADDR_LINKLOCAL(&sin6.sin6_addr))
-		sin6.sin6_scope_id = (uint32_t)dev->ifindex;
+		sin6.sin6_scope_id = (uint32_t)port->ifindex;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
 	    (g->ipv6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
 	    bind(fd, sa, g->ipv6 ? sizeof(sin6) : sizeof(sin)) < 0) {
@@ -160,15 +160,15 @@ static int guard_one(struct dev *dev, const struct dev_gid *g)
 	return fd;
 }
 
-static int open_udp_guard(struct dev *dev, char *err, size_t errlen)
+static int open_udp_guard(struct port *port, char *err, size_t errlen)
 {
 	char ip[INET6_ADDRSTRLEN];
 
-	for (unsigned i = 0; i < dev->ngids; i++) {
-		dev->udp_guard_fd[i] = guard_one(dev, &dev->gids[i]);
-		if (dev->udp_guard_fd[i] < 0) {
+	for (unsigned i = 0; i < port->ngids; i++) {
+		port->udp_guard_fd[i] = guard_one(port, &port->gids[i]);
+		if (port->udp_guard_fd[i] < 0) {
 			snprintf(err, errlen, "cannot bind UDP port %d on %s: %s%s", WIRE_ROCE_PORT,
-				 addr_str(dev->gids[i].raw, ip, sizeof(ip)), strerror(errno),
+				 addr_str(port->gids[i].raw, ip, sizeof(ip)), strerror(errno),
 				 errno == EADDRINUSE ? " (another rocemud serves this address?)" : "");
 			return -1;
 		}
@@ -176,70 +176,70 @@ static int open_udp_guard(struct dev *dev, char *err, size_t errlen)
 	return 0;
 }
 
-int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsigned naddrs,
+int net_open(struct port *port, const char *ifname, const char *const *addrs, unsigned naddrs,
 	     char *err, size_t errlen)
 {
-	dev->tx_fd = dev->rx.fd = -1;
+	port->tx_fd = port->rx.fd = -1;
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
-		dev->udp_guard_fd[i] = -1;
-	snprintf(dev->ifname, sizeof(dev->ifname), "%s", ifname);
-	if (strlen(ifname) >= sizeof(dev->ifname)) {
+		port->udp_guard_fd[i] = -1;
+	snprintf(port->ifname, sizeof(port->ifname), "%s", ifname);
+	if (strlen(ifname) >= sizeof(port->ifname)) {
 		snprintf(err, errlen, "interface name %s is too long", ifname);
 		return -1;
 	}
-	if (addr_serve(dev, addrs, naddrs, err, errlen) || read_link(dev, err, errlen) ||
-	    open_rx(dev, err, errlen) || open_tx(dev, err, errlen) ||
-	    open_udp_guard(dev, err, errlen))
+	if (addr_serve(port, addrs, naddrs, err, errlen) || read_link(port, err, errlen) ||
+	    open_rx(port, err, errlen) || open_tx(port, err, errlen) ||
+	    open_udp_guard(port, err, errlen))
 		return -1;
-	dev->max_mtu = dev->active_mtu = net_mtu_for_link(dev->link_mtu);
-	dev->ip_id = (uint16_t)getpid();
-	addr_read_hop_limits(dev);
+	port->max_mtu = port->active_mtu = net_mtu_for_link(port->link_mtu);
+	port->ip_id = (uint16_t)getpid();
+	addr_read_hop_limits(port);
 	return 0;
 }
 
-void net_close(struct dev *dev)
+void net_close(struct port *port)
 {
-	fault_stage_free(&dev->fault_tx);
-	fault_stage_free(&dev->fault_rx);
-	capture_close(dev);
-	if (dev->rx.fd >= 0)
-		ev_io_stop(dev->loop, &dev->rx_watcher);
-	rxring_close(dev);
-	if (dev->tx_fd >= 0)
-		close(dev->tx_fd);
+	fault_stage_free(&port->fault_tx);
+	fault_stage_free(&port->fault_rx);
+	capture_close(port);
+	if (port->rx.fd >= 0)
+		ev_io_stop(port->loop, &port->rx_watcher);
+	rxring_close(port);
+	if (port->tx_fd >= 0)
+		close(port->tx_fd);
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
-		if (dev->udp_guard_fd[i] >= 0)
-			close(dev->udp_guard_fd[i]);
-	free(dev->tx_frames);
-	loopq_free(dev);
+		if (port->udp_guard_fd[i] >= 0)
+			close(port->udp_guard_fd[i]);
+	free(port->tx_frames);
+	loopq_free(port);
 }
 
-void net_read_ring_drops(struct dev *dev)
+void net_read_ring_drops(struct port *port)
 {
-	rxring_read_drops(dev);
+	rxring_read_drops(port);
 }
 
 static void rx_one(void *ctx, const uint8_t *frame, size_t len)
 {
-	struct dev *dev = ctx;
+	struct port *port = ctx;
 
-	capture_frame(dev, frame, len);
-	net_rx_frame(dev, frame, len);
+	capture_frame(port, frame, len);
+	net_rx_frame(port, frame, len);
 }
 
-static void read_ring(struct dev *dev, unsigned slots)
+static void read_ring(struct port *port, unsigned slots)
 {
-	if (dev->rx.map) {
-		rxring_read(dev, slots, rx_one);
-		net_rx_batch_end(dev);
+	if (port->rx.map) {
+		rxring_read(port, slots, rx_one);
+		net_rx_batch_end(port);
 	}
 }
 
 /* A bounded count: a sender that never pauses would otherwise starve every timer of this
  * loop. What is left keeps the descriptor readable for the next turn. */
-void net_rx_read(struct dev *dev)
+void net_rx_read(struct port *port)
 {
-	read_ring(dev, DEV_RX_BUDGET);
+	read_ring(port, DEV_RX_BUDGET);
 }
 
 void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -249,18 +249,18 @@ void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	net_rx_read(w->data);
 }
 
-void net_rx_catch_up(struct dev *dev)
+void net_rx_catch_up(struct port *port)
 {
-	read_ring(dev, dev->rx.slots);
+	read_ring(port, port->rx.slots);
 }
 
-bool net_link_up(struct dev *dev)
+bool net_link_up(struct port *port)
 {
 	struct ifreq ifr = { 0 };
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	bool up = false;
 
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev->ifname);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", port->ifname);
 	if (fd >= 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0)
 		up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
 	if (fd >= 0)
@@ -268,12 +268,12 @@ bool net_link_up(struct dev *dev)
 	return up;
 }
 
-double net_line_rate(const struct dev *dev)
+double net_line_rate(const struct port *port)
 {
 	char path[64 + IF_NAMESIZE];
 	long mbit;
 
-	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", dev->ifname);
+	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", port->ifname);
 	mbit = addr_read_number(path, 0);
 	return (mbit > 0 ? (double)mbit : 10000.0) * 1e6 / 8;
 }

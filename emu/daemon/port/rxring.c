@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 #include "wire/bytes.h"
 
 #define RX_RING_FRAMES 1024
@@ -27,18 +27,18 @@
 
 /* Every slot holds a whole frame of the link or a GSO frame of NET_GSO_FRAME_MAX, whether
  * or not this daemon sends GSO frames itself: its peer may. */
-static size_t slot_bytes(const struct dev *dev)
+static size_t slot_bytes(const struct port *port)
 {
-	size_t frame = dev->link_mtu + ETH_MAX_HEADER;
+	size_t frame = port->link_mtu + ETH_MAX_HEADER;
 
 	if (frame < NET_GSO_FRAME_MAX)
 		frame = NET_GSO_FRAME_MAX;
 	return TPACKET_ALIGN(frame + RX_SLOT_OVERHEAD);
 }
 
-static int ring_geometry(const struct dev *dev, struct tpacket_req *req)
+static int ring_geometry(const struct port *port, struct tpacket_req *req)
 {
-	size_t slot = slot_bytes(dev), block = 4096, per_block, blocks;
+	size_t slot = slot_bytes(port), block = 4096, per_block, blocks;
 
 	while (block < slot)
 		block <<= 1;
@@ -55,7 +55,7 @@ static int ring_geometry(const struct dev *dev, struct tpacket_req *req)
 	return 0;
 }
 
-static int attach_filter(struct dev *dev, const char *filter, char *err, size_t errlen)
+static int attach_filter(struct port *port, const char *filter, char *err, size_t errlen)
 {
 	pcap_t *dead = pcap_open_dead(DLT_EN10MB, FILTER_SNAPLEN);
 	struct bpf_program prog;
@@ -72,90 +72,90 @@ static int attach_filter(struct dev *dev, const char *filter, char *err, size_t 
 	pcap_close(dead);
 	fprog.len = (unsigned short)prog.bf_len;
 	fprog.filter = (struct sock_filter *)prog.bf_insns;
-	rc = setsockopt(dev->rx.fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof(fprog));
+	rc = setsockopt(port->rx.fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof(fprog));
 	pcap_freecode(&prog);
 	if (rc < 0)
-		snprintf(err, errlen, "cannot filter on %s: %s", dev->ifname, strerror(errno));
+		snprintf(err, errlen, "cannot filter on %s: %s", port->ifname, strerror(errno));
 	return rc;
 }
 
-static int map_ring(struct dev *dev, char *err, size_t errlen)
+static int map_ring(struct port *port, char *err, size_t errlen)
 {
 	struct tpacket_req req;
 	int version = TPACKET_V2;
 
-	if (ring_geometry(dev, &req) < 0) {
-		snprintf(err, errlen, "%s: MTU %u is too large for a receive ring", dev->ifname,
-			 dev->link_mtu);
+	if (ring_geometry(port, &req) < 0) {
+		snprintf(err, errlen, "%s: MTU %u is too large for a receive ring", port->ifname,
+			 port->link_mtu);
 		return -1;
 	}
-	if (setsockopt(dev->rx.fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0 ||
-	    setsockopt(dev->rx.fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0) {
-		snprintf(err, errlen, "cannot set up a receive ring on %s: %s", dev->ifname,
+	if (setsockopt(port->rx.fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0 ||
+	    setsockopt(port->rx.fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0) {
+		snprintf(err, errlen, "cannot set up a receive ring on %s: %s", port->ifname,
 			 strerror(errno));
 		return -1;
 	}
-	dev->rx.map_bytes = (size_t)req.tp_block_size * req.tp_block_nr;
-	dev->rx.map = mmap(NULL, dev->rx.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   dev->rx.fd, 0);
-	if (dev->rx.map == MAP_FAILED) {
-		dev->rx.map = NULL;
+	port->rx.map_bytes = (size_t)req.tp_block_size * req.tp_block_nr;
+	port->rx.map = mmap(NULL, port->rx.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   port->rx.fd, 0);
+	if (port->rx.map == MAP_FAILED) {
+		port->rx.map = NULL;
 		snprintf(err, errlen, "cannot map the receive ring: %s", strerror(errno));
 		return -1;
 	}
-	dev->rx.slot_bytes = req.tp_frame_size;
-	dev->rx.slots_per_block = req.tp_block_size / req.tp_frame_size;
-	dev->rx.block_bytes = req.tp_block_size;
-	dev->rx.slots = req.tp_frame_nr;
+	port->rx.slot_bytes = req.tp_frame_size;
+	port->rx.slots_per_block = req.tp_block_size / req.tp_frame_size;
+	port->rx.block_bytes = req.tp_block_size;
+	port->rx.slots = req.tp_frame_nr;
 	return 0;
 }
 
 /* The socket joins the interface's receive path only at bind, once the filter is in
  * place: no frame of another kind reaches the ring. Our own frames are not offered to it
  * (Linux 4.20; older kernels mark them PACKET_OUTGOING and they are skipped). */
-int rxring_open(struct dev *dev, const char *filter, char *err, size_t errlen)
+int rxring_open(struct port *port, const char *filter, char *err, size_t errlen)
 {
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
-				   .sll_ifindex = dev->ifindex };
+				   .sll_ifindex = port->ifindex };
 	int one = 1;
 
-	dev->rx.fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
-	if (dev->rx.fd < 0) {
-		snprintf(err, errlen, "cannot capture on %s: %s%s", dev->ifname, strerror(errno),
+	port->rx.fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (port->rx.fd < 0) {
+		snprintf(err, errlen, "cannot capture on %s: %s%s", port->ifname, strerror(errno),
 			 errno == EPERM ? " (raw sockets need root or CAP_NET_RAW)" : "");
 		return -1;
 	}
-	dev->rx.vnet = setsockopt(dev->rx.fd, SOL_PACKET, PACKET_VNET_HDR, &one,
+	port->rx.vnet = setsockopt(port->rx.fd, SOL_PACKET, PACKET_VNET_HDR, &one,
 				  sizeof(one)) == 0;
-	(void)setsockopt(dev->rx.fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
-	if (map_ring(dev, err, errlen) < 0 || attach_filter(dev, filter, err, errlen) < 0)
+	(void)setsockopt(port->rx.fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
+	if (map_ring(port, err, errlen) < 0 || attach_filter(port, filter, err, errlen) < 0)
 		return -1;
-	if (bind(dev->rx.fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-		snprintf(err, errlen, "cannot capture on %s: %s", dev->ifname, strerror(errno));
+	if (bind(port->rx.fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		snprintf(err, errlen, "cannot capture on %s: %s", port->ifname, strerror(errno));
 		return -1;
 	}
 	return 0;
 }
 
-void rxring_close(struct dev *dev)
+void rxring_close(struct port *port)
 {
-	if (dev->rx.map)
-		munmap(dev->rx.map, dev->rx.map_bytes);
-	if (dev->rx.fd >= 0)
-		close(dev->rx.fd);
-	dev->rx.map = NULL;
-	dev->rx.fd = -1;
+	if (port->rx.map)
+		munmap(port->rx.map, port->rx.map_bytes);
+	if (port->rx.fd >= 0)
+		close(port->rx.fd);
+	port->rx.map = NULL;
+	port->rx.fd = -1;
 }
 
 /* The kernel counts the frames it found no free slot for, and clears its count on read. */
-void rxring_read_drops(struct dev *dev)
+void rxring_read_drops(struct port *port)
 {
 	struct tpacket_stats st;
 	socklen_t len = sizeof(st);
 
-	if (dev->rx.fd >= 0 &&
-	    getsockopt(dev->rx.fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
-		dev->cnt.drop_ring_full += st.tp_drops;
+	if (port->rx.fd >= 0 &&
+	    getsockopt(port->rx.fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0)
+		port->cnt->drop_ring_full += st.tp_drops;
 }
 
 static struct tpacket2_hdr *slot_at(const struct rx_ring *r, unsigned i)
@@ -179,7 +179,7 @@ static uint8_t *restore_vlan(const struct tpacket2_hdr *h, uint8_t *frame, size_
 	return frame;
 }
 
-static void take_slot(struct dev *dev, struct tpacket2_hdr *h, wire_deliver_fn deliver)
+static void take_slot(struct port *port, struct tpacket2_hdr *h, wire_deliver_fn deliver)
 {
 	const struct sockaddr_ll *sll =
 		(const struct sockaddr_ll *)((uint8_t *)h + TPACKET_ALIGN(sizeof(*h)));
@@ -190,22 +190,22 @@ static void take_slot(struct dev *dev, struct tpacket2_hdr *h, wire_deliver_fn d
 	if (sll->sll_pkttype == PACKET_OUTGOING)
 		return;
 	if (h->tp_len > h->tp_snaplen) {
-		dev->cnt.drop_truncated++;
+		port->cnt->drop_truncated++;
 		return;
 	}
-	if (dev->rx.vnet)
+	if (port->rx.vnet)
 		memcpy(&vh, frame - sizeof(vh), sizeof(vh));
 	if (h->tp_status & TP_STATUS_VLAN_VALID)
 		frame = restore_vlan(h, frame, &len);
 	if ((vh.gso_type & ~VIRTIO_NET_HDR_GSO_ECN) == VIRTIO_NET_HDR_GSO_UDP_L4) {
-		if (wire_gso_split(frame, len, le16toh(vh.gso_size), deliver, dev))
-			dev->cnt.rcvd_gso_frames++;
+		if (wire_gso_split(frame, len, le16toh(vh.gso_size), deliver, port))
+			port->cnt->rcvd_gso_frames++;
 		else
-			dev->cnt.drop_malformed++;
+			port->cnt->drop_malformed++;
 	} else if (vh.gso_type != VIRTIO_NET_HDR_GSO_NONE) {
-		dev->cnt.drop_malformed++;      /* TCP or UFO: not RoCE */
+		port->cnt->drop_malformed++;      /* TCP or UFO: not RoCE */
 	} else {
-		deliver(dev, frame, len);
+		deliver(port, frame, len);
 	}
 }
 
@@ -217,10 +217,10 @@ static bool slot_filled(const struct rx_ring *r, unsigned i)
 
 /* At most budget slots, in ring order; each goes back to the kernel once handled. While a
  * frame is delivered, rx.congested says whether mark_backlog more wait behind it. */
-void rxring_read(struct dev *dev, unsigned budget, wire_deliver_fn deliver)
+void rxring_read(struct port *port, unsigned budget, wire_deliver_fn deliver)
 {
-	struct rx_ring *r = &dev->rx;
-	unsigned mark = dev->cc.mark_backlog < r->slots ? dev->cc.mark_backlog : r->slots - 1;
+	struct rx_ring *r = &port->rx;
+	unsigned mark = port->ce_mark_backlog < r->slots ? port->ce_mark_backlog : r->slots - 1;
 
 	while (budget--) {
 		struct tpacket2_hdr *h = slot_at(r, r->head);
@@ -228,7 +228,7 @@ void rxring_read(struct dev *dev, unsigned budget, wire_deliver_fn deliver)
 		if (!slot_filled(r, r->head))
 			break;
 		r->congested = slot_filled(r, r->head + mark);
-		take_slot(dev, h, deliver);
+		take_slot(port, h, deliver);
 		__atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 		r->head = (r->head + 1) % r->slots;
 	}

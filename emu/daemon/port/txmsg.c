@@ -6,23 +6,23 @@
 #include <endian.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/port/port.h"
 
 /* How many frames from index first on go in one message. Only the last of a GSO frame may
  * be shorter than the first. */
-static unsigned group_size(const struct dev *dev, unsigned first)
+static unsigned group_size(const struct port *port, unsigned first)
 {
-	const uint8_t *a = dev->tx_frames[first];
-	size_t a_len = dev->tx_len[first], total = a_len;
+	const uint8_t *a = port->tx_frames[first];
+	size_t a_len = port->tx_len[first], total = a_len;
 	unsigned n = 1;
 
-	if (!dev->tx_gso)
+	if (!port->tx_gso)
 		return 1;
-	while (first + n < dev->tx_count && n < NET_GSO_MAX_SEGS) {
-		size_t b_len = dev->tx_len[first + n];
+	while (first + n < port->tx_count && n < NET_GSO_MAX_SEGS) {
+		size_t b_len = port->tx_len[first + n];
 
 		if (total + b_len - WIRE_GSO_HDR_LEN > NET_GSO_FRAME_MAX ||
-		    !wire_gso_can_follow(a, a_len, dev->tx_frames[first + n], b_len, n))
+		    !wire_gso_can_follow(a, a_len, port->tx_frames[first + n], b_len, n))
 			break;
 		total += b_len - WIRE_GSO_HDR_LEN;
 		n++;
@@ -54,30 +54,30 @@ static struct iovec *put_iov(struct iovec *iov, void *base, size_t len)
 
 /* Lays out frames first.. as messages m.. (their iovecs from the one message m starts at);
  * returns the number of messages in all. */
-unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first)
+unsigned txmsg_build(struct port *port, unsigned m, unsigned first)
 {
-	struct iovec *iov = m ? dev->tx_msgs[m].msg_hdr.msg_iov : dev->tx_iov;
+	struct iovec *iov = m ? port->tx_msgs[m].msg_hdr.msg_iov : port->tx_iov;
 
-	for (unsigned f = first; f < dev->tx_count; m++) {
-		unsigned n = group_size(dev, f);
-		struct msghdr *h = &dev->tx_msgs[m].msg_hdr;
-		struct virtio_net_hdr *vh = &dev->tx_vnet_hdr[m];
+	for (unsigned f = first; f < port->tx_count; m++) {
+		unsigned n = group_size(port, f);
+		struct msghdr *h = &port->tx_msgs[m].msg_hdr;
+		struct virtio_net_hdr *vh = &port->tx_vnet_hdr[m];
 
 		h->msg_iov = iov;
-		dev->tx_msg_first[m] = (uint8_t)f;
-		size_t total = dev->tx_len[f];
+		port->tx_msg_first[m] = (uint8_t)f;
+		size_t total = port->tx_len[f];
 
 		memset(vh, 0, sizeof(*vh));
-		if (dev->tx_vnet)
+		if (port->tx_vnet)
 			iov = put_iov(iov, vh, sizeof(*vh));
-		iov = put_iov(iov, dev->tx_frames[f], dev->tx_len[f]);
+		iov = put_iov(iov, port->tx_frames[f], port->tx_len[f]);
 		for (unsigned k = 1; k < n; k++) {
-			iov = put_iov(iov, dev->tx_frames[f + k] + WIRE_GSO_HDR_LEN,
-				      dev->tx_len[f + k] - WIRE_GSO_HDR_LEN);
-			total += dev->tx_len[f + k] - WIRE_GSO_HDR_LEN;
+			iov = put_iov(iov, port->tx_frames[f + k] + WIRE_GSO_HDR_LEN,
+				      port->tx_len[f + k] - WIRE_GSO_HDR_LEN);
+			total += port->tx_len[f + k] - WIRE_GSO_HDR_LEN;
 		}
 		if (n > 1)
-			set_gso_header(vh, dev->tx_frames[f], dev->tx_len[f], total);
+			set_gso_header(vh, port->tx_frames[f], port->tx_len[f], total);
 		h->msg_iovlen = (size_t)(iov - h->msg_iov);
 		f += n;
 	}
@@ -85,32 +85,32 @@ unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first)
 }
 
 /* The frames in message m and the ones after it. */
-unsigned txmsg_frames_from(const struct dev *dev, unsigned m)
+unsigned txmsg_frames_from(const struct port *port, unsigned m)
 {
-	return dev->tx_count - dev->tx_msg_first[m];
+	return port->tx_count - port->tx_msg_first[m];
 }
 
 /* How many of messages [from, to) are GSO frames. */
-unsigned txmsg_gso_count(const struct dev *dev, unsigned from, unsigned to)
+unsigned txmsg_gso_count(const struct port *port, unsigned from, unsigned to)
 {
 	unsigned n = 0;
 
 	for (unsigned m = from; m < to; m++)
-		n += dev->tx_vnet_hdr[m].gso_type != VIRTIO_NET_HDR_GSO_NONE;
+		n += port->tx_vnet_hdr[m].gso_type != VIRTIO_NET_HDR_GSO_NONE;
 	return n;
 }
 
 /* A kernel without UDP GSO on packet sockets (before Linux 6.2) refuses a GSO frame: from
  * then on every frame goes alone, with the lengths and UDP checksum 0 it was built with.
  * Returns the new number of messages. */
-unsigned txmsg_without_gso(struct dev *dev, unsigned m, unsigned msgs)
+unsigned txmsg_without_gso(struct port *port, unsigned m, unsigned msgs)
 {
 	for (unsigned i = m; i < msgs; i++) {
-		unsigned f = dev->tx_msg_first[i];
+		unsigned f = port->tx_msg_first[i];
 
-		if (dev->tx_vnet_hdr[i].gso_type != VIRTIO_NET_HDR_GSO_NONE)
-			wire_gso_restore_first(dev->tx_frames[f], dev->tx_len[f]);
+		if (port->tx_vnet_hdr[i].gso_type != VIRTIO_NET_HDR_GSO_NONE)
+			wire_gso_restore_first(port->tx_frames[f], port->tx_len[f]);
 	}
-	dev->tx_gso = false;
-	return txmsg_build(dev, m, dev->tx_msg_first[m]);
+	port->tx_gso = false;
+	return txmsg_build(port, m, port->tx_msg_first[m]);
 }

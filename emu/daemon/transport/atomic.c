@@ -5,7 +5,7 @@
  * at the same time. */
 #include <errno.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 void atomic_ack_send_now(struct qp *qp, uint32_t psn, uint64_t orig, uint32_t msn)
 {

@@ -15,7 +15,7 @@
  * answers CNPs: it ignores ours, and ours cost it nothing. */
 #include <math.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 #define ETH_SOURCE_MAC 6         /* its offset: after the destination MAC */
 
@@ -29,7 +29,7 @@ uint8_t cc_tos(const struct dev *dev, uint8_t traffic_class)
 
 	if (ecn == WIRE_ECN_CE)
 		ecn = WIRE_ECN_NOT_ECT;
-	if (dev->cc.enabled && ecn == WIRE_ECN_NOT_ECT)
+	if (dev->tp.cc.enabled && ecn == WIRE_ECN_NOT_ECT)
 		ecn = WIRE_ECN_ECT0;
 	return (uint8_t)((traffic_class & ~WIRE_ECN_MASK) | ecn);
 }
@@ -39,14 +39,14 @@ static void send_cnp(struct dev *dev, struct wire_path path, uint32_t dest_qpn)
 	struct wire_bth bth = { .opcode = WIRE_OP_CNP, .pkey = 0xffff, .becn = true,
 				.dest_qp = dest_qpn };
 	struct wire_ext ext = { 0 };
-	uint8_t *frame = net_tx_slot(dev);
+	uint8_t *frame = net_tx_slot(&dev->port);
 	size_t len;
 
 	path.tos = WIRE_TOS_CNP;
-	len = wire_build(frame, DEV_FRAME_MAX, &path, dev->ip_id++, &bth, &ext, NULL, 0);
+	len = wire_build(frame, DEV_FRAME_MAX, &path, dev->port.ip_id++, &bth, &ext, NULL, 0);
 	if (!len)
 		return;
-	net_tx_commit(dev, len);
+	net_tx_commit(&dev->port, len);
 	dev->cnt.np_cnp_sent++;
 }
 
@@ -57,9 +57,9 @@ static bool congestion_met(struct dev *dev, const struct wire_pkt *pkt)
 
 	if (ce)
 		dev->cnt.np_ecn_marked_roce_packets++;
-	if (dev->rx.congested)
+	if (dev->port.rx.congested)
 		dev->cnt.np_ring_marked_packets++;
-	return dev->cc.enabled && (ce || dev->rx.congested);
+	return dev->tp.cc.enabled && (ce || dev->port.rx.congested);
 }
 
 /* Whether the interval since the last CNP to that sender (*last) has run out. */
@@ -67,7 +67,7 @@ static bool cnp_due(const struct dev *dev, ev_tstamp *last)
 {
 	ev_tstamp now = ev_now(dev->loop);
 
-	if (now - *last < dev->cc.cnp_interval)
+	if (now - *last < dev->tp.cc.cnp_interval)
 		return false;
 	*last = now;
 	return true;
@@ -93,7 +93,7 @@ static void datagram_return_path(const struct qp *qp, const uint8_t *frame,
 	path->src_port = qp_flow_port(0, qp->qpn, pkt->ext.deth.src_qp);
 }
 
-static unsigned sender_slot(const struct wire_pkt *pkt)
+unsigned cc_sender_slot(const struct wire_pkt *pkt)
 {
 	uint32_t h = pkt->ext.deth.src_qp * 0x9e3779b1u;
 
@@ -107,7 +107,7 @@ void cc_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *
 	struct wire_path path;
 
 	if (!congestion_met(qp->dev, pkt) ||
-	    !cnp_due(qp->dev, &qp->ud_cnp_at[sender_slot(pkt)]))
+	    !cnp_due(qp->dev, &qp->ud_cnp_at[cc_sender_slot(pkt)]))
 		return;
 	datagram_return_path(qp, frame, pkt, &path);
 	send_cnp(qp->dev, path, pkt->ext.deth.src_qp);
@@ -117,12 +117,12 @@ void cc_on_cnp(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
 
-	if (!dev->cc.enabled) {
+	if (!dev->tp.cc.enabled) {
 		dev->cnt.rp_cnp_ignored++;
 		return;
 	}
 	dev->cnt.rp_cnp_handled++;
-	if (dcqcn_on_cnp(&qp->dcqcn, &dev->cc, ev_now(dev->loop)))
+	if (dcqcn_on_cnp(&qp->dcqcn, &dev->tp.cc, ev_now(dev->loop)))
 		dev->cnt.rp_rate_cuts++;
 }
 
@@ -133,7 +133,7 @@ bool cc_may_send(struct qp *qp)
 
 	if (!qp->dcqcn.limited)
 		return true;
-	wait = dcqcn_wait(&qp->dcqcn, &dev->cc, ev_now(dev->loop));
+	wait = dcqcn_wait(&qp->dcqcn, &dev->tp.cc, ev_now(dev->loop));
 	if (wait <= 0)
 		return true;
 	if (!ev_is_active(&qp->pace_timer)) {
@@ -146,8 +146,8 @@ bool cc_may_send(struct qp *qp)
 
 void cc_on_sent(struct qp *qp, size_t bytes)
 {
-	if (qp->dev->cc.enabled)
-		dcqcn_on_sent(&qp->dcqcn, &qp->dev->cc, bytes, ev_now(qp->dev->loop));
+	if (qp->dev->tp.cc.enabled)
+		dcqcn_on_sent(&qp->dcqcn, &qp->dev->tp.cc, bytes, ev_now(qp->dev->loop));
 }
 
 void cc_pace_cb(struct ev_loop *loop, ev_timer *w, int revents)

@@ -7,7 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/log.h"
+#include "emu/daemon/transport/transport.h"
 
 /* A doorbell or notification channel: a pipe, so the daemon's end is an open file of its
  * own that no client can make blocking (an eventfd would share its flags with the client).
@@ -47,7 +48,7 @@ fail:
 	return NULL;
 }
 
-struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
+struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err)
 {
 	struct cq *cq = calloc(1, sizeof(*cq));
 	int ends[2] = { -1, -1 };
@@ -57,7 +58,7 @@ struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
-	cq->client = c;
+	cq->owner = o;
 	cq->entries = pow2_at_least(cqe < 1 ? 1 : cqe);
 	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
 	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
@@ -83,7 +84,7 @@ int cq_destroy(struct cq *cq)
 	if (cq->users)
 		return -EBUSY;
 	if (cq->notify_pending)
-		STAILQ_REMOVE(&cq->client->dev->notify_list, cq, cq, notify_link);
+		STAILQ_REMOVE(&cq->owner->dev->tp.notify_list, cq, cq, notify_link);
 	munmap(cq->ctl, cq->ring_bytes);
 	close(cq->notify_fd);
 	close(cq->client_end);
@@ -99,10 +100,10 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	uint32_t cons = __atomic_load_n(&cq->ctl->cons, __ATOMIC_ACQUIRE);
 
 	if (prod - cons >= cq->entries) {
-		cq->client->dev->cnt.cq_overflow++;
+		cq->owner->dev->cnt.cq_overflow++;
 		if (!cq->overflowed)
 			log_limited("client pid %d: CQ %u overflowed; completions lost",
-				    (int)cq->client->pid, cq->handle);
+				    (int)cq->owner->pid, cq->handle);
 		cq->overflowed = true;
 		return;
 	}
@@ -110,7 +111,7 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	__atomic_store_n(&cq->ctl->prod, prod + 1, __ATOMIC_RELEASE);
 	if (!cq->notify_pending) {
 		cq->notify_pending = true;
-		STAILQ_INSERT_TAIL(&cq->client->dev->notify_list, cq, notify_link);
+		STAILQ_INSERT_TAIL(&cq->owner->dev->tp.notify_list, cq, notify_link);
 	}
 }
 
@@ -121,15 +122,15 @@ void cq_flush_notify(struct dev *dev)
 	uint64_t one = 1;
 
 	/* a full pipe (EAGAIN) already holds a wakeup the client has not read */
-	while ((cq = STAILQ_FIRST(&dev->notify_list))) {
-		STAILQ_REMOVE_HEAD(&dev->notify_list, notify_link);
+	while ((cq = STAILQ_FIRST(&dev->tp.notify_list))) {
+		STAILQ_REMOVE_HEAD(&dev->tp.notify_list, notify_link);
 		cq->notify_pending = false;
 		(void)!write(cq->notify_fd, &one, sizeof(one));
 	}
 }
 
 /* A shared receive queue: its ring, and a pipe for its limit event. */
-struct srq *srq_create(struct client *c, uint32_t max_wr, uint32_t limit, int fds[2],
+struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds[2],
 		       int *err)
 {
 	struct srq *srq = calloc(1, sizeof(*srq));
@@ -140,7 +141,7 @@ struct srq *srq_create(struct client *c, uint32_t max_wr, uint32_t limit, int fd
 		*err = -ENOMEM;
 		return NULL;
 	}
-	srq->client = c;
+	srq->owner = o;
 	srq->entries = pow2_at_least(max_wr);
 	srq->limit = limit;
 	srq->ring_bytes = proto_ring_bytes(srq->entries, sizeof(struct proto_rwqe));
@@ -176,15 +177,15 @@ int srq_destroy(struct srq *srq)
 static int qp_alloc_qpn(struct dev *dev, struct qp *qp)
 {
 	for (uint32_t tries = 0; tries < DEV_MAX_QP; tries++) {
-		uint32_t slot = dev->qp_cursor++ % DEV_MAX_QP;
+		uint32_t slot = dev->tp.qp_cursor++ % DEV_MAX_QP;
 
-		if (slot < 2 || dev->qps[slot])
+		if (slot < 2 || dev->tp.qps[slot])
 			continue;
 		if (slot == 2)
-			dev->qp_generation++;
-		qp->qpn = ((dev->qp_generation & 0x3ff) << DEV_QP_SLOT_BITS) | slot;
-		dev->qps[slot] = qp;
-		dev->qp_count++;
+			dev->tp.qp_generation++;
+		qp->qpn = ((dev->tp.qp_generation & 0x3ff) << DEV_QP_SLOT_BITS) | slot;
+		dev->tp.qps[slot] = qp;
+		dev->tp.qp_count++;
 		return 0;
 	}
 	return -ENOSPC;
@@ -192,7 +193,7 @@ static int qp_alloc_qpn(struct dev *dev, struct qp *qp)
 
 struct qp *dev_find_qp(struct dev *dev, uint32_t qpn)
 {
-	struct qp *qp = dev->qps[qpn & (DEV_MAX_QP - 1)];
+	struct qp *qp = dev->tp.qps[qpn & (DEV_MAX_QP - 1)];
 
 	return qp && qp->qpn == qpn ? qp : NULL;
 }
@@ -232,7 +233,7 @@ static void qp_free(struct qp *qp, int ring_fd)
 	free(qp);
 }
 
-struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fds[2],
+struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds[2],
 		     int *err)
 {
 	struct qp *qp = calloc(1, sizeof(*qp));
@@ -243,8 +244,8 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 		*err = -ENOMEM;
 		return NULL;
 	}
-	qp->dev = c->dev;
-	qp->client = c;
+	qp->dev = o->dev;
+	qp->owner = o;
 	qp->type = (enum ibv_qp_type)req->qp_type;
 
 	*err = channel_open(ends, 0);
@@ -253,7 +254,7 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 	if (!*err)
 		*err = qp_map_rings(qp, req, &ring_fd);
 	if (!*err)
-		*err = qp_alloc_qpn(c->dev, qp);
+		*err = qp_alloc_qpn(o->dev, qp);
 	if (*err) {
 		qp_free(qp, ring_fd);
 		return NULL;
@@ -262,7 +263,7 @@ struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fd
 	qp->sq_sig_all = req->sq_sig_all;
 	ev_io_init(&qp->doorbell, req_doorbell_cb, qp->doorbell_fd, EV_READ);
 	qp->doorbell.data = qp;
-	ev_io_start(c->dev->loop, &qp->doorbell);
+	ev_io_start(o->dev->loop, &qp->doorbell);
 	ev_init(&qp->retry_timer, req_timer_cb);
 	qp->retry_timer.data = qp;
 	ev_init(&qp->rnr_timer, req_rnr_cb);
@@ -285,8 +286,8 @@ int qp_destroy(struct qp *qp)
 	ev_timer_stop(dev->loop, &qp->pace_timer);
 	sched_forget(qp);
 	resp_cancel_ack(qp);
-	dev->qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
-	dev->qp_count--;
+	dev->tp.qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
+	dev->tp.qp_count--;
 	qp->send_cq->users--;
 	qp->recv_cq->users--;
 	if (qp->srq)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 #define DEFAULT_TIMEOUT 14   /* 4.096 us * 2^14 = 67 ms */
 #define DEFAULT_RETRY 7
@@ -84,7 +84,7 @@ static int check_ud_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_at
 			 "(attribute mask 0x%x is for connected QPs)", qp->qpn, mask & ~UD_ATTRS);
 		return -EINVAL;
 	}
-	if ((mask & IBV_QP_QKEY) && (a->qkey & QKEY_PRIVILEGED) && qp->client->uid != 0) {
+	if ((mask & IBV_QP_QKEY) && (a->qkey & QKEY_PRIVILEGED) && qp->owner->uid != 0) {
 		snprintf(err, errlen, "Q_Key 0x%08x is privileged (top bit set): root only",
 			 a->qkey);
 		return -EPERM;
@@ -100,16 +100,16 @@ static int check_av(const struct dev *dev, const struct proto_qp_attr *a, char *
 {
 	bool v4 = addr_gid_is_ipv4(a->dest_gid);
 
-	if (a->sgid_index >= dev->ngids) {
+	if (a->sgid_index >= dev->port.ngids) {
 		snprintf(err, errlen, "source GID index %u: the port has %u GIDs", a->sgid_index,
-			 dev->ngids);
+			 dev->port.ngids);
 		return -1;
 	}
 	if (!memcmp(a->dest_gid, unspecified, 16) || (v4 && !memcmp(a->dest_gid + 12, unspecified, 4))) {
 		snprintf(err, errlen, "the peer's GID is an unspecified address");
 		return -1;
 	}
-	if (v4 != !dev->gids[a->sgid_index].ipv6) {
+	if (v4 != !dev->port.gids[a->sgid_index].ipv6) {
 		snprintf(err, errlen, "the peer's GID is %s but source GID %u is %s: RoCEv2 "
 			 "does not cross IP versions", v4 ? "IPv4" : "IPv6", a->sgid_index,
 			 v4 ? "IPv6" : "IPv4");
@@ -124,10 +124,10 @@ static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr 
 	if (qp->type == IBV_QPT_UD)
 		return check_ud_attrs(qp, mask, a, err, errlen);
 	if ((mask & IBV_QP_PATH_MTU) &&
-	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > qp->dev->active_mtu)) {
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > qp->dev->port.active_mtu)) {
 		snprintf(err, errlen, "path MTU %u bytes exceeds the port's active MTU %u "
 			 "(raise the interface MTU or lower the QP's path_mtu)",
-			 net_mtu_bytes(a->path_mtu), net_mtu_bytes(qp->dev->active_mtu));
+			 net_mtu_bytes(a->path_mtu), net_mtu_bytes(qp->dev->port.active_mtu));
 		return -EINVAL;
 	}
 	if ((mask & IBV_QP_DEST_QPN) && (a->dest_qpn == 0 || a->dest_qpn > 0xffffff)) {
@@ -210,25 +210,25 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 static int resolve_peer(struct qp *qp, const uint8_t gid[16], char *err, size_t errlen)
 {
 	char ip[INET6_ADDRSTRLEN];
-	int rc = neigh_resolve(qp->client, gid, qp->peer_mac);
+	int rc = neigh_resolve(&qp->owner->neigh, gid, qp->peer_mac);
 
 	if (rc == -EHOSTUNREACH)
 		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
-			 addr_str(gid, ip, sizeof(ip)), qp->dev->ifname);
+			 addr_str(gid, ip, sizeof(ip)), qp->dev->port.ifname);
 	return rc;
 }
 
 void path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
 		  const uint8_t *dgid, const uint8_t mac[6])
 {
-	memcpy(p->src_mac, dev->mac, 6);
+	memcpy(p->src_mac, dev->port.mac, 6);
 	memcpy(p->dst_mac, mac, 6);
 	p->ipv6 = !addr_gid_is_ipv4(dgid);
 	memcpy(&p->src_ip, sgid + 12, 4);
 	memcpy(&p->dst_ip, dgid + 12, 4);
 	memcpy(p->src_ip6, sgid, 16);
 	memcpy(p->dst_ip6, dgid, 16);
-	p->ttl = dev->hop_limit[p->ipv6];
+	p->ttl = dev->port.hop_limit[p->ipv6];
 }
 
 /* As rxe: the AV's traffic class is the TOS, and the flow label only picks the UDP source
@@ -237,7 +237,7 @@ static void connect_path(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
 
-	path_between(&qp->path, dev, dev->gids[qp->attr.sgid_index].raw, qp->attr.dest_gid,
+	path_between(&qp->path, dev, dev->port.gids[qp->attr.sgid_index].raw, qp->attr.dest_gid,
 		     qp->peer_mac);
 	qp->path.src_port = qp_flow_port(qp->attr.flow_label, qp->qpn, qp->attr.dest_qpn);
 	qp->path.tos = cc_tos(dev, qp->attr.traffic_class);
@@ -309,7 +309,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 		return rc;
 	apply_attrs(qp, mask, a);
 	if (qp->type == IBV_QPT_UD)
-		qp->pmtu = net_mtu_bytes(qp->dev->active_mtu);
+		qp->pmtu = net_mtu_bytes(qp->dev->port.active_mtu);
 	if (connecting)
 		connect_path(qp);
 	if (to == IBV_QPS_RTS && qp->state == IBV_QPS_RTR) {

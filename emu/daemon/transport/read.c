@@ -10,7 +10,7 @@
  * with an access error and not one byte outside a valid MR leaves. */
 #include <errno.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 /* A reply starts with FIRST or ONLY; a replay from the middle with MIDDLE or LAST. */
 uint8_t read_response_opcode(uint32_t k, uint32_t n, bool starts)

@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 /* A well-behaved requester has at most max_dest_rd_atomic READs out, and ACKs coalesce at
  * the tail: READs and the ACKs between them fit with room to spare. */

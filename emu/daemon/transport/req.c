@@ -8,7 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/log.h"
+#include "emu/daemon/transport/transport.h"
 
 #define MAX_MESSAGE (1ull << 31)
 
@@ -133,7 +134,7 @@ static bool fetch(struct qp *qp)
 	if (prod - qp->comp_idx > qp->sq_entries ||
 	    prod - qp->comp_idx < qp->fetch_idx - qp->comp_idx) {
 		log_limited("client pid %d: QP 0x%06x send ring index %u is beyond the ring",
-			    (int)qp->client->pid, qp->qpn, prod);
+			    (int)qp->owner->pid, qp->qpn, prod);
 		return false;
 	}
 	while (qp->fetch_idx != prod)
@@ -229,7 +230,7 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
 	bth.ack_req = k + 1 == w->npkts || ++qp->since_ackreq >= sched_ack_interval(qp->dev) ||
-		      qp->dev->inflight + 1 >= DEV_MAX_INFLIGHT;
+		      qp->dev->tp.inflight + 1 >= DEV_MAX_INFLIGHT;
 	if (bth.ack_req)
 		qp->since_ackreq = 0;
 	bth.solicited = w->solicited && k + 1 == w->npkts;
@@ -253,13 +254,13 @@ static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k
 					  (uint32_t)(w->length - done) } };
 	struct wire_bth bth = { .opcode = WIRE_OP_RC_READ_REQUEST, .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn, .ack_req = true };
-	uint8_t *frame = net_tx_slot(qp->dev);
-	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->ip_id++, &bth, &ext,
+	uint8_t *frame = net_tx_slot(&qp->dev->port);
+	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext,
 				NULL, 0);
 
 	if (!len)
 		return -EFAULT;
-	net_tx_commit(qp->dev, len);
+	net_tx_commit(&qp->dev->port, len);
 	return 0;
 }
 
@@ -268,7 +269,7 @@ static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t
 	struct wire_ext ext = { .atomic = { w->remote_addr, w->rkey, w->swap, w->compare_add } };
 	struct wire_bth bth = { .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn, .psn = psn,
 				.ack_req = true };
-	uint8_t *frame = net_tx_slot(qp->dev);
+	uint8_t *frame = net_tx_slot(&qp->dev->port);
 	size_t len;
 
 	bth.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? WIRE_OP_RC_COMPARE_SWAP
@@ -277,10 +278,10 @@ static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t
 		ext.atomic.swap_add = w->compare_add;
 		ext.atomic.compare = 0;
 	}
-	len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->ip_id++, &bth, &ext, NULL, 0);
+	len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext, NULL, 0);
 	if (!len)
 		return -EFAULT;
-	net_tx_commit(qp->dev, len);
+	net_tx_commit(&qp->dev->port, len);
 	return 0;
 }
 
@@ -730,14 +731,14 @@ void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	/* after a stall the ACK may be in the ring, behind more than one turn's frames: an
 	 * ACK that moved the window re-armed the timer */
-	net_rx_catch_up(qp->dev);
+	net_rx_catch_up(&qp->dev->port);
 	if (!outstanding(qp) || qp->state != IBV_QPS_RTS || ev_is_active(&qp->retry_timer))
 		return;
 	qp->dev->cnt.timeouts++;
 	log_debug("QP 0x%06x: no ACK within %.1f ms (round trip %.1f ms): PSNs 0x%06x to 0x%06x "
 		  "resent; %u PSNs out daemon-wide", qp->qpn, rto_interval(qp) * 1e3,
 		  qp->rto.srtt * 1e3, qp->snd_una, (qp->snd_max - 1) & WIRE_PSN_MASK,
-		  qp->dev->inflight);
+		  qp->dev->tp.inflight);
 	rto_on_expiry(qp);
 	retry_from(qp, qp->snd_una);
 }

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 #define MAX_DMA_LEN (1u << 31)
 #define RNR_NAK 0x20
@@ -45,7 +45,7 @@ static void ack_later(struct qp *qp)
 	if (qp->ack_due)
 		return;
 	qp->ack_due = true;
-	TAILQ_INSERT_TAIL(&qp->dev->acks_due, qp, ack_link);
+	TAILQ_INSERT_TAIL(&qp->dev->tp.acks_due, qp, ack_link);
 }
 
 void resp_cancel_ack(struct qp *qp)
@@ -53,7 +53,7 @@ void resp_cancel_ack(struct qp *qp)
 	if (!qp->ack_due)
 		return;
 	qp->ack_due = false;
-	TAILQ_REMOVE(&qp->dev->acks_due, qp, ack_link);
+	TAILQ_REMOVE(&qp->dev->tp.acks_due, qp, ack_link);
 }
 
 static void send_due_ack(struct qp *qp)
@@ -71,7 +71,7 @@ void resp_send_due_acks(struct dev *dev)
 {
 	struct qp *qp;
 
-	while ((qp = TAILQ_FIRST(&dev->acks_due)))
+	while ((qp = TAILQ_FIRST(&dev->tp.acks_due)))
 		send_due_ack(qp);
 }
 

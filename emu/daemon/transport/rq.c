@@ -8,7 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/log.h"
+#include "emu/daemon/transport/transport.h"
 
 static struct proto_rwqe *rq_head(struct qp *qp)
 {
@@ -27,7 +28,7 @@ static int srq_take(struct srq *srq, struct proto_rwqe *out)
 
 	if (prod - srq->cons > srq->entries) {
 		log_limited("client pid %d: SRQ %u ring index %u is beyond the ring",
-			    (int)srq->client->pid, srq->handle, prod);
+			    (int)srq->owner->pid, srq->handle, prod);
 		return -EPROTO;
 	}
 	if (prod == srq->cons)
@@ -50,7 +51,7 @@ static int own_take(struct qp *qp, struct proto_rwqe *out)
 
 	if (prod - qp->rq_cons > qp->rq_entries) {
 		log_limited("client pid %d: QP 0x%06x receive ring index %u is beyond the ring",
-			    (int)qp->client->pid, qp->qpn, prod);
+			    (int)qp->owner->pid, qp->qpn, prod);
 		return -EPROTO;
 	}
 	if (prod == qp->rq_cons)

@@ -6,7 +6,7 @@
  * for an idle link, and a fixed timer fires while nothing was lost. Consecutive expiries
  * double the timer, up to RTO_MAX_BACKOFF doublings, so a retry_cnt of 7 at the default
  * timeout still fails a dead peer within seconds; the next round trip timed resets it. */
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 #define RTO_MAX_BACKOFF 3
 #define RTO_MIN_VAR 1e-3      /* the least 4 * RTTVAR counted: the loop's wakeup jitter */

@@ -3,7 +3,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 #define PKEY_FULL_MASK 0x7fff
 
@@ -26,7 +26,7 @@ static bool from_peer(const struct dev *dev, const struct qp *qp, const uint8_t 
 		      const uint8_t dst[16])
 {
 	return !memcmp(src, qp->attr.dest_gid, 16) &&
-	       !memcmp(dst, dev->gids[qp->attr.sgid_index].raw, 16);
+	       !memcmp(dst, dev->port.gids[qp->attr.sgid_index].raw, 16);
 }
 
 static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire_pkt *pkt)
@@ -36,7 +36,7 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 
 	addr_gid(src, pkt->ip_version, pkt->src_ip);
 	addr_gid(dst, pkt->ip_version, pkt->dst_ip);
-	if (addr_find(dev, dst) < 0) {
+	if (addr_find(&dev->port, dst) < 0) {
 		dev->cnt.drop_not_ours++;
 		return NULL;
 	}
@@ -125,12 +125,12 @@ void ack_send_now(struct qp *qp, uint32_t psn, uint8_t syndrome, uint32_t msn)
 	struct wire_bth bth = { .opcode = WIRE_OP_RC_ACK, .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
 	struct wire_ext ext = { .aeth = { .syndrome = syndrome, .msn = msn } };
-	uint8_t *frame = net_tx_slot(dev);
-	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, dev->ip_id++, &bth, &ext,
+	uint8_t *frame = net_tx_slot(&dev->port);
+	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, dev->port.ip_id++, &bth, &ext,
 				NULL, 0);
 
 	if (len)
-		net_tx_commit(dev, len);
+		net_tx_commit(&dev->port, len);
 }
 
 bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wire_bth *bth,
@@ -138,8 +138,8 @@ bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wir
 {
 	size_t hdr;
 
-	p->frame = net_tx_slot(dev);
-	hdr = wire_put_headers(p->frame, DEV_FRAME_MAX, path, dev->ip_id++, bth, ext, n);
+	p->frame = net_tx_slot(&dev->port);
+	hdr = wire_put_headers(p->frame, DEV_FRAME_MAX, path, dev->port.ip_id++, bth, ext, n);
 	p->payload = p->frame + hdr;
 	return hdr != 0;
 }
@@ -154,6 +154,6 @@ void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n)
 {
 	icrc_state crc = icrc_update(wire_icrc_headers(p->frame), p->payload, n);
 
-	net_tx_commit(qp->dev, (size_t)(p->payload - p->frame) + n +
+	net_tx_commit(&qp->dev->port, (size_t)(p->payload - p->frame) + n +
 				 wire_put_trailer(p->payload + n, crc, n));
 }

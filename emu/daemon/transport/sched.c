@@ -5,7 +5,7 @@
  * The credit every RC requester draws on is counted from each QP's PSNs, recomputed
  * whenever they may have moved rather than adjusted step by step: a count that drifted
  * would stop every QP of the daemon for good. */
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 static void serve_idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 {
@@ -17,9 +17,9 @@ static void serve_idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 static void unqueue(struct qp *qp)
 {
 	if (qp->sched == TURN_READY)
-		TAILQ_REMOVE(&qp->dev->ready, qp, ready_link);
+		TAILQ_REMOVE(&qp->dev->tp.ready, qp, ready_link);
 	else if (qp->sched == TURN_CREDIT)
-		TAILQ_REMOVE(&qp->dev->credit_wait, qp, ready_link);
+		TAILQ_REMOVE(&qp->dev->tp.credit_wait, qp, ready_link);
 	qp->sched = TURN_NONE;
 }
 
@@ -31,10 +31,10 @@ void sched_ready(struct qp *qp)
 		return;
 	unqueue(qp);
 	qp->sched = TURN_READY;
-	TAILQ_INSERT_TAIL(&dev->ready, qp, ready_link);
-	if (!ev_is_active(&dev->serve_idle)) {
-		ev_idle_init(&dev->serve_idle, serve_idle_cb);
-		ev_idle_start(dev->loop, &dev->serve_idle);
+	TAILQ_INSERT_TAIL(&dev->tp.ready, qp, ready_link);
+	if (!ev_is_active(&dev->tp.serve_idle)) {
+		ev_idle_init(&dev->tp.serve_idle, serve_idle_cb);
+		ev_idle_start(dev->loop, &dev->tp.serve_idle);
 	}
 }
 
@@ -42,11 +42,11 @@ bool sched_has_credit(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
 
-	if (dev->inflight < DEV_MAX_INFLIGHT)
+	if (dev->tp.inflight < DEV_MAX_INFLIGHT)
 		return true;
 	if (qp->sched == TURN_NONE) {
 		qp->sched = TURN_CREDIT;
-		TAILQ_INSERT_TAIL(&dev->credit_wait, qp, ready_link);
+		TAILQ_INSERT_TAIL(&dev->tp.credit_wait, qp, ready_link);
 		dev->cnt.credit_waits++;
 	}
 	return false;
@@ -57,9 +57,9 @@ static void wake_credit_waiters(struct dev *dev)
 {
 	struct qp *qp;
 
-	if (dev->inflight > DEV_CREDIT_WAKE)
+	if (dev->tp.inflight > DEV_CREDIT_WAKE)
 		return;
-	while ((qp = TAILQ_FIRST(&dev->credit_wait)))
+	while ((qp = TAILQ_FIRST(&dev->tp.credit_wait)))
 		sched_ready(qp);
 }
 
@@ -80,8 +80,8 @@ void sched_account(struct qp *qp)
 {
 	uint32_t now = outstanding_psns(qp);
 
-	qp->dev->requesters_out += (now > 0) - (qp->inflight_counted > 0);
-	qp->dev->inflight += now - qp->inflight_counted;
+	qp->dev->tp.requesters_out += (now > 0) - (qp->inflight_counted > 0);
+	qp->dev->tp.inflight += now - qp->inflight_counted;
 	qp->inflight_counted = now;
 	wake_credit_waiters(qp->dev);
 }
@@ -89,15 +89,15 @@ void sched_account(struct qp *qp)
 void sched_forget(struct qp *qp)
 {
 	unqueue(qp);
-	qp->dev->requesters_out -= qp->inflight_counted > 0;
-	qp->dev->inflight -= qp->inflight_counted;
+	qp->dev->tp.requesters_out -= qp->inflight_counted > 0;
+	qp->dev->tp.inflight -= qp->inflight_counted;
 	qp->inflight_counted = 0;
 	wake_credit_waiters(qp->dev);
 }
 
 uint32_t sched_ack_interval(const struct dev *dev)
 {
-	uint32_t n = dev->requesters_out > 1 ? dev->requesters_out : 1;
+	uint32_t n = dev->tp.requesters_out > 1 ? dev->tp.requesters_out : 1;
 	uint32_t interval = DEV_MAX_INFLIGHT / (2 * n);
 
 	if (interval > QP_ACKREQ_EVERY)
@@ -109,7 +109,7 @@ void sched_send(struct dev *dev)
 {
 	resp_send_due_acks(dev);
 	sched_serve(dev);
-	net_flush(dev);
+	net_flush(&dev->port);
 }
 
 /* What the responder owes goes first: the peer is waiting for it. */
@@ -124,10 +124,10 @@ void sched_serve(struct dev *dev)
 	uint64_t until = dev->cnt.sent_pkts + DEV_SERVE_BUDGET;
 	struct qp *qp;
 
-	while ((qp = TAILQ_FIRST(&dev->ready)) && dev->cnt.sent_pkts < until) {
+	while ((qp = TAILQ_FIRST(&dev->tp.ready)) && dev->cnt.sent_pkts < until) {
 		unqueue(qp);
 		sched_turn(qp);
 	}
-	if (TAILQ_EMPTY(&dev->ready))
-		ev_idle_stop(dev->loop, &dev->serve_idle);
+	if (TAILQ_EMPTY(&dev->tp.ready))
+		ev_idle_stop(dev->loop, &dev->tp.serve_idle);
 }

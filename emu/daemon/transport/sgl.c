@@ -3,7 +3,7 @@
  * holds the piece), so an MR deregistered since the request was posted is never touched. */
 #include <errno.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/transport/transport.h"
 
 /* Calls copy for each piece of [offset, offset + n) of the list; 0, or -EFAULT. */
 static int walk(struct qp *qp, const struct proto_sge *sge, uint32_t num_sge, uint64_t offset,

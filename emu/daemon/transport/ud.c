@@ -8,7 +8,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "emu/daemon/daemon.h"
+#include "emu/daemon/log.h"
+#include "emu/daemon/transport/transport.h"
 
 #define QKEY_PRIVILEGED 0x80000000u
 
@@ -83,7 +84,7 @@ static enum ibv_wc_status send_datagram(struct qp *qp, const struct proto_swqe *
 static enum ibv_wc_status send_one(struct qp *qp, const struct proto_swqe *in,
 				   uint64_t *length)
 {
-	const struct ah *ah = handle_get(&qp->client->ahs, in->ah);
+	const struct ah *ah = qp->dev->tp.find_ah(qp->owner, in->ah);
 	enum ibv_wc_status st;
 
 	if (!is_send_opcode(in->opcode) || !ah || ah->pd != qp->pd)
@@ -112,7 +113,7 @@ void ud_pump(struct qp *qp)
 	prod = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
 	if (prod - qp->comp_idx > qp->sq_entries) {
 		log_limited("client pid %d: QP 0x%06x send ring index %u is beyond the ring",
-			    (int)qp->client->pid, qp->qpn, prod);
+			    (int)qp->owner->pid, qp->qpn, prod);
 		qp_to_error(qp);
 		return;
 	}
@@ -197,7 +198,7 @@ void ud_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *
 	struct dev *dev = qp->dev;
 	int rc;
 
-	if (pkt->payload_len > net_mtu_bytes(dev->active_mtu)) {
+	if (pkt->payload_len > net_mtu_bytes(dev->port.active_mtu)) {
 		dev->cnt.drop_ud_too_long++;
 		return;
 	}

@@ -1,81 +1,46 @@
-/* rocemud internals: the emulated HCA composed from memreg/ and wire/, driven by libev.
- * One thread; every object below is touched only from the event loop. */
-#ifndef ROCEMU_DAEMON_H
-#define ROCEMU_DAEMON_H
+/* The transport: RoCEv2's RC and UD service over the port. Per QP, the requester (req.c)
+ * sends work requests as packets, the completer (comp.c) takes ACKs, NAKs and READ
+ * responses and completes them, the responder (resp.c, with read.c and atomic.c) checks and
+ * executes requests and answers them (reply.c); sched.c gives QPs their turns, cc.c and
+ * dcqcn.c their rates, rto.c their timers. objects.c holds CQs, SRQs and QPs, qp.c their
+ * state machine.
+ *
+ * It may call the port (port/port.h), memreg/, wire/ and the log; it reaches control only
+ * through what struct owner holds and dev->tp.find_ah, which main.c sets. Errors are
+ * returned as negative errnos (or false), never logged below the QP's own limited lines;
+ * what goes wrong on the wire becomes a NAK, a completion status or a counter. */
+#ifndef ROCEMU_DAEMON_TRANSPORT_H
+#define ROCEMU_DAEMON_TRANSPORT_H
 
 #include <ev.h>
 #include <infiniband/verbs.h>
-#include <linux/virtio_net.h>
-#include <net/if.h>
-#include <pcap/pcap.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
-#include <sys/socket.h>
+#include <sys/types.h>
 
+#include "emu/daemon/device.h"
+#include "emu/daemon/limits.h"
+#include "emu/daemon/port/port.h"
 #include "emu/daemon/transport/dcqcn.h"
-#include "emu/daemon/port/fault.h"
 #include "emu/proto.h"
-#include "emu/rocemu.h"
 #include "memreg/memreg.h"
 #include "wire/wire.h"
 
-#define DEV_MAX_QP 16384          /* QPN slots; qpn = generation << 14 | slot */
-#define DEV_QP_SLOT_BITS 14
-#define DEV_TX_BATCH 64
-#define DEV_RX_BUDGET 256         /* frames per wakeup; the rest waits for the next turn */
-#define DEV_FRAME_MAX (WIRE_BASE6_LEN + WIRE_RETH_LEN + WIRE_IMMDT_LEN + 4096 + 8)
-#define UD_GRH_LEN 40             /* the receive buffer's first bytes on a UD QP */
-#define CLIENT_MAX_AH 32767       /* address handles per connection (rxe's max_ah) */
-#define DEV_MAX_GIDS PROTO_MAX_GIDS  /* addresses one daemon serves: its GID table */
-/* The largest UDP GSO frame sent (headers once, then the segments' payloads): every
- * daemon's receive ring takes one whole, whatever its link MTU. */
-#define NET_GSO_FRAME_MAX 16256
-#define NET_GSO_MAX_SEGS 64
-#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
-#define VIRTIO_NET_HDR_GSO_UDP_L4 5   /* Linux 6.2; older headers lack it */
-#endif
-#define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
-#define QP_MAX_RD_ATOMIC 128       /* READs and atomics outstanding, each way (rxe's) */
-#define QP_ACKREQ_EVERY 64
-#define QP_BURST 16                /* packets a requester sends before the next QP's turn */
-#define QP_UD_CNP_SLOTS 8          /* a UD QP's senders, hashed, each with its CNP interval */
-/* Packets of waiting QPs sent per turn of the loop. A doorbell or a completion waits for
- * the turn in progress to end: at 256, a 64 B WRITE beside 31 streams took about a
- * millisecond a round trip, at 32 about 150 us, with the same goodput. */
-#define DEV_SERVE_BUDGET 32
-/* PSNs all RC requesters together may have unacknowledged (each counting for at most
- * QP_MAX_INFLIGHT): half a receive ring (rxring.c's 1024 frames), so no burst of ours
- * overflows a rocemu peer's ring, whatever the CPU does. What PFC is to a real fabric: the
- * lossless backstop under congestion control. */
-#define DEV_MAX_INFLIGHT 512
-#define DEV_CREDIT_WAKE (DEV_MAX_INFLIGHT - QP_ACKREQ_EVERY)
+struct ah;
 
-struct dev_counters {
-#define COUNTER_FIELD(name, help) uint64_t name;
-	PROTO_COUNTERS(COUNTER_FIELD)
-#undef COUNTER_FIELD
+/* What the transport knows of the process behind its objects: control's struct client
+ * begins with one. */
+struct owner {
+	struct dev *dev;
+	pid_t pid;
+	uid_t uid;
+	struct neigh_wait neigh;     /* a QP's path waits here for its peer's MAC */
 };
 
-struct client;
-struct qp;
-
-/* The receive ring (rxring.c) */
-struct rx_ring {
-	int fd;
-	uint8_t *map;
-	size_t map_bytes;
-	size_t block_bytes;
-	unsigned slot_bytes;
-	unsigned slots_per_block;
-	unsigned slots;
-	unsigned head;               /* the next slot to look at */
-	bool congested;              /* the frame being read has a backlog behind it (cc.c) */
-	bool vnet;                   /* a virtio-net header comes before every frame */
-};
 
 struct srq {
-	struct client *client;
+	struct owner *owner;
 	uint32_t handle;
 	uint32_t entries;
 	struct proto_ring_ctl *ctl;
@@ -89,7 +54,7 @@ struct srq {
 };
 
 struct cq {
-	struct client *client;
+	struct owner *owner;
 	uint32_t handle;
 	uint32_t entries;
 	struct proto_ring_ctl *ctl;
@@ -153,7 +118,7 @@ struct recv_wqe {
  * created. The UDP source port is set per send, from both QP numbers unless the AH names
  * a flow label. */
 struct ah {
-	struct client *client;
+	struct owner *owner;
 	uint32_t handle;
 	struct mr_pd *pd;
 	struct wire_path path;
@@ -172,7 +137,7 @@ struct rto {
 
 struct qp {
 	struct dev *dev;
-	struct client *client;
+	struct owner *owner;
 	uint32_t handle;
 	uint32_t qpn;
 	enum ibv_qp_type type;       /* IBV_QPT_RC or IBV_QPT_UD */
@@ -251,247 +216,18 @@ struct qp {
 	LIST_ENTRY(qp) client_link;
 };
 
-struct handle_table {
-	void **items;
-	uint32_t cap;
-	uint32_t count;
-};
-
-/* A client's wait for a neighbour the kernel's table does not have yet (neigh.c). */
-struct neigh_wait {
-	ev_timer timer;
-	uint8_t gid[16];
-	unsigned tries;
-	bool ended;                  /* the wait for ipv4 ended: ask the table once more */
-};
-
-struct client {
-	struct dev *dev;
-	int fd;
-	ev_io watcher;
-	uint8_t *deferred;           /* a request answered once its neighbour is known */
-	size_t deferred_len;
-	struct neigh_wait neigh;
-	pid_t pid;
-	uid_t uid;
-	struct mr_client *mrc;       /* shared by every connection of one process */
-	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
-	struct handle_table pds, mrs, cqs, qps, srqs, ahs;
-	LIST_ENTRY(client) link;
-};
-
-/* CQs plus QPs one connection may hold: each costs the daemon two descriptors. */
-#define CLIENT_MAX_QUEUES 4096
-
-#define LOOPQ_SLOTS 256
-
-struct loopq {
-	uint8_t (*frames)[DEV_FRAME_MAX];   /* allocated at the first frame */
-	uint16_t len[LOOPQ_SLOTS];
-	unsigned head, count;
-	ev_idle idle;
-};
-
-/* One served address as a RoCE v2 GID: IPv4 as ::ffff:a.b.c.d, IPv6 as it is. */
-struct dev_gid {
-	uint8_t raw[16];
-	bool ipv6;
-};
-
-struct dev {
-	struct ev_loop *loop;
-	char ifname[IF_NAMESIZE];
-	int ifindex;
-	char ingress_table[40];      /* our nftables table, when the ingress drop is in place */
-	uint8_t mac[6];
-	struct dev_gid gids[DEV_MAX_GIDS];   /* the GID table, index as the clients see it */
-	unsigned ngids;
-	uint32_t ipv4;               /* the first IPv4 address served (network order), or 0 */
-	uint8_t hop_limit[2];        /* TTL [0] and IPv6 hop limit [1] the kernel's routes give */
-	unsigned link_mtu;
-	bool loopback;
-	bool link_down;              /* the last send failed with ENETDOWN */
-	enum ibv_mtu max_mtu;
-	enum ibv_mtu active_mtu;
-	uint16_t ip_id;
-
-	struct rx_ring rx;
-	ev_io rx_watcher;
-	int tx_fd;
-	bool tx_vnet;                /* every message sent starts with a virtio-net header */
-	bool tx_gso;                 /* frames of one flow go out as UDP GSO frames */
-	bool gso_off;                /* --no-gso */
-	int udp_guard_fd[DEV_MAX_GIDS];
-	int ctl_fd;
-	ev_io ctl_watcher;
-	ev_timer accept_pause;       /* out of descriptors: accept again a little later */
-	char sock_path[108];
-	ev_prepare flush_watcher;
-	/* --busy-poll: after frames move, poll instead of sleeping for busy_window seconds */
-	ev_idle busy_idle;
-	ev_tstamp busy_window;
-	ev_tstamp busy_since;        /* when frames last moved */
-	uint64_t busy_frames;        /* frames sent + received when last looked */
-
-	/* frames built this loop iteration, sent together before the loop sleeps */
-	unsigned tx_count;
-	uint16_t tx_len[DEV_TX_BATCH];
-	struct mmsghdr tx_msgs[DEV_TX_BATCH];
-	uint8_t tx_msg_first[DEV_TX_BATCH];   /* the first frame of each message */
-	struct virtio_net_hdr tx_vnet_hdr[DEV_TX_BATCH];
-	struct iovec tx_iov[2 * DEV_TX_BATCH];
-	uint8_t (*tx_frames)[DEV_FRAME_MAX];
-	STAILQ_HEAD(, cq) notify_list;
-	TAILQ_HEAD(, qp) acks_due;
-	TAILQ_HEAD(, qp) ready;      /* requesters with more to send, served in turn */
-	TAILQ_HEAD(, qp) credit_wait; /* requesters held back by DEV_MAX_INFLIGHT */
-	uint32_t inflight;           /* unacknowledged PSNs of every RC requester */
-	uint32_t requesters_out;     /* RC requesters with PSNs unacknowledged */
-	ev_idle serve_idle;          /* keeps the loop from sleeping while any is ready */
-	struct dcqcn_params cc;
-
-	struct mr_table *mrs;
-	struct qp *qps[DEV_MAX_QP];
-	uint32_t qp_cursor;
-	uint32_t qp_generation;
-	uint32_t qp_count;
-	LIST_HEAD(, client) clients;
-	struct dev_counters cnt;
-	struct fault_cfg fault;
-	struct loopq loopq;
-	struct fault_stage fault_tx;
-	struct fault_stage fault_rx;
-	bool verbose;
-
-	/* --pcap: the recording of every frame sent and received (capture.c) */
-	pcap_t *cap_pcap;
-	pcap_dumper_t *cap_dumper;
-	char cap_path[4096];
-	uint64_t cap_max;            /* bytes; at this size FILE becomes FILE.1 */
-	uint64_t cap_bytes;          /* written to the current file */
-	ev_timer cap_timer;          /* flushes every second */
-};
-
-/* addr.c: the addresses served, as GIDs. addr_serve() takes the -a options (none: the
- * interface's first IPv4 address and its global IPv6 ones); 0, or -1 with a message. */
-int addr_serve(struct dev *dev, const char *const *addrs, unsigned naddrs, char *err,
-	       size_t errlen);
-/* The GID of an IP address of version 4 or 6 (4 or 16 bytes at ip). */
-void addr_gid(uint8_t gid[16], int version, const uint8_t *ip);
-bool addr_gid_is_ipv4(const uint8_t gid[16]);
-/* The index of gid in the device's table, or -1. */
-int addr_find(const struct dev *dev, const uint8_t gid[16]);
-/* "10.0.0.1" or "fd00::1"; buf holds INET6_ADDRSTRLEN. */
-const char *addr_str(const uint8_t gid[16], char *buf, size_t len);
-/* A number that tells this device's addresses from another's. */
-uint32_t addr_hash(const struct dev *dev);
-/* The TTL and IPv6 hop limit the kernel gives this interface's packets (its sysctls), which
- * rxe's frames carry whatever an AV asks: read once into dev->hop_limit. */
-void addr_read_hop_limits(struct dev *dev);
-/* The integer a /proc or /sys file about the interface holds, or otherwise. */
-long addr_read_number(const char *path, long otherwise);
-
-/* net.c: the interface and frame I/O */
-int net_open(struct dev *dev, const char *ifname, const char *const *addrs, unsigned naddrs,
-	     char *err, size_t errlen);
-void net_close(struct dev *dev);
-void net_read_ring_drops(struct dev *dev);
-void net_rx_cb(struct ev_loop *loop, ev_io *w, int revents);
-/* One turn's worth of the receive ring (what net_rx_cb does). */
-void net_rx_read(struct dev *dev);
-/* Reads every frame the ring holds now, however many: a timer about to act on a silence
- * first hears what already arrived. */
-void net_rx_catch_up(struct dev *dev);
-enum ibv_mtu net_mtu_for_link(unsigned link_mtu);
-bool net_link_up(struct dev *dev);
-/* The link's speed in bytes per second as the kernel reports it; 10 Gb/s when it reports
- * none (lo) */
-double net_line_rate(const struct dev *dev);
-
-unsigned net_mtu_bytes(enum ibv_mtu mtu);
-
-/* txmsg.c: the frames of one flush as sendmmsg messages, GSO frames where allowed */
-unsigned txmsg_build(struct dev *dev, unsigned m, unsigned first);
-unsigned txmsg_frames_from(const struct dev *dev, unsigned m);
-unsigned txmsg_gso_count(const struct dev *dev, unsigned from, unsigned to);
-unsigned txmsg_without_gso(struct dev *dev, unsigned m, unsigned msgs);
-
-/* rxring.c: the receive ring; deliver gets each RoCE frame, GSO frames already cut */
-int rxring_open(struct dev *dev, const char *filter, char *err, size_t errlen);
-void rxring_close(struct dev *dev);
-void rxring_read(struct dev *dev, unsigned budget, wire_deliver_fn deliver);
-void rxring_read_drops(struct dev *dev);
-
-/* ingress.c: an nftables rule that keeps RoCE frames out of the kernel's IP input; 0, or -1
- * with a message (the guard socket still keeps the kernel quiet) */
-int ingress_drop_add(struct dev *dev, char *err, size_t errlen);
-int ingress_drop_remove(struct dev *dev, char *err, size_t errlen);
-
-/* netpath.c: the TX batch and the fault stages. A frame is built in net_tx_slot() and
- * handed over with net_tx_commit(); net_flush() sends the batch before the loop waits. */
-uint8_t *net_tx_slot(struct dev *dev);
-void net_tx_commit(struct dev *dev, size_t len);
-void net_flush(struct dev *dev);
-/* A received frame, through the receive fault stage; net_rx_batch_end() after a batch. */
-void net_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
-void net_rx_batch_end(struct dev *dev);
-/* Applies a fault spec ("off" clears it); 0, or -1 with a message. */
-int net_set_fault(struct dev *dev, const char *spec, char *err, size_t errlen);
-
-/* loopq.c: frames from one QP of this daemon to another, received at the next turn of
- * the loop instead of crossing the wire */
-bool loopq_wants(const struct dev *dev, const uint8_t *frame, size_t len);
-void loopq_push(struct dev *dev, const uint8_t *frame, size_t len);
-void loopq_init(struct dev *dev);
-void loopq_free(struct dev *dev);
-
-/* capture.c: --pcap recording; capture_frame does nothing when it is off */
-int capture_open(struct dev *dev, const char *path, uint64_t max_bytes, char *err,
-		 size_t errlen);
-void capture_frame(struct dev *dev, const uint8_t *frame, size_t len);
-void capture_close(struct dev *dev);
-
-/* handles.c */
-int handle_add(struct handle_table *t, void *item, uint32_t *handle);
-void *handle_get(const struct handle_table *t, uint32_t handle);
-void handle_del(struct handle_table *t, uint32_t handle);
-void handle_free(struct handle_table *t);
-
-/* neigh.c: peers' MAC addresses from the kernel's neighbour table. neigh_resolve() answers
- * at once from the table (and for this device's own address, or on lo); when the table
- * does not have the address yet, it makes the kernel ask and returns -EINPROGRESS: the
- * client's request is deferred and handled again when the address appears or a second has
- * passed, and then the same call returns 0, or -EHOSTUNREACH. The loop never waits. */
-int neigh_resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6]);
-void neigh_init(struct client *c);
-void neigh_stop(struct client *c);
-
-/* ctl.c: the control socket and clients */
-/* group: NULL, or the group whose members may connect (the socket is 0660) */
-int ctl_open(struct dev *dev, const char *path, const char *group, char *err, size_t errlen);
-void ctl_close(struct dev *dev);
-void client_destroy(struct client *c);
-/* Handles a client's deferred request again (its neighbour wait ended). */
-void ctl_resume(struct client *c);
-
 /* objects.c: CQs and QPs and their rings */
-struct cq *cq_create(struct client *c, uint32_t cqe, int fds[2], int *err);
+struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err);
 int cq_destroy(struct cq *cq);
-struct srq *srq_create(struct client *c, uint32_t max_wr, uint32_t limit, int fds[2],
+struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds[2],
 		       int *err);
 int srq_destroy(struct srq *srq);
 void cq_push(struct cq *cq, const struct proto_cqe *cqe);
 void cq_flush_notify(struct dev *dev);
-struct qp *qp_create(struct client *c, const struct proto_create_qp *req, int fds[2],
+struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds[2],
 		     int *err);
 int qp_destroy(struct qp *qp);
 struct qp *dev_find_qp(struct dev *dev, uint32_t qpn);
-
-/* ah.c: address handles; ah_create fills err and returns NULL with *rc set on failure */
-struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc, char *err,
-		     size_t errlen);
-void ah_destroy(struct ah *ah);
-bool pd_has_ahs(struct client *c, const struct mr_pd *pd);
 
 /* qp.c: the verbs state machine */
 void qp_reset(struct qp *qp);
@@ -504,16 +240,6 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
 void qp_to_error(struct qp *qp);
 
-static inline uint32_t pow2_at_least(uint32_t n)
-{
-	uint32_t p = 1;
-
-	while (p < n)
-		p <<= 1;
-	return p;
-}
-
-/* The packets a message of len bytes takes at the QP's path MTU (one when empty). */
 static inline uint32_t qp_packets(const struct qp *qp, uint64_t len)
 {
 	return len ? (uint32_t)((len + qp->pmtu - 1) / qp->pmtu) : 1;
@@ -570,6 +296,9 @@ void cc_on_sent(struct qp *qp, size_t bytes);
 void cc_pace_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void cc_qp_reset(struct qp *qp);
 uint32_t cc_rate_mbps(const struct qp *qp);
+/* The slot of a UD datagram's sender (its source address and QP, hashed) whose CNP
+ * interval it shares. */
+unsigned cc_sender_slot(const struct wire_pkt *pkt);
 
 /* rto.c: the retransmission timer's interval (the QP's timeout its floor, a round-trip
  * estimate above it, doubled per consecutive expiry) and what moves it: a PSN sent for the
@@ -677,12 +406,5 @@ static inline struct rd_res *rd_res_take(struct qp *qp)
 	return &qp->rd_res[qp->rd_res_next++ & (qp->attr.max_dest_rd_atomic - 1u)];
 }
 
-/* log.c */
-void log_init(bool to_stderr, bool verbose);
-void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* At most a few lines a second for anything a remote peer or a client can trigger. */
-void log_limited(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

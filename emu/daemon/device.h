@@ -1,0 +1,68 @@
+/* The emulated HCA as one object: the port under it, the transport's device-wide state,
+ * the control socket's, the MR table and the counters. main.c owns the one instance; every
+ * object is touched only from its event loop. */
+#ifndef ROCEMU_DAEMON_DEVICE_H
+#define ROCEMU_DAEMON_DEVICE_H
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "emu/daemon/limits.h"
+#include "emu/daemon/port/port.h"
+#include "emu/daemon/transport/dcqcn.h"
+#include "memreg/memreg.h"
+
+struct ah;
+struct client;
+struct cq;
+struct owner;
+struct qp;
+
+/* The transport's state shared by every QP (transport/). */
+struct dev_transport {
+	struct qp *qps[DEV_MAX_QP];
+	uint32_t qp_cursor;
+	uint32_t qp_generation;
+	uint32_t qp_count;
+	STAILQ_HEAD(, cq) notify_list;
+	TAILQ_HEAD(, qp) acks_due;
+	TAILQ_HEAD(, qp) ready;      /* requesters with more to send, served in turn */
+	TAILQ_HEAD(, qp) credit_wait; /* requesters held back by DEV_MAX_INFLIGHT */
+	uint32_t inflight;           /* unacknowledged PSNs of every RC requester */
+	uint32_t requesters_out;     /* RC requesters with PSNs unacknowledged */
+	ev_idle serve_idle;          /* keeps the loop from sleeping while any is ready */
+	struct dcqcn_params cc;
+	/* The address handle a UD work request names, or NULL: control's table, reached
+	 * through main.c. */
+	const struct ah *(*find_ah)(struct owner *owner, uint32_t handle);
+};
+
+/* The control socket and its clients (control/). */
+struct dev_control {
+	int fd;
+	ev_io watcher;
+	ev_timer accept_pause;       /* out of descriptors: accept again a little later */
+	char sock_path[108];
+	LIST_HEAD(, client) clients;
+};
+
+struct dev {
+	struct ev_loop *loop;
+	struct port port;
+	struct dev_transport tp;
+	struct dev_control ctl;
+	struct mr_table *mrs;
+	struct dev_counters cnt;
+
+	/* main.c's: the batch goes out before the loop sleeps; --busy-poll polls instead of
+	 * sleeping for busy_window seconds after frames moved */
+	ev_prepare flush_watcher;
+	ev_idle busy_idle;
+	ev_tstamp busy_window;
+	ev_tstamp busy_since;        /* when frames last moved */
+	uint64_t busy_frames;        /* frames sent + received when last looked */
+};
+
+#endif
