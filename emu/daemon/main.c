@@ -297,7 +297,7 @@ static void log_gids(const struct dev *dev)
 
 static void on_frame(void *dev, const uint8_t *frame, size_t len)
 {
-	dev_rx_frame(dev, frame, len);
+	rx_frame(dev, frame, len);
 }
 
 static void on_neigh_ready(void *client)

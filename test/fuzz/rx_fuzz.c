@@ -117,11 +117,11 @@ uint8_t *net_tx_slot(struct port *port)
 	return tx_frame;
 }
 
-/* The frame being received while dev_rx_frame runs (NULL otherwise); during this input,
+/* The frame being received while rx_frame runs (NULL otherwise); during this input,
  * when the RC QP's peer last had a CNP, and each sender slot of the UD QP (cc.c's hash of
  * the datagram's source address and QP). */
-static const uint8_t *rx_frame;
-static size_t rx_len;
+static const uint8_t *receiving;
+static size_t receiving_len;
 static ev_tstamp rc_cnp_at;
 static ev_tstamp ud_cnp_at[QP_UD_CNP_SLOTS];
 
@@ -138,7 +138,7 @@ static void check_cnp_interval(ev_tstamp *last)
 /* The frame being received, parsed into in, when it is a UD datagram (to whichever QP). */
 static bool receiving_datagram(struct wire_pkt *in)
 {
-	return rx_frame && wire_parse(rx_frame, rx_len, in) == WIRE_OK &&
+	return receiving && wire_parse(receiving, receiving_len, in) == WIRE_OK &&
 	       in->op->transport == WIRE_UD;
 }
 
@@ -150,7 +150,7 @@ static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp,
 {
 	MUST(in->bth.dest_qp == udqp->qpn);
 	MUST(cnp->ip_version == 4 && in->ip_version == 4);
-	MUST(!memcmp(out, rx_frame + 6, 6));              /* to the datagram's Ethernet source */
+	MUST(!memcmp(out, receiving + 6, 6));            /* to the datagram's Ethernet source */
 	MUST(!memcmp(cnp->dst_ip, in->src_ip, 4));
 	MUST(!memcmp(cnp->src_ip, in->dst_ip, 4));
 	MUST(cnp->bth.dest_qp == in->ext.deth.src_qp);
@@ -579,10 +579,10 @@ static void one_frame(const uint8_t *data, size_t len, uint8_t flags, uint8_t fl
 	MUST(f != NULL);
 	memcpy(f, data, len);
 	patch(f, len, flags, flags2);
-	rx_frame = f;
-	rx_len = len;
-	dev_rx_frame(&dev, f, len);
-	rx_frame = NULL;
+	receiving = f;
+	receiving_len = len;
+	rx_frame(&dev, f, len);
+	receiving = NULL;
 	/* the loop's turns, until what was queued (READ responses above all) has gone */
 	for (int turn = 0; turn < 64; turn++) {
 		sched_send(&dev);
@@ -641,7 +641,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += 2;
 		size -= 2;
 		if (len == 0) {
-			req_timer_cb(dev.loop, &qp->retry_timer, 0);
+			comp_timer_cb(dev.loop, &qp->retry_timer, 0);
 		} else if (len == 1) {
 			req_rnr_cb(dev.loop, &qp->rnr_timer, 0);
 		} else {

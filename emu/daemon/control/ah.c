@@ -66,7 +66,7 @@ static void fill_path(struct dev *dev, const struct proto_create_ah *m, const ui
 {
 	struct wire_path *p = &ah->path;
 
-	path_between(p, dev, dev->port.gids[m->sgid_index].raw, m->dgid, mac);
+	qp_path_between(p, dev, dev->port.gids[m->sgid_index].raw, m->dgid, mac);
 	p->tos = cc_tos(dev, m->traffic_class);
 	ah->flow_label = m->flow_label;
 }

@@ -7,18 +7,6 @@
 
 #include "emu/daemon/transport/transport.h"
 
-void atomic_ack_send_now(struct qp *qp, uint32_t psn, uint64_t orig, uint32_t msn)
-{
-	struct wire_bth bth = { .opcode = WIRE_OP_RC_ATOMIC_ACK, .pkey = 0xffff,
-				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
-	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = msn },
-				.atomic_ack = orig };
-	struct tx_pkt p;
-
-	if (tx_begin(qp, &bth, &ext, 0, &p))
-		tx_end(qp, &p, 0);
-}
-
 int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_atomiceth *a = &pkt->ext.atomic;

@@ -89,7 +89,7 @@ static void datagram_return_path(const struct qp *qp, const uint8_t *frame,
 	addr_gid(ours, pkt->ip_version, pkt->dst_ip);
 	addr_gid(theirs, pkt->ip_version, pkt->src_ip);
 	*path = (struct wire_path){ 0 };     /* IPv6 flow label 0, as on every rxe frame */
-	path_between(path, qp->dev, ours, theirs, frame + ETH_SOURCE_MAC);
+	qp_path_between(path, qp->dev, ours, theirs, frame + ETH_SOURCE_MAC);
 	path->src_port = qp_flow_port(0, qp->qpn, pkt->ext.deth.src_qp);
 }
 

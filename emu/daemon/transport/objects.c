@@ -191,7 +191,7 @@ static int qp_alloc_qpn(struct dev *dev, struct qp *qp)
 	return -ENOSPC;
 }
 
-struct qp *dev_find_qp(struct dev *dev, uint32_t qpn)
+struct qp *qp_find(struct dev *dev, uint32_t qpn)
 {
 	struct qp *qp = dev->tp.qps[qpn & (DEV_MAX_QP - 1)];
 
@@ -264,7 +264,7 @@ struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds
 	ev_io_init(&qp->doorbell, req_doorbell_cb, qp->doorbell_fd, EV_READ);
 	qp->doorbell.data = qp;
 	ev_io_start(o->dev->loop, &qp->doorbell);
-	ev_init(&qp->retry_timer, req_timer_cb);
+	ev_init(&qp->retry_timer, comp_timer_cb);
 	qp->retry_timer.data = qp;
 	ev_init(&qp->rnr_timer, req_rnr_cb);
 	qp->rnr_timer.data = qp;

@@ -218,8 +218,8 @@ static int resolve_peer(struct qp *qp, const uint8_t gid[16], char *err, size_t 
 	return rc;
 }
 
-void path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
-		  const uint8_t *dgid, const uint8_t mac[6])
+void qp_path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
+		     const uint8_t *dgid, const uint8_t mac[6])
 {
 	memcpy(p->src_mac, dev->port.mac, 6);
 	memcpy(p->dst_mac, mac, 6);
@@ -237,8 +237,8 @@ static void connect_path(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
 
-	path_between(&qp->path, dev, dev->port.gids[qp->attr.sgid_index].raw, qp->attr.dest_gid,
-		     qp->peer_mac);
+	qp_path_between(&qp->path, dev, dev->port.gids[qp->attr.sgid_index].raw,
+			qp->attr.dest_gid, qp->peer_mac);
 	qp->path.src_port = qp_flow_port(qp->attr.flow_label, qp->qpn, qp->attr.dest_qpn);
 	qp->path.tos = cc_tos(dev, qp->attr.traffic_class);
 }

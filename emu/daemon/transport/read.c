@@ -22,23 +22,6 @@ uint8_t read_response_opcode(uint32_t k, uint32_t n, bool starts)
 	return last ? WIRE_OP_RC_READ_RESP_LAST : WIRE_OP_RC_READ_RESP_MIDDLE;
 }
 
-int read_send_response(struct qp *qp, uint32_t psn, uint32_t msn, uint32_t rkey, uint64_t va,
-		       size_t n, uint8_t opcode)
-{
-	struct wire_bth bth = { .opcode = opcode, .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn,
-				.psn = psn & WIRE_PSN_MASK };
-	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = msn } };
-	struct mr *mr = NULL;
-	struct tx_pkt p;
-
-	if (n && mr_lookup(qp->dev->mrs, rkey, qp->pd, IBV_ACCESS_REMOTE_READ, va, n, &mr) != MR_OK)
-		return -EFAULT;
-	if (!tx_begin(qp, &bth, &ext, n, &p) || (n && mr_copy_out(mr, va, p.payload, n) < 0))
-		return -EFAULT;
-	tx_end(qp, &p, n);
-	return 0;
-}
-
 int read_execute(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_reth *reth = &pkt->ext.reth;

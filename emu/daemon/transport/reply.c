@@ -77,12 +77,12 @@ bool reply_reserve(struct qp *qp)
 
 /* The ACK goes now, or after what waits. A plain ACK behind another replaces it: both say
  * how far the requests went, the later further. */
-void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
+void reply_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
 {
 	struct reply *r = queue_tail(qp);
 
 	if (!r) {
-		ack_send_now(qp, psn, syndrome, qp->msn);
+		tx_ack(qp, psn, syndrome, qp->msn);
 		return;
 	}
 	if (!(r->kind == REPLY_ACK && r->syndrome == WIRE_SYN_ACK && syndrome == WIRE_SYN_ACK &&
@@ -99,7 +99,7 @@ void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig)
 	struct reply *r;
 
 	if (!reply_busy(qp)) {
-		atomic_ack_send_now(qp, psn, orig, qp->msn);
+		tx_atomic_ack(qp, psn, orig, qp->msn);
 		return;
 	}
 	if (!(r = queue_push(qp))) {
@@ -195,7 +195,7 @@ static bool send_read_response(struct qp *qp, struct reply *r)
 	uint64_t off = (uint64_t)r->sent * qp->pmtu;
 	size_t n = r->len - off < qp->pmtu ? (size_t)(r->len - off) : qp->pmtu;
 
-	if (read_send_response(qp, r->psn + r->sent, r->msn, r->rkey, r->va + off, n,
+	if (tx_read_response(qp, r->psn + r->sent, r->msn, r->rkey, r->va + off, n,
 			       read_response_opcode(r->sent, r->npkts, r->starts)) < 0)
 		return false;
 	cc_on_sent(qp, n + WIRE_BASE_LEN);
@@ -213,7 +213,7 @@ static bool send_head(struct qp *qp, struct reply *r)
 		if (!send_read_response(qp, r)) {
 			/* the MR went away mid-READ: what was sent stands, the rest is refused */
 			qp->dev->cnt.nak_rem_access_sent++;
-			ack_send_now(qp, r->psn, WIRE_SYN_NAK_REM_ACCESS, r->msn);
+			tx_ack(qp, r->psn, WIRE_SYN_NAK_REM_ACCESS, r->msn);
 			qp_to_error(qp);
 			return false;
 		}
@@ -221,10 +221,10 @@ static bool send_head(struct qp *qp, struct reply *r)
 			return true;
 		break;
 	case REPLY_ATOMIC:
-		atomic_ack_send_now(qp, r->psn, r->orig, r->msn);
+		tx_atomic_ack(qp, r->psn, r->orig, r->msn);
 		break;
 	default:
-		ack_send_now(qp, r->psn, r->syndrome, r->msn);
+		tx_ack(qp, r->psn, r->syndrome, r->msn);
 	}
 	queue_pop(qp);
 	if (end)

@@ -64,7 +64,7 @@ static void send_due_ack(struct qp *qp)
 	if (!qp_takes_requests(qp))
 		return;
 	qp->dev->cnt.acks_sent++;
-	send_ack(qp, qp->rcv_psn - 1, WIRE_SYN_ACK);
+	reply_ack(qp, qp->rcv_psn - 1, WIRE_SYN_ACK);
 }
 
 void resp_send_due_acks(struct dev *dev)
@@ -92,7 +92,7 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 			qp->nak_seq_sent = true;
 			qp->dev->cnt.nak_seq_sent++;
 			send_due_ack(qp);
-			send_ack(qp, qp->rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
+			reply_ack(qp, qp->rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
 		}
 		return DROP;
 	}
@@ -269,7 +269,7 @@ static void refuse_invalidate(struct qp *qp, const struct wire_pkt *pkt)
 	send_due_ack(qp);
 	if (pkt->bth.ack_req) {
 		qp->dev->cnt.acks_sent++;
-		send_ack(qp, pkt->bth.psn, WIRE_SYN_ACK);
+		reply_ack(qp, pkt->bth.psn, WIRE_SYN_ACK);
 	}
 	complete_receive(qp, pkt, IBV_WC_REM_INV_REQ_ERR);
 	reply_fail_after(qp);
@@ -353,10 +353,10 @@ static void refuse(struct qp *qp, const struct wire_pkt *pkt, enum verdict v)
 	send_due_ack(qp);
 	if (v == NAK_RNR) {
 		qp->dev->cnt.send_rnr_err++;
-		send_ack(qp, pkt->bth.psn, RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
+		reply_ack(qp, pkt->bth.psn, RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
 		return;
 	}
-	send_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, v));
+	reply_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, v));
 	if (qp->recv_held)
 		complete_receive(qp, pkt, receive_status(v));
 	reply_fail_after(qp);

@@ -40,7 +40,7 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		dev->cnt.drop_not_ours++;
 		return NULL;
 	}
-	qp = pkt->bth.dest_qp ? dev_find_qp(dev, pkt->bth.dest_qp) : NULL;
+	qp = pkt->bth.dest_qp ? qp_find(dev, pkt->bth.dest_qp) : NULL;
 	if (!qp) {
 		dev->cnt.drop_unknown_qp++;
 		return NULL;
@@ -78,7 +78,7 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 	return qp;
 }
 
-void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
+void rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 {
 	struct wire_pkt pkt;
 	enum wire_status st = wire_parse(frame, len, &pkt);
@@ -107,11 +107,11 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 		cc_on_arrival(qp, &pkt);
 	if (is_response(pkt.op)) {
 		if (pkt.op->kind == WIRE_KIND_ACK)
-			req_on_ack(qp, &pkt);
+			comp_on_ack(qp, &pkt);
 		else if (pkt.op->kind == WIRE_KIND_READ_RESP)
-			req_on_read_response(qp, frame, &pkt);
+			comp_on_read_response(qp, frame, &pkt);
 		else if (pkt.op->kind == WIRE_KIND_ATOMIC_ACK)
-			req_on_atomic_ack(qp, &pkt);
+			comp_on_atomic_ack(qp, &pkt);
 		else
 			dev->cnt.drop_transport++;
 		return;
@@ -119,41 +119,3 @@ void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 	resp_on_request(qp, frame, &pkt);
 }
 
-void ack_send_now(struct qp *qp, uint32_t psn, uint8_t syndrome, uint32_t msn)
-{
-	struct dev *dev = qp->dev;
-	struct wire_bth bth = { .opcode = WIRE_OP_RC_ACK, .pkey = 0xffff,
-				.dest_qp = qp->attr.dest_qpn, .psn = psn & WIRE_PSN_MASK };
-	struct wire_ext ext = { .aeth = { .syndrome = syndrome, .msn = msn } };
-	uint8_t *frame = net_tx_slot(&dev->port);
-	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, dev->port.ip_id++, &bth, &ext,
-				NULL, 0);
-
-	if (len)
-		net_tx_commit(&dev->port, len);
-}
-
-bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wire_bth *bth,
-		 const struct wire_ext *ext, size_t n, struct tx_pkt *p)
-{
-	size_t hdr;
-
-	p->frame = net_tx_slot(&dev->port);
-	hdr = wire_put_headers(p->frame, DEV_FRAME_MAX, path, dev->port.ip_id++, bth, ext, n);
-	p->payload = p->frame + hdr;
-	return hdr != 0;
-}
-
-bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
-	      struct tx_pkt *p)
-{
-	return tx_begin_on(qp->dev, &qp->path, bth, ext, n, p);
-}
-
-void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n)
-{
-	icrc_state crc = icrc_update(wire_icrc_headers(p->frame), p->payload, n);
-
-	net_tx_commit(&qp->dev->port, (size_t)(p->payload - p->frame) + n +
-				 wire_put_trailer(p->payload + n, crc, n));
-}

@@ -227,15 +227,15 @@ void cq_flush_notify(struct dev *dev);
 struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds[2],
 		     int *err);
 int qp_destroy(struct qp *qp);
-struct qp *dev_find_qp(struct dev *dev, uint32_t qpn);
+struct qp *qp_find(struct dev *dev, uint32_t qpn);
 
 /* qp.c: the verbs state machine */
 void qp_reset(struct qp *qp);
 /* rxe's UDP source port: from a flow label, or when it is 0 from both QP numbers */
 uint16_t qp_flow_port(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 /* The MACs and addresses of a path from sgid (one of dev's) to dgid; IP fields apart. */
-void path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
-		  const uint8_t *dgid, const uint8_t mac[6]);
+void qp_path_between(struct wire_path *p, const struct dev *dev, const uint8_t *sgid,
+		     const uint8_t *dgid, const uint8_t mac[6]);
 int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
 void qp_to_error(struct qp *qp);
@@ -251,15 +251,79 @@ static inline bool qp_takes_requests(const struct qp *qp)
 	return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
 }
 
-/* req.c: requester and completer */
+/* The send queue's WQEs, as requester and completer see them */
+/* The send WQE copied from ring index idx. */
+static inline struct send_wqe *wqe_at(struct qp *qp, uint32_t idx)
+{
+	return &qp->wqes[idx & (qp->sq_entries - 1)];
+}
+
+/* Whether the requester has PSNs unacknowledged. */
+static inline bool req_outstanding(const struct qp *qp)
+{
+	return qp->snd_max != qp->snd_una;
+}
+
+static inline bool wqe_is_send(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
+	       w->opcode == IBV_WR_SEND_WITH_INV;
+}
+
+static inline bool wqe_is_write(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static inline bool wqe_is_read(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_RDMA_READ;
+}
+
+static inline bool wqe_is_atomic(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* READs and atomics are answered with data, and count against max_rd_atomic. */
+static inline bool wqe_wants_response(const struct send_wqe *w)
+{
+	return wqe_is_read(w) || wqe_is_atomic(w);
+}
+
+static inline bool wqe_has_imm(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+
+/* The PSN after w's last. */
+static inline uint32_t wqe_end_psn(const struct send_wqe *w)
+{
+	return (w->first_psn + w->npkts) & WIRE_PSN_MASK;
+}
+
+/* req.c: the requester. req_pump() sends what the QP may send now; req_seek() puts the
+ * send cursor on a PSN (the resend starts there); req_arm_timer() (re)starts the
+ * retransmission timer while PSNs are outstanding; req_flush() completes every WQE left
+ * with IBV_WC_WR_FLUSH_ERR. */
 void req_doorbell_cb(struct ev_loop *loop, ev_io *w, int revents);
 void req_pump(struct qp *qp);
-void req_on_ack(struct qp *qp, const struct wire_pkt *pkt);
-void req_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
-void req_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
-void req_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void req_seek(struct qp *qp, uint32_t psn);
+void req_arm_timer(struct qp *qp);
 void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void req_flush(struct qp *qp);
+
+/* comp.c: the completer. comp_on_ack() takes an ACK or NAK, comp_on_read_response() a READ
+ * response, comp_on_atomic_ack() an ATOMIC ACKNOWLEDGE; comp_timer_cb() is the
+ * retransmission timer. comp_complete() completes one WQE with status (a CQE when it is
+ * signaled or failed); comp_fail_head() fails the oldest and moves the QP to ERROR. */
+void comp_on_ack(struct qp *qp, const struct wire_pkt *pkt);
+void comp_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
+void comp_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
+void comp_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status);
+void comp_fail_head(struct qp *qp, enum ibv_wc_status status);
 
 /* sched.c: requesters take turns. A QP that sent QP_BURST packets and has more to send is
  * queued; sched_serve() gives each queued QP a burst in turn, DEV_SERVE_BUDGET packets a
@@ -343,26 +407,33 @@ void rq_complete(struct qp *qp, struct proto_cqe *cqe);
 void rq_flush(struct qp *qp);
 void rq_forget(struct qp *qp);
 
-/* rx.c: the receive path, and the sending helpers requester and responder share. A packet
- * of a QP with n bytes of payload goes in two steps: tx_begin() writes its headers into
- * the next send slot and says where the payload goes (false when it cannot be encoded),
- * the caller copies the payload there, and tx_end() adds pad and ICRC and hands it over. */
+/* rx.c: the receive path. rx_frame() takes every frame the port delivers: the silent
+ * drops in ROCEV2.md's order, then the QP's responder, completer or UD receive. */
+void rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
+
+/* tx.c: what leaves a QP. A packet with n bytes of payload goes in two steps: tx_begin()
+ * writes its headers into the port's next send slot and says where the payload goes
+ * (false when it cannot be encoded), the caller copies the payload there, and tx_end()
+ * adds pad and ICRC and hands it over. tx_ack() sends an ACK or NAK with the MSN given,
+ * tx_atomic_ack() an ATOMIC ACKNOWLEDGE; tx_read_response() sends one READ response, its
+ * bytes looked up again (-EFAULT when the MR no longer holds them). */
 struct tx_pkt {
 	uint8_t *frame;
 	uint8_t *payload;
 };
-void dev_rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
-/* rx.c: an ACK or NAK built and sent at once, with the MSN given */
-void ack_send_now(struct qp *qp, uint32_t psn, uint8_t syndrome, uint32_t msn);
 bool tx_begin(struct qp *qp, const struct wire_bth *bth, const struct wire_ext *ext, size_t n,
 	      struct tx_pkt *p);
 bool tx_begin_on(struct dev *dev, const struct wire_path *path, const struct wire_bth *bth,
 		 const struct wire_ext *ext, size_t n, struct tx_pkt *p);
 void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n);
+void tx_ack(struct qp *qp, uint32_t psn, uint8_t syndrome, uint32_t msn);
+void tx_atomic_ack(struct qp *qp, uint32_t psn, uint64_t orig, uint32_t msn);
+int tx_read_response(struct qp *qp, uint32_t psn, uint32_t msn, uint32_t rkey, uint64_t va,
+		     size_t n, uint8_t opcode);
 
 /* reply.c: the responder's packets in PSN order. reply_reserve() makes room for an answer
  * and the ACK ahead of it (false when there is none). reply_read() queues a READ's responses
- * (sent in the QP's turns by reply_pump(), at its rate); send_ack() and reply_atomic()
+ * (sent in the QP's turns by reply_pump(), at its rate); reply_ack() and reply_atomic()
  * send at once, or queue behind responses that wait. reply_fail_after() ends the QP once
  * what is queued has gone (at once when nothing is); reply_will_send() says whether a
  * queued READ is still to send the response with that PSN; reply_rewind() takes the READ
@@ -370,7 +441,7 @@ void tx_end(struct qp *qp, const struct tx_pkt *p, size_t n);
 struct reply_queue;
 bool reply_busy(const struct qp *qp);
 bool reply_reserve(struct qp *qp);
-void send_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
+void reply_ack(struct qp *qp, uint32_t psn, uint8_t syndrome);
 void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig);
 int reply_read(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len,
 	       bool starts);
@@ -384,21 +455,16 @@ void reply_free(struct qp *qp);
 /* read.c: the responder's READ side. read_execute() takes a responder resource for a new
  * READ and queues its responses (0; -ENOBUFS only without reply_reserve()); read_replay()
  * answers a duplicate READ again from its resource (nothing when none holds it, or when
- * the responses asked for are still queued). read_send_response() sends one response,
- * its bytes looked up again (-EFAULT when the MR no longer holds them). */
+ * the responses asked for are still queued). */
 int read_execute(struct qp *qp, const struct wire_pkt *pkt);
 void read_replay(struct qp *qp, const struct wire_pkt *pkt);
 uint8_t read_response_opcode(uint32_t k, uint32_t n, bool starts);
-int read_send_response(struct qp *qp, uint32_t psn, uint32_t msn, uint32_t rkey, uint64_t va,
-		       size_t n, uint8_t opcode);
 
 /* atomic.c: the responder's atomics. atomic_execute() performs a checked COMPARE_SWAP or
  * FETCH_ADD once and answers it (0, or -EFAULT when the memory stopped resolving);
- * atomic_replay() answers a duplicate with the saved original value, or drops it;
- * atomic_ack_send_now() builds and sends an ATOMIC ACKNOWLEDGE. */
+ * atomic_replay() answers a duplicate with the saved original value, or drops it. */
 int atomic_execute(struct qp *qp, const struct wire_pkt *pkt);
 void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
-void atomic_ack_send_now(struct qp *qp, uint32_t psn, uint64_t orig, uint32_t msn);
 
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)
