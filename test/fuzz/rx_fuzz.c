@@ -478,7 +478,7 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 	if ((flags2 & G_RQ_LIE) && qp->srq)
 		__atomic_store_n(&srq->ctl->prod, srq->cons + srq->entries + 1, __ATOMIC_RELEASE);
 	else if (flags2 & G_RQ_LIE)
-		__atomic_store_n(&qp->rq_ctl->prod, qp->rq_cons + qp->rq_entries + 1,
+		__atomic_store_n(&qp->rq_ctl->prod, qp->resp.rq_cons + qp->rq_entries + 1,
 				 __ATOMIC_RELEASE);
 	if (!(flags & F_RTS))
 		return;
@@ -530,7 +530,7 @@ static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags, uin
 	if (flags & F_QPN)
 		put24(bth + 5, (flags2 & G_UD) ? udqp->qpn : qp->qpn);
 	if (flags & F_PSN)
-		put24(bth + 9, ((ack ? qp->snd_una : qp->rcv_psn) + (uint32_t)(int8_t)bth[11]) &
+		put24(bth + 9, ((ack ? qp->req.snd_una : qp->resp.rcv_psn) + (uint32_t)(int8_t)bth[11]) &
 				       WIRE_PSN_MASK);
 }
 

@@ -473,8 +473,8 @@ int op_query_qp(struct client *c, const struct ctl_request *req, struct ctl_repl
 		return -EINVAL;
 	r->attr = qp->attr;
 	r->attr.state = qp->state;
-	r->attr.sq_psn = qp->snd_nxt;
-	r->attr.rq_psn = qp->rcv_psn;
+	r->attr.sq_psn = qp->req.snd_nxt;
+	r->attr.rq_psn = qp->resp.rcv_psn;
 	return 0;
 }
 
@@ -638,12 +638,12 @@ static void fill_qp(struct proto_list_reply *r, const struct client *c, void *it
 	e->state = qp->state;
 	memcpy(e->dest_gid, qp->attr.dest_gid, 16);
 	e->dest_qpn = qp->attr.dest_qpn;
-	e->sq_psn = qp->snd_nxt;
-	e->rq_psn = qp->rcv_psn;
+	e->sq_psn = qp->req.snd_nxt;
+	e->rq_psn = qp->resp.rcv_psn;
 	e->path_mtu = qp->attr.path_mtu;
-	e->srtt_us = (uint32_t)(qp->rto.srtt * 1e6);
+	e->srtt_us = (uint32_t)(qp->comp.rto.srtt * 1e6);
 	e->rto_us = qp->type == IBV_QPT_RC ? (uint32_t)(rto_interval(qp) * 1e6) : 0;
-	e->rate_mbps = qp->dcqcn.limited ? cc_rate_mbps(qp) : 0;
+	e->rate_mbps = qp->req.dcqcn.limited ? cc_rate_mbps(qp) : 0;
 }
 
 typedef void (*fill_fn)(struct proto_list_reply *r, const struct client *c, void *item);

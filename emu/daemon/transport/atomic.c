@@ -32,8 +32,8 @@ int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
 	res = rd_res_take(qp);
 	*res = (struct rd_res){ .used = true, .atomic = true, .first_psn = psn, .last_psn = psn,
 				.orig = orig };
-	qp->msn = (qp->msn + 1) & 0xffffff;
-	qp->rcv_psn = (psn + 1) & WIRE_PSN_MASK;
+	qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+	qp->resp.rcv_psn = (psn + 1) & WIRE_PSN_MASK;
 	reply_atomic(qp, psn, orig);
 	return 0;
 }
@@ -41,7 +41,7 @@ int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
 void atomic_replay(struct qp *qp, const struct wire_pkt *pkt)
 {
 	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
-		const struct rd_res *res = &qp->rd_res[i];
+		const struct rd_res *res = &qp->resp.rd_res[i];
 
 		if (res->used && res->atomic && res->first_psn == pkt->bth.psn) {
 			reply_atomic(qp, res->first_psn, res->orig);

@@ -75,7 +75,7 @@ static bool cnp_due(const struct dev *dev, ev_tstamp *last)
 
 void cc_on_arrival(struct qp *qp, const struct wire_pkt *pkt)
 {
-	if (congestion_met(qp->dev, pkt) && cnp_due(qp->dev, &qp->cnp_at))
+	if (congestion_met(qp->dev, pkt) && cnp_due(qp->dev, &qp->req.cnp_at))
 		send_cnp(qp->dev, qp->path, qp->attr.dest_qpn);
 }
 
@@ -107,7 +107,7 @@ void cc_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *
 	struct wire_path path;
 
 	if (!congestion_met(qp->dev, pkt) ||
-	    !cnp_due(qp->dev, &qp->ud_cnp_at[cc_sender_slot(pkt)]))
+	    !cnp_due(qp->dev, &qp->req.ud_cnp_at[cc_sender_slot(pkt)]))
 		return;
 	datagram_return_path(qp, frame, pkt, &path);
 	send_cnp(qp->dev, path, pkt->ext.deth.src_qp);
@@ -122,7 +122,7 @@ void cc_on_cnp(struct qp *qp)
 		return;
 	}
 	dev->cnt.rp_cnp_handled++;
-	if (dcqcn_on_cnp(&qp->dcqcn, &dev->tp.cc, ev_now(dev->loop)))
+	if (dcqcn_on_cnp(&qp->req.dcqcn, &dev->tp.cc, ev_now(dev->loop)))
 		dev->cnt.rp_rate_cuts++;
 }
 
@@ -131,15 +131,15 @@ bool cc_may_send(struct qp *qp)
 	struct dev *dev = qp->dev;
 	double wait;
 
-	if (!qp->dcqcn.limited)
+	if (!qp->req.dcqcn.limited)
 		return true;
-	wait = dcqcn_wait(&qp->dcqcn, &dev->tp.cc, ev_now(dev->loop));
+	wait = dcqcn_wait(&qp->req.dcqcn, &dev->tp.cc, ev_now(dev->loop));
 	if (wait <= 0)
 		return true;
-	if (!ev_is_active(&qp->pace_timer)) {
+	if (!ev_is_active(&qp->req.pace_timer)) {
 		dev->cnt.rp_paced_waits++;
-		ev_timer_set(&qp->pace_timer, wait, 0);
-		ev_timer_start(dev->loop, &qp->pace_timer);
+		ev_timer_set(&qp->req.pace_timer, wait, 0);
+		ev_timer_start(dev->loop, &qp->req.pace_timer);
 	}
 	return false;
 }
@@ -147,7 +147,7 @@ bool cc_may_send(struct qp *qp)
 void cc_on_sent(struct qp *qp, size_t bytes)
 {
 	if (qp->dev->tp.cc.enabled)
-		dcqcn_on_sent(&qp->dcqcn, &qp->dev->tp.cc, bytes, ev_now(qp->dev->loop));
+		dcqcn_on_sent(&qp->req.dcqcn, &qp->dev->tp.cc, bytes, ev_now(qp->dev->loop));
 }
 
 void cc_pace_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -159,17 +159,17 @@ void cc_pace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 void cc_qp_reset(struct qp *qp)
 {
-	ev_timer_stop(qp->dev->loop, &qp->pace_timer);
-	dcqcn_reset(&qp->dcqcn);
-	qp->cnp_at = -HUGE_VAL;
+	ev_timer_stop(qp->dev->loop, &qp->req.pace_timer);
+	dcqcn_reset(&qp->req.dcqcn);
+	qp->req.cnp_at = -HUGE_VAL;
 	for (unsigned i = 0; i < QP_UD_CNP_SLOTS; i++)
-		qp->ud_cnp_at[i] = -HUGE_VAL;
+		qp->req.ud_cnp_at[i] = -HUGE_VAL;
 }
 
 /* At least 1: 0 in rocemuctl's view says unlimited. */
 uint32_t cc_rate_mbps(const struct qp *qp)
 {
-	uint32_t mbps = (uint32_t)(qp->dcqcn.rate * 8 / 1e6);
+	uint32_t mbps = (uint32_t)(qp->req.dcqcn.rate * 8 / 1e6);
 
 	return mbps ? mbps : 1;
 }

@@ -29,9 +29,9 @@ void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 				 .byte_len = (uint32_t)w->length, .qp_num = qp->qpn };
 
 	if (wqe_wants_response(w) && w->started)
-		qp->rd_outstanding--;
-	qp->comp_idx++;
-	__atomic_store_n(&qp->sq_ctl->cons, qp->comp_idx, __ATOMIC_RELEASE);
+		qp->req.rd_outstanding--;
+	qp->comp.idx++;
+	__atomic_store_n(&qp->sq_ctl->cons, qp->comp.idx, __ATOMIC_RELEASE);
 	if (w->signaled || status != IBV_WC_SUCCESS)
 		cq_push(qp->send_cq, &cqe);
 }
@@ -39,8 +39,8 @@ void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 /* The oldest outstanding request fails with status; everything behind it is flushed. */
 void comp_fail_head(struct qp *qp, enum ibv_wc_status status)
 {
-	if (qp->comp_idx != qp->fetch_idx)
-		comp_complete(qp, wqe_at(qp, qp->comp_idx), status);
+	if (qp->comp.idx != qp->req.fetch_idx)
+		comp_complete(qp, wqe_at(qp, qp->comp.idx), status);
 	qp_to_error(qp);
 }
 
@@ -56,8 +56,8 @@ static void ack_through(struct qp *qp, uint32_t psn)
 	uint32_t next = (psn + 1) & WIRE_PSN_MASK;
 	bool lost = false;
 
-	while (qp->comp_idx != qp->fetch_idx) {
-		struct send_wqe *w = wqe_at(qp, qp->comp_idx);
+	while (qp->comp.idx != qp->req.fetch_idx) {
+		struct send_wqe *w = wqe_at(qp, qp->comp.idx);
 
 		if (!w->started)
 			break;
@@ -72,36 +72,36 @@ static void ack_through(struct qp *qp, uint32_t psn)
 			break;
 		comp_complete(qp, w, IBV_WC_SUCCESS);
 	}
-	if (wire_psn_diff(next, qp->snd_una) > 0) {
-		qp->snd_una = next;
+	if (wire_psn_diff(next, qp->req.snd_una) > 0) {
+		qp->req.snd_una = next;
 		sched_account(qp);
 		rto_on_progress(qp, next);
-		qp->retry_left = qp->attr.retry_cnt;
-		qp->rnr_left = qp->attr.rnr_retry;
-		if (wire_psn_diff(qp->snd_nxt, qp->snd_una) < 0)
-			req_seek(qp, qp->snd_una);
+		qp->comp.retry_left = qp->attr.retry_cnt;
+		qp->comp.rnr_left = qp->attr.rnr_retry;
+		if (wire_psn_diff(qp->req.snd_nxt, qp->req.snd_una) < 0)
+			req_seek(qp, qp->req.snd_una);
 		ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 		req_arm_timer(qp);
-		qp->resend_started = false;
+		qp->comp.resend_started = false;
 	}
 	/* once per loss: the ACKs that follow tell the same story */
-	if (lost && !qp->resend_started)
-		retry_from(qp, qp->snd_una);
+	if (lost && !qp->comp.resend_started)
+		retry_from(qp, qp->req.snd_una);
 }
 
 /* A resend round from psn, paid for with one retry (rxe's completer counts the same way:
  * one per round, whatever the NAKs or ACKs that reveal the loss while it goes on). */
 static void retry_from(struct qp *qp, uint32_t psn)
 {
-	qp->resend_started = true;
+	qp->comp.resend_started = true;
 	qp->dev->cnt.completer_retry_err++;
-	if (qp->retry_left == 0) {
+	if (qp->comp.retry_left == 0) {
 		qp->dev->cnt.retry_exceeded_err++;
 		comp_fail_head(qp, IBV_WC_RETRY_EXC_ERR);
 		return;
 	}
 	if (qp->attr.retry_cnt != 7)
-		qp->retry_left--;
+		qp->comp.retry_left--;
 	rto_on_resend(qp);
 	req_seek(qp, psn);
 	req_pump(qp);
@@ -110,16 +110,16 @@ static void retry_from(struct qp *qp, uint32_t psn)
 static void on_rnr_nak(struct qp *qp, uint32_t psn, uint8_t timer)
 {
 	qp->dev->cnt.rcvd_rnr_err++;
-	if (qp->rnr_left == 0) {
+	if (qp->comp.rnr_left == 0) {
 		qp->dev->cnt.retry_rnr_exceeded_err++;
 		comp_fail_head(qp, IBV_WC_RNR_RETRY_EXC_ERR);
 		return;
 	}
 	if (qp->attr.rnr_retry != 7)
-		qp->rnr_left--;
+		qp->comp.rnr_left--;
 	rto_on_resend(qp);
 	req_seek(qp, psn);
-	qp->rnr_wait = true;
+	qp->req.rnr_wait = true;
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 	ev_timer_set(&qp->rnr_timer, rnr_usec[timer & 31] * 1e-6, 0);
 	ev_timer_start(qp->dev->loop, &qp->rnr_timer);
@@ -144,7 +144,7 @@ static bool holds(const struct send_wqe *w, uint32_t psn)
 /* The oldest request, or NULL. */
 static struct send_wqe *head(struct qp *qp)
 {
-	return qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
+	return qp->comp.idx != qp->req.fetch_idx ? wqe_at(qp, qp->comp.idx) : NULL;
 }
 
 /* A NAK that names the oldest request: a sequence NAK starts a resend round unless one is
@@ -156,7 +156,7 @@ static void on_nak(struct qp *qp, uint32_t psn, uint8_t code)
 		return;
 	}
 	qp->dev->cnt.rcvd_seq_err++;
-	if (qp->resend_started) {
+	if (qp->comp.resend_started) {
 		qp->dev->cnt.rcvd_seq_err_in_resend++;
 		return;
 	}
@@ -166,7 +166,7 @@ static void on_nak(struct qp *qp, uint32_t psn, uint8_t code)
 /* The outstanding READ that holds psn. */
 static struct send_wqe *read_holding(struct qp *qp, uint32_t psn)
 {
-	for (uint32_t i = qp->comp_idx; i != qp->fetch_idx && wqe_at(qp, i)->started; i++) {
+	for (uint32_t i = qp->comp.idx; i != qp->req.fetch_idx && wqe_at(qp, i)->started; i++) {
 		struct send_wqe *w = wqe_at(qp, i);
 
 		if (wqe_is_read(w) && !w->answered && holds(w, psn))
@@ -202,12 +202,12 @@ void comp_on_ack(struct qp *qp, const struct wire_pkt *pkt)
 
 	if (read_refused(qp, psn, syn))
 		return;
-	if (wire_psn_diff(psn, qp->snd_una) < -1 || wire_psn_diff(psn, qp->snd_max) >= 0) {
+	if (wire_psn_diff(psn, qp->req.snd_una) < -1 || wire_psn_diff(psn, qp->req.snd_max) >= 0) {
 		qp->dev->cnt.drop_stale_ack++;
 		return;
 	}
 	if (wire_aeth_type(syn) != WIRE_AETH_ACK &&
-	    (wire_psn_diff(psn, qp->snd_una) < 0 || qp->rnr_wait)) {
+	    (wire_psn_diff(psn, qp->req.snd_una) < 0 || qp->req.rnr_wait)) {
 		/* a NAK names an outstanding PSN; during an RNR wait the packets pipelined
 		 * behind the refused one draw sequence NAKs that the wait already answers */
 		qp->dev->cnt.drop_stale_ack++;
@@ -260,13 +260,13 @@ static struct send_wqe *answered_head(struct qp *qp, uint32_t psn)
 {
 	struct send_wqe *w;
 
-	if (wire_psn_diff(psn, qp->snd_una) < 0 || wire_psn_diff(psn, qp->snd_max) >= 0) {
+	if (wire_psn_diff(psn, qp->req.snd_una) < 0 || wire_psn_diff(psn, qp->req.snd_max) >= 0) {
 		qp->dev->cnt.drop_stale_ack++;
 		return NULL;
 	}
 	ack_through(qp, (psn - 1) & WIRE_PSN_MASK);
-	w = qp->comp_idx != qp->fetch_idx ? wqe_at(qp, qp->comp_idx) : NULL;
-	if (qp->state != IBV_QPS_RTS || !w || !w->started || psn != qp->snd_una) {
+	w = qp->comp.idx != qp->req.fetch_idx ? wqe_at(qp, qp->comp.idx) : NULL;
+	if (qp->state != IBV_QPS_RTS || !w || !w->started || psn != qp->req.snd_una) {
 		qp->dev->cnt.drop_stale_ack++;
 		return NULL;
 	}
@@ -340,9 +340,9 @@ void comp_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	qp->dev->cnt.timeouts++;
 	log_debug("QP 0x%06x: no ACK within %.1f ms (round trip %.1f ms): PSNs 0x%06x to 0x%06x "
 		  "resent; %u PSNs out daemon-wide", qp->qpn, rto_interval(qp) * 1e3,
-		  qp->rto.srtt * 1e3, qp->snd_una, (qp->snd_max - 1) & WIRE_PSN_MASK,
+		  qp->comp.rto.srtt * 1e3, qp->req.snd_una, (qp->req.snd_max - 1) & WIRE_PSN_MASK,
 		  qp->dev->tp.inflight);
 	rto_on_expiry(qp);
-	retry_from(qp, qp->snd_una);
+	retry_from(qp, qp->req.snd_una);
 }
 

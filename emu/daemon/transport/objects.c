@@ -208,8 +208,8 @@ static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *r
 	rq_bytes = proto_ring_bytes(qp->rq_entries, sizeof(struct proto_rwqe));
 	qp->ring_bytes = sq_bytes + rq_bytes;
 	qp->ring_map = ring_alloc("rocemu-qp", qp->ring_bytes, ring_fd);
-	qp->wqes = calloc(qp->sq_entries, sizeof(*qp->wqes));
-	if (!qp->ring_map || !qp->wqes)
+	qp->req.wqes = calloc(qp->sq_entries, sizeof(*qp->req.wqes));
+	if (!qp->ring_map || !qp->req.wqes)
 		return -ENOMEM;
 	qp->sq_ctl = qp->ring_map;
 	qp->sq = (struct proto_swqe *)(qp->sq_ctl + 1);
@@ -228,7 +228,7 @@ static void qp_free(struct qp *qp, int ring_fd)
 		close(qp->doorbell_fd);
 	if (qp->client_end >= 0)
 		close(qp->client_end);
-	free(qp->wqes);
+	free(qp->req.wqes);
 	reply_free(qp);
 	free(qp);
 }
@@ -268,8 +268,8 @@ struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds
 	qp->retry_timer.data = qp;
 	ev_init(&qp->rnr_timer, req_rnr_cb);
 	qp->rnr_timer.data = qp;
-	ev_init(&qp->pace_timer, cc_pace_cb);
-	qp->pace_timer.data = qp;
+	ev_init(&qp->req.pace_timer, cc_pace_cb);
+	qp->req.pace_timer.data = qp;
 	qp_reset(qp);
 	fds[0] = ring_fd;
 	fds[1] = qp->client_end;
@@ -283,7 +283,7 @@ int qp_destroy(struct qp *qp)
 	ev_io_stop(dev->loop, &qp->doorbell);
 	ev_timer_stop(dev->loop, &qp->retry_timer);
 	ev_timer_stop(dev->loop, &qp->rnr_timer);
-	ev_timer_stop(dev->loop, &qp->pace_timer);
+	ev_timer_stop(dev->loop, &qp->req.pace_timer);
 	sched_forget(qp);
 	resp_cancel_ack(qp);
 	dev->tp.qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;

@@ -179,11 +179,11 @@ static void apply_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr
 	}
 	if (mask & IBV_QP_RQ_PSN) {
 		qp->attr.rq_psn = a->rq_psn & WIRE_PSN_MASK;
-		qp->rcv_psn = qp->attr.rq_psn;
+		qp->resp.rcv_psn = qp->attr.rq_psn;
 	}
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->attr.sq_psn = a->sq_psn & WIRE_PSN_MASK;
-		qp->snd_nxt = qp->snd_una = qp->snd_max = qp->attr.sq_psn;
+		qp->req.snd_nxt = qp->req.snd_una = qp->req.snd_max = qp->attr.sq_psn;
 		rto_reset(qp);
 	}
 	if (mask & IBV_QP_TIMEOUT)
@@ -248,15 +248,15 @@ void qp_reset(struct qp *qp)
 {
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
-	qp->send_pkt = 0;
+	qp->req.send_pkt = 0;
 	qp->sq_ctl->cons = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
-	qp->fetch_idx = qp->send_idx = qp->comp_idx = qp->sq_ctl->cons;
-	qp->rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
-	qp->in_msg = qp->nak_seq_sent = qp->rnr_wait = qp->resend_started = false;
+	qp->req.fetch_idx = qp->req.send_idx = qp->comp.idx = qp->sq_ctl->cons;
+	qp->resp.rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
+	qp->resp.in_msg = qp->resp.nak_seq_sent = qp->req.rnr_wait = qp->comp.resend_started = false;
 	rq_forget(qp);
-	memset(qp->rd_res, 0, sizeof(qp->rd_res));
-	qp->rd_res_next = qp->rd_outstanding = qp->since_ackreq = 0;
-	qp->msn = 0;
+	memset(qp->resp.rd_res, 0, sizeof(qp->resp.rd_res));
+	qp->resp.rd_res_next = qp->req.rd_outstanding = qp->req.since_ackreq = 0;
+	qp->resp.msn = 0;
 	rto_reset(qp);
 	cc_qp_reset(qp);
 	sched_forget(qp);
@@ -313,8 +313,8 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 	if (connecting)
 		connect_path(qp);
 	if (to == IBV_QPS_RTS && qp->state == IBV_QPS_RTR) {
-		qp->retry_left = qp->attr.retry_cnt;
-		qp->rnr_left = qp->attr.rnr_retry;
+		qp->comp.retry_left = qp->attr.retry_cnt;
+		qp->comp.rnr_left = qp->attr.rnr_retry;
 	}
 	qp->state = to;
 	sched_account(qp);
@@ -329,7 +329,7 @@ void qp_to_error(struct qp *qp)
 {
 	ev_timer_stop(qp->dev->loop, &qp->retry_timer);
 	ev_timer_stop(qp->dev->loop, &qp->rnr_timer);
-	ev_timer_stop(qp->dev->loop, &qp->pace_timer);
+	ev_timer_stop(qp->dev->loop, &qp->req.pace_timer);
 	sched_forget(qp);
 	reply_clear(qp);
 	qp->state = IBV_QPS_ERR;

@@ -32,8 +32,8 @@ int read_execute(struct qp *qp, const struct wire_pkt *pkt)
 	*res = (struct rd_res){ .used = true, .first_psn = psn,
 				.last_psn = (psn + n - 1) & WIRE_PSN_MASK, .va = reth->va,
 				.rkey = reth->rkey, .len = reth->length };
-	qp->msn = (qp->msn + 1) & 0xffffff;
-	qp->rcv_psn = (psn + n) & WIRE_PSN_MASK;
+	qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
+	qp->resp.rcv_psn = (psn + n) & WIRE_PSN_MASK;
 	return reply_read(qp, psn, res->rkey, res->va, res->len, true);
 }
 
@@ -52,7 +52,7 @@ void read_replay(struct qp *qp, const struct wire_pkt *pkt)
 	    reply_rewind(qp, psn, reth->rkey, reth->va, reth->length))
 		return;
 	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
-		const struct rd_res *res = &qp->rd_res[i];
+		const struct rd_res *res = &qp->resp.rd_res[i];
 
 		if (!res->used || res->atomic || wire_psn_diff(psn, res->first_psn) < 0 ||
 		    wire_psn_diff(psn, res->last_psn) > 0)

@@ -3,7 +3,7 @@
  * READ of megabytes neither stops the loop while it is copied out nor floods the
  * requester's receive ring; an ACK, NAK or atomic response made while responses wait
  * queues behind them. A NAK that ends the QP ends it when it is sent: until then the
- * responder takes no further request (resp.c checks resp_stopped). */
+ * responder takes no further request (resp.c checks resp.stopped). */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -36,19 +36,19 @@ struct reply_queue {
 
 bool reply_busy(const struct qp *qp)
 {
-	return qp->replies && qp->replies->count;
+	return qp->resp.replies && qp->resp.replies->count;
 }
 
 static struct reply *queue_tail(struct qp *qp)
 {
-	struct reply_queue *q = qp->replies;
+	struct reply_queue *q = qp->resp.replies;
 
 	return q && q->count ? &q->slot[(q->head + q->count - 1) % REPLY_SLOTS] : NULL;
 }
 
 static struct reply *queue_head(struct qp *qp)
 {
-	struct reply_queue *q = qp->replies;
+	struct reply_queue *q = qp->resp.replies;
 
 	return q && q->count ? &q->slot[q->head] : NULL;
 }
@@ -56,16 +56,16 @@ static struct reply *queue_head(struct qp *qp)
 /* Whether n more fit, the queue allocated if need be. */
 static bool queue_room(struct qp *qp, uint32_t n)
 {
-	if (!qp->replies && !(qp->replies = calloc(1, sizeof(*qp->replies))))
+	if (!qp->resp.replies && !(qp->resp.replies = calloc(1, sizeof(*qp->resp.replies))))
 		return false;
-	return qp->replies->count + n <= REPLY_SLOTS;
+	return qp->resp.replies->count + n <= REPLY_SLOTS;
 }
 
 static struct reply *queue_push(struct qp *qp)
 {
 	if (!queue_room(qp, 1))
 		return NULL;
-	qp->replies->count++;
+	qp->resp.replies->count++;
 	return queue_tail(qp);
 }
 
@@ -82,7 +82,7 @@ void reply_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
 	struct reply *r = queue_tail(qp);
 
 	if (!r) {
-		tx_ack(qp, psn, syndrome, qp->msn);
+		tx_ack(qp, psn, syndrome, qp->resp.msn);
 		return;
 	}
 	if (!(r->kind == REPLY_ACK && r->syndrome == WIRE_SYN_ACK && syndrome == WIRE_SYN_ACK &&
@@ -91,7 +91,7 @@ void reply_ack(struct qp *qp, uint32_t psn, uint8_t syndrome)
 		return;
 	}
 	*r = (struct reply){ .kind = REPLY_ACK, .psn = psn, .syndrome = syndrome,
-			     .msn = qp->msn };
+			     .msn = qp->resp.msn };
 }
 
 void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig)
@@ -99,14 +99,14 @@ void reply_atomic(struct qp *qp, uint32_t psn, uint64_t orig)
 	struct reply *r;
 
 	if (!reply_busy(qp)) {
-		tx_atomic_ack(qp, psn, orig, qp->msn);
+		tx_atomic_ack(qp, psn, orig, qp->resp.msn);
 		return;
 	}
 	if (!(r = queue_push(qp))) {
 		qp->dev->cnt.drop_reply_full++;
 		return;
 	}
-	*r = (struct reply){ .kind = REPLY_ATOMIC, .psn = psn, .orig = orig, .msn = qp->msn };
+	*r = (struct reply){ .kind = REPLY_ATOMIC, .psn = psn, .orig = orig, .msn = qp->resp.msn };
 }
 
 int reply_read(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len,
@@ -117,7 +117,7 @@ int reply_read(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t
 	if (!r)
 		return -ENOBUFS;
 	*r = (struct reply){ .kind = REPLY_READ, .psn = psn, .rkey = rkey, .va = va, .len = len,
-			     .starts = starts, .msn = qp->msn, .npkts = qp_packets(qp, len) };
+			     .starts = starts, .msn = qp->resp.msn, .npkts = qp_packets(qp, len) };
 	sched_ready(qp);
 	return 0;
 }
@@ -126,7 +126,7 @@ int reply_read(struct qp *qp, uint32_t psn, uint32_t rkey, uint64_t va, uint32_t
  * is answered by those. */
 bool reply_will_send(const struct qp *qp, uint32_t psn)
 {
-	const struct reply_queue *q = qp->replies;
+	const struct reply_queue *q = qp->resp.replies;
 
 	for (uint32_t i = 0; q && i < q->count; i++) {
 		const struct reply *r = &q->slot[(q->head + i) % REPLY_SLOTS];
@@ -165,25 +165,25 @@ void reply_fail_after(struct qp *qp)
 		return;
 	}
 	r->then_error = true;
-	qp->resp_stopped = true;
+	qp->resp.stopped = true;
 }
 
 void reply_clear(struct qp *qp)
 {
-	if (qp->replies)
-		qp->replies->head = qp->replies->count = 0;
-	qp->resp_stopped = false;
+	if (qp->resp.replies)
+		qp->resp.replies->head = qp->resp.replies->count = 0;
+	qp->resp.stopped = false;
 }
 
 void reply_free(struct qp *qp)
 {
-	free(qp->replies);
-	qp->replies = NULL;
+	free(qp->resp.replies);
+	qp->resp.replies = NULL;
 }
 
 static void queue_pop(struct qp *qp)
 {
-	struct reply_queue *q = qp->replies;
+	struct reply_queue *q = qp->resp.replies;
 
 	q->head = (q->head + 1) % REPLY_SLOTS;
 	q->count--;

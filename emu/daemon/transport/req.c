@@ -81,14 +81,14 @@ static bool fetch(struct qp *qp)
 {
 	uint32_t prod = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
 
-	if (prod - qp->comp_idx > qp->sq_entries ||
-	    prod - qp->comp_idx < qp->fetch_idx - qp->comp_idx) {
+	if (prod - qp->comp.idx > qp->sq_entries ||
+	    prod - qp->comp.idx < qp->req.fetch_idx - qp->comp.idx) {
 		log_limited("client pid %d: QP 0x%06x send ring index %u is beyond the ring",
 			    (int)qp->owner->pid, qp->qpn, prod);
 		return false;
 	}
-	while (qp->fetch_idx != prod)
-		fetch_one(qp, qp->fetch_idx++);
+	while (qp->req.fetch_idx != prod)
+		fetch_one(qp, qp->req.fetch_idx++);
 	return true;
 }
 
@@ -98,11 +98,11 @@ static bool fetch(struct qp *qp)
 void req_flush(struct qp *qp)
 {
 	if (!fetch(qp))
-		qp->fetch_idx = qp->comp_idx; /* a lying producer index: nothing to flush */
-	while (qp->comp_idx != qp->fetch_idx)
-		comp_complete(qp, wqe_at(qp, qp->comp_idx), IBV_WC_WR_FLUSH_ERR);
-	qp->send_idx = qp->fetch_idx;
-	qp->send_pkt = 0;
+		qp->req.fetch_idx = qp->comp.idx; /* a lying producer index: nothing to flush */
+	while (qp->comp.idx != qp->req.fetch_idx)
+		comp_complete(qp, wqe_at(qp, qp->comp.idx), IBV_WC_WR_FLUSH_ERR);
+	qp->req.send_idx = qp->req.fetch_idx;
+	qp->req.send_pkt = 0;
 }
 
 /* SEND and WRITE share one layout: FIRST, MIDDLE, LAST, LAST_IMM, ONLY, ONLY_IMM. */
@@ -129,7 +129,7 @@ static uint8_t packet_opcode(const struct send_wqe *w, uint32_t k)
  * sends; its length was checked when w was fetched. */
 static const uint8_t *inline_payload(const struct qp *qp, const struct send_wqe *w)
 {
-	return qp->sq[w - qp->wqes].inline_data;
+	return qp->sq[w - qp->req.wqes].inline_data;
 }
 
 /* Packet k of request w, with PSN psn: headers, payload gathered from the local MRs straight
@@ -149,10 +149,10 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	if (k >= w->npkts)
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
-	bth.ack_req = k + 1 == w->npkts || ++qp->since_ackreq >= sched_ack_interval(qp->dev) ||
+	bth.ack_req = k + 1 == w->npkts || ++qp->req.since_ackreq >= sched_ack_interval(qp->dev) ||
 		      qp->dev->tp.inflight + 1 >= DEV_MAX_INFLIGHT;
 	if (bth.ack_req)
-		qp->since_ackreq = 0;
+		qp->req.since_ackreq = 0;
 	bth.solicited = w->solicited && k + 1 == w->npkts;
 	if (!tx_begin(qp, &bth, &ext, n, &p))
 		return -EFAULT;
@@ -220,19 +220,19 @@ void req_arm_timer(struct qp *qp)
 /* Puts the send cursor on PSN psn: the request and packet that carry it. */
 void req_seek(struct qp *qp, uint32_t psn)
 {
-	for (uint32_t i = qp->comp_idx; i != qp->fetch_idx; i++) {
+	for (uint32_t i = qp->comp.idx; i != qp->req.fetch_idx; i++) {
 		struct send_wqe *w = wqe_at(qp, i);
 
 		if (!w->started || wire_psn_diff(psn, w->first_psn + w->npkts) < 0) {
-			qp->send_idx = i;
-			qp->send_pkt = w->started ? (psn - w->first_psn) & WIRE_PSN_MASK : 0;
-			qp->snd_nxt = psn;
+			qp->req.send_idx = i;
+			qp->req.send_pkt = w->started ? (psn - w->first_psn) & WIRE_PSN_MASK : 0;
+			qp->req.snd_nxt = psn;
 			return;
 		}
 	}
-	qp->send_idx = qp->fetch_idx;
-	qp->send_pkt = 0;
-	qp->snd_nxt = psn;
+	qp->req.send_idx = qp->req.fetch_idx;
+	qp->req.send_pkt = 0;
+	qp->req.snd_nxt = psn;
 }
 
 /* A request refused at fetch time completes in order, once everything before it has. */
@@ -240,7 +240,7 @@ static bool blocked_by_local_error(struct qp *qp, struct send_wqe *w)
 {
 	if (w->local_error == IBV_WC_SUCCESS)
 		return false;
-	if (qp->comp_idx == qp->send_idx && !req_outstanding(qp))
+	if (qp->comp.idx == qp->req.send_idx && !req_outstanding(qp))
 		comp_fail_head(qp, w->local_error);
 	return true;
 }
@@ -250,18 +250,18 @@ static bool waits_for_reads(const struct qp *qp, const struct send_wqe *w)
 {
 	if (w->started)
 		return false;
-	if (wqe_wants_response(w) && qp->rd_outstanding >= qp->attr.max_rd_atomic)
+	if (wqe_wants_response(w) && qp->req.rd_outstanding >= qp->attr.max_rd_atomic)
 		return true;
-	return w->fence && qp->rd_outstanding > 0;
+	return w->fence && qp->req.rd_outstanding > 0;
 }
 
 static void start(struct qp *qp, struct send_wqe *w)
 {
 	w->started = true;
-	w->first_psn = qp->snd_nxt;
+	w->first_psn = qp->req.snd_nxt;
 	w->npkts = wqe_is_atomic(w) ? 1 : qp_packets(qp, w->length);
 	if (wqe_wants_response(w))
-		qp->rd_outstanding++;
+		qp->req.rd_outstanding++;
 	else
 		qp->dev->cnt.rdma_sends++;
 }
@@ -280,28 +280,28 @@ static size_t packet_payload(const struct qp *qp, const struct send_wqe *w, uint
  * false when it cannot be built. */
 static bool send_next(struct qp *qp, struct send_wqe *w)
 {
-	uint32_t covers = wqe_is_read(w) ? w->npkts - qp->send_pkt : 1;
-	int rc = wqe_is_read(w)	  ? send_read_request(qp, w, qp->send_pkt, qp->snd_nxt)
-		 : wqe_is_atomic(w) ? send_atomic_request(qp, w, qp->snd_nxt)
-				    : send_packet(qp, w, qp->send_pkt, qp->snd_nxt);
+	uint32_t covers = wqe_is_read(w) ? w->npkts - qp->req.send_pkt : 1;
+	int rc = wqe_is_read(w)	  ? send_read_request(qp, w, qp->req.send_pkt, qp->req.snd_nxt)
+		 : wqe_is_atomic(w) ? send_atomic_request(qp, w, qp->req.snd_nxt)
+				    : send_packet(qp, w, qp->req.send_pkt, qp->req.snd_nxt);
 
 	if (rc < 0)
 		return false;
-	cc_on_sent(qp, packet_payload(qp, w, qp->send_pkt) + WIRE_BASE_LEN);
+	cc_on_sent(qp, packet_payload(qp, w, qp->req.send_pkt) + WIRE_BASE_LEN);
 	if (wqe_wants_response(w))
-		qp->since_ackreq = 0;   /* a READ or atomic request is always answered */
+		qp->req.since_ackreq = 0;   /* a READ or atomic request is always answered */
 	/* a READ's responses stream for as long as it is large: not a round trip */
-	if (qp->snd_nxt == qp->snd_max && !wqe_is_read(w))
-		rto_on_first_send(qp, qp->snd_nxt);
-	qp->snd_nxt = (qp->snd_nxt + covers) & WIRE_PSN_MASK;
-	if (wire_psn_diff(qp->snd_nxt, qp->snd_max) > 0) {
-		qp->snd_max = qp->snd_nxt;
+	if (qp->req.snd_nxt == qp->req.snd_max && !wqe_is_read(w))
+		rto_on_first_send(qp, qp->req.snd_nxt);
+	qp->req.snd_nxt = (qp->req.snd_nxt + covers) & WIRE_PSN_MASK;
+	if (wire_psn_diff(qp->req.snd_nxt, qp->req.snd_max) > 0) {
+		qp->req.snd_max = qp->req.snd_nxt;
 		sched_account(qp);
 	}
-	qp->send_pkt += covers;
-	if (qp->send_pkt == w->npkts) {
-		qp->send_idx++;
-		qp->send_pkt = 0;
+	qp->req.send_pkt += covers;
+	if (qp->req.send_pkt == w->npkts) {
+		qp->req.send_idx++;
+		qp->req.send_pkt = 0;
 	}
 	return true;
 }
@@ -320,15 +320,15 @@ void req_pump(struct qp *qp)
 		req_flush(qp);
 		return;
 	}
-	if (qp->state != IBV_QPS_RTS || qp->rnr_wait)
+	if (qp->state != IBV_QPS_RTS || qp->req.rnr_wait)
 		return;
 	if (!fetch(qp)) {
 		qp_to_error(qp);
 		return;
 	}
-	while (qp->send_idx != qp->fetch_idx &&
-	       wire_psn_diff(qp->snd_nxt, qp->snd_una) < QP_MAX_INFLIGHT) {
-		struct send_wqe *w = wqe_at(qp, qp->send_idx);
+	while (qp->req.send_idx != qp->req.fetch_idx &&
+	       wire_psn_diff(qp->req.snd_nxt, qp->req.snd_una) < QP_MAX_INFLIGHT) {
+		struct send_wqe *w = wqe_at(qp, qp->req.send_idx);
 
 		if (blocked_by_local_error(qp, w))
 			return;
@@ -337,7 +337,7 @@ void req_pump(struct qp *qp)
 		/* a resend takes no new credit: its PSNs are counted already. Out of credit,
 		 * one more packet goes if those before it asked for no ACK: it asks, or they
 		 * would hold their credit until the timer (the overdraft is a packet per QP) */
-		if (qp->snd_nxt == qp->snd_max && !sched_has_credit(qp) && !qp->since_ackreq)
+		if (qp->req.snd_nxt == qp->req.snd_max && !sched_has_credit(qp) && !qp->req.since_ackreq)
 			break;
 		if (burst-- == 0) {
 			sched_ready(qp);
@@ -362,7 +362,7 @@ void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	qp->rnr_wait = false;
+	qp->req.rnr_wait = false;
 	req_pump(qp);
 }
 

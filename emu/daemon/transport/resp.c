@@ -42,29 +42,29 @@ static bool takes_recv(const struct wire_opcode_info *op)
  * the loop is about to sleep, or just before a NAK of the same QP. */
 static void ack_later(struct qp *qp)
 {
-	if (qp->ack_due)
+	if (qp->resp.ack_due)
 		return;
-	qp->ack_due = true;
-	TAILQ_INSERT_TAIL(&qp->dev->tp.acks_due, qp, ack_link);
+	qp->resp.ack_due = true;
+	TAILQ_INSERT_TAIL(&qp->dev->tp.acks_due, qp, resp.ack_link);
 }
 
 void resp_cancel_ack(struct qp *qp)
 {
-	if (!qp->ack_due)
+	if (!qp->resp.ack_due)
 		return;
-	qp->ack_due = false;
-	TAILQ_REMOVE(&qp->dev->tp.acks_due, qp, ack_link);
+	qp->resp.ack_due = false;
+	TAILQ_REMOVE(&qp->dev->tp.acks_due, qp, resp.ack_link);
 }
 
 static void send_due_ack(struct qp *qp)
 {
-	if (!qp->ack_due)
+	if (!qp->resp.ack_due)
 		return;
 	resp_cancel_ack(qp);
 	if (!qp_takes_requests(qp))
 		return;
 	qp->dev->cnt.acks_sent++;
-	reply_ack(qp, qp->rcv_psn - 1, WIRE_SYN_ACK);
+	reply_ack(qp, qp->resp.rcv_psn - 1, WIRE_SYN_ACK);
 }
 
 void resp_send_due_acks(struct dev *dev)
@@ -84,15 +84,15 @@ void resp_send_due_acks(struct dev *dev)
 static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 {
 	uint32_t psn = pkt->bth.psn;
-	int32_t d = wire_psn_diff(psn, qp->rcv_psn);
+	int32_t d = wire_psn_diff(psn, qp->resp.rcv_psn);
 
 	if (d > 0) {
 		qp->dev->cnt.out_of_seq_request++;
-		if (!qp->nak_seq_sent) {
-			qp->nak_seq_sent = true;
+		if (!qp->resp.nak_seq_sent) {
+			qp->resp.nak_seq_sent = true;
 			qp->dev->cnt.nak_seq_sent++;
 			send_due_ack(qp);
-			reply_ack(qp, qp->rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
+			reply_ack(qp, qp->resp.rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
 		}
 		return DROP;
 	}
@@ -110,8 +110,8 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 	 * resend's own packets may draw the next NAK before one of them asks for an ACK: a
 	 * round after round of NAKs alone ran its retries out (seen against the kernel's rxe
 	 * at 5% reordering). */
-	if (qp->nak_seq_sent) {
-		qp->nak_seq_sent = false;
+	if (qp->resp.nak_seq_sent) {
+		qp->resp.nak_seq_sent = false;
 		ack_later(qp);
 	}
 	return GO_ON;
@@ -123,8 +123,8 @@ static enum verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_opcode_info *op = pkt->op;
 
-	if (qp->in_msg)
-		return !is_first(op) && op->kind == qp->msg_kind ? GO_ON : NAK_INV;
+	if (qp->resp.in_msg)
+		return !is_first(op) && op->kind == qp->resp.msg_kind ? GO_ON : NAK_INV;
 	return is_first(op) ? GO_ON : NAK_INV;
 }
 
@@ -207,16 +207,16 @@ static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct
 	if (op->kind != WIRE_KIND_WRITE)
 		return GO_ON;
 	if (is_first(op)) {
-		qp->write_va = pkt->ext.reth.va;
-		qp->write_rkey = pkt->ext.reth.rkey;
-		qp->write_left = qp->write_len = pkt->ext.reth.length;
+		qp->resp.write_va = pkt->ext.reth.va;
+		qp->resp.write_rkey = pkt->ext.reth.rkey;
+		qp->resp.write_left = qp->resp.write_len = pkt->ext.reth.length;
 	}
-	if (qp->write_left && mr_lookup(qp->dev->mrs, qp->write_rkey, qp->pd,
-					IBV_ACCESS_REMOTE_WRITE, qp->write_va, qp->write_left,
+	if (qp->resp.write_left && mr_lookup(qp->dev->mrs, qp->resp.write_rkey, qp->pd,
+					IBV_ACCESS_REMOTE_WRITE, qp->resp.write_va, qp->resp.write_left,
 					mr) != MR_OK)
 		return NAK_ACCESS;
-	if (is_last(op) ? pkt->payload_len != qp->write_left
-			: qp->write_left <= pkt->payload_len)
+	if (is_last(op) ? pkt->payload_len != qp->resp.write_left
+			: qp->resp.write_left <= pkt->payload_len)
 		return NAK_INV;
 	return GO_ON;
 }
@@ -230,10 +230,10 @@ static enum verdict place(struct qp *qp, const uint8_t *frame, const struct wire
 		return rq_scatter(qp, data, pkt->payload_len) < 0 ? NAK_OP : GO_ON;
 	if (pkt->payload_len) {
 		/* the range was checked just now: a failure here is the MR's own check */
-		if (mr_copy_in(mr, qp->write_va, data, pkt->payload_len) < 0)
+		if (mr_copy_in(mr, qp->resp.write_va, data, pkt->payload_len) < 0)
 			return NAK_ACCESS;
-		qp->write_va += pkt->payload_len;
-		qp->write_left -= pkt->payload_len;
+		qp->resp.write_va += pkt->payload_len;
+		qp->resp.write_left -= pkt->payload_len;
 	}
 	return GO_ON;
 }
@@ -246,7 +246,7 @@ static void complete_receive(struct qp *qp, const struct wire_pkt *pkt,
 	bool write = pkt->op->kind == WIRE_KIND_WRITE;
 	struct proto_cqe cqe = { .status = status,
 				 .opcode = write ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
-				 .byte_len = write ? qp->write_len : (uint32_t)qp->recv.placed,
+				 .byte_len = write ? qp->resp.write_len : (uint32_t)qp->resp.recv.placed,
 				 .wc_flags = IBV_WC_GRH, .solicited = pkt->bth.solicited };
 
 	if (has_imm(pkt->op)) {
@@ -277,9 +277,9 @@ static void refuse_invalidate(struct qp *qp, const struct wire_pkt *pkt)
 
 static void finish_message(struct qp *qp, const struct wire_pkt *pkt)
 {
-	qp->msn = (qp->msn + 1) & 0xffffff;
+	qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
 	qp->dev->cnt.rdma_recvs++;
-	if (qp->recv_held)
+	if (qp->resp.recv_held)
 		complete_receive(qp, pkt, IBV_WC_SUCCESS);
 }
 
@@ -308,9 +308,9 @@ static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wi
 		refuse_invalidate(qp, pkt);
 		return GO_ON;
 	}
-	qp->rcv_psn = (qp->rcv_psn + 1) & WIRE_PSN_MASK;
-	qp->in_msg = !is_last(pkt->op);
-	qp->msg_kind = pkt->op->kind;
+	qp->resp.rcv_psn = (qp->resp.rcv_psn + 1) & WIRE_PSN_MASK;
+	qp->resp.in_msg = !is_last(pkt->op);
+	qp->resp.msg_kind = pkt->op->kind;
 	if (is_last(pkt->op))
 		finish_message(qp, pkt);
 	if (pkt->bth.ack_req)
@@ -357,7 +357,7 @@ static void refuse(struct qp *qp, const struct wire_pkt *pkt, enum verdict v)
 		return;
 	}
 	reply_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, v));
-	if (qp->recv_held)
+	if (qp->resp.recv_held)
 		complete_receive(qp, pkt, receive_status(v));
 	reply_fail_after(qp);
 }
@@ -368,7 +368,7 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 	enum verdict v;
 
 	/* a NAK that ends the QP waits behind READ responses: nothing after it is taken */
-	if (qp->resp_stopped) {
+	if (qp->resp.stopped) {
 		qp->dev->cnt.drop_qp_state++;
 		return;
 	}

@@ -13,7 +13,7 @@
 
 static struct proto_rwqe *rq_head(struct qp *qp)
 {
-	return &qp->rq[qp->rq_cons & (qp->rq_entries - 1)];
+	return &qp->rq[qp->resp.rq_cons & (qp->rq_entries - 1)];
 }
 
 /* An SRQ's head is copied out and consumed at once, as rxe does (another QP may take the
@@ -49,12 +49,12 @@ static int own_take(struct qp *qp, struct proto_rwqe *out)
 {
 	uint32_t prod = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 
-	if (prod - qp->rq_cons > qp->rq_entries) {
+	if (prod - qp->resp.rq_cons > qp->rq_entries) {
 		log_limited("client pid %d: QP 0x%06x receive ring index %u is beyond the ring",
 			    (int)qp->owner->pid, qp->qpn, prod);
 		return -EPROTO;
 	}
-	if (prod == qp->rq_cons)
+	if (prod == qp->resp.rq_cons)
 		return -EAGAIN;
 	memcpy(out, rq_head(qp), sizeof(*out));
 	return 0;
@@ -62,16 +62,16 @@ static int own_take(struct qp *qp, struct proto_rwqe *out)
 
 int rq_take(struct qp *qp)
 {
-	struct recv_wqe *r = &qp->recv;
+	struct recv_wqe *r = &qp->resp.recv;
 	int rc;
 
-	if (qp->recv_held)
+	if (qp->resp.recv_held)
 		return 0;
 	/* copied once: the client cannot change it between the checks and the use */
 	rc = qp->srq ? srq_take(qp->srq, &r->wqe) : own_take(qp, &r->wqe);
 	if (rc)
 		return rc;
-	qp->recv_held = true;
+	qp->resp.recv_held = true;
 	r->placed = 0;
 	r->length = 0;
 	if (r->wqe.num_sge > PROTO_MAX_SGE)
@@ -85,10 +85,10 @@ int rq_take(struct qp *qp)
  * completed, belongs to the application again). */
 int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 {
-	struct recv_wqe *r = &qp->recv;
+	struct recv_wqe *r = &qp->resp.recv;
 	int rc;
 
-	if (!qp->recv_held)
+	if (!qp->resp.recv_held)
 		return -EPROTO;
 	if (r->wqe.num_sge > PROTO_MAX_SGE || n > r->length - r->placed)
 		return -ERANGE;
@@ -101,22 +101,22 @@ int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 /* No receive WQE held, and nothing of the last one kept to write through. */
 void rq_forget(struct qp *qp)
 {
-	qp->recv_held = false;
-	memset(&qp->recv, 0, sizeof(qp->recv));
+	qp->resp.recv_held = false;
+	memset(&qp->resp.recv, 0, sizeof(qp->resp.recv));
 }
 
 /* The held WQE leaves the ring (an SRQ's left it when taken) and its completion is
  * published. */
 void rq_complete(struct qp *qp, struct proto_cqe *cqe)
 {
-	cqe->wr_id = qp->recv.wqe.wr_id;
+	cqe->wr_id = qp->resp.recv.wqe.wr_id;
 	cqe->qp_num = qp->qpn;
 	if (qp->type == IBV_QPT_RC)
 		cqe->src_qp = qp->attr.dest_qpn;   /* a UD datagram names its own in the DETH */
 	rq_forget(qp);
 	if (!qp->srq) {
-		qp->rq_cons++;
-		__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
+		qp->resp.rq_cons++;
+		__atomic_store_n(&qp->rq_ctl->cons, qp->resp.rq_cons, __ATOMIC_RELEASE);
 	}
 	cq_push(qp->recv_cq, cqe);
 }
@@ -128,20 +128,20 @@ void rq_flush(struct qp *qp)
 	uint32_t prod = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 
 	if (qp->srq) {
-		if (qp->recv_held)
+		if (qp->resp.recv_held)
 			rq_complete(qp, &(struct proto_cqe){ .status = IBV_WC_WR_FLUSH_ERR,
 							     .opcode = IBV_WC_RECV });
 		return;
 	}
 	rq_forget(qp);
-	if (prod - qp->rq_cons > qp->rq_entries)
-		prod = qp->rq_cons;
-	while (qp->rq_cons != prod) {
+	if (prod - qp->resp.rq_cons > qp->rq_entries)
+		prod = qp->resp.rq_cons;
+	while (qp->resp.rq_cons != prod) {
 		struct proto_cqe cqe = { .wr_id = rq_head(qp)->wr_id, .status = IBV_WC_WR_FLUSH_ERR,
 					 .opcode = IBV_WC_RECV, .qp_num = qp->qpn };
 
-		qp->rq_cons++;
-		__atomic_store_n(&qp->rq_ctl->cons, qp->rq_cons, __ATOMIC_RELEASE);
+		qp->resp.rq_cons++;
+		__atomic_store_n(&qp->rq_ctl->cons, qp->resp.rq_cons, __ATOMIC_RELEASE);
 		cq_push(qp->recv_cq, &cqe);
 	}
 }

@@ -18,7 +18,7 @@ static ev_tstamp floor_of(const struct qp *qp)
 
 ev_tstamp rto_interval(const struct qp *qp)
 {
-	const struct rto *r = &qp->rto;
+	const struct rto *r = &qp->comp.rto;
 	ev_tstamp t = floor_of(qp);
 
 	if (r->srtt > 0) {
@@ -32,12 +32,12 @@ ev_tstamp rto_interval(const struct qp *qp)
 
 void rto_reset(struct qp *qp)
 {
-	qp->rto = (struct rto){ 0 };
+	qp->comp.rto = (struct rto){ 0 };
 }
 
 void rto_on_first_send(struct qp *qp, uint32_t psn)
 {
-	struct rto *r = &qp->rto;
+	struct rto *r = &qp->comp.rto;
 
 	if (r->timing)
 		return;
@@ -48,7 +48,7 @@ void rto_on_first_send(struct qp *qp, uint32_t psn)
 
 static void take_sample(struct qp *qp, ev_tstamp rtt)
 {
-	struct rto *r = &qp->rto;
+	struct rto *r = &qp->comp.rto;
 	ev_tstamp err;
 
 	if (r->srtt <= 0) {
@@ -66,7 +66,7 @@ static void take_sample(struct qp *qp, ev_tstamp rtt)
  * doubling on it would let a timer below the round trip fire before every sample. */
 void rto_on_progress(struct qp *qp, uint32_t next_unacked)
 {
-	struct rto *r = &qp->rto;
+	struct rto *r = &qp->comp.rto;
 
 	if (r->timing && wire_psn_diff(next_unacked, r->timed_psn) > 0) {
 		take_sample(qp, ev_now(qp->dev->loop) - r->sent_at);
@@ -78,11 +78,11 @@ void rto_on_progress(struct qp *qp, uint32_t next_unacked)
 
 void rto_on_resend(struct qp *qp)
 {
-	qp->rto.timing = false;
+	qp->comp.rto.timing = false;
 }
 
 void rto_on_expiry(struct qp *qp)
 {
-	if (qp->rto.backoff < RTO_MAX_BACKOFF)
-		qp->rto.backoff++;
+	if (qp->comp.rto.backoff < RTO_MAX_BACKOFF)
+		qp->comp.rto.backoff++;
 }

@@ -16,22 +16,22 @@ static void serve_idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 
 static void unqueue(struct qp *qp)
 {
-	if (qp->sched == TURN_READY)
-		TAILQ_REMOVE(&qp->dev->tp.ready, qp, ready_link);
-	else if (qp->sched == TURN_CREDIT)
-		TAILQ_REMOVE(&qp->dev->tp.credit_wait, qp, ready_link);
-	qp->sched = TURN_NONE;
+	if (qp->req.sched == TURN_READY)
+		TAILQ_REMOVE(&qp->dev->tp.ready, qp, req.ready_link);
+	else if (qp->req.sched == TURN_CREDIT)
+		TAILQ_REMOVE(&qp->dev->tp.credit_wait, qp, req.ready_link);
+	qp->req.sched = TURN_NONE;
 }
 
 void sched_ready(struct qp *qp)
 {
 	struct dev *dev = qp->dev;
 
-	if (qp->sched == TURN_READY)
+	if (qp->req.sched == TURN_READY)
 		return;
 	unqueue(qp);
-	qp->sched = TURN_READY;
-	TAILQ_INSERT_TAIL(&dev->tp.ready, qp, ready_link);
+	qp->req.sched = TURN_READY;
+	TAILQ_INSERT_TAIL(&dev->tp.ready, qp, req.ready_link);
 	if (!ev_is_active(&dev->tp.serve_idle)) {
 		ev_idle_init(&dev->tp.serve_idle, serve_idle_cb);
 		ev_idle_start(dev->loop, &dev->tp.serve_idle);
@@ -44,9 +44,9 @@ bool sched_has_credit(struct qp *qp)
 
 	if (dev->tp.inflight < DEV_MAX_INFLIGHT)
 		return true;
-	if (qp->sched == TURN_NONE) {
-		qp->sched = TURN_CREDIT;
-		TAILQ_INSERT_TAIL(&dev->tp.credit_wait, qp, ready_link);
+	if (qp->req.sched == TURN_NONE) {
+		qp->req.sched = TURN_CREDIT;
+		TAILQ_INSERT_TAIL(&dev->tp.credit_wait, qp, req.ready_link);
 		dev->cnt.credit_waits++;
 	}
 	return false;
@@ -72,7 +72,7 @@ static uint32_t outstanding_psns(const struct qp *qp)
 
 	if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
 		return 0;
-	n = (uint32_t)wire_psn_diff(qp->snd_max, qp->snd_una);
+	n = (uint32_t)wire_psn_diff(qp->req.snd_max, qp->req.snd_una);
 	return n < QP_MAX_INFLIGHT ? n : QP_MAX_INFLIGHT;
 }
 
@@ -80,18 +80,18 @@ void sched_account(struct qp *qp)
 {
 	uint32_t now = outstanding_psns(qp);
 
-	qp->dev->tp.requesters_out += (now > 0) - (qp->inflight_counted > 0);
-	qp->dev->tp.inflight += now - qp->inflight_counted;
-	qp->inflight_counted = now;
+	qp->dev->tp.requesters_out += (now > 0) - (qp->req.inflight_counted > 0);
+	qp->dev->tp.inflight += now - qp->req.inflight_counted;
+	qp->req.inflight_counted = now;
 	wake_credit_waiters(qp->dev);
 }
 
 void sched_forget(struct qp *qp)
 {
 	unqueue(qp);
-	qp->dev->tp.requesters_out -= qp->inflight_counted > 0;
-	qp->dev->tp.inflight -= qp->inflight_counted;
-	qp->inflight_counted = 0;
+	qp->dev->tp.requesters_out -= qp->req.inflight_counted > 0;
+	qp->dev->tp.inflight -= qp->req.inflight_counted;
+	qp->req.inflight_counted = 0;
 	wake_credit_waiters(qp->dev);
 }
 

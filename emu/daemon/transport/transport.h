@@ -165,53 +165,67 @@ struct qp {
 	int client_end;              /* the write end, handed to the client */
 	ev_io doorbell;
 
-	/* requester: WQEs [comp_idx, fetch_idx) are copied; [send_idx...) not all sent */
-	struct send_wqe *wqes;       /* sq_entries, by ring slot */
-	uint32_t fetch_idx;
-	uint32_t send_idx;
-	uint32_t send_pkt;           /* packet of wqes[send_idx] to send next */
-	uint32_t comp_idx;
-	uint32_t snd_nxt;            /* next PSN to send */
-	uint32_t snd_una;            /* oldest unacknowledged PSN */
-	uint32_t snd_max;            /* one past the highest PSN ever sent */
-	uint8_t retry_left;
-	uint8_t rnr_left;
+	/* the retransmission and RNR timers (w->data is the QP) */
 	ev_timer retry_timer;
-	struct rto rto;
 	ev_timer rnr_timer;
-	bool rnr_wait;
-	uint32_t rd_outstanding;     /* READs started and not yet completed */
-	bool resend_started;         /* a resend round began (sequence NAK, lost READ responses
-				      * or timeout) and nothing was acknowledged since: further
-				      * NAKs tell the same story and start no other */
-	enum { TURN_NONE, TURN_READY, TURN_CREDIT } sched; /* on dev->ready or ->credit_wait */
-	TAILQ_ENTRY(qp) ready_link;
-	uint32_t inflight_counted;   /* its share of dev->inflight */
-	uint32_t since_ackreq;       /* packets sent since the last that asked for an ACK */
-	struct dcqcn_flow dcqcn;     /* its send rate, when congestion has cut it */
-	ev_timer pace_timer;         /* the rate lets the next packet go */
-	ev_tstamp cnp_at;            /* the last CNP to the peer (long ago after a reset) */
-	ev_tstamp ud_cnp_at[QP_UD_CNP_SLOTS]; /* UD: the last CNP to each slot's senders */
 
-	/* responder */
-	uint32_t rcv_psn;            /* expected PSN */
-	uint32_t msn;
-	bool nak_seq_sent;           /* a sequence NAK went for rcv_psn, which has not come since */
-	bool in_msg;                 /* a message's FIRST came, its LAST not yet */
-	uint8_t msg_kind;            /* WIRE_KIND_SEND or _WRITE, while in_msg */
-	uint64_t write_va;
-	uint32_t write_rkey;
-	uint64_t write_left;
-	uint32_t write_len;
-	uint32_t rq_cons;
-	struct recv_wqe recv;        /* the receive WQE the message under way fills */
-	bool recv_held;              /* recv is the head of the RQ, copied out */
-	struct rd_res rd_res[QP_MAX_RD_ATOMIC]; /* the first max_dest_rd_atomic are used */
-	uint32_t rd_res_next;
-	bool ack_due;                /* an ACK through rcv_psn - 1 goes out before the loop sleeps */
-	TAILQ_ENTRY(qp) ack_link;
-	struct reply_queue *replies; /* what waits to go, in PSN order (reply.c; at first use) */
-	bool resp_stopped;           /* a NAK that ends the QP waits in replies */
+	/* requester (req.c): WQEs [comp.idx, fetch_idx) are copied; [send_idx...) not all
+	 * sent */
+	struct qp_req {
+		struct send_wqe *wqes;       /* sq_entries, by ring slot */
+		uint32_t fetch_idx;
+		uint32_t send_idx;
+		uint32_t send_pkt;           /* packet of wqes[send_idx] to send next */
+		uint32_t snd_nxt;            /* next PSN to send */
+		uint32_t snd_una;            /* oldest unacknowledged PSN */
+		uint32_t snd_max;            /* one past the highest PSN ever sent */
+		bool rnr_wait;
+		uint32_t rd_outstanding;     /* READs and atomics started, not completed */
+		/* its turns (sched.c): on dev->tp.ready or ->credit_wait */
+		enum { TURN_NONE, TURN_READY, TURN_CREDIT } sched;
+		TAILQ_ENTRY(qp) ready_link;
+		uint32_t inflight_counted;   /* its share of dev->tp.inflight */
+		uint32_t since_ackreq;       /* packets sent since the last that asked an ACK */
+		/* its rate (cc.c) */
+		struct dcqcn_flow dcqcn;     /* its send rate, when congestion has cut it */
+		ev_timer pace_timer;         /* the rate lets the next packet go */
+		ev_tstamp cnp_at;            /* the last CNP to the peer (long ago after reset) */
+		ev_tstamp ud_cnp_at[QP_UD_CNP_SLOTS]; /* UD: the last CNP to each slot's senders */
+	} req;
+
+	/* completer (comp.c) */
+	struct qp_comp {
+		uint32_t idx;                /* the oldest WQE not completed */
+		uint8_t retry_left;
+		uint8_t rnr_left;
+		struct rto rto;
+		bool resend_started;         /* a resend round began (sequence NAK, lost READ
+					      * responses or timeout) and nothing was
+					      * acknowledged since: further NAKs tell the same
+					      * story and start no other */
+	} comp;
+
+	/* responder (resp.c, read.c, atomic.c, reply.c, rq.c) */
+	struct qp_resp {
+		uint32_t rcv_psn;            /* expected PSN */
+		uint32_t msn;
+		bool nak_seq_sent;           /* a sequence NAK went for rcv_psn, not come since */
+		bool in_msg;                 /* a message's FIRST came, its LAST not yet */
+		uint8_t msg_kind;            /* WIRE_KIND_SEND or _WRITE, while in_msg */
+		uint64_t write_va;
+		uint32_t write_rkey;
+		uint64_t write_left;
+		uint32_t write_len;
+		uint32_t rq_cons;
+		struct recv_wqe recv;        /* the receive WQE the message under way fills */
+		bool recv_held;              /* recv is the head of the RQ, copied out */
+		struct rd_res rd_res[QP_MAX_RD_ATOMIC]; /* the first max_dest_rd_atomic used */
+		uint32_t rd_res_next;
+		bool ack_due;                /* an ACK through rcv_psn - 1 goes before the loop sleeps */
+		TAILQ_ENTRY(qp) ack_link;
+		struct reply_queue *replies; /* what waits to go, in PSN order (reply.c) */
+		bool stopped;                /* a NAK that ends the QP waits in replies */
+	} resp;
 
 	LIST_ENTRY(qp) client_link;
 };
@@ -255,13 +269,13 @@ static inline bool qp_takes_requests(const struct qp *qp)
 /* The send WQE copied from ring index idx. */
 static inline struct send_wqe *wqe_at(struct qp *qp, uint32_t idx)
 {
-	return &qp->wqes[idx & (qp->sq_entries - 1)];
+	return &qp->req.wqes[idx & (qp->sq_entries - 1)];
 }
 
 /* Whether the requester has PSNs unacknowledged. */
 static inline bool req_outstanding(const struct qp *qp)
 {
-	return qp->snd_max != qp->snd_una;
+	return qp->req.snd_max != qp->req.snd_una;
 }
 
 static inline bool wqe_is_send(const struct send_wqe *w)
@@ -469,7 +483,7 @@ void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)
 {
-	return &qp->rd_res[qp->rd_res_next++ & (qp->attr.max_dest_rd_atomic - 1u)];
+	return &qp->resp.rd_res[qp->resp.rd_res_next++ & (qp->attr.max_dest_rd_atomic - 1u)];
 }
 
 

@@ -25,9 +25,9 @@ static void complete_send(struct qp *qp, const struct proto_swqe *in, uint64_t l
 	struct proto_cqe cqe = { .wr_id = in->wr_id, .status = status, .opcode = IBV_WC_SEND,
 				 .byte_len = (uint32_t)length, .qp_num = qp->qpn };
 
-	qp->comp_idx++;
-	qp->fetch_idx = qp->send_idx = qp->comp_idx;
-	__atomic_store_n(&qp->sq_ctl->cons, qp->comp_idx, __ATOMIC_RELEASE);
+	qp->comp.idx++;
+	qp->req.fetch_idx = qp->req.send_idx = qp->comp.idx;
+	__atomic_store_n(&qp->sq_ctl->cons, qp->comp.idx, __ATOMIC_RELEASE);
 	if (qp->sq_sig_all || (in->flags & IBV_SEND_SIGNALED) || status != IBV_WC_SUCCESS)
 		cq_push(qp->send_cq, &cqe);
 }
@@ -57,7 +57,7 @@ static enum ibv_wc_status send_datagram(struct qp *qp, const struct proto_swqe *
 					const struct ah *ah, size_t n)
 {
 	struct wire_bth bth = { .pkey = 0xffff, .dest_qp = in->remote_qpn & 0xffffff,
-				.psn = qp->snd_nxt, .solicited = in->flags & IBV_SEND_SOLICITED };
+				.psn = qp->req.snd_nxt, .solicited = in->flags & IBV_SEND_SOLICITED };
 	struct wire_ext ext = { .deth = { wire_qkey(qp, in->remote_qkey), qp->qpn },
 				.imm = ntohl(in->imm) };
 	struct wire_path path = ah->path;
@@ -74,7 +74,7 @@ static enum ibv_wc_status send_datagram(struct qp *qp, const struct proto_swqe *
 		return IBV_WC_LOC_PROT_ERR;   /* the slot is not committed: nothing leaves */
 	tx_end(qp, &p, n);
 	cc_on_sent(qp, WIRE_BASE_LEN + n);
-	qp->snd_nxt = (qp->snd_nxt + 1) & WIRE_PSN_MASK;
+	qp->req.snd_nxt = (qp->req.snd_nxt + 1) & WIRE_PSN_MASK;
 	qp->dev->cnt.rdma_sends++;
 	return IBV_WC_SUCCESS;
 }
@@ -111,13 +111,13 @@ void ud_pump(struct qp *qp)
 	if (qp->state != IBV_QPS_RTS)
 		return;
 	prod = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
-	if (prod - qp->comp_idx > qp->sq_entries) {
+	if (prod - qp->comp.idx > qp->sq_entries) {
 		log_limited("client pid %d: QP 0x%06x send ring index %u is beyond the ring",
 			    (int)qp->owner->pid, qp->qpn, prod);
 		qp_to_error(qp);
 		return;
 	}
-	while (qp->comp_idx != prod && cc_may_send(qp)) {
+	while (qp->comp.idx != prod && cc_may_send(qp)) {
 		struct proto_swqe in;
 		uint64_t length = 0;
 		enum ibv_wc_status st;
@@ -127,7 +127,7 @@ void ud_pump(struct qp *qp)
 			return;
 		}
 		/* copied first: the client cannot change it between the checks and the use */
-		in = qp->sq[qp->comp_idx & (qp->sq_entries - 1)];
+		in = qp->sq[qp->comp.idx & (qp->sq_entries - 1)];
 		st = send_one(qp, &in, &length);
 
 		complete_send(qp, &in, length, st);
@@ -215,7 +215,7 @@ void ud_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *
 		fail_malformed(qp);
 		return;
 	}
-	if (qp->recv.length < UD_GRH_LEN + (uint64_t)pkt->payload_len) {
+	if (qp->resp.recv.length < UD_GRH_LEN + (uint64_t)pkt->payload_len) {
 		refuse_too_long(qp);
 		return;
 	}
