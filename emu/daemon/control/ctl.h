@@ -22,6 +22,10 @@ struct ctl_request {
 	int fd;           /* the one descriptor that came with it, or -1 */
 };
 
+/* The request's message and the reply's, as the type the operation takes and gives. */
+#define REQ(type) ((const struct type *)req->msg)
+#define REP(type) ((struct type *)rep->u.bytes)
+
 void reply_error(struct ctl_reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
@@ -42,6 +46,7 @@ int op_query_srq(struct client *c, const struct ctl_request *req, struct ctl_rep
 int op_destroy_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_destroy_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+/* views.c */
 int op_stats(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_set_fault(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 /* the views of rocemuctl status, clients, mr and qp */
