@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark of issue 6 (`make bench`, as root): rocemu against this machine's own limits,
+# The benchmark (`make bench`, as root): rocemu against this machine's own limits,
 # measured in one run on one veth between two network namespaces of our own (MTU 9000).
 #   1. baselines: iperf3 single-stream TCP; the raw frame pump (test/bench/pump.c: sendmmsg
 #      of 4150- and 100-byte frames into a TPACKET_V3 ring); 64-byte UDP ping-pong, blocking
@@ -9,10 +9,10 @@
 #      (rdma-write --tx-depth 1 gives the mean; test/bench/regcost.c lat the median and p99,
 #      with the client polling its CQ as ib_write_lat does, and sleeping on it as with -e),
 #      CPU seconds per GB of each daemon, registering 1 GiB against mlock, the daemon's own
-#      memory with 1,000 MRs and 1,000 QPs; and issue 14's: 1 MiB READ and SEND goodput
-#      next to WRITE's in the same run, the FETCH_ADD rate and the 64-byte SEND round trip
-#      (test/bench/regcost.c ops);
-#   3. a report: a table on stdout with the ratios of issue 6's targets, BUILD/bench/
+#      memory with 1,000 MRs and 1,000 QPs; and the other operations: 1 MiB READ and SEND
+#      goodput next to WRITE's in the same run, the FETCH_ADD rate and the 64-byte SEND
+#      round trip (test/bench/regcost.c ops);
+#   3. a report: a table on stdout with each target's ratio, BUILD/bench/
 #      results.json, and BUILD/bench/goodput.png.
 # Each figure is the median of REPS runs (5 for the figures the targets use, 3 for the rest).
 #   scripts/bench.sh [BUILD]      (default build; make bench builds what it needs first)
@@ -350,7 +350,7 @@ for side in a b; do
 		record "counters_$side" "$out"
 done
 
-# Issue 19's measures: N rdma-write pairs at once (N processes, a QP each, one daemon a
+# The many-QP measures: N rdma-write pairs at once (N processes, a QP each, one daemon a
 # side) against one pair moving as many bytes alone; what each pair got; the expiries, ring
 # drops and duplicates of the run; and the 64 B latency on one QP while 31 others stream
 # 1 MiB writes, against its latency alone.
@@ -812,12 +812,12 @@ P("  %-52s WRITE %s, READ %s, SEND %s MB/s" % ("1 MiB goodput", fmt(o["write_mbp
 P("  %-52s %s /s" % ("8-byte FETCH_ADD rate, 8 in flight", fmt(o["fetch_add_per_s"], "%.0f")))
 P("  %-52s median %s us" % ("64 B SEND answered by a 64 B SEND (RTT)",
                              fmt(o["send_rtt_median_us"])))
-P("unmodified perftest under rocemu-run (issue 15), same daemons, same run")
+P("unmodified perftest under rocemu-run, same daemons, same run")
 P("  %-52s ib_write_bw %s, rdma-write %s MB/s" % ("1 MiB WRITE goodput, tx-depth 128",
     fmt(verbs["ib_write_bw_1MiB_mbps"]), fmt(verbs["rdma_write_1MiB_mbps"])))
 P("  %-52s t_typical %s us, p99 %s us" % ("ib_write_lat -s 2",
     fmt(verbs["ib_write_lat_2B_typical_us"]), fmt(verbs["ib_write_lat_2B_p99_us"])))
-P("many QPs at once (issue 19): %s rdma-write pairs, 1 MiB writes, one daemon a side" % mq["qps"])
+P("many QPs at once: %s rdma-write pairs, 1 MiB writes, one daemon a side" % mq["qps"])
 P("  %-52s %s MB/s, one QP alone %s MB/s (x%s)" % ("aggregate goodput (wall time)",
     fmt(mq["aggregate_mbps"]), fmt(mq["one_qp_mbps"]),
     fmt(ratio(mq["aggregate_mbps"], mq["one_qp_mbps"]))))
@@ -865,7 +865,7 @@ P("  %-52s %s us loaded (x%s)" % (
 P("  %-52s %s, %s and %s; left out, the load ended first: %s, %s and %s" % (
     "  loaded runs kept (processes, one process, READ)", *mq["lat_64B_loaded_runs"],
     len(llr), *mq["lat_64B_runs_left_out"]))
-P("targets (issues 6, 14, 15 and 19)")
+P("targets")
 for t in tres:
     P("  %-66s %8s %-7s %s" % (t["target"], fmt(t["value"]), t["need"], t["status"]))
     if "note" in t:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A virtual machine running the Linux kernel's Soft-RoCE (rdma_rxe), for live interop tests
-# against rocemud. Sourced by test/interop.test.sh; needs root.
+# against rocemud. Sourced by test/interop.sh; needs root.
 #
 # The guest is Debian 12's own kernel package, fetched with apt-get download and unpacked
 # with dpkg -x under $INTEROP_CACHE (never installed), booted by qemu with a small busybox

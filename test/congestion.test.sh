@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19: many QPs at once between two daemons in two network namespaces.
+# Many QPs at once between two daemons in two network namespaces.
 #   - 32 rdma-write --verify pairs at once (32 processes a side): byte-exact, no frame lost
 #     to a full receive ring, no retransmission timer expiry;
 #   - one process with 128 QPs a side (test/many_qp under rocemu-run), every QP's WRITE

@@ -1,5 +1,4 @@
-/* ctl_hostile_e2e: hostile local clients against one running rocemud (issue 5, "On the
- * host").
+/* ctl_hostile_e2e: hostile local clients against one running rocemud, on the same host.
  *
  *   ctl_hostile_e2e SOCK_B PID_B SOCK_A [CASE-PREFIX...]
  *

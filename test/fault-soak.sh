@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault soak (make fault-soak; not part of make check, it takes minutes): the README's
+# The fault soak (make fault-soak; not part of make check, it takes minutes): docs/testing.md's
 # fault spec without delay on both daemons across two namespaces, and for each of N seeds
 # a 64 MiB transfer (64 WRITEs of 1 MiB, rdma-write's default QP timer) checked byte for
 # byte; the daemons must still be running after every one.

@@ -1,5 +1,5 @@
-/* hostile_e2e: malformed and hostile RoCEv2 packets against one running rocemud (issue 5,
- * "On the wire").
+/* hostile_e2e: malformed and hostile RoCEv2 packets against one running rocemud, on the
+ * wire.
  *
  *   hostile_e2e SOCKET PEER_IP SPOOF_IP [CASE...]
  *

@@ -407,7 +407,7 @@ static void *probe(void *arg)
 
 /* The RTR towards a silent address fails with EHOSTUNREACH after about a second, and all
  * the while the daemon answers others at once: it waits for the neighbour on a timer, not
- * in its loop (before issue 16 the loop slept through that second). */
+ * in its loop (it once slept through that second). */
 static void case_silent_peer(const char *silent)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);

@@ -16,10 +16,11 @@
 #   - `scripts/install-deps.sh && make` must be there but is not run: the suite has built.
 # Block 1 runs on both hosts ("On each"), block 2 on the receiving host b (in the
 # background: it waits for a client), block 3 on the writing host a, block 4 (counters and
-# the capture) on host a. Then what the section promises is checked: the daemon's socket at
-# /run/rocemu/IFACE.sock with mode 0660; `local address:` / `remote address:` from both
-# sides; the client's table header; `verify: OK` from both; the counters showing the
-# packets; tshark reading the capture's first frames as RRoCE.
+# the capture) on host a, blocks 5 and 6 (ib_write_bw under rocemu-run) on b and a. Then
+# what the section promises is checked: the daemon's socket at /run/rocemu/IFACE.sock with
+# mode 0660; `local address:` / `remote address:` from both sides; the client's table
+# header; `verify: OK` from both; the counters showing the packets; tshark reading the
+# capture's first frames as RRoCE; perftest's table from ib_write_bw's client.
 # Last, the "Loopback" bullet's two rocemud commands run in host a's network namespace,
 # whose lo is its own, so 127.0.0.1 and 127.0.0.2 stay as written; only `rocemud` becomes
 # $BUILD/rocemud, /tmp/ becomes this run's directory, and -d is added; an rdma-write
@@ -38,7 +39,7 @@ done
 cd "$ROCEMU_ROOT" || fail "cannot enter $ROCEMU_ROOT"
 README=$ROCEMU_ROOT/README.md
 SECTION="## Running on two machines"
-# The exact header line of rdma-write's table (tools/rdma-write.c, print_table).
+# The exact header line of rdma-write's table (tools/rdma-write/report.c, print_table).
 TABLE_HEADER=" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
 RUN_SECONDS=180
 

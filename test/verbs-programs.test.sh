@@ -3,7 +3,7 @@
 # network namespaces: ibv_devices and ibv_devinfo -v show the device as rxe would (name,
 # node GUID from the MAC, PORT_ACTIVE, Ethernet, MTU, the RoCE v2 GID); ibv_rc_pingpong and
 # ibv_srq_pingpong with -g 0 and -c (the receiver checks every buffer), default and 64 KiB x
-# 10,000, with events and with the ibv_wr_* API; every perftest of the issue (write, read,
+# 10,000, with events and with the ibv_wr_* API; every perftest of the suite (write, read,
 # send, atomic; bw and lat) with defaults, -a, --use_old_post_send, -e, --use-srq, -q 8 and
 # --report_gbits, each exiting 0 on both sides with a table that parses; then both ends on
 # one daemon (loopback), and test/ibv_abuse (bad lkeys, unsupported calls, queue overflow,

@@ -6,7 +6,7 @@
  *       process on a fresh anonymous mapping (a child has an arena of its own, so no rep
  *       finds pages an earlier one moved). Times rocemu_reg_mr and rocemu_dereg_mr, mlock
  *       and munlock, and rocemu_reg_mr of a buffer whose pages were written first. The
- *       mlock is the baseline of issue 6: a fresh anonymous mapping locked by the process
+ *       mlock is the registration target's baseline: a fresh anonymous mapping locked by the process
  *       that mapped it. Prints one JSON object of medians in seconds, the median of each
  *       rep's reg / mlock (neighbouring runs, so a noisy moment hits both), every sample,
  *       and the huge page settings that decide both costs.
@@ -21,7 +21,7 @@
  *       rocemu_wait_cq (what rdma-write does); --busy: spin on rocemu_poll_cq. Prints the
  *       median, p99, mean, min and max in microseconds as JSON.
  *   regcost ops SOCK_A SOCK_B [-n COUNT] [-s SIZE]
- *       issue 14's figures, from a QP on A to one on B, waiting as rdma-write does: goodput of COUNT
+ *       READ and SEND next to WRITE, from a QP on A to one on B, waiting as rdma-write does: goodput of COUNT
  *       (default 200) RDMA WRITEs, READs and SENDs of SIZE (default 1 MiB) with OPS_DEPTH
  *       in flight, their ratios to the WRITEs', the rate of 8-byte FETCH_ADDs with
  *       OPS_DEPTH in flight, and the median round trip of a 64-byte SEND answered by a

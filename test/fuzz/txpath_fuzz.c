@@ -3,7 +3,7 @@
  * the fault stages of both directions (fault.c), driven with random fault specs, frame
  * sizes and flows, flush points, send failures, fault changes while frames are held, and
  * received frames whose delivery sends more frames (as a received ACK makes the requester
- * resend from inside the receive stage: the shape of the crash of issue 13).
+ * resend from inside the receive stage: the shape of a crash this harness was written for).
  *
  * sendmmsg is replaced (the link wraps it: -Wl,--wrap=sendmmsg) with a function that
  * takes every message apart again, cuts a GSO frame the way Linux does (wire_gso_split)
