@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 8
+#define PROTO_VERSION 9
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -307,13 +307,73 @@ struct proto_query_qp_reply {
 #define PROTO_COUNT_ONE(name, help) +1
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 
+/* Why the responder refused a request, one name per check, in rxe's order of checks: each
+ * NAK it sends (and each SEND WITH INVALIDATE it fails) has one. X(name, help) */
+#define PROTO_REFUSALS(X)                                                                \
+	X(none, "nothing refused")                                                       \
+	X(opcode_sequence, "invalid request: MIDDLE or LAST without its FIRST, or a FIRST inside a message") \
+	X(no_remote_write, "invalid request: a WRITE to a QP without IBV_ACCESS_REMOTE_WRITE") \
+	X(no_remote_read, "invalid request: a READ to a QP without IBV_ACCESS_REMOTE_READ") \
+	X(no_remote_atomic, "invalid request: an atomic to a QP without IBV_ACCESS_REMOTE_ATOMIC") \
+	X(opcode_unsupported, "invalid request: an opcode the responder does not take")   \
+	X(no_rd_resources, "invalid request: a READ or atomic to a QP with max_dest_rd_atomic 0") \
+	X(no_receive, "RNR NAK: a SEND or WRITE WITH IMMEDIATE found no receive WQE posted") \
+	X(receive_ring_index, "invalid request: the client's receive ring index lies")   \
+	X(receive_malformed, "remote operational error: the receive WQE is malformed")   \
+	X(length_only, "invalid request: an ONLY packet longer than the path MTU")        \
+	X(length_not_pmtu, "invalid request: a FIRST or MIDDLE packet not of the path MTU") \
+	X(length_last, "invalid request: a LAST packet empty or longer than the path MTU") \
+	X(length_dma, "invalid request: a RETH length over 2 GiB")                        \
+	X(rkey_unknown, "remote access error: no MR at the rkey's index")                \
+	X(rkey_stale, "remote access error: the rkey's key byte is not the MR's (deregistered)") \
+	X(rkey_other_pd, "remote access error: the MR belongs to another PD than the QP's") \
+	X(rkey_no_access, "remote access error: the MR does not grant the access asked")   \
+	X(rkey_mr_invalid, "remote access error: the MR is being torn down")             \
+	X(rkey_bounds, "remote access error: the range is not inside the MR")            \
+	X(atomic_unaligned, "invalid request: an atomic's address not 8-byte aligned")    \
+	X(write_length, "invalid request: a WRITE's payload does not match its RETH length") \
+	X(write_copy, "remote access error: the MR refused the WRITE's bytes")           \
+	X(receive_too_small, "remote operational error: a SEND longer than its receive WQE") \
+	X(receive_sge, "remote operational error: a receive SGE failed its lkey, PD or bounds") \
+	X(receive_not_held, "remote operational error: a SEND's bytes with no receive WQE held") \
+	X(read_memory, "remote access error: a READ's memory stopped resolving")          \
+	X(atomic_memory, "remote access error: an atomic's word stopped resolving")       \
+	X(send_invalidate, "SEND WITH INVALIDATE: no key rocemu may invalidate (completed in error)")
+
+/* Why a send work request completed in error (the first of the QP's failures; the work
+ * requests behind it are flushed). X(name, help) */
+#define PROTO_FAILURES(X)                                                                \
+	X(none, "nothing failed")                                                        \
+	X(local_opcode, "IBV_WC_LOC_QP_OP_ERR: an opcode this QP cannot send, or an unaligned atomic") \
+	X(local_length, "IBV_WC_LOC_LEN_ERR: too many SGEs, too long, or an atomic's buffer short") \
+	X(local_lkey, "IBV_WC_LOC_PROT_ERR: an SGE failed its lkey, PD, access or bounds")  \
+	X(nak_invalid_request, "IBV_WC_REM_INV_REQ_ERR: the responder NAKed an invalid request") \
+	X(nak_remote_access, "IBV_WC_REM_ACCESS_ERR: the responder NAKed a remote access error") \
+	X(nak_remote_operational, "IBV_WC_REM_OP_ERR: the responder NAKed an operational error") \
+	X(retry_exceeded, "IBV_WC_RETRY_EXC_ERR: retry_cnt resend rounds without progress") \
+	X(rnr_retry_exceeded, "IBV_WC_RNR_RETRY_EXC_ERR: rnr_retry RNR NAKs in a row")     \
+	X(response_unexpected, "IBV_WC_BAD_RESP_ERR: a response of the wrong kind, place or length") \
+	X(response_placement, "IBV_WC_LOC_PROT_ERR: a READ response or atomic value failed its SGEs")
+
+#define PROTO_REFUSAL_ENUM(name, help) PROTO_REFUSED_##name,
+enum proto_refusal { PROTO_REFUSALS(PROTO_REFUSAL_ENUM) PROTO_NREFUSALS };
+#undef PROTO_REFUSAL_ENUM
+#define PROTO_FAILURE_ENUM(name, help) PROTO_FAILED_##name,
+enum proto_failure { PROTO_FAILURES(PROTO_FAILURE_ENUM) PROTO_NFAILURES };
+#undef PROTO_FAILURE_ENUM
+
 struct proto_stats_reply {
 	struct proto_reply r;
 	uint32_t ncounters;
 	uint32_t pad;
 	uint64_t counters[PROTO_NCOUNTERS]; /* in PROTO_COUNTERS order */
 	char fault[128];                    /* the fault spec in force, "off" when none */
+	uint32_t nrefusals;
+	uint32_t nfailures;
+	uint64_t refused[PROTO_NREFUSALS];  /* requests refused, by reason */
+	uint64_t failed[PROTO_NFAILURES];   /* send work requests failed, by reason */
 };
+_Static_assert(sizeof(struct proto_stats_reply) <= PROTO_MAX_MSG, "stats reply too large");
 
 #define PROTO_FAULT_SPEC 128
 struct proto_fault {
@@ -381,6 +441,8 @@ struct proto_qp_entry {
 	uint32_t srtt_us;    /* the smoothed round trip the timer learned, 0 before one */
 	uint32_t rto_us;     /* the retransmission timer's interval now */
 	uint32_t rate_mbps;  /* the send rate congestion control allows, 0 when unlimited */
+	uint16_t last_refusal;  /* enum proto_refusal: why its responder last refused */
+	uint16_t last_failure;  /* enum proto_failure: why its last send request failed */
 };
 
 #define PROTO_LIST_BYTES 768

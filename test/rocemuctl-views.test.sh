@@ -70,7 +70,7 @@ for _ in $(seq 50); do
 	sleep 0.1
 done
 "$CTL" -s "$SOCK_A" qp >"$WORK/qp" || fail "rocemuctl qp"
-grep -q "^pid $CLIENT qpn [0-9]* state RTS peer $ADDR_B dest_qpn [0-9]* sq_psn [0-9]* rq_psn [0-9]* path_mtu 4096 srtt_us [1-9][0-9]* rto_us [0-9]* rate_mbps [0-9]*$" "$WORK/qp" ||
+grep -q "^pid $CLIENT qpn [0-9]* state RTS peer $ADDR_B dest_qpn [0-9]* sq_psn [0-9]* rq_psn [0-9]* path_mtu 4096 srtt_us [1-9][0-9]* rto_us [0-9]* rate_mbps [0-9]* last_refused none last_failed none$" "$WORK/qp" ||
 	{ cat "$WORK/qp" "$WORK/client.out"; fail "qp does not show the writer's QP"; }
 json_check a qp "any(q['pid'] == $CLIENT and q['state'] == 'RTS' and q['peer'] == '$ADDR_B' and
  q['path_mtu'] == 4096 and all(isinstance(q[k], int) for k in ('qpn', 'dest_qpn', 'sq_psn', 'rq_psn'))

@@ -65,21 +65,62 @@ static const char *const counter_help[] = {
 #undef COUNTER_HELP
 };
 
+/* Why the responder refused requests and why send requests failed, by reason: the
+ * counters of the stats reply's tail, printed as refused_NAME and failed_NAME. */
+static const char *const refusal_names[] = {
+#define REASON_NAME(name, help) #name,
+	PROTO_REFUSALS(REASON_NAME)
+};
+static const char *const refusal_help[] = {
+#define REASON_HELP(name, help) help,
+	PROTO_REFUSALS(REASON_HELP)
+};
+static const char *const failure_names[] = { PROTO_FAILURES(REASON_NAME) };
+static const char *const failure_help[] = { PROTO_FAILURES(REASON_HELP) };
+#undef REASON_NAME
+#undef REASON_HELP
+
+static const char *reason_name(const char *const *names, unsigned n, unsigned i)
+{
+	return i < n ? names[i] : "unknown";
+}
+
+/* A table of counters with their names and help, the first (none) left out. */
+static void print_reasons(const char *prefix, const uint64_t *v, uint32_t n,
+			  const char *const *names, const char *const *help, bool json)
+{
+	char name[64];
+
+	for (uint32_t i = 1; i < n; i++) {
+		snprintf(name, sizeof(name), "%s_%s", prefix, names[i]);
+		if (json)
+			printf(",\"%s\":%llu", name, (unsigned long long)v[i]);
+		else
+			printf("%-30s %14llu  %s\n", name, (unsigned long long)v[i], help[i]);
+	}
+}
+
 static int print_stats(const struct proto_stats_reply *r, bool json)
 {
 	uint32_t n = r->ncounters < PROTO_NCOUNTERS ? r->ncounters : PROTO_NCOUNTERS;
+	uint32_t nref = r->nrefusals < PROTO_NREFUSALS ? r->nrefusals : PROTO_NREFUSALS;
+	uint32_t nfail = r->nfailures < PROTO_NFAILURES ? r->nfailures : PROTO_NFAILURES;
 
 	if (json) {
 		printf("{\"fault\":\"%.*s\"", (int)sizeof(r->fault), r->fault);
 		for (uint32_t i = 0; i < n; i++)
 			printf(",\"%s\":%llu", counter_names[i], (unsigned long long)r->counters[i]);
-		printf("}\n");
-		return 0;
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			printf("%-30s %14llu  %s\n", counter_names[i],
+			       (unsigned long long)r->counters[i], counter_help[i]);
 	}
-	for (uint32_t i = 0; i < n; i++)
-		printf("%-24s %14llu  %s\n", counter_names[i], (unsigned long long)r->counters[i],
-		       counter_help[i]);
-	printf("%-24s %14s  %.*s\n", "fault injection", "", (int)sizeof(r->fault), r->fault);
+	print_reasons("refused", r->refused, nref, refusal_names, refusal_help, json);
+	print_reasons("failed", r->failed, nfail, failure_names, failure_help, json);
+	if (json)
+		printf("}\n");
+	else
+		printf("%-30s %14s  %.*s\n", "fault injection", "", (int)sizeof(r->fault), r->fault);
 	return 0;
 }
 
@@ -271,11 +312,14 @@ static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 	peer_text(e->dest_gid, ip, sizeof(ip));
 	printf(json ? "{\"pid\":%u,\"qpn\":%u,\"state\":\"%s\",\"peer\":\"%s\","
 		      "\"dest_qpn\":%u,\"sq_psn\":%u,\"rq_psn\":%u,\"path_mtu\":%u,"
-		      "\"srtt_us\":%u,\"rto_us\":%u,\"rate_mbps\":%u}" :
+		      "\"srtt_us\":%u,\"rto_us\":%u,\"rate_mbps\":%u,"
+		      "\"last_refused\":\"%s\",\"last_failed\":\"%s\"}" :
 		      "pid %u qpn %u state %s peer %s dest_qpn %u sq_psn %u rq_psn %u path_mtu %u"
-		      " srtt_us %u rto_us %u rate_mbps %u\n",
+		      " srtt_us %u rto_us %u rate_mbps %u last_refused %s last_failed %s\n",
 	       e->pid, e->qpn, qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,
-	       mtu_bytes(e->path_mtu), e->srtt_us, e->rto_us, e->rate_mbps);
+	       mtu_bytes(e->path_mtu), e->srtt_us, e->rto_us, e->rate_mbps,
+	       reason_name(refusal_names, PROTO_NREFUSALS, e->last_refusal),
+	       reason_name(failure_names, PROTO_NFAILURES, e->last_failure));
 }
 
 typedef void (*print_entry_fn)(const struct proto_list_reply *r, uint32_t i, bool json);

@@ -55,6 +55,8 @@ struct dev {
 	struct dev_control ctl;
 	struct mr_table *mrs;
 	struct dev_counters cnt;
+	uint64_t refused[PROTO_NREFUSALS];   /* requests the responders refused, by reason */
+	uint64_t failed[PROTO_NFAILURES];    /* send requests the completers failed, by reason */
 
 	/* main.c's: the batch goes out before the loop sleeps; --busy-poll polls instead of
 	 * sleeping for busy_window seconds after frames moved */

@@ -56,24 +56,54 @@ void log_debug(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A few lines a second of one kind; how many more were left out is said once a new second
+ * begins. */
+struct limiter {
+	time_t window;
+	unsigned in_window, suppressed;
+};
+
+static bool limiter_admits(struct limiter *l, int prio)
+{
+	time_t now = time(NULL);
+
+	if (now != l->window) {
+		if (l->suppressed) {
+			if (prio == LOG_DEBUG)
+				log_debug("(%u similar messages suppressed)", l->suppressed);
+			else
+				log_warn("(%u similar messages suppressed)", l->suppressed);
+		}
+		l->window = now;
+		l->in_window = l->suppressed = 0;
+	}
+	if (++l->in_window > 5) {
+		l->suppressed++;
+		return false;
+	}
+	return true;
+}
+
 void log_limited(const char *fmt, ...)
 {
-	static time_t window;
-	static unsigned in_window, suppressed;
-	time_t now = time(NULL);
+	static struct limiter warnings;
 	va_list ap;
 
-	if (now != window) {
-		if (suppressed)
-			log_warn("(%u similar messages suppressed)", suppressed);
-		window = now;
-		in_window = suppressed = 0;
-	}
-	if (++in_window > 5) {
-		suppressed++;
+	if (!limiter_admits(&warnings, LOG_WARNING))
 		return;
-	}
 	va_start(ap, fmt);
 	vlog(LOG_WARNING, fmt, ap);
+	va_end(ap);
+}
+
+void log_limited_debug(const char *fmt, ...)
+{
+	static struct limiter debug;
+	va_list ap;
+
+	if (!debug_on || !limiter_admits(&debug, LOG_DEBUG))
+		return;
+	va_start(ap, fmt);
+	vlog(LOG_DEBUG, fmt, ap);
 	va_end(ap);
 }

@@ -11,5 +11,7 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* At most a few lines a second for anything a remote peer or a client can trigger. */
 void log_limited(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same at debug level (-v): what a peer's packets make the transport refuse. */
+void log_limited_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

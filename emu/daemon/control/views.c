@@ -21,6 +21,10 @@ int op_stats(struct client *c, const struct ctl_request *req, struct ctl_reply *
 #undef COPY_COUNTER
 	r->ncounters = i;
 	fault_format(&c->own.dev->port.fault, r->fault, sizeof(r->fault));
+	r->nrefusals = PROTO_NREFUSALS;
+	r->nfailures = PROTO_NFAILURES;
+	memcpy(r->refused, c->own.dev->refused, sizeof(r->refused));
+	memcpy(r->failed, c->own.dev->failed, sizeof(r->failed));
 	return 0;
 }
 
@@ -140,6 +144,8 @@ static void fill_qp(struct proto_list_reply *r, const struct client *c, void *it
 	e->srtt_us = (uint32_t)(qp->comp.rto.srtt * 1e6);
 	e->rto_us = qp->type == IBV_QPT_RC ? (uint32_t)(rto_interval(qp) * 1e6) : 0;
 	e->rate_mbps = qp->req.dcqcn.limited ? cc_rate_mbps(qp) : 0;
+	e->last_refusal = (uint16_t)qp->resp.last_refusal;
+	e->last_failure = (uint16_t)qp->comp.last_failure;
 }
 
 typedef void (*fill_fn)(struct proto_list_reply *r, const struct client *c, void *item);

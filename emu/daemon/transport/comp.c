@@ -36,11 +36,37 @@ void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 		cq_push(qp->send_cq, &cqe);
 }
 
-/* The oldest outstanding request fails with status; everything behind it is flushed. */
-void comp_fail_head(struct qp *qp, enum ibv_wc_status status)
+static const char *const failure_names[PROTO_NFAILURES] = {
+#define FAILURE_NAME(name, help) #name,
+	PROTO_FAILURES(FAILURE_NAME)
+#undef FAILURE_NAME
+};
+
+/* The completion status each reason gives, as rxe's completer reports it. */
+static enum ibv_wc_status failure_status(enum proto_failure why)
 {
+	switch (why) {
+	case PROTO_FAILED_local_opcode: return IBV_WC_LOC_QP_OP_ERR;
+	case PROTO_FAILED_local_length: return IBV_WC_LOC_LEN_ERR;
+	case PROTO_FAILED_nak_invalid_request: return IBV_WC_REM_INV_REQ_ERR;
+	case PROTO_FAILED_nak_remote_access: return IBV_WC_REM_ACCESS_ERR;
+	case PROTO_FAILED_nak_remote_operational: return IBV_WC_REM_OP_ERR;
+	case PROTO_FAILED_retry_exceeded: return IBV_WC_RETRY_EXC_ERR;
+	case PROTO_FAILED_rnr_retry_exceeded: return IBV_WC_RNR_RETRY_EXC_ERR;
+	case PROTO_FAILED_response_unexpected: return IBV_WC_BAD_RESP_ERR;
+	default: return IBV_WC_LOC_PROT_ERR;   /* local_lkey, response_placement */
+	}
+}
+
+/* The oldest outstanding request fails for why; everything behind it is flushed. Each
+ * failure is counted by its reason, kept as the QP's last and logged at debug level. */
+void comp_fail_head(struct qp *qp, enum proto_failure why)
+{
+	qp->dev->failed[why]++;
+	qp->comp.last_failure = why;
+	log_limited_debug("QP 0x%06x: send request failed: %s", qp->qpn, failure_names[why]);
 	if (qp->comp.idx != qp->req.fetch_idx)
-		comp_complete(qp, wqe_at(qp, qp->comp.idx), status);
+		comp_complete(qp, wqe_at(qp, qp->comp.idx), failure_status(why));
 	qp_to_error(qp);
 }
 
@@ -97,7 +123,7 @@ static void retry_from(struct qp *qp, uint32_t psn)
 	qp->dev->cnt.completer_retry_err++;
 	if (qp->comp.retry_left == 0) {
 		qp->dev->cnt.retry_exceeded_err++;
-		comp_fail_head(qp, IBV_WC_RETRY_EXC_ERR);
+		comp_fail_head(qp, PROTO_FAILED_retry_exceeded);
 		return;
 	}
 	if (qp->attr.retry_cnt != 7)
@@ -112,7 +138,7 @@ static void on_rnr_nak(struct qp *qp, uint32_t psn, uint8_t timer)
 	qp->dev->cnt.rcvd_rnr_err++;
 	if (qp->comp.rnr_left == 0) {
 		qp->dev->cnt.retry_rnr_exceeded_err++;
-		comp_fail_head(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+		comp_fail_head(qp, PROTO_FAILED_rnr_retry_exceeded);
 		return;
 	}
 	if (qp->attr.rnr_retry != 7)
@@ -125,12 +151,12 @@ static void on_rnr_nak(struct qp *qp, uint32_t psn, uint8_t timer)
 	ev_timer_start(qp->dev->loop, &qp->rnr_timer);
 }
 
-static enum ibv_wc_status nak_status(uint8_t code)
+static enum proto_failure nak_failure(uint8_t code)
 {
 	switch (code) {
-	case 1: return IBV_WC_REM_INV_REQ_ERR;
-	case 2: return IBV_WC_REM_ACCESS_ERR;
-	default: return IBV_WC_REM_OP_ERR;
+	case 1: return PROTO_FAILED_nak_invalid_request;
+	case 2: return PROTO_FAILED_nak_remote_access;
+	default: return PROTO_FAILED_nak_remote_operational;
 	}
 }
 
@@ -152,7 +178,7 @@ static struct send_wqe *head(struct qp *qp)
 static void on_nak(struct qp *qp, uint32_t psn, uint8_t code)
 {
 	if (code != 0) {
-		comp_fail_head(qp, nak_status(code));
+		comp_fail_head(qp, nak_failure(code));
 		return;
 	}
 	qp->dev->cnt.rcvd_seq_err++;
@@ -189,7 +215,7 @@ static bool read_refused(struct qp *qp, uint32_t psn, uint8_t syn)
 		return false;
 	ack_through(qp, w->first_psn - 1);
 	if (head(qp) == w)
-		comp_fail_head(qp, nak_status(syn & 0x1f));
+		comp_fail_head(qp, nak_failure(syn & 0x1f));
 	else
 		qp->dev->cnt.drop_stale_ack++;   /* an earlier READ's answers are asked again */
 	return true;
@@ -288,12 +314,12 @@ void comp_on_read_response(struct qp *qp, const uint8_t *frame, const struct wir
 	if (!wqe_is_read(w) || !response_fits(w, k, pkt->op->pos) || pkt->payload_len != want ||
 	    ((pkt->op->headers & WIRE_HDR_AETH) &&
 	     wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK)) {
-		comp_fail_head(qp, IBV_WC_BAD_RESP_ERR);
+		comp_fail_head(qp, PROTO_FAILED_response_unexpected);
 		return;
 	}
 	if (sgl_scatter(qp, w->sge, w->num_sge, (uint64_t)k * qp->pmtu,
 			frame + pkt->payload_off, pkt->payload_len) < 0) {
-		comp_fail_head(qp, IBV_WC_LOC_PROT_ERR);
+		comp_fail_head(qp, PROTO_FAILED_response_placement);
 		return;
 	}
 	w->read_placed = k + 1;
@@ -312,11 +338,11 @@ void comp_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt)
 	if (!w)
 		return;
 	if (!wqe_is_atomic(w) || wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK) {
-		comp_fail_head(qp, IBV_WC_BAD_RESP_ERR);
+		comp_fail_head(qp, PROTO_FAILED_response_unexpected);
 		return;
 	}
 	if (sgl_scatter(qp, w->sge, w->num_sge, 0, (const uint8_t *)&orig, sizeof(orig)) < 0) {
-		comp_fail_head(qp, IBV_WC_LOC_PROT_ERR);
+		comp_fail_head(qp, PROTO_FAILED_response_placement);
 		return;
 	}
 	w->answered = true;

@@ -235,13 +235,23 @@ void req_seek(struct qp *qp, uint32_t psn)
 	qp->req.snd_nxt = psn;
 }
 
+/* The reason for a status a request was refused with at fetch (or send) time. */
+static enum proto_failure local_failure(enum ibv_wc_status status)
+{
+	switch (status) {
+	case IBV_WC_LOC_QP_OP_ERR: return PROTO_FAILED_local_opcode;
+	case IBV_WC_LOC_LEN_ERR: return PROTO_FAILED_local_length;
+	default: return PROTO_FAILED_local_lkey;
+	}
+}
+
 /* A request refused at fetch time completes in order, once everything before it has. */
 static bool blocked_by_local_error(struct qp *qp, struct send_wqe *w)
 {
 	if (w->local_error == IBV_WC_SUCCESS)
 		return false;
 	if (qp->comp.idx == qp->req.send_idx && !req_outstanding(qp))
-		comp_fail_head(qp, w->local_error);
+		comp_fail_head(qp, local_failure(w->local_error));
 	return true;
 }
 

@@ -9,12 +9,64 @@
 #include <errno.h>
 #include <string.h>
 
+#include "emu/daemon/log.h"
 #include "emu/daemon/transport/transport.h"
 
 #define MAX_DMA_LEN (1u << 31)
 #define RNR_NAK 0x20
 
-enum verdict { GO_ON, DROP, DUP_READ, DUP_ATOMIC, NAK_INV, NAK_ACCESS, NAK_RNR, NAK_OP };
+/* What the PSN check makes of a request. */
+enum psn_verdict { PSN_EXPECTED, PSN_DROP, PSN_DUP_READ, PSN_DUP_ATOMIC };
+
+/* A check's verdict is a refusal (proto.h names each), PROTO_REFUSED_none to go on, or
+ * DROPPED: taken silently, as if lost. */
+typedef unsigned verdict;
+#define GO_ON PROTO_REFUSED_none
+#define DROPPED PROTO_NREFUSALS
+
+/* The NAK each refusal draws, as rxe's responder answers the same check. */
+enum nak_class { NAK_INV, NAK_ACCESS, NAK_OP, NAK_RNR, NAK_NONE };
+
+static enum nak_class refusal_nak(verdict v)
+{
+	switch (v) {
+	case PROTO_REFUSED_no_receive:
+		return NAK_RNR;
+	case PROTO_REFUSED_receive_malformed: case PROTO_REFUSED_receive_too_small:
+	case PROTO_REFUSED_receive_sge: case PROTO_REFUSED_receive_not_held:
+		return NAK_OP;
+	case PROTO_REFUSED_rkey_unknown: case PROTO_REFUSED_rkey_stale:
+	case PROTO_REFUSED_rkey_other_pd: case PROTO_REFUSED_rkey_no_access:
+	case PROTO_REFUSED_rkey_mr_invalid: case PROTO_REFUSED_rkey_bounds:
+	case PROTO_REFUSED_write_copy: case PROTO_REFUSED_read_memory:
+	case PROTO_REFUSED_atomic_memory:
+		return NAK_ACCESS;
+	case PROTO_REFUSED_send_invalidate:
+		return NAK_NONE;
+	default:
+		return NAK_INV;
+	}
+}
+
+static const char *const refusal_names[PROTO_NREFUSALS] = {
+#define REFUSAL_NAME(name, help) #name,
+	PROTO_REFUSALS(REFUSAL_NAME)
+#undef REFUSAL_NAME
+};
+
+/* The refusal mr_lookup()'s answer makes. */
+static verdict rkey_refusal(enum mr_check st)
+{
+	switch (st) {
+	case MR_OK: return GO_ON;
+	case MR_NO_REGION: return PROTO_REFUSED_rkey_unknown;
+	case MR_KEY_MISMATCH: return PROTO_REFUSED_rkey_stale;
+	case MR_PD_MISMATCH: return PROTO_REFUSED_rkey_other_pd;
+	case MR_ACCESS: return PROTO_REFUSED_rkey_no_access;
+	case MR_INVALID: return PROTO_REFUSED_rkey_mr_invalid;
+	default: return PROTO_REFUSED_rkey_bounds;
+	}
+}
 
 static bool is_first(const struct wire_opcode_info *op)
 {
@@ -81,7 +133,7 @@ void resp_send_due_acks(struct dev *dev)
  * already takes none as news (rxe's and ours), and its timer covers the second loss. Behind
  * is a duplicate, re-ACKed and not executed again (a READ or atomic is answered again
  * from its responder resource). The packet that ends the gap is ACKed, asked or not. */
-static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
+static enum psn_verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 {
 	uint32_t psn = pkt->bth.psn;
 	int32_t d = wire_psn_diff(psn, qp->resp.rcv_psn);
@@ -94,16 +146,16 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 			send_due_ack(qp);
 			reply_ack(qp, qp->resp.rcv_psn, WIRE_SYN_NAK_PSN_SEQ);
 		}
-		return DROP;
+		return PSN_DROP;
 	}
 	if (d < 0) {
 		qp->dev->cnt.duplicate_request++;
 		if (pkt->op->kind == WIRE_KIND_READ_REQ)
-			return DUP_READ;
+			return PSN_DUP_READ;
 		if (pkt->op->kind == WIRE_KIND_ATOMIC)
-			return DUP_ATOMIC;
+			return PSN_DUP_ATOMIC;
 		ack_later(qp);
-		return DROP;
+		return PSN_DROP;
 	}
 	/* The resend the NAK asked for has come: an ACK says so at once, AckReq or not.
 	 * rxe's requester gets its retries back only from an ACK, and under reordering the
@@ -114,72 +166,74 @@ static enum verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 		qp->resp.nak_seq_sent = false;
 		ack_later(qp);
 	}
-	return GO_ON;
+	return PSN_EXPECTED;
 }
 
 /* 2. Opcode sequence: a message under way goes on with its own kind, MIDDLE or LAST;
  * otherwise a message starts. */
-static enum verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
+static verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_opcode_info *op = pkt->op;
+	bool fits = qp->resp.in_msg ? !is_first(op) && op->kind == qp->resp.msg_kind : is_first(op);
 
-	if (qp->resp.in_msg)
-		return !is_first(op) && op->kind == qp->resp.msg_kind ? GO_ON : NAK_INV;
-	return is_first(op) ? GO_ON : NAK_INV;
+	return fits ? GO_ON : PROTO_REFUSED_opcode_sequence;
 }
 
 /* 3. The QP's own permission for the operation. */
-static enum verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
+static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 {
 	switch (pkt->op->kind) {
 	case WIRE_KIND_SEND:
 		return GO_ON;
 	case WIRE_KIND_WRITE:
-		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON : NAK_INV;
+		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON
+								 : PROTO_REFUSED_no_remote_write;
 	case WIRE_KIND_READ_REQ:
-		return qp->attr.access & IBV_ACCESS_REMOTE_READ ? GO_ON : NAK_INV;
+		return qp->attr.access & IBV_ACCESS_REMOTE_READ ? GO_ON
+								: PROTO_REFUSED_no_remote_read;
 	case WIRE_KIND_ATOMIC:
-		return qp->attr.access & IBV_ACCESS_REMOTE_ATOMIC ? GO_ON : NAK_INV;
+		return qp->attr.access & IBV_ACCESS_REMOTE_ATOMIC ? GO_ON
+								  : PROTO_REFUSED_no_remote_atomic;
 	default:
-		return NAK_INV;
+		return PROTO_REFUSED_opcode_unsupported;
 	}
 }
 
 /* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
  * taken and fails as malformed. A READ or atomic needs responder resources
  * (max_dest_rd_atomic). */
-static enum verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
+static verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
 	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC)
-		return qp->attr.max_dest_rd_atomic ? GO_ON : NAK_INV;
+		return qp->attr.max_dest_rd_atomic ? GO_ON : PROTO_REFUSED_no_rd_resources;
 	if (!takes_recv(pkt->op))
 		return GO_ON;
 	switch (rq_take(qp)) {
 	case 0:
 		return GO_ON;
 	case -EAGAIN:
-		return NAK_RNR;
+		return PROTO_REFUSED_no_receive;
 	case -EPROTO:
-		return NAK_INV;
+		return PROTO_REFUSED_receive_ring_index;
 	default:
-		return NAK_OP;
+		return PROTO_REFUSED_receive_malformed;
 	}
 }
 
 /* 5. The payload for the packet's place in its message, and a WRITE's DMA length. */
-static enum verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
+static verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
 {
 	const struct wire_opcode_info *op = pkt->op;
 
 	if (op->pos == WIRE_POS_ONLY && pkt->payload_len > qp->pmtu)
-		return NAK_INV;
+		return PROTO_REFUSED_length_only;
 	if ((op->pos == WIRE_POS_FIRST || op->pos == WIRE_POS_MIDDLE) &&
 	    pkt->payload_len != qp->pmtu)
-		return NAK_INV;
+		return PROTO_REFUSED_length_not_pmtu;
 	if (op->pos == WIRE_POS_LAST && (pkt->payload_len == 0 || pkt->payload_len > qp->pmtu))
-		return NAK_INV;
+		return PROTO_REFUSED_length_last;
 	if ((op->headers & WIRE_HDR_RETH) && pkt->ext.reth.length > MAX_DMA_LEN)
-		return NAK_INV;
+		return PROTO_REFUSED_length_dma;
 	return GO_ON;
 }
 
@@ -188,22 +242,23 @@ static enum verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
  * one that grants remote read and holds [va, va + length) (a READ of 0 bytes names no
  * memory). A WRITE's, on every packet, to one that grants remote write and holds
  * [va, va + remaining); then the payload must fit. */
-static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
+static verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
 {
 	const struct wire_opcode_info *op = pkt->op;
 	const struct wire_reth *reth = &pkt->ext.reth;
+	verdict v;
 
 	*mr = NULL;
 	if (op->kind == WIRE_KIND_ATOMIC) {
-		if (mr_lookup(qp->dev->mrs, pkt->ext.atomic.rkey, qp->pd, IBV_ACCESS_REMOTE_ATOMIC,
-			      pkt->ext.atomic.va, sizeof(uint64_t), NULL) != MR_OK)
-			return NAK_ACCESS;
-		return pkt->ext.atomic.va & 7 ? NAK_INV : GO_ON;
+		v = rkey_refusal(mr_lookup(qp->dev->mrs, pkt->ext.atomic.rkey, qp->pd,
+					   IBV_ACCESS_REMOTE_ATOMIC, pkt->ext.atomic.va,
+					   sizeof(uint64_t), NULL));
+		return v != GO_ON || !(pkt->ext.atomic.va & 7) ? v : PROTO_REFUSED_atomic_unaligned;
 	}
 	if (op->kind == WIRE_KIND_READ_REQ)
-		return reth->length && mr_lookup(qp->dev->mrs, reth->rkey, qp->pd,
-						 IBV_ACCESS_REMOTE_READ, reth->va, reth->length,
-						 NULL) != MR_OK ? NAK_ACCESS : GO_ON;
+		return reth->length ? rkey_refusal(mr_lookup(qp->dev->mrs, reth->rkey, qp->pd,
+							     IBV_ACCESS_REMOTE_READ, reth->va,
+							     reth->length, NULL)) : GO_ON;
 	if (op->kind != WIRE_KIND_WRITE)
 		return GO_ON;
 	if (is_first(op)) {
@@ -211,27 +266,41 @@ static enum verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct
 		qp->resp.write_rkey = pkt->ext.reth.rkey;
 		qp->resp.write_left = qp->resp.write_len = pkt->ext.reth.length;
 	}
-	if (qp->resp.write_left && mr_lookup(qp->dev->mrs, qp->resp.write_rkey, qp->pd,
-					IBV_ACCESS_REMOTE_WRITE, qp->resp.write_va, qp->resp.write_left,
-					mr) != MR_OK)
-		return NAK_ACCESS;
+	if (qp->resp.write_left) {
+		v = rkey_refusal(mr_lookup(qp->dev->mrs, qp->resp.write_rkey, qp->pd,
+					   IBV_ACCESS_REMOTE_WRITE, qp->resp.write_va,
+					   qp->resp.write_left, mr));
+		if (v != GO_ON)
+			return v;
+	}
 	if (is_last(op) ? pkt->payload_len != qp->resp.write_left
 			: qp->resp.write_left <= pkt->payload_len)
-		return NAK_INV;
+		return PROTO_REFUSED_write_length;
 	return GO_ON;
 }
 
-static enum verdict place(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
-			  struct mr *mr)
+/* rq_scatter()'s failures, named. */
+static verdict scatter_refusal(int rc)
+{
+	switch (rc) {
+	case 0: return GO_ON;
+	case -ERANGE: return PROTO_REFUSED_receive_too_small;
+	case -EFAULT: return PROTO_REFUSED_receive_sge;
+	default: return PROTO_REFUSED_receive_not_held;
+	}
+}
+
+static verdict place(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
+		     struct mr *mr)
 {
 	const uint8_t *data = frame + pkt->payload_off;
 
 	if (pkt->op->kind == WIRE_KIND_SEND)
-		return rq_scatter(qp, data, pkt->payload_len) < 0 ? NAK_OP : GO_ON;
+		return scatter_refusal(rq_scatter(qp, data, pkt->payload_len));
 	if (pkt->payload_len) {
 		/* the range was checked just now: a failure here is the MR's own check */
 		if (mr_copy_in(mr, qp->resp.write_va, data, pkt->payload_len) < 0)
-			return NAK_ACCESS;
+			return PROTO_REFUSED_write_copy;
 		qp->resp.write_va += pkt->payload_len;
 		qp->resp.write_left -= pkt->payload_len;
 	}
@@ -264,8 +333,11 @@ static void complete_receive(struct qp *qp, const struct wire_pkt *pkt,
  * no memory windows or fast-registration MRs, the only keys a SEND may invalidate (rxe
  * refuses ordinary MRs too): the receive completes with IBV_WC_REM_INV_REQ_ERR and the QP
  * goes to the error state, and, as rxe does, the packet is still ACKed, not NAKed. */
+static void note_refusal(struct qp *qp, const struct wire_pkt *pkt, verdict v);
+
 static void refuse_invalidate(struct qp *qp, const struct wire_pkt *pkt)
 {
+	note_refusal(qp, pkt, PROTO_REFUSED_send_invalidate);
 	send_due_ack(qp);
 	if (pkt->bth.ack_req) {
 		qp->dev->cnt.acks_sent++;
@@ -283,24 +355,24 @@ static void finish_message(struct qp *qp, const struct wire_pkt *pkt)
 		complete_receive(qp, pkt, IBV_WC_SUCCESS);
 }
 
-static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
-			    struct mr *mr)
+static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
+		       struct mr *mr)
 {
-	enum verdict v;
+	verdict v;
 
 	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC) {
 		/* no room to queue the answer: as if lost, the requester asks again */
 		if (!reply_reserve(qp)) {
 			qp->dev->cnt.drop_reply_full++;
-			return DROP;
+			return DROPPED;
 		}
 		/* the ACK of what came before goes ahead of the answer */
 		send_due_ack(qp);
 	}
 	if (pkt->op->kind == WIRE_KIND_READ_REQ)
-		return read_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
+		return read_execute(qp, pkt) < 0 ? PROTO_REFUSED_read_memory : GO_ON;
 	if (pkt->op->kind == WIRE_KIND_ATOMIC)
-		return atomic_execute(qp, pkt) < 0 ? NAK_ACCESS : GO_ON;
+		return atomic_execute(qp, pkt) < 0 ? PROTO_REFUSED_atomic_memory : GO_ON;
 	v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
@@ -318,9 +390,9 @@ static enum verdict execute(struct qp *qp, const uint8_t *frame, const struct wi
 	return GO_ON;
 }
 
-static uint8_t nak_syndrome(struct dev *dev, enum verdict v)
+static uint8_t nak_syndrome(struct dev *dev, enum nak_class nak)
 {
-	switch (v) {
+	switch (nak) {
 	case NAK_ACCESS:
 		dev->cnt.nak_rem_access_sent++;
 		return WIRE_SYN_NAK_REM_ACCESS;
@@ -333,9 +405,9 @@ static uint8_t nak_syndrome(struct dev *dev, enum verdict v)
 	}
 }
 
-static enum ibv_wc_status receive_status(enum verdict v)
+static enum ibv_wc_status receive_status(enum nak_class nak)
 {
-	switch (v) {
+	switch (nak) {
 	case NAK_ACCESS:
 		return IBV_WC_REM_ACCESS_ERR;
 	case NAK_OP:
@@ -345,46 +417,42 @@ static enum ibv_wc_status receive_status(enum verdict v)
 	}
 }
 
+/* Every refusal is counted by its reason, kept as the QP's last (rocemuctl qp) and logged
+ * at debug level: a user who sees a NAK's completion status can find which check it was. */
+static void note_refusal(struct qp *qp, const struct wire_pkt *pkt, verdict v)
+{
+	qp->dev->refused[v]++;
+	qp->resp.last_refusal = v;
+	log_limited_debug("QP 0x%06x: refused PSN 0x%06x (%s from QP 0x%06x): %s", qp->qpn,
+			  pkt->bth.psn, pkt->op->name, qp->attr.dest_qpn, refusal_names[v]);
+}
+
 /* A NAK carries the PSN of the packet it answers. An RNR NAK only asks the requester to
  * come back; the others end the QP, and the receive WQE the message holds completes with
  * the error first. */
-static void refuse(struct qp *qp, const struct wire_pkt *pkt, enum verdict v)
+static void refuse(struct qp *qp, const struct wire_pkt *pkt, verdict v)
 {
+	enum nak_class nak = refusal_nak(v);
+
+	note_refusal(qp, pkt, v);
 	send_due_ack(qp);
-	if (v == NAK_RNR) {
+	if (nak == NAK_RNR) {
 		qp->dev->cnt.send_rnr_err++;
 		reply_ack(qp, pkt->bth.psn, RNR_NAK | (qp->attr.min_rnr_timer & 0x1f));
 		return;
 	}
-	reply_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, v));
+	reply_ack(qp, pkt->bth.psn, nak_syndrome(qp->dev, nak));
 	if (qp->resp.recv_held)
-		complete_receive(qp, pkt, receive_status(v));
+		complete_receive(qp, pkt, receive_status(nak));
 	reply_fail_after(qp);
 }
 
-void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+/* rxe's checks in rxe's order; the first that refuses names the reason. */
+static verdict check_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
 {
 	struct mr *mr = NULL;
-	enum verdict v;
+	verdict v = check_op_seq(qp, pkt);
 
-	/* a NAK that ends the QP waits behind READ responses: nothing after it is taken */
-	if (qp->resp.stopped) {
-		qp->dev->cnt.drop_qp_state++;
-		return;
-	}
-	v = check_psn(qp, pkt);
-	if (v == DROP)
-		return;
-	if (v == DUP_READ) {
-		read_replay(qp, pkt);
-		return;
-	}
-	if (v == DUP_ATOMIC) {
-		atomic_replay(qp, pkt);
-		return;
-	}
-	if (v == GO_ON)
-		v = check_op_seq(qp, pkt);
 	if (v == GO_ON)
 		v = check_op_valid(qp, pkt);
 	if (v == GO_ON)
@@ -395,6 +463,31 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 		v = check_rkey(qp, pkt, &mr);
 	if (v == GO_ON)
 		v = execute(qp, frame, pkt, mr);
-	if (v != GO_ON && v != DROP)
+	return v;
+}
+
+void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	verdict v;
+
+	/* a NAK that ends the QP waits behind READ responses: nothing after it is taken */
+	if (qp->resp.stopped) {
+		qp->dev->cnt.drop_qp_state++;
+		return;
+	}
+	switch (check_psn(qp, pkt)) {
+	case PSN_DROP:
+		return;
+	case PSN_DUP_READ:
+		read_replay(qp, pkt);
+		return;
+	case PSN_DUP_ATOMIC:
+		atomic_replay(qp, pkt);
+		return;
+	case PSN_EXPECTED:
+		break;
+	}
+	v = check_request(qp, frame, pkt);
+	if (v != GO_ON && v != DROPPED)
 		refuse(qp, pkt, v);
 }

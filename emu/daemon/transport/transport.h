@@ -203,6 +203,7 @@ struct qp {
 					      * responses or timeout) and nothing was
 					      * acknowledged since: further NAKs tell the same
 					      * story and start no other */
+		enum proto_failure last_failure;
 	} comp;
 
 	/* responder (resp.c, read.c, atomic.c, reply.c, rq.c) */
@@ -225,6 +226,7 @@ struct qp {
 		TAILQ_ENTRY(qp) ack_link;
 		struct reply_queue *replies; /* what waits to go, in PSN order (reply.c) */
 		bool stopped;                /* a NAK that ends the QP waits in replies */
+		enum proto_refusal last_refusal;
 	} resp;
 
 	LIST_ENTRY(qp) client_link;
@@ -331,13 +333,14 @@ void req_flush(struct qp *qp);
 /* comp.c: the completer. comp_on_ack() takes an ACK or NAK, comp_on_read_response() a READ
  * response, comp_on_atomic_ack() an ATOMIC ACKNOWLEDGE; comp_timer_cb() is the
  * retransmission timer. comp_complete() completes one WQE with status (a CQE when it is
- * signaled or failed); comp_fail_head() fails the oldest and moves the QP to ERROR. */
+ * signaled or failed); comp_fail_head() fails the oldest for a reason (its status
+ * follows from it) and moves the QP to ERROR. */
 void comp_on_ack(struct qp *qp, const struct wire_pkt *pkt);
 void comp_on_read_response(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 void comp_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
 void comp_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status);
-void comp_fail_head(struct qp *qp, enum ibv_wc_status status);
+void comp_fail_head(struct qp *qp, enum proto_failure why);
 
 /* sched.c: requesters take turns. A QP that sent QP_BURST packets and has more to send is
  * queued; sched_serve() gives each queued QP a burst in turn, DEV_SERVE_BUDGET packets a
