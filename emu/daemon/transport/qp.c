@@ -1,9 +1,14 @@
-/* The verbs QP state machine for RC and UD QPs, as ibv_modify_qp applies it. */
+/* QPs: the verbs state machine for RC and UD QPs, as ibv_modify_qp applies it, and their
+ * creation (the daemon-wide QPN table, the rings shared with the client, the doorbell). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "emu/daemon/log.h"
 #include "emu/daemon/transport/transport.h"
 
 #define DEFAULT_TIMEOUT 14   /* 4.096 us * 2^14 = 67 ms */
@@ -337,4 +342,128 @@ void qp_to_error(struct qp *qp)
 	qp->state = IBV_QPS_ERR;
 	req_flush(qp);
 	rq_flush(qp);
+}
+
+/* ---- creation and destruction: the QPN table, the rings, the doorbell ---- */
+
+static int qp_alloc_qpn(struct dev *dev, struct qp *qp)
+{
+	for (uint32_t tries = 0; tries < DEV_MAX_QP; tries++) {
+		uint32_t slot = dev->tp.qp_cursor++ % DEV_MAX_QP;
+
+		if (slot < 2 || dev->tp.qps[slot])
+			continue;
+		if (slot == 2)
+			dev->tp.qp_generation++;
+		qp->qpn = ((dev->tp.qp_generation & 0x3ff) << DEV_QP_SLOT_BITS) | slot;
+		dev->tp.qps[slot] = qp;
+		dev->tp.qp_count++;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+struct qp *qp_find(struct dev *dev, uint32_t qpn)
+{
+	struct qp *qp = dev->tp.qps[qpn & (DEV_MAX_QP - 1)];
+
+	return qp && qp->qpn == qpn ? qp : NULL;
+}
+
+static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *ring_fd)
+{
+	size_t sq_bytes, rq_bytes;
+
+	qp->sq_entries = pow2_at_least(req->max_send_wr ? req->max_send_wr : 1);
+	qp->rq_entries = pow2_at_least(req->max_recv_wr ? req->max_recv_wr : 1);
+	sq_bytes = proto_ring_bytes(qp->sq_entries, sizeof(struct proto_swqe));
+	rq_bytes = proto_ring_bytes(qp->rq_entries, sizeof(struct proto_rwqe));
+	qp->ring_bytes = sq_bytes + rq_bytes;
+	qp->ring_map = ring_alloc("rocemu-qp", qp->ring_bytes, ring_fd);
+	qp->req.wqes = calloc(qp->sq_entries, sizeof(*qp->req.wqes));
+	if (!qp->ring_map || !qp->req.wqes)
+		return -ENOMEM;
+	qp->sq_ctl = qp->ring_map;
+	qp->sq = (struct proto_swqe *)(qp->sq_ctl + 1);
+	qp->rq_ctl = (struct proto_ring_ctl *)((char *)qp->ring_map + sq_bytes);
+	qp->rq = (struct proto_rwqe *)(qp->rq_ctl + 1);
+	return 0;
+}
+
+static void qp_free(struct qp *qp, int ring_fd)
+{
+	if (qp->ring_map)
+		munmap(qp->ring_map, qp->ring_bytes);
+	if (ring_fd >= 0)
+		close(ring_fd);
+	if (qp->doorbell_fd >= 0)
+		close(qp->doorbell_fd);
+	if (qp->client_end >= 0)
+		close(qp->client_end);
+	free(qp->req.wqes);
+	reply_free(qp);
+	free(qp);
+}
+
+struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds[2],
+		     int *err)
+{
+	struct qp *qp = calloc(1, sizeof(*qp));
+	int ends[2] = { -1, -1 };
+	int ring_fd = -1;
+
+	if (!qp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	qp->dev = o->dev;
+	qp->owner = o;
+	qp->type = (enum ibv_qp_type)req->qp_type;
+
+	*err = ring_channel_open(ends, 0);
+	qp->doorbell_fd = ends[0];
+	qp->client_end = ends[1];
+	if (!*err)
+		*err = qp_map_rings(qp, req, &ring_fd);
+	if (!*err)
+		*err = qp_alloc_qpn(o->dev, qp);
+	if (*err) {
+		qp_free(qp, ring_fd);
+		return NULL;
+	}
+	qp->state = IBV_QPS_RESET;
+	qp->sq_sig_all = req->sq_sig_all;
+	ev_io_init(&qp->doorbell, req_doorbell_cb, qp->doorbell_fd, EV_READ);
+	qp->doorbell.data = qp;
+	ev_io_start(o->dev->loop, &qp->doorbell);
+	ev_init(&qp->retry_timer, comp_timer_cb);
+	qp->retry_timer.data = qp;
+	ev_init(&qp->rnr_timer, req_rnr_cb);
+	qp->rnr_timer.data = qp;
+	ev_init(&qp->req.pace_timer, cc_pace_cb);
+	qp->req.pace_timer.data = qp;
+	qp_reset(qp);
+	fds[0] = ring_fd;
+	fds[1] = qp->client_end;
+	return qp;
+}
+
+int qp_destroy(struct qp *qp)
+{
+	struct dev *dev = qp->dev;
+
+	ev_io_stop(dev->loop, &qp->doorbell);
+	ev_timer_stop(dev->loop, &qp->retry_timer);
+	ev_timer_stop(dev->loop, &qp->rnr_timer);
+	ev_timer_stop(dev->loop, &qp->req.pace_timer);
+	sched_forget(qp);
+	resp_cancel_ack(qp);
+	dev->tp.qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
+	dev->tp.qp_count--;
+	qp->send_cq->users--;
+	qp->recv_cq->users--;
+	if (qp->srq)
+		qp->srq->users--;
+	qp_free(qp, -1);
+	return 0;
 }

@@ -2,8 +2,8 @@
  * sends work requests as packets, the completer (comp.c) takes ACKs, NAKs and READ
  * responses and completes them, the responder (resp.c, with read.c and atomic.c) checks and
  * executes requests and answers them (reply.c); sched.c gives QPs their turns, cc.c and
- * dcqcn.c their rates, rto.c their timers. objects.c holds CQs, SRQs and QPs, qp.c their
- * state machine.
+ * dcqcn.c their rates, rto.c their timers. qp.c holds QPs and their state machine, cq.c and
+ * srq.c the other queues, ring.c what each shares with its client.
  *
  * It may call the port (port/port.h), memreg/, wire/ and the log; it reaches control only
  * through what struct owner holds and dev->tp.find_ah, which main.c sets. Errors are
@@ -232,7 +232,12 @@ struct qp {
 	LIST_ENTRY(qp) client_link;
 };
 
-/* objects.c: CQs and QPs and their rings */
+/* ring.c: a zeroed shared mapping of bytes in a new memfd (*fd gets it), and a wakeup
+ * pipe whose daemon end (0 reads, 1 writes) is non-blocking; 0 or a negative errno */
+void *ring_alloc(const char *name, size_t bytes, int *fd);
+int ring_channel_open(int ends[2], int daemon_end);
+
+/* cq.c, srq.c and qp.c: the queues and their rings; qp_find() looks a QPN up */
 struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err);
 int cq_destroy(struct cq *cq);
 struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds[2],

@@ -1,0 +1,91 @@
+/* Completion queues: a ring of CQEs the daemon produces and the client consumes, and a
+ * notification pipe written at most once per turn of the loop. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "emu/daemon/log.h"
+#include "emu/daemon/transport/transport.h"
+
+struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err)
+{
+	struct cq *cq = calloc(1, sizeof(*cq));
+	int ends[2] = { -1, -1 };
+	void *map;
+
+	if (!cq) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	cq->owner = o;
+	cq->entries = pow2_at_least(cqe < 1 ? 1 : cqe);
+	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
+	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
+	*err = map ? ring_channel_open(ends, 1) : -errno;
+	if (*err) {
+		if (map)
+			munmap(map, cq->ring_bytes);
+		if (fds[0] >= 0)
+			close(fds[0]);
+		free(cq);
+		return NULL;
+	}
+	cq->ctl = map;
+	cq->ring = (struct proto_cqe *)(cq->ctl + 1);
+	cq->notify_fd = ends[1];
+	cq->client_end = ends[0];
+	fds[1] = ends[0];
+	return cq;
+}
+
+int cq_destroy(struct cq *cq)
+{
+	if (cq->users)
+		return -EBUSY;
+	if (cq->notify_pending)
+		STAILQ_REMOVE(&cq->owner->dev->tp.notify_list, cq, cq, notify_link);
+	munmap(cq->ctl, cq->ring_bytes);
+	close(cq->notify_fd);
+	close(cq->client_end);
+	free(cq);
+	return 0;
+}
+
+/* The client owns the consumer index: it is trusted only as far as it stays between what
+ * was produced and one ring behind it. A CQ whose consumer lies counts as full. */
+void cq_push(struct cq *cq, const struct proto_cqe *cqe)
+{
+	uint32_t prod = cq->ctl->prod;
+	uint32_t cons = __atomic_load_n(&cq->ctl->cons, __ATOMIC_ACQUIRE);
+
+	if (prod - cons >= cq->entries) {
+		cq->owner->dev->cnt.cq_overflow++;
+		if (!cq->overflowed)
+			log_limited("client pid %d: CQ %u overflowed; completions lost",
+				    (int)cq->owner->pid, cq->handle);
+		cq->overflowed = true;
+		return;
+	}
+	cq->ring[prod & (cq->entries - 1)] = *cqe;
+	__atomic_store_n(&cq->ctl->prod, prod + 1, __ATOMIC_RELEASE);
+	if (!cq->notify_pending) {
+		cq->notify_pending = true;
+		STAILQ_INSERT_TAIL(&cq->owner->dev->tp.notify_list, cq, notify_link);
+	}
+}
+
+/* One wakeup write per CQ per loop iteration, however many completions it got. */
+void cq_flush_notify(struct dev *dev)
+{
+	struct cq *cq;
+	uint64_t one = 1;
+
+	/* a full pipe (EAGAIN) already holds a wakeup the client has not read */
+	while ((cq = STAILQ_FIRST(&dev->tp.notify_list))) {
+		STAILQ_REMOVE_HEAD(&dev->tp.notify_list, notify_link);
+		cq->notify_pending = false;
+		(void)!write(cq->notify_fd, &one, sizeof(one));
+	}
+}
