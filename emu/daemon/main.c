@@ -378,7 +378,7 @@ static void dev_stop(struct dev *dev)
 	if (ingress_drop_remove(&dev->port, err, sizeof(err)) < 0)
 		log_warn("removing the ingress drop: %s", err);
 	while (!LIST_EMPTY(&dev->ctl.clients))
-		client_destroy(LIST_FIRST(&dev->ctl.clients));
+		ctl_client_destroy(LIST_FIRST(&dev->ctl.clients));
 	ctl_close(dev);
 	net_close(&dev->port);
 	if (dev->mrs)

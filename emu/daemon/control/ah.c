@@ -104,7 +104,7 @@ void ah_destroy(struct ah *ah)
 	free(ah);
 }
 
-bool pd_has_ahs(struct client *c, const struct mr_pd *pd)
+bool ah_pd_has_any(struct client *c, const struct mr_pd *pd)
 {
 	for (uint32_t h = 1; h < c->ahs.cap; h++) {
 		const struct ah *ah = c->ahs.items[h];

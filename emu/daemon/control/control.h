@@ -52,7 +52,7 @@ void handle_free(struct handle_table *t);
 /* group: NULL, or the group whose members may connect (the socket is 0660) */
 int ctl_open(struct dev *dev, const char *path, const char *group, char *err, size_t errlen);
 void ctl_close(struct dev *dev);
-void client_destroy(struct client *c);
+void ctl_client_destroy(struct client *c);
 /* Handles a client's deferred request again (its neighbour wait ended). */
 void ctl_resume(struct client *c);
 
@@ -60,7 +60,7 @@ void ctl_resume(struct client *c);
 struct ah *ah_create(struct client *c, const struct proto_create_ah *m, int *rc, char *err,
 		     size_t errlen);
 void ah_destroy(struct ah *ah);
-bool pd_has_ahs(struct client *c, const struct mr_pd *pd);
+bool ah_pd_has_any(struct client *c, const struct mr_pd *pd);
 /* The AH a UD work request names (main.c hands it to the transport as dev->tp.find_ah). */
 const struct ah *ah_find(struct owner *own, uint32_t handle);
 

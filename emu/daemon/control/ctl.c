@@ -152,10 +152,10 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	rep.u.r.hdr.op = n >= sizeof(*hdr) ? hdr->op : 0;
 	if (!e) {
 		rep.u.r.hdr.status = -EOPNOTSUPP;
-		reply_error(&rep, "unknown operation");
+		op_error(&rep, "unknown operation");
 	} else if (n != e->req_size || extra_fds || (fd >= 0) != e->takes_fd) {
 		rep.u.r.hdr.status = -EPROTO;
-		reply_error(&rep, "malformed request: %zu bytes%s", n,
+		op_error(&rep, "malformed request: %zu bytes%s", n,
 			    (fd >= 0) != e->takes_fd || extra_fds ? ", wrong descriptors" : "");
 	} else {
 		rep.len = e->rep_size;
@@ -165,7 +165,7 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 		return;
 	if (rep.u.r.hdr.status == -EINPROGRESS) {
 		rep.u.r.hdr.status = -ENOMEM;
-		reply_error(&rep, "out of memory while waiting for a neighbour");
+		op_error(&rep, "out of memory while waiting for a neighbour");
 	}
 	if (rep.u.r.hdr.status < 0) {
 		rep.len = sizeof(struct proto_reply);
@@ -209,7 +209,7 @@ static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (n <= 0) {
 			if (fd >= 0)
 				close(fd);
-			client_destroy(c);
+			ctl_client_destroy(c);
 			return;
 		}
 		handle_request(c, buf, (size_t)n, fd, extra_fds);
@@ -361,7 +361,7 @@ static uint64_t release_memory(struct client *c)
 	return before - mr_client_pinned_bytes(c->mrc);
 }
 
-void client_destroy(struct client *c)
+void ctl_client_destroy(struct client *c)
 {
 	uint64_t pinned;
 

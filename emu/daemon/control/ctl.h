@@ -1,6 +1,6 @@
 /* The control socket's request handlers (ops.c), called from the dispatch table in ctl.c.
  * A handler returns 0 or a negative errno, fills rep (and rep->fds) on success, and says
- * why in reply_error() on failure. */
+ * why in op_error() on failure. */
 #ifndef ROCEMU_DAEMON_CTL_H
 #define ROCEMU_DAEMON_CTL_H
 
@@ -26,7 +26,7 @@ struct ctl_request {
 #define REQ(type) ((const struct type *)req->msg)
 #define REP(type) ((struct type *)rep->u.bytes)
 
-void reply_error(struct ctl_reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void op_error(struct ctl_reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_query_port(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

@@ -18,7 +18,7 @@
 #define FD_RESERVE 32   /* descriptors kept for connections that hold few queues */
 #define FEW_QUEUES 4
 
-void reply_error(struct ctl_reply *rep, const char *fmt, ...)
+void op_error(struct ctl_reply *rep, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -34,7 +34,7 @@ static void *find(const struct handle_table *t, uint32_t handle, const char *wha
 	void *item = handle_get(t, handle);
 
 	if (!item)
-		reply_error(rep, "no %s %u", what, handle);
+		op_error(rep, "no %s %u", what, handle);
 	return item;
 }
 
@@ -43,7 +43,7 @@ int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *
 	struct proto_hello_reply *r = REP(proto_hello_reply);
 
 	if (REQ(proto_hello)->version != PROTO_VERSION) {
-		reply_error(rep, "protocol version %u, this rocemud speaks %u: rebuild against "
+		op_error(rep, "protocol version %u, this rocemud speaks %u: rebuild against "
 			    "the same rocemu", REQ(proto_hello)->version, PROTO_VERSION);
 		return -EPROTO;
 	}
@@ -116,13 +116,13 @@ int op_dealloc_pd(struct client *c, const struct ctl_request *req, struct ctl_re
 
 	if (!pd)
 		return -EINVAL;
-	if (pd_has_qps(c, pd) || pd_has_ahs(c, pd)) {
-		reply_error(rep, "PD %u still has QPs or address handles", h);
+	if (pd_has_qps(c, pd) || ah_pd_has_any(c, pd)) {
+		op_error(rep, "PD %u still has QPs or address handles", h);
 		return -EBUSY;
 	}
 	rc = mr_pd_dealloc(pd);
 	if (rc) {
-		reply_error(rep, "PD %u still has memory regions", h);
+		op_error(rep, "PD %u still has memory regions", h);
 		return rc;
 	}
 	handle_del(&c->pds, h);
@@ -136,7 +136,7 @@ static int check_mr_fd(int fd, struct ctl_reply *rep)
 	int seals = fcntl(fd, F_GET_SEALS);
 
 	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-		reply_error(rep, "memory must come as a memfd sealed with F_SEAL_SHRINK");
+		op_error(rep, "memory must come as a memfd sealed with F_SEAL_SHRINK");
 		return -EINVAL;
 	}
 	return 0;
@@ -147,22 +147,22 @@ static void explain_reg_error(struct ctl_reply *rep, int rc, uint64_t length)
 	switch (rc) {
 	case -ENOMEM:
 	case -EPERM:
-		reply_error(rep, "cannot pin %llu bytes: rocemud's RLIMIT_MEMLOCK is too low "
+		op_error(rep, "cannot pin %llu bytes: rocemud's RLIMIT_MEMLOCK is too low "
 			    "(raise LimitMEMLOCK or ulimit -l)", (unsigned long long)length);
 		break;
 	case -EACCES:
-		reply_error(rep, "cannot map the memory writable: the memfd is read-only or "
+		op_error(rep, "cannot map the memory writable: the memfd is read-only or "
 			    "sealed against writes");
 		break;
 	case -EDQUOT:
-		reply_error(rep, "pinning %llu more bytes exceeds this client's limit "
+		op_error(rep, "pinning %llu more bytes exceeds this client's limit "
 			    "(its RLIMIT_MEMLOCK)", (unsigned long long)length);
 		break;
 	case -ENOSPC:
-		reply_error(rep, "no free memory region: %u are registered", MR_MAX_REGIONS);
+		op_error(rep, "no free memory region: %u are registered", MR_MAX_REGIONS);
 		break;
 	default:
-		reply_error(rep, "cannot register: %s", strerror(-rc));
+		op_error(rep, "cannot register: %s", strerror(-rc));
 	}
 }
 
@@ -177,7 +177,7 @@ int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply 
 	if (!pd)
 		return -EINVAL;
 	if (m->length == 0 || m->length > MAX_MR_SIZE || m->fd_offset > INT64_MAX) {
-		reply_error(rep, "length %llu is not between 1 and 2^40",
+		op_error(rep, "length %llu is not between 1 and 2^40",
 			    (unsigned long long)m->length);
 		return -EINVAL;
 	}
@@ -234,12 +234,12 @@ static bool too_many_queues(struct client *c, struct ctl_reply *rep)
 	uint32_t held = c->cqs.count + c->qps.count + c->srqs.count;
 
 	if (held >= CLIENT_MAX_QUEUES) {
-		reply_error(rep, "this connection holds %u CQs, SRQs and QPs already, the most it may",
+		op_error(rep, "this connection holds %u CQs, SRQs and QPs already, the most it may",
 			    CLIENT_MAX_QUEUES);
 		return true;
 	}
 	if (held >= FEW_QUEUES && free_descriptors() < FD_RESERVE) {
-		reply_error(rep, "rocemud is short of file descriptors (raise its LimitNOFILE); "
+		op_error(rep, "rocemud is short of file descriptors (raise its LimitNOFILE); "
 			    "this connection holds %u CQs and QPs", held);
 		return true;
 	}
@@ -254,14 +254,14 @@ int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_rep
 	int rc;
 
 	if (m->cqe < 1 || m->cqe > PROTO_MAX_RING) {
-		reply_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, m->cqe);
+		op_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, m->cqe);
 		return -EINVAL;
 	}
 	if (too_many_queues(c, rep))
 		return -EDQUOT;
 	cq = cq_create(&c->own, m->cqe, rep->fds, &rc);
 	if (!cq) {
-		reply_error(rep, "cannot create a CQ: %s", strerror(-rc));
+		op_error(rep, "cannot create a CQ: %s", strerror(-rc));
 		return rc;
 	}
 	rc = handle_add(&c->cqs, cq, &cq->handle);
@@ -288,7 +288,7 @@ int op_destroy_cq(struct client *c, const struct ctl_request *req, struct ctl_re
 		return -EINVAL;
 	rc = cq_destroy(cq);
 	if (rc) {
-		reply_error(rep, "CQ %u is still used by QPs", h);
+		op_error(rep, "CQ %u is still used by QPs", h);
 		return rc;
 	}
 	handle_del(&c->cqs, h);
@@ -303,11 +303,11 @@ int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 	int rc;
 
 	if (!handle_get(&c->pds, m->pd)) {
-		reply_error(rep, "unknown PD %u", m->pd);
+		op_error(rep, "unknown PD %u", m->pd);
 		return -EINVAL;
 	}
 	if (m->max_wr < 1 || m->max_wr > PROTO_MAX_RING || m->srq_limit > m->max_wr) {
-		reply_error(rep, "an SRQ holds 1 to %u WQEs and its limit is at most that, not %u "
+		op_error(rep, "an SRQ holds 1 to %u WQEs and its limit is at most that, not %u "
 			    "and %u", PROTO_MAX_RING, m->max_wr, m->srq_limit);
 		return -EINVAL;
 	}
@@ -315,7 +315,7 @@ int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 		return -EDQUOT;
 	srq = srq_create(&c->own, m->max_wr, m->srq_limit, rep->fds, &rc);
 	if (!srq) {
-		reply_error(rep, "cannot create an SRQ: %s", strerror(-rc));
+		op_error(rep, "cannot create an SRQ: %s", strerror(-rc));
 		return rc;
 	}
 	rc = handle_add(&c->srqs, srq, &srq->handle);
@@ -341,12 +341,12 @@ int op_modify_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 	if (!srq)
 		return -EINVAL;
 	if (m->attr_mask & ~(uint32_t)IBV_SRQ_LIMIT) {
-		reply_error(rep, "an SRQ's size cannot change (attr_mask 0x%x): only IBV_SRQ_LIMIT",
+		op_error(rep, "an SRQ's size cannot change (attr_mask 0x%x): only IBV_SRQ_LIMIT",
 			    m->attr_mask);
 		return -EINVAL;
 	}
 	if ((m->attr_mask & IBV_SRQ_LIMIT) && m->srq_limit > srq->entries) {
-		reply_error(rep, "limit %u is above the SRQ's %u WQEs", m->srq_limit, srq->entries);
+		op_error(rep, "limit %u is above the SRQ's %u WQEs", m->srq_limit, srq->entries);
 		return -EINVAL;
 	}
 	if (m->attr_mask & IBV_SRQ_LIMIT)
@@ -377,7 +377,7 @@ int op_destroy_srq(struct client *c, const struct ctl_request *req, struct ctl_r
 		return -EINVAL;
 	rc = srq_destroy(srq);
 	if (rc) {
-		reply_error(rep, "SRQ %u is still used by QPs", h);
+		op_error(rep, "SRQ %u is still used by QPs", h);
 		return rc;
 	}
 	handle_del(&c->srqs, h);
@@ -389,20 +389,20 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 {
 	if (!handle_get(&c->pds, m->pd) || !handle_get(&c->cqs, m->send_cq) ||
 	    !handle_get(&c->cqs, m->recv_cq)) {
-		reply_error(rep, "unknown PD or CQ");
+		op_error(rep, "unknown PD or CQ");
 		return -EINVAL;
 	}
 	if (m->srq && !handle_get(&c->srqs, m->srq)) {
-		reply_error(rep, "unknown SRQ %u", m->srq);
+		op_error(rep, "unknown SRQ %u", m->srq);
 		return -EINVAL;
 	}
 	if (m->qp_type != IBV_QPT_RC && m->qp_type != IBV_QPT_UD) {
-		reply_error(rep, "QP type %u: rocemu has RC (2) and UD (4) QPs", m->qp_type);
+		op_error(rep, "QP type %u: rocemu has RC (2) and UD (4) QPs", m->qp_type);
 		return -EINVAL;
 	}
 	if (m->max_send_wr < 1 || m->max_send_wr > PROTO_MAX_RING ||
 	    m->max_recv_wr > PROTO_MAX_RING) {
-		reply_error(rep, "queue depths go from 1 to %u", PROTO_MAX_RING);
+		op_error(rep, "queue depths go from 1 to %u", PROTO_MAX_RING);
 		return -EINVAL;
 	}
 	return 0;
@@ -421,7 +421,7 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 		return -EDQUOT;
 	qp = qp_create(&c->own, m, rep->fds, &rc);
 	if (!qp) {
-		reply_error(rep, "cannot create a QP: %s",
+		op_error(rep, "cannot create a QP: %s",
 			    rc == -ENOSPC ? "no free QP number" : strerror(-rc));
 		return rc;
 	}

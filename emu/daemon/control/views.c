@@ -34,7 +34,7 @@ int op_set_fault(struct client *c, const struct ctl_request *req, struct ctl_rep
 	struct proto_fault m = *REQ(proto_fault);
 
 	if (c->own.uid != 0 && c->own.uid != geteuid()) {
-		reply_error(rep, "only root or the daemon's user may inject faults");
+		op_error(rep, "only root or the daemon's user may inject faults");
 		return -EPERM;
 	}
 	m.spec[sizeof(m.spec) - 1] = '\0';
@@ -198,7 +198,7 @@ int op_list(struct client *c, const struct ctl_request *req, struct ctl_reply *r
 	struct proto_list_reply *r = REP(proto_list_reply);
 
 	if (m->kind < PROTO_LIST_CLIENTS || m->kind > PROTO_LIST_QPS) {
-		reply_error(rep, "no list of kind %u", m->kind);
+		op_error(rep, "no list of kind %u", m->kind);
 		return -EINVAL;
 	}
 	r->kind = m->kind;
