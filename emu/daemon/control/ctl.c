@@ -156,7 +156,7 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	} else if (n != e->req_size || extra_fds || (fd >= 0) != e->takes_fd) {
 		rep.u.r.hdr.status = -EPROTO;
 		op_error(&rep, "malformed request: %zu bytes%s", n,
-			    (fd >= 0) != e->takes_fd || extra_fds ? ", wrong descriptors" : "");
+			 (fd >= 0) != e->takes_fd || extra_fds ? ", wrong descriptors" : "");
 	} else {
 		rep.len = e->rep_size;
 		rep.u.r.hdr.status = e->fn(c, &req, &rep);

@@ -44,7 +44,7 @@ int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *
 
 	if (REQ(proto_hello)->version != PROTO_VERSION) {
 		op_error(rep, "protocol version %u, this rocemud speaks %u: rebuild against "
-			    "the same rocemu", REQ(proto_hello)->version, PROTO_VERSION);
+			 "the same rocemu", REQ(proto_hello)->version, PROTO_VERSION);
 		return -EPROTO;
 	}
 	r->version = PROTO_VERSION;
@@ -148,15 +148,15 @@ static void explain_reg_error(struct ctl_reply *rep, int rc, uint64_t length)
 	case -ENOMEM:
 	case -EPERM:
 		op_error(rep, "cannot pin %llu bytes: rocemud's RLIMIT_MEMLOCK is too low "
-			    "(raise LimitMEMLOCK or ulimit -l)", (unsigned long long)length);
+			 "(raise LimitMEMLOCK or ulimit -l)", (unsigned long long)length);
 		break;
 	case -EACCES:
 		op_error(rep, "cannot map the memory writable: the memfd is read-only or "
-			    "sealed against writes");
+			 "sealed against writes");
 		break;
 	case -EDQUOT:
 		op_error(rep, "pinning %llu more bytes exceeds this client's limit "
-			    "(its RLIMIT_MEMLOCK)", (unsigned long long)length);
+			 "(its RLIMIT_MEMLOCK)", (unsigned long long)length);
 		break;
 	case -ENOSPC:
 		op_error(rep, "no free memory region: %u are registered", MR_MAX_REGIONS);
@@ -178,7 +178,7 @@ int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply 
 		return -EINVAL;
 	if (m->length == 0 || m->length > MAX_MR_SIZE || m->fd_offset > INT64_MAX) {
 		op_error(rep, "length %llu is not between 1 and 2^40",
-			    (unsigned long long)m->length);
+			 (unsigned long long)m->length);
 		return -EINVAL;
 	}
 	rc = check_mr_fd(req->fd, rep);
@@ -235,12 +235,12 @@ static bool too_many_queues(struct client *c, struct ctl_reply *rep)
 
 	if (held >= CLIENT_MAX_QUEUES) {
 		op_error(rep, "this connection holds %u CQs, SRQs and QPs already, the most it may",
-			    CLIENT_MAX_QUEUES);
+			 CLIENT_MAX_QUEUES);
 		return true;
 	}
 	if (held >= FEW_QUEUES && free_descriptors() < FD_RESERVE) {
 		op_error(rep, "rocemud is short of file descriptors (raise its LimitNOFILE); "
-			    "this connection holds %u CQs and QPs", held);
+			 "this connection holds %u CQs and QPs", held);
 		return true;
 	}
 	return false;
@@ -308,7 +308,7 @@ int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 	}
 	if (m->max_wr < 1 || m->max_wr > PROTO_MAX_RING || m->srq_limit > m->max_wr) {
 		op_error(rep, "an SRQ holds 1 to %u WQEs and its limit is at most that, not %u "
-			    "and %u", PROTO_MAX_RING, m->max_wr, m->srq_limit);
+			 "and %u", PROTO_MAX_RING, m->max_wr, m->srq_limit);
 		return -EINVAL;
 	}
 	if (too_many_queues(c, rep))
@@ -342,7 +342,7 @@ int op_modify_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 		return -EINVAL;
 	if (m->attr_mask & ~(uint32_t)IBV_SRQ_LIMIT) {
 		op_error(rep, "an SRQ's size cannot change (attr_mask 0x%x): only IBV_SRQ_LIMIT",
-			    m->attr_mask);
+			 m->attr_mask);
 		return -EINVAL;
 	}
 	if ((m->attr_mask & IBV_SRQ_LIMIT) && m->srq_limit > srq->entries) {
@@ -422,7 +422,7 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 	qp = qp_create(&c->own, m, rep->fds, &rc);
 	if (!qp) {
 		op_error(rep, "cannot create a QP: %s",
-			    rc == -ENOSPC ? "no free QP number" : strerror(-rc));
+			 rc == -ENOSPC ? "no free QP number" : strerror(-rc));
 		return rc;
 	}
 	qp->pd = handle_get(&c->pds, m->pd);
