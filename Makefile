@@ -24,12 +24,17 @@ LIB_ICRC   := $(BUILD)/libicrc.a
 LIB_WIRE   := $(BUILD)/libwire.a
 LIB_MEMREG := $(BUILD)/libmemreg.a
 LIB_ROCEMU := $(BUILD)/librocemu.a
+# The daemon's lower layers as libraries, for the unit tests that drive them without root.
+LIB_PORT      := $(BUILD)/libport.a
+LIB_TRANSPORT := $(BUILD)/libtransport.a
 EV_LIBS    := -lev
 
 TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c tools/ctl_client.c)
 PROGRAMS     := $(BUILD)/rocemuctl $(BUILD)/rocemud $(BUILD)/rdma-write
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
                 $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test
+# Unit tests that need neither root nor the network, seconds in all: `make unit`.
+UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
@@ -39,7 +44,7 @@ TEST_PROGRAM_OBJS := $(patsubst test/%.c,$(BUILD)/test/%.o,$(wildcard test/*_e2e
                      $(BUILD)/test/e2e.o
 .SECONDARY: $(TEST_PROGRAM_OBJS)
 
-.PHONY: all check build-tests test-run asan fuzz fuzz-build demo clean
+.PHONY: all check build-tests test-run asan fuzz fuzz-build demo clean unit
 all: $(LIB_ICRC) $(LIB_WIRE) $(LIB_MEMREG) $(LIB_ROCEMU) $(PROGRAMS)
 
 $(BUILD)/%.o: %.c
@@ -50,6 +55,8 @@ $(LIB_ICRC): $(call module_objs,icrc)
 $(LIB_WIRE): $(call module_objs,wire)
 $(LIB_MEMREG): $(call module_objs,memreg)
 $(LIB_ROCEMU): $(call module_objs,emu/lib)
+$(LIB_PORT): $(call module_objs,emu/daemon/port)
+$(LIB_TRANSPORT): $(call module_objs,emu/daemon/transport)
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -91,6 +98,12 @@ $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMR
 $(BUILD)/test/lib_test: $(BUILD)/test/lib_test.o $(TEST_COMMON) $(LIB_ROCEMU)
 # DCQCN's arithmetic alone: the one daemon object with no loop and no sockets in it.
 $(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/transport/dcqcn.o
+# The transport whole, driven with frames, no root and no socket: the port below it is
+# test/port_stub.c (frames sent are kept for the test to read), addresses are the port's own.
+$(BUILD)/test/transport_test: $(BUILD)/test/transport_test.o $(BUILD)/test/port_stub.o \
+                              $(TEST_COMMON) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
+                              $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
 $(TESTS):
@@ -133,7 +146,7 @@ $(BUILD)/test/ud_peer: test/ud_peer.c $(PEER_LINK)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
-build-tests: all $(TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
+build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
              $(BUILD)/test/many_qp
 
@@ -145,6 +158,9 @@ check:
 
 asan:
 	$(MAKE) $(ASAN_VARS) build-tests
+
+unit: $(UNIT_TESTS)
+	@for t in $(UNIT_TESTS); do $$t || exit 1; done
 
 # libFuzzer: FUZZ_SECONDS per harness (default 60); the corpus lives in test/fuzz/corpus/.
 FUZZ_SECONDS ?= 60
@@ -182,13 +198,13 @@ fuzz: fuzz-build
 demo:
 	scripts/demo.sh
 
-# Issue 17's rig: rocemud against the kernel's rxe in a qemu guest, both ways (root; the
+# rocemud against the kernel's rxe in a qemu guest, both ways (root; the
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
 interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc
 	test/interop.sh $(BUILD)
 
-# Issue 13's soak: 20 seeds of the README's fault spec, 64 MiB each, in both builds.
+# The fault soak: 20 seeds of docs/testing.md's fault spec, 64 MiB each, in both builds.
 .PHONY: fault-soak
 fault-soak: all
 	$(MAKE) $(ASAN_VARS) build-tests
@@ -200,7 +216,7 @@ clean:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
-# The benchmark of issue 6 (root): baselines and rocemu on one veth; the report goes to
+# The benchmark (root): baselines and rocemu on one veth; the report goes to
 # stdout, $(BUILD)/bench/results.json and $(BUILD)/bench/goodput.png.
 .PHONY: bench
 $(BUILD)/bench/pump: test/bench/pump.c
@@ -212,7 +228,7 @@ $(BUILD)/bench/regcost: test/bench/regcost.c $(LIB_ROCEMU)
 bench: all $(BUILD)/bench/pump $(BUILD)/bench/regcost $(BUILD)/test/many_qp
 	scripts/bench.sh $(BUILD)
 
-# Installation (issue 7): make install / make uninstall, with PREFIX (default /usr/local) and
+# Installation: make install / make uninstall, with PREFIX (default /usr/local) and
 # DESTDIR. librocemu is also built as a shared library, with the soname librocemu.so.0 and
 # only the rocemu_* symbols exported, from position-independent objects of its own tree.
 PREFIX     ?= /usr/local
