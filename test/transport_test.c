@@ -1151,12 +1151,13 @@ static void write_first_over_dma_len(void)
 	peer_write(WIRE_OP_RC_WRITE_FIRST, rq(0), target(0), keys[K_TARGET], 100, 0, 256);
 }
 
-/* A FIRST must leave bytes for a LAST: one that carries the whole DMA length can have no
- * valid LAST after it. rocemu refuses the FIRST itself; rxe (check_rkey: resid <= mtu and
- * payload == resid) takes it and NAKs the packet after it. */
+/* A FIRST that carries the whole DMA length is taken, as rxe takes it (check_rkey: resid
+ * <= mtu and payload == resid) and ROCEV2.md's rule says; no LAST can follow it, and the
+ * one that comes is refused. */
 static void write_first_holding_all(void)
 {
-	peer_write(WIRE_OP_RC_WRITE_FIRST, rq(0), target(0), keys[K_TARGET], 256, 0, 256);
+	write_first_256(256);
+	peer_write(WIRE_OP_RC_WRITE_LAST, rq(1), 0, 0, 0, 256, 1);
 }
 
 static void write_dma_len_over_2g(void)
@@ -1318,8 +1319,8 @@ static const struct refusal refusals[] = {
 	  WIRE_SYN_NAK_INV_REQ, 0, PROTO_REFUSED_write_length },
 	{ "WRITE FIRST over the DMA length", write_first_over_dma_len,
 	  WIRE_SYN_NAK_INV_REQ, 0, PROTO_REFUSED_write_length },
-	{ "WRITE FIRST holding the whole DMA length", write_first_holding_all,
-	  WIRE_SYN_NAK_INV_REQ, 0, PROTO_REFUSED_write_length },
+	{ "WRITE LAST after a FIRST that held the whole DMA length", write_first_holding_all,
+	  WIRE_SYN_NAK_INV_REQ, 1, PROTO_REFUSED_write_length },
 	{ "DMA length over 2^31", write_dma_len_over_2g,
 	  WIRE_SYN_NAK_INV_REQ, 0, PROTO_REFUSED_length_dma },
 	{ "QP without remote write", write_to_qp_without_remote_write,

@@ -273,8 +273,11 @@ static verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr *
 		if (v != GO_ON)
 			return v;
 	}
+	/* A packet carries the bytes remaining when they fit in it, else a PMTU (check_length
+	 * made that so): a FIRST or MIDDLE may end the DMA length, as on rxe, and the packet
+	 * after it is then refused; a LAST must end it. */
 	if (is_last(op) ? pkt->payload_len != qp->resp.write_left
-			: qp->resp.write_left <= pkt->payload_len)
+			: qp->resp.write_left < pkt->payload_len)
 		return PROTO_REFUSED_write_length;
 	return GO_ON;
 }
