@@ -146,6 +146,8 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
  * rocemu_get_cq_event or rocemu_poll_cq, which empty it. Never close it. */
 int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 
+/* On success attr's max_send_wr and max_recv_wr hold the queues' sizes: at least what was
+ * asked (a power of two), as ibv_create_qp reports them in cap. */
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
 /* As ibv_modify_qp: for an RC QP attr->ah_attr.grh names the peer (dgid: an IPv4-mapped or
  * IPv6 GID of the same family as the port's GID sgid_index; traffic_class; a nonzero

@@ -147,6 +147,13 @@ static int post_write(struct ibv_qp *qp, uint64_t laddr, uint32_t lkey, uint32_t
 	return ibv_post_send(qp, &wr, &bad);
 }
 
+static int port_gid_tbl_len(void)
+{
+	struct ibv_port_attr pa;
+
+	return ibv_query_port(ctx, 1, &pa) ? -1 : pa.gid_tbl_len;
+}
+
 static void case_gid_table(void)
 {
 	struct ibv_gid_entry table[4], one;
@@ -155,10 +162,11 @@ static void case_gid_table(void)
 	CHECK("gid: ibv_query_gid_table has one entry, RoCE v2, the daemon's GID",
 	      n == 1 && table[0].gid_type == IBV_GID_TYPE_ROCE_V2 && table[0].port_num == 1 &&
 	      table[0].gid_index == 0 && memcmp(&table[0].gid, &gid, sizeof(gid)) == 0);
-	CHECK("gid: ibv_query_gid_ex index 0 is the same, index 1 is EINVAL",
-	      ibv_query_gid_ex(ctx, 1, 0, &one, 0) == 0 &&
+	CHECK("gid: ibv_query_gid_ex index 0 is the same, index 1 (empty) ENODATA, past the "
+	      "table EINVAL", ibv_query_gid_ex(ctx, 1, 0, &one, 0) == 0 &&
 	      memcmp(&one, &table[0], sizeof(one)) == 0 &&
-	      ibv_query_gid_ex(ctx, 1, 1, &one, 0) == EINVAL);
+	      ibv_query_gid_ex(ctx, 1, 1, &one, 0) == ENODATA &&
+	      ibv_query_gid_ex(ctx, 1, (uint32_t)port_gid_tbl_len(), &one, 0) == EINVAL);
 }
 
 static void case_unsupported(void)
@@ -456,6 +464,7 @@ static void case_bad_arguments(void)
 	struct ibv_qp *qp = cq ? make_qp(cq, 4) : NULL;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
 	char *buf = malloc(8192);
+	union ibv_gid other_gid;
 	struct ibv_mr *mr;
 
 	errno = 0;
@@ -466,7 +475,10 @@ static void case_bad_arguments(void)
 	CHECK("bad argument: destroying a CQ a QP uses is EBUSY", ibv_destroy_cq(cq) == EBUSY);
 	mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
 	CHECK("bad argument: deallocating a PD with a QP and an MR is EBUSY", ibv_dealloc_pd(pd) == EBUSY);
-	CHECK("bad argument: ibv_query_gid index 1 fails", ibv_query_gid(ctx, 1, 1, &gid) != 0);
+	CHECK("bad argument: ibv_query_gid past the table fails, an empty index is the zero GID",
+	      ibv_query_gid(ctx, 1, port_gid_tbl_len(), &other_gid) != 0 &&
+	      ibv_query_gid(ctx, 1, 1, &other_gid) == 0 &&
+	      !memcmp(&other_gid, &(union ibv_gid){ 0 }, sizeof(other_gid)));
 	CHECK("bad argument: ibv_query_port port 2 fails",
 	      ibv_query_port(ctx, 2, &(struct ibv_port_attr){ 0 }) != 0);
 	ibv_dereg_mr(mr);

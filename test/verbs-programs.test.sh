@@ -22,7 +22,7 @@ done
 [ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
 [ -x "$ABUSE" ] || fail "$ABUSE is missing (make $ABUSE)"
 # (pairs.sh leaves the programs' own allocations unjudged: perftest frees little at exit)
-export ROCEMU_QUIET=
+unset ROCEMU_DEBUG
 
 NETNS_MTU=9000 topology_up netns
 MAC_A=$("${IN_A[@]}" cat "/sys/class/net/$IF_A/address")
@@ -104,8 +104,10 @@ PAIR_SERVER=a pair loop-write-bw "$ADDR_A" ib_write_bw -s 1048576 -n 200 &&
 # ---- a program that abuses the API ----
 
 # .99 of the namespaces' subnet: an address nobody answers ARP for
-out=$("${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$ABUSE" "$ADDR_A" "$ROCEMU_NETNS_SUBNET.99" 2>&1)
+out=$("${IN_A[@]}" timeout 120 "$RUN" -D "$SOCK_A" "$ABUSE" "$ADDR_A" "$ROCEMU_NETNS_SUBNET.99" \
+	2>"$WORK/abuse.err")
 status=$?
+out+=$'\n'$(cat "$WORK/abuse.err")
 printf '%s\n' "$out" | grep -E '^(ok|FAIL)' | sed 's/^/  /'
 if [ $status -eq 0 ] && ! grep -q '^FAIL' <<<"$out"; then
 	passed "ibv_abuse: $(grep -c '^ok' <<<"$out") cases, each refused as it should be"
@@ -113,6 +115,18 @@ else
 	printf '%s\n' "$out" | grep -vE '^(ok|FAIL)' | sed 's/^/  | /' | tail -n 20
 	failed "ibv_abuse (exit $status)"
 fi
+
+# Quiet as a kernel device: 66 refused calls, and not a line of ours on the program's
+# stderr; with ROCEMU_DEBUG=1 the daemon's reason for a refusal is there.
+grep -q '^rocemu:' "$WORK/abuse.err" &&
+	{ grep '^rocemu:' "$WORK/abuse.err" | head -n 3 | sed 's/^/  | /'
+	  failed "ibv_abuse: the verbs layer wrote on stderr without ROCEMU_DEBUG"; } ||
+	passed "ibv_abuse: every refusal an errno only, nothing on stderr"
+why=$("${IN_A[@]}" env ROCEMU_DEBUG=1 timeout 20 "$RUN" -D "$SOCK_A" ibv_rc_pingpong -g 0 \
+	-r 100000 2>&1 >/dev/null | grep '^rocemu:')
+[[ $why == *"ibv_create_"*" failed: Invalid argument: "* ]] &&
+	passed "ROCEMU_DEBUG=1: $why" ||
+	failed "ROCEMU_DEBUG=1 ibv_rc_pingpong -r 100000 did not say why its QP was refused: '$why'"
 
 # Asynchronous events: the link of host a goes down and up, then its daemon stops.
 EVENTS_OUT=$WORK/events.out

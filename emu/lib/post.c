@@ -177,10 +177,24 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	return 0;
 }
 
-/* Nobody consumes the rings of a daemon that is gone. */
+static const char *qp_state_name(enum ibv_qp_state s)
+{
+	static const char *const names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "an unknown state";
+}
+
+/* Nobody consumes the rings of a daemon that is gone. Sends are taken from RTS on (IBA
+ * C10-29: a post to a QP in RESET, INIT or RTR is an immediate error, as on rxe). */
 static int check_alive(struct qp_priv *qp)
 {
-	return qp->pub.context->dead ? rpc_gone(qp->pub.context) : 0;
+	if (qp->pub.context->dead)
+		return rpc_gone(qp->pub.context);
+	if (qp->pub.state == IBV_QPS_RESET || qp->pub.state == IBV_QPS_INIT ||
+	    qp->pub.state == IBV_QPS_RTR)
+		return rpc_fail(qp->pub.context, EINVAL, "QP 0x%06x takes sends from RTS on, not "
+				"in %s", qp->pub.qp_num, qp_state_name(qp->pub.state));
+	return 0;
 }
 
 int rocemu_post_send(struct rocemu_qp *pub, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -251,6 +265,12 @@ int rocemu_post_recv(struct rocemu_qp *pub, struct ibv_recv_wr *wr, struct ibv_r
 			*bad = wr;
 		return rpc_fail(pub->context, EINVAL, "QP 0x%06x takes its receives from an SRQ: "
 				"post them there", pub->qp_num);
+	}
+	if (qp->pub.state == IBV_QPS_RESET) {
+		if (bad)
+			*bad = wr;
+		return rpc_fail(pub->context, EINVAL, "QP 0x%06x takes receives from INIT on, not "
+				"in RESET", pub->qp_num);
 	}
 	start = qp->rq.next;
 	err = post_recv_list(pub->context, &qp->rq, wr, bad);

@@ -63,7 +63,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
 	ctx->dev = dev;
 	ctx->vctx.context.device = device;
-	ctx->vctx.context.cmd_fd = -1;
+	/* the command channel to the device, as a kernel device's uverbs file is: programs
+	 * dup() it to import the context elsewhere, which then fails with EOPNOTSUPP */
+	ctx->vctx.context.cmd_fd = rocemu_context_fd(ctx->rc);
 	ctx->vctx.context.async_fd = ctx->async_ep;
 	ctx->vctx.context.num_comp_vectors = 1;
 	set_ops(ctx);

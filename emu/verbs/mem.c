@@ -103,5 +103,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 		 int access)
 {
 	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
-	return rv_unsupported("ibv_rereg_mr", "deregister and register again");
+	/* as libibverbs answers for a device without it: the command failed, errno says why */
+	errno = rv_unsupported("ibv_rereg_mr", "deregister and register again");
+	return IBV_REREG_MR_ERR_CMD;
 }

@@ -8,12 +8,25 @@
 
 #define SUPPORTED_INIT_MASK (IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
+/* Create flags and a TSO header size that ask for nothing are taken, as rxe takes them
+ * (programs set the mask bits with zero values). */
+static uint32_t asked_init_mask(const struct ibv_qp_init_attr_ex *a)
+{
+	uint32_t mask = a->comp_mask;
+
+	if ((mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && !a->create_flags)
+		mask &= ~(uint32_t)IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	if ((mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) && !a->max_tso_header)
+		mask &= ~(uint32_t)IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
+	return mask;
+}
+
 static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
 {
 	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD)
 		return rv_unsupported("UC, XRC, raw packet and driver QPs",
 				      "rocemu does RC and UD only");
-	if (a->comp_mask & ~(uint32_t)SUPPORTED_INIT_MASK)
+	if (asked_init_mask(a) & ~(uint32_t)SUPPORTED_INIT_MASK)
 		return rv_unsupported("ibv_create_qp_ex with XRC domains, create flags, TSO, "
 				      "RSS or source QPNs", "rocemu QPs are plain RC or UD QPs");
 	if (a->qp_type == IBV_QPT_UD && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
@@ -30,7 +43,9 @@ static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
-static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a)
+/* made gets the queues' sizes, which the QP's cap reports. */
+static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a,
+				struct ibv_qp_cap *made)
 {
 	struct rocemu_qp_init_attr init = {
 		.qp_type = a->qp_type,
@@ -51,6 +66,9 @@ static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init
 	if (!qp)
 		errno = rv_fail(ctx, errno, "ibv_create_qp");
 	pthread_mutex_unlock(&ctx->lock);
+	*made = a->cap;
+	made->max_send_wr = init.max_send_wr;
+	made->max_recv_wr = init.max_recv_wr;
 	return qp;
 }
 
@@ -73,7 +91,6 @@ static void init_verbs_qp(struct rv_qp *qp, struct rv_context *ctx,
 	pthread_cond_init(&q->cond, NULL);
 	pthread_mutex_init(&qp->send_lock, NULL);
 	pthread_mutex_init(&qp->recv_lock, NULL);
-	qp->cap = a->cap;
 	if (a->srq)
 		qp->cap.max_recv_wr = qp->cap.max_recv_sge = 0;
 	qp->sq_sig_all = a->sq_sig_all;
@@ -96,7 +113,7 @@ struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
-	qp->qp = create(ctx, a);
+	qp->qp = create(ctx, a, &qp->cap);
 	if (!qp->qp) {
 		free(qp);
 		return NULL;
@@ -220,11 +237,44 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
+/* The QP's own SGE limits, as rxe checks them on every post: the device's are the
+ * library's. The first request over its limit is refused with everything after it. */
+static int over_sge_limit(const struct ibv_send_wr *s, const struct ibv_recv_wr *r,
+			  uint32_t max_sge)
+{
+	int num_sge = s ? s->num_sge : r->num_sge;
+
+	return num_sge > (int)max_sge ? rv_refuse(EINVAL, s ? "ibv_post_send" : "ibv_post_recv",
+						  "more SGEs than the QP's cap allows") : 0;
+}
+
+static int check_send_sges(struct ibv_send_wr *wr, uint32_t max_sge, struct ibv_send_wr **bad)
+{
+	for (; wr; wr = wr->next)
+		if (over_sge_limit(wr, NULL, max_sge)) {
+			*bad = wr;
+			return EINVAL;
+		}
+	return 0;
+}
+
+static int check_recv_sges(struct ibv_recv_wr *wr, uint32_t max_sge, struct ibv_recv_wr **bad)
+{
+	for (; wr; wr = wr->next)
+		if (over_sge_limit(NULL, wr, max_sge)) {
+			*bad = wr;
+			return EINVAL;
+		}
+	return 0;
+}
+
 int rv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct rv_qp *qp = rv_qp(ibqp);
-	int err;
+	int err = check_send_sges(wr, qp->cap.max_send_sge, bad);
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&qp->send_lock);
 	err = rocemu_post_send(qp->qp, wr, bad);
 	pthread_mutex_unlock(&qp->send_lock);
@@ -234,8 +284,10 @@ int rv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 int rv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rv_qp *qp = rv_qp(ibqp);
-	int err;
+	int err = ibqp->srq ? 0 : check_recv_sges(wr, qp->cap.max_recv_sge, bad);
 
+	if (err)
+		return err;
 	pthread_mutex_lock(&qp->recv_lock);
 	err = rocemu_post_recv(qp->qp, wr, bad);
 	pthread_mutex_unlock(&qp->recv_lock);

@@ -62,6 +62,7 @@ int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_
 		return EINVAL;
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(rv_ctx(ibctx), &ex.orig_attr);
+	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
 }
@@ -76,7 +77,7 @@ static void fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *a
 	a->state = ctx->port.state;
 	a->max_mtu = ctx->port.max_mtu;
 	a->active_mtu = ctx->port.active_mtu;
-	a->gid_tbl_len = (int)ctx->port.gid_count;
+	a->gid_tbl_len = ROCEMU_MAX_GIDS;  /* the daemon's table; the entries past its GIDs are empty */
 	a->port_cap_flags = 0;
 	a->max_msg_sz = 1U << 31;
 	a->pkey_tbl_len = 1;
@@ -123,11 +124,15 @@ int ibv_query_port(struct ibv_context *ibctx, uint8_t port, struct _compat_ibv_p
 			     offsetof(struct ibv_port_attr, flags));
 }
 
+/* An index of the table whose GID is not there (the daemon serves fewer addresses) is
+ * ENODATA, as for a kernel device's empty entry; past the table, EINVAL. */
 static int gid_entry(struct rv_context *ctx, uint32_t port, uint32_t index,
 		     struct ibv_gid_entry *e)
 {
-	if (port != RV_PORT || index >= ctx->port.gid_count)
+	if (port != RV_PORT || index >= ROCEMU_MAX_GIDS)
 		return EINVAL;
+	if (index >= ctx->port.gid_count)
+		return ENODATA;
 	memset(e, 0, sizeof(*e));
 	e->gid = ctx->port.gids[index];
 	e->gid_index = index;
@@ -136,12 +141,18 @@ static int gid_entry(struct rv_context *ctx, uint32_t port, uint32_t index,
 	return 0;
 }
 
+/* An empty entry reads as the zero GID, as libibverbs keeps it for every device. */
 int ibv_query_gid(struct ibv_context *ibctx, uint8_t port, int index, union ibv_gid *gid)
 {
 	struct ibv_gid_entry e;
+	int err = index < 0 ? EINVAL : gid_entry(rv_ctx(ibctx), port, (uint32_t)index, &e);
 
-	if (index < 0 || gid_entry(rv_ctx(ibctx), port, (uint32_t)index, &e)) {
-		errno = EINVAL;
+	if (err == ENODATA) {
+		memset(gid, 0, sizeof(*gid));
+		return 0;
+	}
+	if (err) {
+		errno = err;
 		return -1;
 	}
 	*gid = e.gid;
@@ -189,9 +200,10 @@ int ibv_query_gid_type(struct ibv_context *ibctx, uint8_t port, unsigned int ind
 		       int *type)
 {
 	struct ibv_gid_entry e;
+	int err = gid_entry(rv_ctx(ibctx), port, index, &e);
 
-	if (gid_entry(rv_ctx(ibctx), port, index, &e)) {
-		errno = EINVAL;
+	if (err) {
+		errno = err;
 		return -1;
 	}
 	*type = GID_TYPE_SYSFS_ROCE_V2;

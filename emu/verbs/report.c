@@ -1,6 +1,7 @@
-/* What the verbs layer tells the user. A verbs program only sees an errno; the daemon's
- * reason for refusing a call would otherwise be lost, so it goes to stderr, one line per
- * failure, and each unsupported feature is named once. ROCEMU_QUIET=1 silences both. */
+/* What the verbs layer tells the user. A failing call sets errno and returns, as on a
+ * kernel device, and says nothing: a program's stderr is its own (libfabric, for one,
+ * probes limits by creating QPs that fail). With ROCEMU_DEBUG=1 the daemon's reason for
+ * each failure goes to stderr, one line each, and each unsupported feature is named once. */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
@@ -13,9 +14,9 @@
 
 static bool quiet(void)
 {
-	const char *q = getenv("ROCEMU_QUIET");
+	const char *d = getenv("ROCEMU_DEBUG");
 
-	return q && q[0] && strcmp(q, "0") != 0;
+	return !d || !d[0] || strcmp(d, "0") == 0;
 }
 
 void rv_warn(const char *fmt, ...)

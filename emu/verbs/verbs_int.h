@@ -106,7 +106,7 @@ static inline struct rv_cq *rv_cq(struct ibv_cq *cq) { return (struct rv_cq *)cq
 static inline struct rv_qp *rv_qp(struct ibv_qp *qp) { return (struct rv_qp *)qp; }
 static inline struct rv_srq *rv_srq(struct ibv_srq *srq) { return (struct rv_srq *)srq; }
 
-/* report.c: what reaches the user on stderr ("rocemu: ..."), unless ROCEMU_QUIET is set. */
+/* report.c: what reaches the user on stderr ("rocemu: ..."), with ROCEMU_DEBUG=1 only. */
 /* A failed daemon call: its errno, with what was asked and the daemon's reason. */
 int rv_fail(struct rv_context *ctx, int err, const char *what);
 /* One line, "rocemu: " first. */
