@@ -1739,6 +1739,12 @@ static struct rocemu_qp *make_qp(uint32_t send_wr, uint32_t recv_wr)
 	return q;
 }
 
+/* As if taken to RTS: the fake daemon keeps no QP state, the library posts only from RTS. */
+static void ready_to_post(struct rocemu_qp *q)
+{
+	q->state = IBV_QPS_RTS;
+}
+
 static void qp_setup(void)
 {
 	cq_setup();
@@ -1787,6 +1793,7 @@ START_TEST(test_post_send_writes_wqes)
 		  .sge = { { 0x1000, 100, 0x1111 } } },
 	};
 
+	ready_to_post(qp);
 	wr[0].num_sge = 2;
 	wr[0].next = &wr[1];
 	wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -1805,6 +1812,7 @@ START_TEST(test_post_send_full)
 {
 	struct ibv_send_wr wr[6], *bad = NULL;
 
+	ready_to_post(qp);
 	for (int i = 0; i < 6; i++) {
 		wr[i] = write_wr((uint64_t)i);
 		wr[i].next = i < 5 ? &wr[i + 1] : NULL;
@@ -1831,6 +1839,7 @@ START_TEST(test_post_send_wraps)
 
 	fk.ring_start = UINT32_MAX - 1;
 	q = make_qp(4, 1);
+	ready_to_post(q);
 	for (uint32_t i = 0; i < 4; i++) {
 		wr.wr_id = i;
 		ck_assert_int_eq(rocemu_post_send(q, &wr, &bad), 0);
@@ -1845,6 +1854,7 @@ START_TEST(test_post_send_bad_opcode)
 {
 	struct ibv_send_wr wr[2] = { write_wr(1), write_wr(2) }, *bad = NULL;
 
+	ready_to_post(qp);
 	wr[0].next = &wr[1];
 	wr[1].opcode = IBV_WR_BIND_MW;
 	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), EINVAL);
@@ -1860,6 +1870,7 @@ START_TEST(test_post_send_too_many_sge)
 	struct ibv_sge many[PROTO_MAX_SGE + 1] = { { 0 } };
 	struct ibv_send_wr wr = write_wr(1), *bad = NULL;
 
+	ready_to_post(qp);
 	wr.sg_list = many;
 	wr.num_sge = PROTO_MAX_SGE + 1;
 	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EINVAL);
@@ -1878,10 +1889,10 @@ START_TEST(test_post_recv)
 {
 	struct ibv_recv_wr wr[5], *bad = NULL;
 	const struct proto_rwqe *slots = (const struct proto_rwqe *)(fake_rq(&fk) + 1);
-
 	struct ibv_sge rsge[2] = { { .addr = 0x1000, .length = 10, .lkey = 7 },
 				   { .addr = 0x2000, .length = 20, .lkey = 8 } };
 
+	ready_to_post(qp);
 	for (int i = 0; i < 5; i++)
 		wr[i] = (struct ibv_recv_wr){ .wr_id = 50 + (uint64_t)i,
 					      .next = i < 4 ? &wr[i + 1] : NULL };
@@ -1908,10 +1919,50 @@ START_TEST(test_post_recv_too_many_sge)
 	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = rsge, .num_sge = PROTO_MAX_SGE + 1 };
 	struct ibv_recv_wr *bad = NULL;
 
+	ready_to_post(qp);
 	ck_assert_int_eq(rocemu_post_recv(qp, &wr, &bad), EINVAL);
 	ck_assert_ptr_eq(bad, &wr);
 	ck_assert_uint_eq(fake_rq(&fk)->prod, 0);
 	ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "num_sge"));
+}
+END_TEST
+
+/* As on rxe: sends are taken from RTS on, receives from INIT on; create_qp says how large
+ * the queues it made are. */
+START_TEST(test_post_in_a_state_that_takes_none)
+{
+	struct ibv_send_wr wr = write_wr(1), *bad = NULL;
+	struct ibv_recv_wr rwr = { .wr_id = 1 }, *rbad = NULL;
+	const enum ibv_qp_state too_early[] = { IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR };
+
+	for (size_t i = 0; i < sizeof(too_early) / sizeof(too_early[0]); i++) {
+		qp->state = too_early[i];
+		bad = NULL;
+		ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EINVAL);
+		ck_assert_ptr_eq(bad, &wr);
+		ck_assert_ptr_nonnull(strstr(rocemu_last_error(ctx), "from RTS on"));
+	}
+	ck_assert_uint_eq(__atomic_load_n(&fake_sq(&fk)->prod, __ATOMIC_ACQUIRE), 0);
+	qp->state = IBV_QPS_RESET;
+	ck_assert_int_eq(rocemu_post_recv(qp, &rwr, &rbad), EINVAL);
+	ck_assert_ptr_eq(rbad, &rwr);
+	qp->state = IBV_QPS_INIT;
+	ck_assert_int_eq(rocemu_post_recv(qp, &rwr, &rbad), 0);
+	qp->state = IBV_QPS_ERR;
+	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), 0);
+}
+END_TEST
+
+START_TEST(test_create_qp_reports_queue_sizes)
+{
+	struct rocemu_qp_init_attr init = { .send_cq = cq, .recv_cq = cq, .max_send_wr = 5,
+					    .max_recv_wr = 3, .max_send_sge = 1 };
+	struct rocemu_qp *q = rocemu_create_qp(pd, &init);
+
+	ck_assert_ptr_nonnull(q);
+	ck_assert_uint_eq(init.max_send_wr, 8);
+	ck_assert_uint_eq(fk.sq_entries, 8);
+	ck_assert_uint_eq(init.max_recv_wr, 4);
 }
 END_TEST
 
@@ -1920,6 +1971,7 @@ START_TEST(test_post_daemon_gone)
 	struct ibv_send_wr wr = write_wr(1), *bad = NULL;
 	struct ibv_recv_wr rwr = { .wr_id = 1 }, *rbad = NULL;
 
+	ready_to_post(qp);
 	fake_hangup(&fk);
 	ck_assert_int_eq(rocemu_destroy_qp(qp), EPIPE);
 	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EPIPE);
@@ -2198,6 +2250,8 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_post_send_too_many_sge);
 	tcase_add_test(tc, test_post_recv);
 	tcase_add_test(tc, test_post_recv_too_many_sge);
+	tcase_add_test(tc, test_post_in_a_state_that_takes_none);
+	tcase_add_test(tc, test_create_qp_reports_queue_sizes);
 	tcase_add_test(tc, test_post_daemon_gone);
 	tcase_add_test(tc, test_modify_without_grh);
 	tcase_add_test(tc, test_modify_ipv6_gid);
