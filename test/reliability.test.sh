@@ -101,7 +101,8 @@ fi
 # 3. The link goes down mid-transfer: IBV_WC_RETRY_EXC_ERR in bounded time.
 # -u 14 (67 ms): a timer short enough to fail fast, long enough that a loaded machine
 # does not fail the QP before the link goes down (-u 12, 16 ms, did in the sanitizer pass
-# of a loaded CI machine: four expiries without an ACK are only 64 ms)
+# of a loaded CI machine, before the timer backed off: four expiries were only 64 ms; now
+# 1+2+4+8 timeouts, about a second at 67 ms)
 exceeded=$(counter a retry_exceeded_err)
 start_counted "-n 1000000 -u 14 --retry-cnt 3" -s 64K
 wait_started

@@ -71,7 +71,7 @@ static void usage(FILE *out)
 		"             the receive ring backs up or a packet arrives ECN CE, each QP's send\n"
 		"             rate cut on a CNP; keys line-rate, min-rate, ai-rate, hai-rate (bit/s,\n"
 		"             K M G), g, alpha-us, increase-us, reduce-us, cnp-us, byte-reset,\n"
-		"             burst, fast-stages, mark (ring slots); see the README\n"
+		"             burst, fast-stages, mark (ring slots); see rocemud(8)\n"
 		"  --nice N   the daemon's scheduling priority, -20 to 19 (default -10: it plays\n"
 		"             a NIC, which the programs it serves must not starve)\n",
 		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR);

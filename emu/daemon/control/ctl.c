@@ -1,5 +1,6 @@
-/* The control socket: one context per connected process, a request table checked for
- * exact sizes, and replies that may carry file descriptors. */
+/* The control socket: one context per connection (a process's connections share its
+ * pinning budget), a request table checked for exact sizes, and replies that may carry
+ * file descriptors. */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>

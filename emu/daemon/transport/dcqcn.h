@@ -57,7 +57,7 @@ struct dcqcn_flow {
 
 /* The defaults, for a link of line_rate bytes per second. */
 void dcqcn_defaults(struct dcqcn_params *p, double line_rate);
-/* "off", or KEY=VALUE,... over the defaults already in p (see the README for the keys);
+/* "off", or KEY=VALUE,... over the defaults already in p (rocemud(8) has the keys);
  * 0, or -1 with a message naming the bad part. */
 int dcqcn_parse(const char *spec, struct dcqcn_params *p, char *err, size_t errlen);
 void dcqcn_format(const struct dcqcn_params *p, char *buf, size_t len);

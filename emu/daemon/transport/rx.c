@@ -1,4 +1,4 @@
-/* The receive path: the silent drops of ROCEV2.md in their order, then the packet goes to
+/* The receive path: the silent drops of RoCEv2 in the order rxe makes them, then the packet goes to
  * the QP's responder (requests) or completer (ACKs). Every drop bumps a named counter. */
 #include <arpa/inet.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Requesters take turns (see daemon.h). A QP comes back to the tail of the queue after
+/* Requesters take turns (see transport.h). A QP comes back to the tail of the queue after
  * its burst, so with n QPs busy each sends one burst in n; what is left when the turn's
  * budget runs out waits for the next turn, after the receive ring has been read again.
  *

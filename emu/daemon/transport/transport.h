@@ -430,7 +430,7 @@ void rq_flush(struct qp *qp);
 void rq_forget(struct qp *qp);
 
 /* rx.c: the receive path. rx_frame() takes every frame the port delivers: the silent
- * drops in ROCEV2.md's order, then the QP's responder, completer or UD receive. */
+ * drops in the order rxe makes them, then the QP's responder, completer or UD receive. */
 void rx_frame(struct dev *dev, const uint8_t *frame, size_t len);
 
 /* tx.c: what leaves a QP. A packet with n bytes of payload goes in two steps: tx_begin()
