@@ -186,7 +186,7 @@ static const char *qp_state_name(enum ibv_qp_state s)
 
 /* Nobody consumes the rings of a daemon that is gone. Sends are taken from RTS on (IBA
  * C10-29: a post to a QP in RESET, INIT or RTR is an immediate error, as on rxe). */
-static int check_alive(struct qp_priv *qp)
+static int check_takes_sends(struct qp_priv *qp)
 {
 	if (qp->pub.context->dead)
 		return rpc_gone(qp->pub.context);
@@ -207,7 +207,7 @@ int rocemu_post_send(struct rocemu_qp *pub, struct ibv_send_wr *wr, struct ibv_s
 		return EINVAL;
 	qp = to_qp(pub);
 	start = qp->sq.next;
-	err = check_alive(qp);
+	err = check_takes_sends(qp);
 	while (wr && !err) {
 		err = post_one_send(qp, wr);
 		if (!err)
