@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 9
+#define PROTO_VERSION 10
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -45,6 +45,8 @@ enum proto_op {
 	PROTO_DESTROY_SRQ,
 	PROTO_CREATE_AH,     /* request: proto_create_ah; reply: proto_handle_reply */
 	PROTO_DESTROY_AH,
+	PROTO_RESIZE_CQ,     /* request: proto_resize_cq; reply: proto_create_cq_reply + 1 fd:
+			      * the new ring's memfd (the completions not yet polled moved in) */
 	PROTO_OP_COUNT
 };
 
@@ -134,6 +136,12 @@ struct proto_create_cq {
 	struct proto_hdr hdr;
 	uint32_t cqe;
 	uint32_t pad;
+};
+
+struct proto_resize_cq {
+	struct proto_hdr hdr;
+	uint32_t handle;
+	uint32_t cqe;
 };
 
 struct proto_create_cq_reply {

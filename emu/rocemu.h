@@ -129,6 +129,9 @@ int rocemu_dereg_mr(struct rocemu_mr *mr);
 
 struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe);
 int rocemu_destroy_cq(struct rocemu_cq *cq);
+/* Gives the CQ a ring of at least cqe entries (1 to 4096); the completions not yet polled
+ * stay, in order. 0, or EINVAL when more wait than cqe. Not while another thread polls. */
+int rocemu_resize_cq(struct rocemu_cq *cq, int cqe);
 /* Up to num completions into wc; returns how many (0 when empty), or -1 with errno set
  * when the daemon is gone. */
 int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc);

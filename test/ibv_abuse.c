@@ -209,7 +209,6 @@ static void case_unsupported(void)
 	errno = 0;
 	CHECK("unsupported: ibv_create_cq_ex with timestamps is EOPNOTSUPP",
 	      !ibv_create_cq_ex(ctx, &cq_ex) && errno == EOPNOTSUPP);
-	CHECK("unsupported: ibv_resize_cq is EOPNOTSUPP", ibv_resize_cq(cq, 8) == EOPNOTSUPP);
 	CHECK("unsupported: ibv_attach_mcast is EOPNOTSUPP",
 	      ibv_attach_mcast(NULL, &gid, 0) == EOPNOTSUPP);
 	ibv_destroy_cq(cq);
@@ -531,6 +530,47 @@ static void case_keys(void)
 }
 
 /* More work requests than the send queue holds: the first that does not fit is bad_wr. */
+/* Completions waiting in a CQ survive its resize, in order; a size they would not fit in is
+ * EINVAL. The completions come from receives flushed by a QP moved to ERR. */
+static void case_resize_cq(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *qp = cq ? make_qp(cq, 8) : NULL;
+	struct ibv_qp_attr err_state = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[8];
+	bool posted = qp && to_init(qp) == 0;
+	int n = 0;
+
+	for (uint64_t id = 1; posted && id <= 3; id++) {
+		struct ibv_recv_wr wr = { .wr_id = id }, *bad;
+
+		posted = ibv_post_recv(qp, &wr, &bad) == 0;
+	}
+	posted = posted && ibv_modify_qp(qp, &err_state, IBV_QP_STATE) == 0;
+	for (int tries = 0; posted && tries < 100 && ibv_poll_cq(cq, 0, wc) == 0; tries++)
+		usleep(1000);        /* let the daemon flush them (polling 0 takes none) */
+	usleep(20000);
+	CHECK("resize cq: 3 completions waiting, resizing to 2 is EINVAL",
+	      posted && ibv_resize_cq(cq, 2) == EINVAL);
+	CHECK("resize cq: to 64, the CQ reports at least 64",
+	      posted && ibv_resize_cq(cq, 64) == 0 && cq->cqe >= 64);
+	while (posted && n < 8) {
+		int got = ibv_poll_cq(cq, 8 - n, wc + n);
+
+		if (got <= 0)
+			break;
+		n += got;
+	}
+	CHECK("resize cq: the 3 flushed receives are still there, in order",
+	      n == 3 && wc[0].wr_id == 1 && wc[1].wr_id == 2 && wc[2].wr_id == 3 &&
+	      wc[0].status == IBV_WC_WR_FLUSH_ERR);
+	CHECK("resize cq: back down to 1 once empty", cq && ibv_resize_cq(cq, 1) == 0);
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+}
+
 static void case_queue_depth(void)
 {
 	struct end a, b;
@@ -959,6 +999,7 @@ int main(int argc, char **argv)
 	case_ud();
 	case_keys();
 	case_queue_depth();
+	case_resize_cq();
 	case_iova();
 	case_threads();
 	case_async();

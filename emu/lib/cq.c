@@ -82,6 +82,52 @@ struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe)
 	return cq;
 }
 
+/* The daemon moved what we have not polled into a new ring: we go on from our own
+ * consumer index there, and let go of the old mapping. */
+static int cq_remap(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int fd)
+{
+	struct ring ring;
+	void *map;
+	int err = r->entries ? ring_map(fd, r->ring_bytes, &map) : EPROTO;
+
+	rpc_close_fds(&fd, 1);
+	if (err)
+		return err;
+	err = ring_place(&ring, map, (size_t)r->ring_bytes, 0, r->entries,
+			 sizeof(struct proto_cqe));
+	if (err) {
+		munmap(map, (size_t)r->ring_bytes);
+		return err;
+	}
+	ring.next = cq->ring.next;
+	munmap(cq->map, cq->map_len);
+	cq->map = map;
+	cq->map_len = (size_t)r->ring_bytes;
+	cq->ring = ring;
+	return 0;
+}
+
+int rocemu_resize_cq(struct rocemu_cq *cq, int cqe)
+{
+	struct proto_resize_cq req = { .hdr.op = PROTO_RESIZE_CQ };
+	struct proto_create_cq_reply r;
+	int fd = -1;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = &fd, .nfds = 1 };
+	int err;
+
+	if (!cq || cqe <= 0)
+		return EINVAL;
+	req.handle = cq->handle;
+	req.cqe = (uint32_t)cqe;
+	/* the consumer index the daemon copies from must be ours now */
+	ring_store(&cq->ring.ctl->cons, cq->ring.next);
+	err = rpc_call(cq->ctx, &in, &out);
+	if (!err && (err = cq_remap(cq, &r, fd)))
+		rpc_fail(cq->ctx, err, "the daemon at %s sent an unusable CQ ring", cq->ctx->path);
+	return err;
+}
+
 int rocemu_destroy_cq(struct rocemu_cq *cq)
 {
 	int err;

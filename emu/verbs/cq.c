@@ -218,8 +218,16 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
-int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+/* Under the CQ's lock: no thread polls the old ring while the daemon moves it. */
+int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
-	(void)cq, (void)cqe;
-	return rv_unsupported("ibv_resize_cq", "create the CQ with the size it needs");
+	struct rv_cq *cq = rv_cq(ibcq);
+	int err;
+
+	pthread_mutex_lock(&cq->lock);
+	err = rocemu_resize_cq(cq->cq, cqe);
+	if (!err)
+		cq->ex.cqe = cqe;
+	pthread_mutex_unlock(&cq->lock);
+	return err ? rv_fail(rv_ctx(ibcq->context), err, "ibv_resize_cq") : 0;
 }

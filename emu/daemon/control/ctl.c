@@ -51,6 +51,7 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_DESTROY_SRQ] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_srq },
 	[PROTO_CREATE_AH] = { sizeof(struct proto_create_ah), sizeof(struct proto_handle_reply), false, op_create_ah },
 	[PROTO_DESTROY_AH] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_ah },
+	[PROTO_RESIZE_CQ] = { sizeof(struct proto_resize_cq), sizeof(struct proto_create_cq_reply), false, op_resize_cq },
 };
 
 static void send_reply(struct client *c, struct ctl_reply *rep)

@@ -36,6 +36,7 @@ int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply 
 int op_dereg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_destroy_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_resize_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_modify_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_query_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

@@ -278,6 +278,48 @@ int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_rep
 	return 0;
 }
 
+/* What the client posted before it asked, taken first: its doorbells and this request
+ * come on two channels the loop may read in either order, and a UD send completes as it
+ * goes, so the CQ holds its completion before it is resized (as on rxe). */
+static void take_posted(struct client *c, const struct cq *cq)
+{
+	for (uint32_t h = 1; h < c->qps.cap; h++) {
+		struct qp *qp = c->qps.items[h];
+
+		if (qp && (qp->send_cq == cq || qp->recv_cq == cq))
+			req_pump(qp);
+	}
+}
+
+int op_resize_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_resize_cq *m = REQ(proto_resize_cq);
+	struct proto_create_cq_reply *r = REP(proto_create_cq_reply);
+	struct cq *cq = find(&c->cqs, m->handle, "CQ", rep);
+	int rc;
+
+	if (!cq)
+		return -EINVAL;
+	if (m->cqe < 1 || m->cqe > PROTO_MAX_RING) {
+		op_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, m->cqe);
+		return -EINVAL;
+	}
+	take_posted(c, cq);
+	rc = cq_resize(cq, m->cqe, &rep->fds[0]);
+	if (rc == -EINVAL)
+		op_error(rep, "CQ %u holds more completions than %u entries", m->handle, m->cqe);
+	else if (rc)
+		op_error(rep, "cannot resize CQ %u: %s", m->handle, strerror(-rc));
+	if (rc)
+		return rc;
+	r->handle = cq->handle;
+	r->entries = cq->entries;
+	r->ring_bytes = cq->ring_bytes;
+	rep->nfds = 1;
+	rep->close_first = true;
+	return 0;
+}
+
 int op_destroy_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t h = REQ(proto_handle)->handle;

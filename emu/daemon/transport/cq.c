@@ -40,6 +40,35 @@ struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err)
 	return cq;
 }
 
+/* A ring of cqe entries or more in a new memfd (*fd), holding the completions the client
+ * has not polled at the indices they had: the client goes on from its consumer index. */
+int cq_resize(struct cq *cq, uint32_t cqe, int *fd)
+{
+	uint32_t prod = cq->ctl->prod, cons = __atomic_load_n(&cq->ctl->cons, __ATOMIC_ACQUIRE);
+	uint32_t entries = pow2_at_least(cqe < 1 ? 1 : cqe);
+	size_t bytes = proto_ring_bytes(entries, sizeof(struct proto_cqe));
+	struct proto_ring_ctl *ctl;
+	struct proto_cqe *ring;
+
+	if (prod - cons > cq->entries || prod - cons > entries)
+		return -EINVAL;          /* a lying consumer, or more waiting than would fit */
+	ctl = ring_alloc("rocemu-cq", bytes, fd);
+	if (!ctl)
+		return -errno;
+	ring = (struct proto_cqe *)(ctl + 1);
+	for (uint32_t i = cons; i != prod; i++)
+		ring[i & (entries - 1)] = cq->ring[i & (cq->entries - 1)];
+	ctl->prod = prod;
+	ctl->cons = cons;
+	munmap(cq->ctl, cq->ring_bytes);
+	cq->ctl = ctl;
+	cq->ring = ring;
+	cq->entries = entries;
+	cq->ring_bytes = bytes;
+	cq->overflowed = false;
+	return 0;
+}
+
 int cq_destroy(struct cq *cq)
 {
 	if (cq->users)

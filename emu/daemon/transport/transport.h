@@ -240,6 +240,9 @@ int ring_channel_open(int ends[2], int daemon_end);
 /* cq.c, srq.c and qp.c: the queues and their rings; qp_find() looks a QPN up */
 struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err);
 int cq_destroy(struct cq *cq);
+/* A new ring of at least cqe entries, the completions not yet polled moved into it (0 and
+ * its memfd in *fd; -EINVAL when they would not fit) */
+int cq_resize(struct cq *cq, uint32_t cqe, int *fd);
 struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds[2],
 		       int *err);
 int srq_destroy(struct srq *srq);
