@@ -253,6 +253,14 @@ struct proto_query_qp_reply {
 	struct proto_qp_attr attr;
 };
 
+/* A QP state (enum ibv_qp_state) as verbs and rdma-core print it. */
+static inline const char *proto_qp_state_name(uint32_t state)
+{
+	static const char *const names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
+
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : "UNKNOWN";
+}
+
 /* Device counters, rxe's hw_counters names first, then rocemu's own. X(name, help) */
 #define PROTO_COUNTERS(X)                                                                \
 	X(sent_pkts, "RoCE packets sent")                                                \

@@ -93,11 +93,6 @@ int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6])
 	return 0;
 }
 
-unsigned net_mtu_bytes(enum ibv_mtu mtu)
-{
-	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
-}
-
 /* ---- log.h ---- */
 
 __attribute__((format(printf, 1, 0))) static void keep(const char *fmt, va_list ap)

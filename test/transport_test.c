@@ -317,10 +317,7 @@ static void setup(void)
 	dev.loop = ev_loop_new(EVFLAG_AUTO);
 	ck_assert_ptr_nonnull(dev.loop);
 	setup_port();
-	STAILQ_INIT(&dev.tp.notify_list);
-	TAILQ_INIT(&dev.tp.acks_due);
-	TAILQ_INIT(&dev.tp.ready);
-	TAILQ_INIT(&dev.tp.credit_wait);
+	sched_init(&dev);
 	dcqcn_defaults(&dev.tp.cc, 1.25e9);
 	dev.tp.find_ah = find_ah;
 	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000 };
@@ -1659,14 +1656,20 @@ START_TEST(test_nak_ends_the_request)
 }
 END_TEST
 
+/* Two requests of 10 bytes, wr_id 1 and 2, posted and sent as one packet each. */
+static void send_two(enum ibv_wr_opcode opcode, uint8_t wire_opcode)
+{
+	post_send(qp, swqe(1, opcode, 0, 10));
+	post_send(qp, swqe(2, opcode, 0, 10));
+	doorbell(qp);
+	expect_packet(wire_opcode, sq(0));
+	expect_packet(wire_opcode, sq(1));
+}
+
 /* A NAK for the second request: the first, before it, completed. */
 START_TEST(test_nak_of_the_second_completes_the_first)
 {
-	post_send(qp, swqe(1, IBV_WR_RDMA_WRITE, 0, 10));
-	post_send(qp, swqe(2, IBV_WR_RDMA_WRITE, 0, 10));
-	doorbell(qp);
-	expect_packet(WIRE_OP_RC_WRITE_ONLY, sq(0));
-	expect_packet(WIRE_OP_RC_WRITE_ONLY, sq(1));
+	send_two(IBV_WR_RDMA_WRITE, WIRE_OP_RC_WRITE_ONLY);
 	peer_ack(sq(1), WIRE_SYN_NAK_REM_ACCESS);
 	expect_cqe(1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	expect_cqe(2, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE);
@@ -1707,11 +1710,7 @@ static void no_retries(struct conn *c)
 START_TEST(test_sequence_nak_without_retries_left)
 {
 	reconnect(no_retries);
-	post_send(qp, swqe(1, IBV_WR_RDMA_WRITE, 0, 10));
-	post_send(qp, swqe(2, IBV_WR_RDMA_WRITE, 0, 10));
-	doorbell(qp);
-	expect_packet(WIRE_OP_RC_WRITE_ONLY, sq(0));
-	expect_packet(WIRE_OP_RC_WRITE_ONLY, sq(1));
+	send_two(IBV_WR_RDMA_WRITE, WIRE_OP_RC_WRITE_ONLY);
 	peer_ack(sq(0), WIRE_SYN_NAK_PSN_SEQ);
 	expect_cqe(1, IBV_WC_RETRY_EXC_ERR, IBV_WC_RDMA_WRITE);
 	expect_failed("IBV_WC_RETRY_EXC_ERR", PROTO_FAILED_retry_exceeded);
@@ -1784,11 +1783,7 @@ static void no_rnr_retries(struct conn *c)
 START_TEST(test_rnr_retries_run_out)
 {
 	reconnect(no_rnr_retries);
-	post_send(qp, swqe(1, IBV_WR_SEND, 0, 10));
-	post_send(qp, swqe(2, IBV_WR_SEND, 0, 10));
-	doorbell(qp);
-	expect_packet(WIRE_OP_RC_SEND_ONLY, sq(0));
-	expect_packet(WIRE_OP_RC_SEND_ONLY, sq(1));
+	send_two(IBV_WR_SEND, WIRE_OP_RC_SEND_ONLY);
 	peer_ack(sq(0), 0x20 | 1);
 	expect_cqe(1, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_SEND);
 	expect_failed("IBV_WC_RNR_RETRY_EXC_ERR", PROTO_FAILED_rnr_retry_exceeded);

@@ -168,12 +168,6 @@ static int cmd_fault(int argc, char **argv)
 }
 
 /* status, clients, mr, qp: what ibv_devinfo and rdma resource show print for an HCA. */
-static const char *const qp_states[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
-
-static const char *qp_state_name(uint32_t s)
-{
-	return s < sizeof(qp_states) / sizeof(qp_states[0]) ? qp_states[s] : "UNKNOWN";
-}
 
 static unsigned mtu_bytes(uint32_t mtu)
 {
@@ -316,7 +310,7 @@ static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 		      "\"last_refused\":\"%s\",\"last_failed\":\"%s\"}" :
 		      "pid %u qpn %u state %s peer %s dest_qpn %u sq_psn %u rq_psn %u path_mtu %u"
 		      " srtt_us %u rto_us %u rate_mbps %u last_refused %s last_failed %s\n",
-	       e->pid, e->qpn, qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,
+	       e->pid, e->qpn, proto_qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,
 	       mtu_bytes(e->path_mtu), e->srtt_us, e->rto_us, e->rate_mbps,
 	       reason_name(refusal_names, PROTO_NREFUSALS, e->last_refusal),
 	       reason_name(failure_names, PROTO_NFAILURES, e->last_failure));

@@ -400,10 +400,7 @@ int main(int argc, char **argv)
 	dev.loop = EV_DEFAULT;
 	join_layers(&dev);
 	LIST_INIT(&dev.ctl.clients);
-	STAILQ_INIT(&dev.tp.notify_list);
-	TAILQ_INIT(&dev.tp.acks_due);
-	TAILQ_INIT(&dev.tp.ready);
-	TAILQ_INIT(&dev.tp.credit_wait);
+	sched_init(&dev);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 	take_priority(o.nice);

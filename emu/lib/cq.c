@@ -22,20 +22,33 @@ void cq_release(struct rocemu_cq *cq)
 	free(cq);
 }
 
-/* fds[0] is the ring memfd, fds[1] the notify pipe. The memfd is closed once mapped:
+/* The ring the daemon sent in memfd fd, mapped and placed; the memfd is closed once mapped:
  * the mapping keeps the memory, and the fd would only count against the client's limit. */
+static int cq_map_ring(const struct proto_create_cq_reply *r, int fd, void **map,
+		       struct ring *ring)
+{
+	int err = r->entries ? ring_map(fd, r->ring_bytes, map) : EPROTO;
+
+	rpc_close_fds(&fd, 1);
+	if (err)
+		return err;
+	err = ring_place(ring, *map, (size_t)r->ring_bytes, 0, r->entries,
+			 sizeof(struct proto_cqe));
+	if (err)
+		munmap(*map, (size_t)r->ring_bytes);
+	return err;
+}
+
+/* fds[0] is the ring memfd, fds[1] the notify pipe. */
 static int cq_setup(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int *fds)
 {
-	int err = r->entries ? ring_map(fds[0], r->ring_bytes, &cq->map) : EPROTO;
+	int err = cq_map_ring(r, fds[0], &cq->map, &cq->ring);
 
-	rpc_close_fds(&fds[0], 1);
+	fds[0] = -1;
 	if (err)
 		return err;
 	cq->map_len = (size_t)r->ring_bytes;
-	err = ring_place(&cq->ring, cq->map, cq->map_len, 0, r->entries,
-			 sizeof(struct proto_cqe));
-	if (!err)
-		err = rpc_set_nonblock(fds[1]);
+	err = rpc_set_nonblock(fds[1]);
 	if (err) {
 		munmap(cq->map, cq->map_len);
 		return err;
@@ -88,17 +101,10 @@ static int cq_remap(struct rocemu_cq *cq, const struct proto_create_cq_reply *r,
 {
 	struct ring ring;
 	void *map;
-	int err = r->entries ? ring_map(fd, r->ring_bytes, &map) : EPROTO;
+	int err = cq_map_ring(r, fd, &map, &ring);
 
-	rpc_close_fds(&fd, 1);
 	if (err)
 		return err;
-	err = ring_place(&ring, map, (size_t)r->ring_bytes, 0, r->entries,
-			 sizeof(struct proto_cqe));
-	if (err) {
-		munmap(map, (size_t)r->ring_bytes);
-		return err;
-	}
 	ring.next = cq->ring.next;
 	munmap(cq->map, cq->map_len);
 	cq->map = map;

@@ -177,13 +177,6 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	return 0;
 }
 
-static const char *qp_state_name(enum ibv_qp_state s)
-{
-	static const char *const names[] = { "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" };
-
-	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "an unknown state";
-}
-
 /* Nobody consumes the rings of a daemon that is gone. Sends are taken from RTS on (IBA
  * C10-29: a post to a QP in RESET, INIT or RTR is an immediate error, as on rxe). */
 static int check_takes_sends(struct qp_priv *qp)
@@ -193,7 +186,7 @@ static int check_takes_sends(struct qp_priv *qp)
 	if (qp->pub.state == IBV_QPS_RESET || qp->pub.state == IBV_QPS_INIT ||
 	    qp->pub.state == IBV_QPS_RTR)
 		return rpc_fail(qp->pub.context, EINVAL, "QP 0x%06x takes sends from RTS on, not "
-				"in %s", qp->pub.qp_num, qp_state_name(qp->pub.state));
+				"in %s", qp->pub.qp_num, proto_qp_state_name(qp->pub.state));
 	return 0;
 }
 

@@ -239,21 +239,12 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 
 /* The QP's own SGE limits, as rxe checks them on every post: the device's are the
  * library's. The first request over its limit is refused with everything after it. */
-static int over_sge_limit(const struct ibv_send_wr *s, const struct ibv_recv_wr *r,
-			  uint32_t max_sge)
-{
-	int num_sge = s ? s->num_sge : r->num_sge;
-
-	return num_sge > (int)max_sge ? rv_refuse(EINVAL, s ? "ibv_post_send" : "ibv_post_recv",
-						  "more SGEs than the QP's cap allows") : 0;
-}
-
 static int check_send_sges(struct ibv_send_wr *wr, uint32_t max_sge, struct ibv_send_wr **bad)
 {
 	for (; wr; wr = wr->next)
-		if (over_sge_limit(wr, NULL, max_sge)) {
+		if (wr->num_sge > (int)max_sge) {
 			*bad = wr;
-			return EINVAL;
+			return rv_refuse(EINVAL, "ibv_post_send", "more SGEs than the QP's cap");
 		}
 	return 0;
 }
@@ -261,9 +252,9 @@ static int check_send_sges(struct ibv_send_wr *wr, uint32_t max_sge, struct ibv_
 static int check_recv_sges(struct ibv_recv_wr *wr, uint32_t max_sge, struct ibv_recv_wr **bad)
 {
 	for (; wr; wr = wr->next)
-		if (over_sge_limit(NULL, wr, max_sge)) {
+		if (wr->num_sge > (int)max_sge) {
 			*bad = wr;
-			return EINVAL;
+			return rv_refuse(EINVAL, "ibv_post_recv", "more SGEs than the QP's cap");
 		}
 	return 0;
 }

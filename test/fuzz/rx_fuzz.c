@@ -212,11 +212,6 @@ void net_rx_catch_up(struct port *port)
 	(void)port;
 }
 
-unsigned net_mtu_bytes(enum ibv_mtu mtu)
-{
-	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
-}
-
 void log_info(const char *fmt, ...)
 {
 	(void)fmt;
@@ -332,10 +327,7 @@ static void setup(void)
 	dev.port.link_mtu = 9000;
 	dev.port.max_mtu = dev.port.active_mtu = IBV_MTU_4096;
 	snprintf(dev.port.ifname, sizeof(dev.port.ifname), "fuzz0");
-	STAILQ_INIT(&dev.tp.notify_list);
-	TAILQ_INIT(&dev.tp.acks_due);
-	TAILQ_INIT(&dev.tp.ready);
-	TAILQ_INIT(&dev.tp.credit_wait);
+	sched_init(&dev);
 	dcqcn_defaults(&dev.tp.cc, 1.25e9);
 	dev.mrs = mr_table_new(64, 0);
 	MUST(dev.mrs != NULL);

@@ -19,11 +19,6 @@
 #include "emu/daemon/port/port.h"
 
 
-unsigned net_mtu_bytes(enum ibv_mtu mtu)
-{
-	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
-}
-
 /* The largest IB MTU whose biggest packet (IPv4, UDP, BTH, RETH, ImmDt, ICRC: 64 bytes
  * around the payload) fits the link MTU. */
 enum ibv_mtu net_mtu_for_link(unsigned link_mtu)

@@ -155,7 +155,11 @@ bool net_link_up(struct port *port);
 /* The link's speed in bytes per second as the kernel reports it; 10 Gb/s when it reports
  * none (lo) */
 double net_line_rate(const struct port *port);
-unsigned net_mtu_bytes(enum ibv_mtu mtu);
+/* The bytes of an IB MTU (0 for none): pure, so the transport's tests need no port for it */
+static inline unsigned net_mtu_bytes(enum ibv_mtu mtu)
+{
+	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
+}
 
 /* netpath.c: the TX batch and the fault stages. A frame is built in net_tx_slot() and
  * handed over with net_tx_commit(); net_flush() sends the batch before the loop waits. */

@@ -14,17 +14,6 @@
 #define DEFAULT_TIMEOUT 14   /* 4.096 us * 2^14 = 67 ms */
 #define DEFAULT_RETRY 7
 
-static const char *const state_names[] = {
-	[IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
-	[IBV_QPS_RTS] = "RTS", [IBV_QPS_SQD] = "SQD", [IBV_QPS_SQE] = "SQE",
-	[IBV_QPS_ERR] = "ERR",
-};
-
-static const char *state_name(uint32_t s)
-{
-	return s <= IBV_QPS_ERR ? state_names[s] : "unknown";
-}
-
 /* Verbs lets an RTS QP change only these on the fly; the rest would pull the path or the
  * PSNs out from under packets in flight. */
 #define RTS_MODIFIABLE (IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | \
@@ -284,7 +273,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 
 	if (to > IBV_QPS_ERR || !transition_ok(qp->state, to)) {
 		snprintf(err, errlen, "QP 0x%06x cannot go from %s to %s", qp->qpn,
-			 state_name(qp->state), state_name(to));
+			 proto_qp_state_name(qp->state), proto_qp_state_name(to));
 		return -EINVAL;
 	}
 	if (qp->state == IBV_QPS_RTS && to == IBV_QPS_RTS && (mask & ~rts_modifiable)) {
@@ -296,7 +285,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 	missing = required_mask(qp, to) & ~mask;
 	if (missing) {
 		snprintf(err, errlen, "QP 0x%06x %s -> %s needs attribute mask 0x%x too", qp->qpn,
-			 state_name(qp->state), state_name(to), missing);
+			 proto_qp_state_name(qp->state), proto_qp_state_name(to), missing);
 		return -EINVAL;
 	}
 	rc = check_attrs(qp, mask, a, err, errlen);

@@ -38,6 +38,14 @@ void sched_ready(struct qp *qp)
 	}
 }
 
+void sched_init(struct dev *dev)
+{
+	STAILQ_INIT(&dev->tp.notify_list);
+	TAILQ_INIT(&dev->tp.acks_due);
+	TAILQ_INIT(&dev->tp.ready);
+	TAILQ_INIT(&dev->tp.credit_wait);
+}
+
 bool sched_has_credit(struct qp *qp)
 {
 	struct dev *dev = qp->dev;

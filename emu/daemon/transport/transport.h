@@ -357,6 +357,9 @@ void comp_fail_head(struct qp *qp, enum proto_failure why);
  * together have DEV_MAX_INFLIGHT PSNs out; sched_account() brings the QP's share up to
  * date after its PSNs or its state moved; sched_forget() takes it off every queue and
  * gives its share back. */
+/* The device's queues the loop's turns serve, empty: completions to notify, ACKs due,
+ * requesters ready and held back by the credit. */
+void sched_init(struct dev *dev);
 void sched_ready(struct qp *qp);
 bool sched_has_credit(struct qp *qp);
 void sched_account(struct qp *qp);
