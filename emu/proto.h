@@ -15,11 +15,15 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 10
+#define PROTO_VERSION 11
 #define PROTO_MAX_MSG 1024
-#define PROTO_MAX_SGE 4
-#define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
-#define PROTO_MAX_RING 4096   /* entries per SQ, RQ or CQ */
+/* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
+ * queues here too. A WQE's slot in its ring holds only what its queue was made for
+ * (proto_swqe_stride, proto_rwqe_stride): a queue of 2^20 one-SGE WQEs is not 2^20 of
+ * the largest. */
+#define PROTO_MAX_SGE 32
+#define PROTO_MAX_INLINE 512  /* bytes of IBV_SEND_INLINE data: the room of 32 SGEs */
+#define PROTO_MAX_RING (1u << 20)  /* entries per SQ, RQ, SRQ or CQ */
 #define PROTO_MAX_GIDS 8      /* addresses a daemon serves: its port's GID table */
 
 enum proto_op {
@@ -161,6 +165,10 @@ struct proto_create_qp {
 	uint32_t sq_sig_all;
 	uint32_t srq;        /* the SRQ's handle, 0: the QP has its own receive queue */
 	uint32_t qp_type;    /* IBV_QPT_RC or IBV_QPT_UD */
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+	uint32_t pad;
 };
 
 /* An address handle: where a UD send goes (the QP number and Q_Key come with each
@@ -183,7 +191,7 @@ struct proto_create_srq {
 	uint32_t pd;
 	uint32_t max_wr;
 	uint32_t srq_limit;  /* 0: not armed */
-	uint32_t pad;
+	uint32_t max_sge;
 };
 
 struct proto_create_srq_reply {
@@ -215,6 +223,11 @@ struct proto_create_qp_reply {
 	uint32_t rq_entries;
 	uint64_t ring_bytes;
 	uint64_t rq_offset;  /* where the RQ ring starts in the memfd */
+	/* what the queues were made for (at least what was asked): the slots' sizes follow */
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+	uint32_t pad;
 };
 
 /* MODIFY_QP request and QUERY_QP reply body: the attributes rocemu understands. */
@@ -535,6 +548,30 @@ struct proto_cqe {
 	uint32_t solicited;  /* the message asked for a solicited event (BTH SE) */
 	uint32_t pad;
 };
+
+/* The size of a send WQE's slot in a ring made for max_sge SGEs and max_inline bytes of
+ * inline data: the fixed fields, then room for the larger of the two (they share it, as
+ * rxe sizes its WQEs), in whole SGEs. The QP then takes room / 16 SGEs and room bytes
+ * inline; a WQE uses only the part of sge[] or inline_data[] its slot has room for. */
+static inline uint32_t proto_swqe_room(uint32_t max_sge, uint32_t max_inline)
+{
+	uint32_t room = max_sge * (uint32_t)sizeof(struct proto_sge);
+
+	if (max_inline > room)
+		room = max_inline;
+	return (room + sizeof(struct proto_sge) - 1) & ~(uint32_t)(sizeof(struct proto_sge) - 1);
+}
+
+static inline uint32_t proto_swqe_stride(uint32_t room)
+{
+	return (uint32_t)__builtin_offsetof(struct proto_swqe, sge) + room;
+}
+
+static inline uint32_t proto_rwqe_stride(uint32_t max_sge)
+{
+	return (uint32_t)__builtin_offsetof(struct proto_rwqe, sge) +
+	       max_sge * (uint32_t)sizeof(struct proto_sge);
+}
 
 /* Ring memfd layouts. QP: ctl, SQ entries, then (at rq_offset) ctl, RQ entries.
  * CQ: ctl, CQ entries. */

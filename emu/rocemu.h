@@ -93,7 +93,7 @@ struct rocemu_qp_init_attr {
 	uint32_t max_send_sge;
 	int sq_sig_all;
 	uint32_t max_recv_sge;
-	uint32_t max_inline_data;  /* IBV_SEND_INLINE bytes per SEND or WRITE, at most 256 */
+	uint32_t max_inline_data;  /* IBV_SEND_INLINE bytes per SEND or WRITE, at most 512 */
 	struct rocemu_srq *srq;    /* receives come from it (max_recv_wr unused); NULL: its own */
 };
 

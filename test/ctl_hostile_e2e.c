@@ -255,6 +255,7 @@ static const size_t op_size[PROTO_OP_COUNT] = {
 	[PROTO_STATS] = sizeof(struct proto_handle),
 	[PROTO_SET_FAULT] = sizeof(struct proto_fault),
 	[PROTO_CREATE_AH] = sizeof(struct proto_create_ah),
+	[PROTO_CREATE_SRQ] = sizeof(struct proto_create_srq),
 };
 
 static size_t size_of_op(uint32_t op)
@@ -440,7 +441,8 @@ static int good_fail(struct good *g, const char *call_name, int err)
 
 static int good_open(struct good *g, const char *sock, int access)
 {
-	struct rocemu_qp_init_attr init = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1 };
+	struct rocemu_qp_init_attr init = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+					    .max_recv_sge = 1 };
 	int err;
 
 	g->buf = mmap(NULL, GOOD_PAGES * PAGE, PROT_READ | PROT_WRITE,
@@ -595,6 +597,12 @@ static int map_qp(struct qp_ring *r, struct answer *a)
 
 	if (a->nfds != 2)
 		return close_fds(a), e2e_mismatch("CREATE_QP came with %d descriptors", a->nfds), -1;
+	if (rep->max_send_sge != PROTO_MAX_SGE || rep->max_recv_sge != PROTO_MAX_SGE ||
+	    rep->max_inline_data != PROTO_MAX_INLINE)
+		return close_fds(a), e2e_mismatch("CREATE_QP made %u send SGEs, %u receive SGEs, "
+						  "%u bytes inline; 32 SGEs asked",
+						  rep->max_send_sge, rep->max_recv_sge,
+						  rep->max_inline_data), -1;
 	map = mmap(NULL, rep->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a->fds[0], 0);
 	if (map == MAP_FAILED)
 		return close_fds(a), e2e_mismatch("mapping the QP ring: %s", strerror(errno)), -1;
@@ -626,8 +634,11 @@ static int hostile_reg(struct hostile *h, struct answer *a)
 static int hostile_objects(struct hostile *h)
 {
 	struct proto_create_cq cq = { .hdr.op = PROTO_CREATE_CQ, .cqe = 64 };
+	/* slots made for the largest WQEs are whole structs, which the cases write */
 	struct proto_create_qp qp = { .hdr.op = PROTO_CREATE_QP, .max_send_wr = 16,
-				      .max_recv_wr = 16, .qp_type = IBV_QPT_RC };
+				      .max_recv_wr = 16, .qp_type = IBV_QPT_RC,
+				      .max_send_sge = PROTO_MAX_SGE,
+				      .max_recv_sge = PROTO_MAX_SGE };
 	struct answer a;
 
 	if (handle_op(h->fd, PROTO_ALLOC_PD, 0, &a, "ALLOC_PD") < 0)
@@ -882,11 +893,11 @@ static const struct msg_case msg_cases[] = {
 	{ .name = "handle: MODIFY_QP of QP 0xffffffff", .op = PROTO_MODIFY_QP,
 	  .p = SET(proto_modify_qp, handle, 0xffffffffu) },
 	{ .name = "cq: cqe 0", .op = PROTO_CREATE_CQ, .p = SET(proto_create_cq, cqe, 0) },
-	{ .name = "cq: cqe 4097", .op = PROTO_CREATE_CQ,
+	{ .name = "cq: cqe one above the limit", .op = PROTO_CREATE_CQ,
 	  .p = SET(proto_create_cq, cqe, PROTO_MAX_RING + 1) },
 	{ .name = "cq: cqe 0xffffffff", .op = PROTO_CREATE_CQ,
 	  .p = SET(proto_create_cq, cqe, 0xffffffffu) },
-	{ .name = "cq: control, cqe 4096", .op = PROTO_CREATE_CQ,
+	{ .name = "cq: control, cqe at the limit (2^20)", .op = PROTO_CREATE_CQ,
 	  .p = SET(proto_create_cq, cqe, PROTO_MAX_RING), .accept = true },
 	{ .name = "qp: PD 0", .op = PROTO_CREATE_QP, .p = SET(proto_create_qp, pd, 0) },
 	{ .name = "qp: PD 0xffffffff", .op = PROTO_CREATE_QP,
@@ -897,10 +908,22 @@ static const struct msg_case msg_cases[] = {
 	  .p = SET(proto_create_qp, recv_cq, 99) },
 	{ .name = "qp: max_send_wr 0", .op = PROTO_CREATE_QP,
 	  .p = SET(proto_create_qp, max_send_wr, 0) },
-	{ .name = "qp: max_send_wr 4097", .op = PROTO_CREATE_QP,
+	{ .name = "qp: max_send_wr one above the limit", .op = PROTO_CREATE_QP,
 	  .p = SET(proto_create_qp, max_send_wr, PROTO_MAX_RING + 1) },
-	{ .name = "qp: max_recv_wr 4097", .op = PROTO_CREATE_QP,
+	{ .name = "qp: max_recv_wr one above the limit", .op = PROTO_CREATE_QP,
 	  .p = SET(proto_create_qp, max_recv_wr, PROTO_MAX_RING + 1) },
+	{ .name = "qp: max_send_sge 33", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, max_send_sge, PROTO_MAX_SGE + 1) },
+	{ .name = "qp: max_recv_sge 0xffffffff", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, max_recv_sge, 0xffffffffu) },
+	{ .name = "qp: max_inline_data 513", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, max_inline_data, PROTO_MAX_INLINE + 1) },
+	{ .name = "qp: control, max_send_wr at the limit (2^20)", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, max_send_wr, PROTO_MAX_RING), .accept = true },
+	{ .name = "qp: control, max_recv_sge 32", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, max_recv_sge, PROTO_MAX_SGE), .accept = true },
+	{ .name = "qp: control, max_inline_data 512", .op = PROTO_CREATE_QP,
+	  .p = SET(proto_create_qp, max_inline_data, PROTO_MAX_INLINE), .accept = true },
 	{ .name = "qp: max_send_wr 0xffffffff", .op = PROTO_CREATE_QP,
 	  .p = SET(proto_create_qp, max_send_wr, 0xffffffffu) },
 	{ .name = "qp: type 3 (UC)", .op = PROTO_CREATE_QP,
@@ -910,6 +933,12 @@ static const struct msg_case msg_cases[] = {
 	  .p = SET(proto_create_qp, qp_type, 0xffffffffu) },
 	{ .name = "qp: control, the same CREATE_QP well formed (UD)", .op = PROTO_CREATE_QP,
 	  .accept = true },
+	{ .name = "srq: max_sge 33", .op = PROTO_CREATE_SRQ,
+	  .p = SET(proto_create_srq, max_sge, PROTO_MAX_SGE + 1) },
+	{ .name = "srq: max_wr one above the limit", .op = PROTO_CREATE_SRQ,
+	  .p = SET(proto_create_srq, max_wr, PROTO_MAX_RING + 1) },
+	{ .name = "srq: control, max_sge 32", .op = PROTO_CREATE_SRQ,
+	  .p = SET(proto_create_srq, max_sge, PROTO_MAX_SGE), .accept = true },
 	{ .name = "ah: PD 0", .op = PROTO_CREATE_AH, .p = SET(proto_create_ah, pd, 0) },
 	{ .name = "ah: PD 0xffffffff", .op = PROTO_CREATE_AH,
 	  .p = SET(proto_create_ah, pd, 0xffffffffu) },
@@ -949,6 +978,9 @@ static void default_msg(const struct hostile *h, uint32_t op, union msgbuf *m)
 		*(struct proto_create_qp *)m = (struct proto_create_qp){
 			.hdr.op = op, .pd = h->pd2, .send_cq = h->cq2, .recv_cq = h->cq2,
 			.max_send_wr = 4, .max_recv_wr = 4, .qp_type = IBV_QPT_UD };
+	} else if (op == PROTO_CREATE_SRQ) {
+		*(struct proto_create_srq *)m = (struct proto_create_srq){
+			.hdr.op = op, .pd = h->pd2, .max_wr = 4, .max_sge = 1 };
 	} else if (op == PROTO_CREATE_AH) {
 		struct proto_create_ah *ah = (struct proto_create_ah *)m;
 
@@ -1020,7 +1052,9 @@ static bool undo_control(struct hostile *h, uint32_t op, struct answer *a)
 {
 	const struct proto_handle_reply *r = (const void *)a->m.bytes;
 	uint32_t destroy = op == PROTO_REG_MR ? PROTO_DEREG_MR :
-			   op == PROTO_CREATE_CQ ? PROTO_DESTROY_CQ : PROTO_DESTROY_QP;
+			   op == PROTO_CREATE_CQ ? PROTO_DESTROY_CQ :
+			   op == PROTO_CREATE_SRQ ? PROTO_DESTROY_SRQ :
+			   op == PROTO_CREATE_AH ? PROTO_DESTROY_AH : PROTO_DESTROY_QP;
 	struct answer d;
 
 	close_fds(a);

@@ -1429,7 +1429,7 @@ static int setup_memory(struct env *e)
 static int setup_verbs(struct env *e)
 {
 	struct rocemu_qp_init_attr qa = { .max_send_wr = 16, .max_recv_wr = 16,
-					  .max_send_sge = 1 };
+					  .max_send_sge = 1, .max_recv_sge = 1 };
 	int err;
 
 	if (!(e->ctx = rocemu_open(e->sock))) {

@@ -571,6 +571,117 @@ static void case_resize_cq(void)
 		ibv_destroy_cq(cq);
 }
 
+/* A QP made for max_sge SGEs each way on a and b (RC, connected to each other). */
+static bool make_wide_pair(struct ibv_cq *cq, struct ibv_qp **a, struct ibv_qp **b, int sges)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = (uint32_t)sges,
+			 .max_recv_sge = (uint32_t)sges },
+	};
+
+	*a = ibv_create_qp(pd, &init);
+	*b = *a ? ibv_create_qp(pd, &init) : NULL;
+	return *b && !connect_qp(*a, (*b)->qp_num) && !connect_qp(*b, (*a)->qp_num);
+}
+
+/* The bytes an SGE list names, one after the other, into to; returns their number. */
+static uint32_t gathered(const struct ibv_sge *sge, int n, uint8_t *to)
+{
+	uint32_t len = 0;
+
+	for (int i = 0; i < n; i++) {
+		memcpy(to + len, (const void *)(uintptr_t)sge[i].addr, sge[i].length);
+		len += sge[i].length;
+	}
+	return len;
+}
+
+/* A SEND gathered from sges pieces of e's buffer, scattered into sges other pieces of it
+ * of the lengths in reverse order: the message must come out whole, in order. */
+static bool wide_send(struct end *e, struct ibv_qp *a, struct ibv_qp *b, int sges)
+{
+	struct ibv_sge out[32], in[32];
+	struct ibv_recv_wr rwr = { .wr_id = 2, .sg_list = in, .num_sge = sges }, *rbad;
+	struct ibv_send_wr swr = { .wr_id = 1, .sg_list = out, .num_sge = sges,
+				   .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_wc wc[2];
+	static uint8_t sent[32768], got[32768];
+	uint32_t sent_len;
+
+	for (int i = 0; i < sges; i++) {
+		out[i] = (struct ibv_sge){ (uintptr_t)e->buf + 100 * (uint32_t)i, 7 + (uint32_t)i,
+					   e->mr->lkey };
+		in[sges - 1 - i] = (struct ibv_sge){ (uintptr_t)e->buf + 32768 + 64 * (uint32_t)i,
+						     7 + (uint32_t)i, e->mr->lkey };
+	}
+	for (int i = 0; i < 32768; i++)
+		e->buf[i] = (uint8_t)(i * 7 + 3);
+	memset(e->buf + 32768, 0, 32768);
+	if (ibv_post_recv(b, &rwr, &rbad) || ibv_post_send(a, &swr, &sbad) ||
+	    wait_wc(e->cq, &wc[0], 2000) != IBV_WC_SUCCESS ||
+	    wait_wc(e->cq, &wc[1], 2000) != IBV_WC_SUCCESS)
+		return false;
+	sent_len = gathered(out, sges, sent);
+	return gathered(in, sges, got) == sent_len && memcmp(sent, got, sent_len) == 0 &&
+	       (wc[0].byte_len == sent_len || wc[1].byte_len == sent_len);
+}
+
+/* Queues as large as rxe's (ROCEV2-MORE.md section 6): the device's limits can be used
+ * whole, one past any of them is EINVAL, and a SEND of 32 SGEs into a receive of 32 lands
+ * byte for byte. */
+static void case_limits(void)
+{
+	struct ibv_device_attr da;
+	struct ibv_qp_init_attr big;
+	struct ibv_qp *qp, *a = NULL, *b = NULL;
+	struct end e = { 0 };
+	bool ok = ibv_query_device(ctx, &da) == 0;
+
+	CHECK("limits: at least rxe's: 2^20 WRs a queue and an SRQ, 32 SGEs, 32767 CQEs",
+	      ok && da.max_qp_wr >= 1 << 20 && da.max_srq_wr >= 1 << 20 && da.max_sge >= 32 &&
+	      da.max_cqe >= 32767);
+	e.cq = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0);
+	CHECK("limits: a CQ of max_cqe entries", e.cq != NULL);
+	if (!e.cq)
+		return;
+	big = (struct ibv_qp_init_attr){
+		.send_cq = e.cq, .recv_cq = e.cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = (uint32_t)da.max_qp_wr, .max_recv_wr = (uint32_t)da.max_qp_wr,
+			 .max_send_sge = (uint32_t)da.max_sge, .max_recv_sge = (uint32_t)da.max_sge,
+			 .max_inline_data = 512 },
+	};
+	qp = ibv_create_qp(pd, &big);
+	CHECK("limits: an RC QP of max_qp_wr WRs and max_sge SGEs each way, 512 bytes inline",
+	      qp && big.cap.max_send_wr >= (uint32_t)da.max_qp_wr &&
+	      big.cap.max_send_sge >= 32 && big.cap.max_inline_data >= 512);
+	if (qp)
+		ibv_destroy_qp(qp);
+	big.cap.max_send_wr = (uint32_t)da.max_qp_wr + 1;
+	CHECK("limits: max_send_wr one past max_qp_wr is EINVAL",
+	      !ibv_create_qp(pd, &big) && errno == EINVAL);
+	big.cap.max_send_wr = 4;
+	big.cap.max_inline_data = 513;
+	CHECK("limits: 513 bytes inline is EINVAL", !ibv_create_qp(pd, &big) && errno == EINVAL);
+	big.cap.max_inline_data = 0;
+	big.cap.max_send_sge = (uint32_t)da.max_sge + 1;
+	CHECK("limits: max_send_sge one past max_sge is EINVAL",
+	      !ibv_create_qp(pd, &big) && errno == EINVAL);
+	e.buf = aligned_alloc(4096, BUF);
+	e.mr = e.buf ? ibv_reg_mr(pd, e.buf, BUF, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	CHECK("limits: a SEND of 32 SGEs lands in a receive of 32, byte for byte",
+	      e.mr && make_wide_pair(e.cq, &a, &b, 32) && wide_send(&e, a, b, 32));
+	if (a)
+		ibv_destroy_qp(a);
+	if (b)
+		ibv_destroy_qp(b);
+	e.qp = NULL;
+	ibv_destroy_cq(e.cq);
+	if (e.mr)
+		ibv_dereg_mr(e.mr);
+	free(e.buf);
+}
+
 static void case_queue_depth(void)
 {
 	struct end a, b;
@@ -999,6 +1110,7 @@ int main(int argc, char **argv)
 	case_ud();
 	case_keys();
 	case_queue_depth();
+	case_limits();
 	case_resize_cq();
 	case_iova();
 	case_threads();

@@ -73,6 +73,7 @@ struct fake {
 	uint32_t cq_entries;
 	struct fake_ring qp;
 	uint32_t sq_entries, rq_entries;
+	uint32_t sq_stride, rq_stride;  /* as the daemon sizes the slots */
 	uint64_t rq_offset;
 	struct proto_modify_qp modify;
 	uint32_t next_handle;
@@ -317,10 +318,14 @@ static void on_create_qp(struct fake *f, const void *req, int fd)
 	struct proto_create_qp_reply r = { .r.hdr.op = PROTO_CREATE_QP };
 	int fds[2];
 
+	uint32_t room = proto_swqe_room(q->max_send_sge, q->max_inline_data);
+
 	(void)fd;
 	f->sq_entries = pow2_at_least(q->max_send_wr);
 	f->rq_entries = pow2_at_least(q->max_recv_wr);
-	f->rq_offset = proto_ring_bytes(f->sq_entries, sizeof(struct proto_swqe));
+	f->sq_stride = proto_swqe_stride(room);
+	f->rq_stride = proto_rwqe_stride(q->max_recv_sge);
+	f->rq_offset = proto_ring_bytes(f->sq_entries, f->sq_stride);
 	r = (struct proto_create_qp_reply){
 		.r.hdr.op = PROTO_CREATE_QP,
 		.handle = ++f->next_handle,
@@ -328,8 +333,10 @@ static void on_create_qp(struct fake *f, const void *req, int fd)
 		.sq_entries = f->sq_entries,
 		.rq_entries = f->rq_entries,
 		.rq_offset = f->rq_offset,
-		.ring_bytes = f->rq_offset + proto_ring_bytes(f->rq_entries,
-							      sizeof(struct proto_rwqe)),
+		.ring_bytes = f->rq_offset + proto_ring_bytes(f->rq_entries, f->rq_stride),
+		.max_send_sge = room / sizeof(struct proto_sge),
+		.max_recv_sge = q->max_recv_sge,
+		.max_inline_data = room,
 	};
 	fake_make_ring(&f->qp, r.ring_bytes, f->ring_start, f->rq_offset, fds);
 	fake_send(f, &r, sizeof(r), fds, 2);
@@ -1727,11 +1734,13 @@ END_TEST
 
 static struct rocemu_qp *qp;
 
+#define QP_SGES 2  /* what make_qp's queues are made for */
+
 static struct rocemu_qp *make_qp(uint32_t send_wr, uint32_t recv_wr)
 {
 	struct rocemu_qp_init_attr init = {
 		.send_cq = cq, .recv_cq = cq, .max_send_wr = send_wr, .max_recv_wr = recv_wr,
-		.max_send_sge = 2,
+		.max_send_sge = QP_SGES, .max_recv_sge = QP_SGES,
 	};
 	struct rocemu_qp *q = rocemu_create_qp(pd, &init);
 
@@ -1767,7 +1776,8 @@ static struct ibv_send_wr write_wr(uint64_t id)
 
 static const struct proto_swqe *sq_slot(uint32_t index)
 {
-	return (const struct proto_swqe *)(fake_sq(&fk) + 1) + (index & (fk.sq_entries - 1));
+	return (const struct proto_swqe *)((char *)(fake_sq(&fk) + 1) +
+					   (index & (fk.sq_entries - 1)) * fk.sq_stride);
 }
 
 START_TEST(test_qp_create)
@@ -1802,8 +1812,11 @@ START_TEST(test_post_send_writes_wqes)
 	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), 0);
 	ck_assert_ptr_null(bad);
 	ck_assert_uint_eq(__atomic_load_n(&fake_sq(&fk)->prod, __ATOMIC_ACQUIRE), 2);
-	ck_assert_mem_eq(sq_slot(0), &want[0], sizeof(want[0]));
-	ck_assert_mem_eq(sq_slot(1), &want[1], sizeof(want[1]));
+	/* a slot is the fixed fields and the SGEs given; the rest of its room is not read */
+	ck_assert_mem_eq(sq_slot(0), &want[0],
+			 offsetof(struct proto_swqe, sge) + 2 * sizeof(struct proto_sge));
+	ck_assert_mem_eq(sq_slot(1), &want[1],
+			 offsetof(struct proto_swqe, sge) + sizeof(struct proto_sge));
 	ck_assert_uint_gt(fake_doorbell(&fk), 0);
 }
 END_TEST
@@ -1867,28 +1880,28 @@ END_TEST
 
 START_TEST(test_post_send_too_many_sge)
 {
-	struct ibv_sge many[PROTO_MAX_SGE + 1] = { { 0 } };
+	struct ibv_sge many[QP_SGES + 1] = { { 0 } };
 	struct ibv_send_wr wr = write_wr(1), *bad = NULL;
 
 	ready_to_post(qp);
 	wr.sg_list = many;
-	wr.num_sge = PROTO_MAX_SGE + 1;
+	wr.num_sge = QP_SGES + 1;
 	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EINVAL);
 	ck_assert_ptr_eq(bad, &wr);
 	wr.num_sge = -1;
 	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), EINVAL);
 	ck_assert_uint_eq(fake_sq(&fk)->prod, 0);
 	ck_assert_uint_eq(fake_doorbell(&fk), 0); /* nothing posted, nothing rung */
-	wr.num_sge = PROTO_MAX_SGE;
+	wr.num_sge = QP_SGES;
 	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), 0);
-	ck_assert_uint_eq(sq_slot(0)->num_sge, PROTO_MAX_SGE);
+	ck_assert_uint_eq(sq_slot(0)->num_sge, QP_SGES);
 }
 END_TEST
 
 START_TEST(test_post_recv)
 {
 	struct ibv_recv_wr wr[5], *bad = NULL;
-	const struct proto_rwqe *slots = (const struct proto_rwqe *)(fake_rq(&fk) + 1);
+	const char *ring = (const char *)(fake_rq(&fk) + 1);
 	struct ibv_sge rsge[2] = { { .addr = 0x1000, .length = 10, .lkey = 7 },
 				   { .addr = 0x2000, .length = 20, .lkey = 8 } };
 
@@ -1902,12 +1915,16 @@ START_TEST(test_post_recv)
 	ck_assert_ptr_eq(bad, &wr[4]);
 	ck_assert_uint_eq(__atomic_load_n(&fake_rq(&fk)->prod, __ATOMIC_ACQUIRE), 4);
 	for (int i = 0; i < 4; i++) {
-		ck_assert_uint_eq(slots[i].wr_id, 50 + (uint64_t)i);
-		ck_assert_uint_eq(slots[i].num_sge, i == 1 ? 2 : 0);
+		const struct proto_rwqe *slot = (const void *)(ring + (size_t)i * fk.rq_stride);
+
+		ck_assert_uint_eq(slot->wr_id, 50 + (uint64_t)i);
+		ck_assert_uint_eq(slot->num_sge, i == 1 ? 2 : 0);
 	}
-	ck_assert_uint_eq(slots[1].sge[0].addr, 0x1000);
-	ck_assert_uint_eq(slots[1].sge[1].length, 20);
-	ck_assert_uint_eq(slots[1].sge[1].lkey, 8);
+	ck_assert_uint_eq(fk.rq_stride, proto_rwqe_stride(QP_SGES));
+	const struct proto_rwqe *second = (const void *)(ring + fk.rq_stride);
+	ck_assert_uint_eq(second->sge[0].addr, 0x1000);
+	ck_assert_uint_eq(second->sge[1].length, 20);
+	ck_assert_uint_eq(second->sge[1].lkey, 8);
 	ck_assert_uint_eq(fake_sq(&fk)->prod, 0);
 	ck_assert_uint_gt(fake_doorbell(&fk), 0);
 }
@@ -1915,8 +1932,8 @@ END_TEST
 
 START_TEST(test_post_recv_too_many_sge)
 {
-	struct ibv_sge rsge[PROTO_MAX_SGE + 1] = { { 0 } };
-	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = rsge, .num_sge = PROTO_MAX_SGE + 1 };
+	struct ibv_sge rsge[QP_SGES + 1] = { { 0 } };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = rsge, .num_sge = QP_SGES + 1 };
 	struct ibv_recv_wr *bad = NULL;
 
 	ready_to_post(qp);

@@ -111,7 +111,7 @@ static int create_qps(struct rocemu_context *ctx, struct rocemu_pd *pd, unsigned
 	for (unsigned i = 0; i < count; i++) {
 		struct rocemu_qp_init_attr a = {
 			.send_cq = cq, .recv_cq = cq, .max_send_wr = QP_DEPTH,
-			.max_recv_wr = QP_DEPTH, .max_send_sge = 1,
+			.max_recv_wr = QP_DEPTH, .max_send_sge = 1, .max_recv_sge = 1,
 		};
 		struct rocemu_qp *qp = rocemu_create_qp(pd, &a);
 

@@ -98,6 +98,7 @@
 #define PEER_QPN    0x00abcd
 #define UD_PEER_QPN 0x000077
 #define UD_QKEY     0x11110000u
+#define SGES        4                  /* what every queue here is made for */
 #define IMM_VALUE   0x11223344u
 #define REMOTE_VA   0x7f0000001000ull  /* where the requester's READs and WRITEs go */
 #define REMOTE_RKEY 0x00123456u
@@ -240,7 +241,9 @@ static void close_ring_fd(int fds[2])
 /* What op_create_qp does after qp_create: the PD and CQs. */
 static struct qp *new_qp(enum ibv_qp_type type)
 {
-	struct proto_create_qp req = { .max_send_wr = 16, .max_recv_wr = 16, .qp_type = type };
+	struct proto_create_qp req = { .max_send_wr = 16, .max_recv_wr = 16, .qp_type = type,
+				       .max_send_sge = SGES, .max_recv_sge = SGES,
+				       .max_inline_data = PROTO_MAX_INLINE };
 	int fds[2], err;
 	struct qp *q = qp_create(&owner, &req, fds, &err);
 
@@ -259,7 +262,8 @@ static void setup_queues(void)
 	cq = cq_create(&owner, 64, fds, &err);
 	ck_assert_ptr_nonnull(cq);
 	close_ring_fd(fds);
-	srq = srq_create(&owner, 8, 0, fds, &err);
+	srq = srq_create(&owner, &(struct proto_create_srq){ .max_wr = 8, .max_sge = SGES }, fds,
+			 &err);
 	ck_assert_ptr_nonnull(srq);
 	close_ring_fd(fds);
 	qp = new_qp(IBV_QPT_RC);
@@ -623,23 +627,24 @@ static uint64_t word_at(size_t off)
 	return v;
 }
 
-static void post_rwqe(struct proto_ring_ctl *ctl, struct proto_rwqe *ring, uint32_t entries,
-		      struct proto_rwqe w)
+/* A slot holds only what its queue was made for (stride bytes). */
+static void post_rwqe(struct proto_ring_ctl *ctl, uint8_t *ring, uint32_t entries,
+		      uint32_t stride, struct proto_rwqe w)
 {
 	uint32_t prod = ctl->prod;
 
-	ring[prod & (entries - 1)] = w;
+	memcpy(ring + (size_t)(prod & (entries - 1)) * stride, &w, stride);
 	__atomic_store_n(&ctl->prod, prod + 1, __ATOMIC_RELEASE);
 }
 
 static void post_recv(struct qp *q, struct proto_rwqe w)
 {
-	post_rwqe(q->rq_ctl, q->rq, q->rq_entries, w);
+	post_rwqe(q->rq_ctl, q->rq, q->rq_entries, q->rq_stride, w);
 }
 
 static void post_srq(struct proto_rwqe w)
 {
-	post_rwqe(srq->ctl, srq->ring, srq->entries, w);
+	post_rwqe(srq->ctl, srq->ring, srq->entries, srq->stride, w);
 }
 
 /* One SGE of len bytes at off in the receive MR. */
@@ -660,7 +665,7 @@ static void post_send(struct qp *q, struct proto_swqe w)
 {
 	uint32_t prod = q->sq_ctl->prod;
 
-	q->sq[prod & (q->sq_entries - 1)] = w;
+	memcpy(q->sq + (size_t)(prod & (q->sq_entries - 1)) * q->sq_stride, &w, q->sq_stride);
 	__atomic_store_n(&q->sq_ctl->prod, prod + 1, __ATOMIC_RELEASE);
 }
 

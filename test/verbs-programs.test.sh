@@ -123,10 +123,10 @@ grep -q '^rocemu:' "$WORK/abuse.err" &&
 	  failed "ibv_abuse: the verbs layer wrote on stderr without ROCEMU_DEBUG"; } ||
 	passed "ibv_abuse: every refusal an errno only, nothing on stderr"
 why=$("${IN_A[@]}" env ROCEMU_DEBUG=1 timeout 20 "$RUN" -D "$SOCK_A" ibv_rc_pingpong -g 0 \
-	-r 100000 2>&1 >/dev/null | grep '^rocemu:')
+	-r 2000000 2>&1 >/dev/null | grep '^rocemu:')
 [[ $why == *"ibv_create_"*" failed: Invalid argument: "* ]] &&
 	passed "ROCEMU_DEBUG=1: $why" ||
-	failed "ROCEMU_DEBUG=1 ibv_rc_pingpong -r 100000 did not say why its QP was refused: '$why'"
+	failed "ROCEMU_DEBUG=1 ibv_rc_pingpong -r 2000000 did not say why its QP was refused: '$why'"
 
 # Asynchronous events: the link of host a goes down and up, then its daemon stops.
 EVENTS_OUT=$WORK/events.out

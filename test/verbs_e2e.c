@@ -272,7 +272,8 @@ static struct conn_opts default_opts(void)
 static int end_open(struct end *e, struct node *n, struct rocemu_pd *pd, struct rocemu_srq *srq)
 {
 	struct rocemu_qp_init_attr a = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
-					 .max_send_sge = 2, .max_inline_data = INLINE_MAX,
+					 .max_send_sge = 2, .max_recv_sge = 4,
+					 .max_inline_data = INLINE_MAX,
 					 .srq = srq };
 
 	e->n = n;

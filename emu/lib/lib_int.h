@@ -59,6 +59,7 @@ struct ring {
 	struct proto_ring_ctl *ctl;
 	void *entries;
 	uint32_t count;         /* a power of two, or 0 for a ring that takes nothing */
+	uint32_t stride;        /* bytes per entry */
 	uint32_t next;          /* our side's private copy of the index we own */
 };
 
@@ -82,6 +83,7 @@ struct rocemu_srq {
 	void *map;
 	size_t map_len;
 	struct ring ring;       /* we produce, the daemon consumes */
+	uint32_t max_sge;
 	int event_fd;
 	LIST_ENTRY(rocemu_srq) link;
 };
@@ -93,6 +95,8 @@ struct qp_priv {
 	struct ring sq;         /* we produce, the daemon consumes */
 	struct ring rq;
 	int doorbell_fd;
+	uint32_t max_send_sge;  /* what the rings' slots have room for */
+	uint32_t max_recv_sge;
 	uint32_t max_inline;
 	bool has_srq;           /* its receives come from an SRQ */
 	bool ud;                /* a UD QP: SENDs only, each to an address handle */
@@ -161,6 +165,11 @@ int ring_map(int fd, uint64_t bytes, void **map);
  * bytes; EPROTO when it does not fit or count is no power of two within the limit. */
 int ring_place(struct ring *r, void *map, size_t map_len, uint64_t off, uint32_t count,
 	       size_t entry_size);
+/* The entry of ring index idx. */
+static inline void *ring_slot(const struct ring *r, uint32_t idx)
+{
+	return (char *)r->entries + (size_t)(idx & (r->count - 1)) * r->stride;
+}
 static inline uint32_t ring_load(const uint32_t *index)
 {
 	return __atomic_load_n(index, __ATOMIC_ACQUIRE);

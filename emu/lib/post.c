@@ -5,6 +5,7 @@
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -58,11 +59,13 @@ static int check_atomic_wr(struct rocemu_context *ctx, const struct ibv_send_wr 
 	return 0;
 }
 
-static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct ibv_sge *sg_list)
+/* A WQE's slot has room for the SGEs its queue was made with, no more. */
+static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct ibv_sge *sg_list,
+			 uint32_t max_sge)
 {
-	if (num_sge < 0 || num_sge > PROTO_MAX_SGE || (num_sge && !sg_list))
-		return rpc_fail(ctx, EINVAL, "num_sge %d: at most %d, with an sg_list", num_sge,
-				PROTO_MAX_SGE);
+	if (num_sge < 0 || (uint32_t)num_sge > max_sge || (num_sge && !sg_list))
+		return rpc_fail(ctx, EINVAL, "num_sge %d: the queue was made for at most %u, "
+				"with an sg_list", num_sge, max_sge);
 	return 0;
 }
 
@@ -122,7 +125,7 @@ static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	if (!opcode_supported(wr->opcode))
 		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM], SEND [WITH IMM "
 				"or INV], RDMA READ and the two atomics are supported", (int)wr->opcode);
-	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
+	if (check_sg_list(ctx, wr->num_sge, wr->sg_list, qp->max_send_sge))
 		return EINVAL;
 	if (is_atomic(wr->opcode) && check_atomic_wr(ctx, wr))
 		return EINVAL;
@@ -140,6 +143,8 @@ static void copy_sg_list(struct proto_sge *to, const struct ibv_sge *from, int n
 					    .lkey = from[i].lkey };
 }
 
+/* The fixed fields are built aside and copied: the slot ends where its room does, so the
+ * whole struct must never be written to it. */
 static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 {
 	struct proto_swqe *slot;
@@ -147,8 +152,8 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 
 	if (err)
 		return err;
-	slot = (struct proto_swqe *)qp->sq.entries + (qp->sq.next & (qp->sq.count - 1));
-	*slot = (struct proto_swqe){
+	slot = ring_slot(&qp->sq, qp->sq.next);
+	memcpy(slot, &(struct proto_swqe){
 		.wr_id = wr->wr_id,
 		.opcode = wr->opcode,
 		.flags = wr->send_flags,
@@ -156,7 +161,7 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		.rkey = wr->wr.rdma.rkey,
 		.imm = wr->imm_data,
 		.num_sge = (uint32_t)wr->num_sge,
-	};
+	}, offsetof(struct proto_swqe, sge));
 	if (qp->ud) {
 		slot->ah = ((struct rocemu_ah *)wr->wr.ud.ah)->handle;
 		slot->remote_qpn = wr->wr.ud.remote_qpn;
@@ -214,28 +219,31 @@ int rocemu_post_send(struct rocemu_qp *pub, struct ibv_send_wr *wr, struct ibv_s
 }
 
 /* One receive WQE into ring r (a QP's RQ or an SRQ). */
-static int post_one_recv(struct rocemu_context *ctx, struct ring *r, const struct ibv_recv_wr *wr)
+static int post_one_recv(struct rocemu_context *ctx, struct ring *r, uint32_t max_sge,
+			 const struct ibv_recv_wr *wr)
 {
 	struct proto_rwqe *slot;
 
-	if (check_sg_list(ctx, wr->num_sge, wr->sg_list))
+	if (check_sg_list(ctx, wr->num_sge, wr->sg_list, max_sge))
 		return EINVAL;
 	if (ring_full(r))
 		return rpc_fail(ctx, ENOMEM, "the receive queue is full (%u entries)", r->count);
-	slot = (struct proto_rwqe *)r->entries + (r->next & (r->count - 1));
-	*slot = (struct proto_rwqe){ .wr_id = wr->wr_id, .num_sge = (uint32_t)wr->num_sge };
+	slot = ring_slot(r, r->next);
+	slot->wr_id = wr->wr_id;
+	slot->num_sge = (uint32_t)wr->num_sge;
+	slot->pad = 0;
 	copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);
 	r->next++;
 	return 0;
 }
 
-static int post_recv_list(struct rocemu_context *ctx, struct ring *r, struct ibv_recv_wr *wr,
-			  struct ibv_recv_wr **bad)
+static int post_recv_list(struct rocemu_context *ctx, struct ring *r, uint32_t max_sge,
+			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	int err = ctx->dead ? rpc_gone(ctx) : 0;
 
 	while (wr && !err) {
-		err = post_one_recv(ctx, r, wr);
+		err = post_one_recv(ctx, r, max_sge, wr);
 		if (!err)
 			wr = wr->next;
 	}
@@ -266,7 +274,7 @@ int rocemu_post_recv(struct rocemu_qp *pub, struct ibv_recv_wr *wr, struct ibv_r
 				"in RESET", pub->qp_num);
 	}
 	start = qp->rq.next;
-	err = post_recv_list(pub->context, &qp->rq, wr, bad);
+	err = post_recv_list(pub->context, &qp->rq, qp->max_recv_sge, wr, bad);
 	if (qp->rq.next != start)
 		ring_doorbell(qp, &qp->rq);
 	return err;
@@ -282,7 +290,7 @@ int rocemu_post_srq_recv(struct rocemu_srq *srq, struct ibv_recv_wr *wr,
 	if (!srq)
 		return EINVAL;
 	start = srq->ring.next;
-	err = post_recv_list(srq->ctx, &srq->ring, wr, bad);
+	err = post_recv_list(srq->ctx, &srq->ring, srq->max_sge, wr, bad);
 	if (srq->ring.next != start)
 		ring_store(&srq->ring.ctl->prod, srq->ring.next);
 	return err;

@@ -20,12 +20,20 @@ void qp_release(struct qp_priv *qp)
  * confined to the bytes before it. */
 static int qp_place_rings(struct qp_priv *qp, const struct proto_create_qp_reply *r)
 {
-	int err = ring_place(&qp->rq, qp->map, qp->map_len, r->rq_offset, r->rq_entries,
-			     sizeof(struct proto_rwqe));
+	int err;
 
+	if (r->max_send_sge > PROTO_MAX_SGE || r->max_recv_sge > PROTO_MAX_SGE ||
+	    r->max_inline_data > PROTO_MAX_INLINE)
+		return EPROTO;
+	qp->max_send_sge = r->max_send_sge;
+	qp->max_recv_sge = r->max_recv_sge;
+	qp->max_inline = r->max_inline_data;
+	err = ring_place(&qp->rq, qp->map, qp->map_len, r->rq_offset, r->rq_entries,
+			 proto_rwqe_stride(qp->max_recv_sge));
 	if (!err)
 		err = ring_place(&qp->sq, qp->map, (size_t)r->rq_offset, 0, r->sq_entries,
-				 sizeof(struct proto_swqe));
+				 proto_swqe_stride(proto_swqe_room(qp->max_send_sge,
+								   qp->max_inline)));
 	if (err)
 		return err;
 	qp->sq.next = qp->sq.ctl->prod;
@@ -80,6 +88,9 @@ static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr
 		.sq_sig_all = attr->sq_sig_all != 0,
 		.srq = attr->srq ? attr->srq->handle : 0,
 		.qp_type = attr->qp_type ? (uint32_t)attr->qp_type : IBV_QPT_RC,
+		.max_send_sge = attr->max_send_sge,
+		.max_recv_sge = attr->max_recv_sge,
+		.max_inline_data = attr->max_inline_data,
 	};
 	struct proto_create_qp_reply r;
 	int fds[2] = { -1, -1 };
@@ -124,12 +135,15 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	qp->pub.context = pd->ctx;
 	qp->pub.pd = pd;
 	qp->pub.state = IBV_QPS_RESET;
-	qp->max_inline = attr->max_inline_data;
 	qp->has_srq = attr->srq != NULL;
 	qp->ud = attr->qp_type == IBV_QPT_UD;
-	/* what ibv_create_qp reports in cap: the queues made, at least what was asked */
+	/* what ibv_create_qp reports in cap: the queues made, at least what was asked (SGEs
+	 * and inline data share a send slot's room, as on rxe) */
 	attr->max_send_wr = qp->sq.count;
 	attr->max_recv_wr = qp->has_srq ? 0 : qp->rq.count;
+	attr->max_send_sge = qp->max_send_sge;
+	attr->max_recv_sge = qp->has_srq ? 0 : qp->max_recv_sge;
+	attr->max_inline_data = qp->max_inline;
 	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
 	return &qp->pub;
 }

@@ -30,7 +30,8 @@ int ring_place(struct ring *r, void *map, size_t map_len, uint64_t off, uint32_t
 {
 	uint64_t room;
 
-	if (count > PROTO_MAX_RING || (count & (count - 1)) != 0)
+	if (count > PROTO_MAX_RING || (count & (count - 1)) != 0 || entry_size == 0 ||
+	    entry_size > UINT32_MAX)
 		return EPROTO;
 	/* Misaligned indices would not be atomic, misaligned entries not portable. */
 	if (off % sizeof(uint64_t) != 0 || off > map_len)
@@ -42,5 +43,6 @@ int ring_place(struct ring *r, void *map, size_t map_len, uint64_t off, uint32_t
 	r->ctl = (struct proto_ring_ctl *)((char *)map + off);
 	r->entries = r->ctl + 1;
 	r->count = count;
+	r->stride = (uint32_t)entry_size;
 	return 0;
 }

@@ -26,7 +26,7 @@ static int srq_setup(struct rocemu_srq *srq, const struct proto_create_srq_reply
 		return err;
 	srq->map_len = (size_t)r->ring_bytes;
 	err = ring_place(&srq->ring, srq->map, srq->map_len, 0, r->entries,
-			 sizeof(struct proto_rwqe));
+			 proto_rwqe_stride(srq->max_sge));
 	if (!err)
 		err = rpc_set_nonblock(fds[1]);
 	if (err) {
@@ -60,9 +60,11 @@ struct rocemu_srq *rocemu_create_srq(struct rocemu_pd *pd, struct ibv_srq_init_a
 	req.pd = pd->handle;
 	req.max_wr = attr->attr.max_wr;
 	req.srq_limit = attr->attr.srq_limit;
+	req.max_sge = attr->attr.max_sge;
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return NULL;
+	srq->max_sge = req.max_sge;
 	err = rpc_call(pd->ctx, &in, &out);
 	if (!err && (err = srq_setup(srq, &r, fds))) {
 		rpc_close_fds(fds, 2);
@@ -77,7 +79,6 @@ struct rocemu_srq *rocemu_create_srq(struct rocemu_pd *pd, struct ibv_srq_init_a
 	srq->ctx = pd->ctx;
 	srq->handle = r.handle;
 	attr->attr.max_wr = r.entries;
-	attr->attr.max_sge = PROTO_MAX_SGE;
 	LIST_INSERT_HEAD(&pd->ctx->srqs, srq, link);
 	return srq;
 }
@@ -108,7 +109,7 @@ int rocemu_query_srq(struct rocemu_srq *srq, struct ibv_srq_attr *attr)
 	req.handle = srq->handle;
 	err = rpc_call(srq->ctx, &in, &out);
 	if (!err)
-		*attr = (struct ibv_srq_attr){ .max_wr = r.max_wr, .max_sge = PROTO_MAX_SGE,
+		*attr = (struct ibv_srq_attr){ .max_wr = r.max_wr, .max_sge = srq->max_sge,
 					       .srq_limit = r.srq_limit };
 	return err;
 }

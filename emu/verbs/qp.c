@@ -43,7 +43,7 @@ static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
-/* made gets the queues' sizes, which the QP's cap reports. */
+/* made gets the queues' sizes and the room of their slots, which the QP's cap reports. */
 static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a,
 				struct ibv_qp_cap *made)
 {
@@ -69,6 +69,9 @@ static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init
 	*made = a->cap;
 	made->max_send_wr = init.max_send_wr;
 	made->max_recv_wr = init.max_recv_wr;
+	made->max_send_sge = init.max_send_sge;
+	made->max_recv_sge = init.max_recv_sge;
+	made->max_inline_data = init.max_inline_data;
 	return qp;
 }
 

@@ -378,7 +378,8 @@ static int cmd_objs(int argc, char **argv)
 	for (unsigned i = 0; i < nqp; i++) {
 		struct rocemu_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
 						  .max_send_wr = QP_SEND_WR,
-						  .max_recv_wr = QP_RECV_WR, .max_send_sge = 1 };
+						  .max_recv_wr = QP_RECV_WR, .max_send_sge = 1,
+						  .max_recv_sge = 1 };
 		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 					 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 		struct rocemu_qp *qp = rocemu_create_qp(pd, &ia);
@@ -414,7 +415,7 @@ struct end {
 static void end_open(struct end *e, const char *sock, size_t size)
 {
 	struct rocemu_qp_init_attr ia = { .max_send_wr = 16, .max_recv_wr = 16,
-					  .max_send_sge = 1 };
+					  .max_send_sge = 1, .max_recv_sge = 1 };
 	size_t len = (size + PAGE - 1) / PAGE * PAGE;
 	int err;
 

@@ -43,6 +43,9 @@
 #include "wire/wire.h"
 
 #define PAGE        4096u
+/* The rings of queues made for PROTO_MAX_SGE SGEs, as arrays of whole WQEs. */
+#define SQ(q)       ((struct proto_swqe *)(q)->sq)
+#define RQ(q)       ((struct proto_rwqe *)(q)->rq)
 #define BUF_PAGES   8
 #define MAIN_OFF    (2 * PAGE + 100)   /* inside page 2 ... */
 #define MAIN_LEN    (3 * PAGE - 63)    /* ... to inside page 5 */
@@ -285,8 +288,10 @@ static void setup_memory(void)
 
 static void setup_objects(void)
 {
+	/* made for the largest WQEs: their slots are whole structs, as written below */
 	struct proto_create_qp req = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
-				       .qp_type = IBV_QPT_RC };
+				       .qp_type = IBV_QPT_RC, .max_send_sge = PROTO_MAX_SGE,
+				       .max_recv_sge = PROTO_MAX_SGE };
 	int fds[2], err;
 
 	cq = cq_create(&owner, CQ_DEPTH, fds, &err);
@@ -294,7 +299,8 @@ static void setup_objects(void)
 	close(fds[0]);      /* the ring memfd: the daemon keeps its own mapping */
 	MUST(fcntl(cq->client_end, F_SETFL, O_NONBLOCK) == 0);
 	qp = qp_create(&owner, &req, fds, &err);
-	MUST(qp != NULL);
+	MUST(qp != NULL && qp->sq_stride == sizeof(struct proto_swqe) &&
+	     qp->rq_stride == sizeof(struct proto_rwqe));
 	close(fds[0]);
 	req.qp_type = IBV_QPT_UD;
 	udqp = qp_create(&owner, &req, fds, &err);
@@ -303,7 +309,9 @@ static void setup_objects(void)
 	udqp->pd = pd;
 	udqp->send_cq = udqp->recv_cq = cq;
 	cq->users += 2;
-	srq = srq_create(&owner, QP_DEPTH, 0, fds, &err);
+	srq = srq_create(&owner, &(struct proto_create_srq){ .max_wr = QP_DEPTH,
+							     .max_sge = PROTO_MAX_SGE },
+			 fds, &err);
 	MUST(srq != NULL);
 	close(fds[0]);
 	MUST(fcntl(srq->client_end, F_SETFL, O_NONBLOCK) == 0);
@@ -374,7 +382,7 @@ static void post_writes(uint8_t flags2)
 	uint32_t prod = qp->sq_ctl->prod;
 
 	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++, prod++) {
-		struct proto_swqe *s = &qp->sq[prod & (qp->sq_entries - 1)];
+		struct proto_swqe *s = &SQ(qp)[prod & (qp->sq_entries - 1)];
 		bool read = w[i].opcode == IBV_WR_RDMA_READ ||
 			    w[i].opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 
@@ -387,7 +395,7 @@ static void post_writes(uint8_t flags2)
 							keys[K_MAIN] };
 	}
 	if (flags2 & G_BAD_WQE)
-		qp->sq[(prod - 1) & (qp->sq_entries - 1)].sge[0].lkey = keys[K_BAD_BYTE];
+		SQ(qp)[(prod - 1) & (qp->sq_entries - 1)].sge[0].lkey = keys[K_BAD_BYTE];
 	__atomic_store_n(&qp->sq_ctl->prod, prod, __ATOMIC_RELEASE);
 }
 
@@ -414,7 +422,7 @@ static void post_ud_receives(void)
 	uint32_t prod = udqp->rq_ctl->prod;
 
 	for (uint32_t i = 0; i < udqp->rq_entries; i++, prod++)
-		udqp->rq[prod & (udqp->rq_entries - 1)] = (struct proto_rwqe){
+		RQ(udqp)[prod & (udqp->rq_entries - 1)] = (struct proto_rwqe){
 			.wr_id = 2000 + i, .num_sge = 2,
 			.sge = { { IOVA_BASE + MAIN_OFF + 16, 700, keys[K_MAIN] },
 				 { IOVA_BASE + (i % 3 == 2 ? PD2_OFF : MAIN_OFF + 2000),
@@ -469,9 +477,9 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 	qp->srq = (flags2 & G_SRQ) ? srq : NULL;
 	reset_srq(flags2);
 	if ((flags & F_RECV) && qp->srq)
-		post_receives(srq->ctl, srq->ring, srq->entries);
+		post_receives(srq->ctl, (struct proto_rwqe *)srq->ring, srq->entries);
 	else if ((flags & F_RECV) && !(flags2 & G_UD))
-		post_receives(qp->rq_ctl, qp->rq, qp->rq_entries);
+		post_receives(qp->rq_ctl, RQ(qp), qp->rq_entries);
 	if ((flags2 & G_RQ_LIE) && qp->srq)
 		__atomic_store_n(&srq->ctl->prod, srq->cons + srq->entries + 1, __ATOMIC_RELEASE);
 	else if (flags2 & G_RQ_LIE)

@@ -81,6 +81,7 @@ static int create_objects(struct endpoint *ep, const struct options *o)
 		.max_send_wr = o->tx_depth,
 		.max_recv_wr = MAX_RECV_WR,
 		.max_send_sge = 1,
+		.max_recv_sge = 1,
 		.sq_sig_all = 0,
 	};
 

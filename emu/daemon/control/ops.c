@@ -353,9 +353,14 @@ int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 			 "and %u", PROTO_MAX_RING, m->max_wr, m->srq_limit);
 		return -EINVAL;
 	}
+	if (m->max_sge > PROTO_MAX_SGE) {
+		op_error(rep, "an SRQ's WQEs hold at most %u SGEs, not %u", PROTO_MAX_SGE,
+			 m->max_sge);
+		return -EINVAL;
+	}
 	if (too_many_queues(c, rep))
 		return -EDQUOT;
-	srq = srq_create(&c->own, m->max_wr, m->srq_limit, rep->fds, &rc);
+	srq = srq_create(&c->own, m, rep->fds, &rc);
 	if (!srq) {
 		op_error(rep, "cannot create an SRQ: %s", strerror(-rc));
 		return rc;
@@ -447,6 +452,13 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 		op_error(rep, "queue depths go from 1 to %u", PROTO_MAX_RING);
 		return -EINVAL;
 	}
+	if (m->max_send_sge > PROTO_MAX_SGE || m->max_recv_sge > PROTO_MAX_SGE ||
+	    m->max_inline_data > PROTO_MAX_INLINE) {
+		op_error(rep, "max_send_sge %u, max_recv_sge %u, max_inline_data %u: at most %u, "
+			 "%u and %u", m->max_send_sge, m->max_recv_sge, m->max_inline_data,
+			 PROTO_MAX_SGE, PROTO_MAX_SGE, PROTO_MAX_INLINE);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -487,6 +499,9 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 	r->rq_entries = qp->rq_entries;
 	r->ring_bytes = qp->ring_bytes;
 	r->rq_offset = (uint64_t)((char *)qp->rq_ctl - (char *)qp->ring_map);
+	r->max_send_sge = qp->max_send_sge;
+	r->max_recv_sge = qp->max_recv_sge;
+	r->max_inline_data = qp->max_inline;
 	rep->nfds = 2;
 	rep->close_first = true;
 	return 0;

@@ -363,19 +363,28 @@ static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *r
 {
 	size_t sq_bytes, rq_bytes;
 
+	uint32_t room = proto_swqe_room(req->max_send_sge, req->max_inline_data);
+
 	qp->sq_entries = pow2_at_least(req->max_send_wr ? req->max_send_wr : 1);
 	qp->rq_entries = pow2_at_least(req->max_recv_wr ? req->max_recv_wr : 1);
-	sq_bytes = proto_ring_bytes(qp->sq_entries, sizeof(struct proto_swqe));
-	rq_bytes = proto_ring_bytes(qp->rq_entries, sizeof(struct proto_rwqe));
+	qp->max_send_sge = room / sizeof(struct proto_sge);
+	qp->max_inline = room;
+	qp->max_recv_sge = req->max_recv_sge;
+	qp->sq_stride = proto_swqe_stride(room);
+	qp->rq_stride = proto_rwqe_stride(qp->max_recv_sge);
+	sq_bytes = proto_ring_bytes(qp->sq_entries, qp->sq_stride);
+	rq_bytes = proto_ring_bytes(qp->rq_entries, qp->rq_stride);
 	qp->ring_bytes = sq_bytes + rq_bytes;
 	qp->ring_map = ring_alloc("rocemu-qp", qp->ring_bytes, ring_fd);
 	qp->req.wqes = calloc(qp->sq_entries, sizeof(*qp->req.wqes));
-	if (!qp->ring_map || !qp->req.wqes)
+	qp->req.sges = calloc((size_t)qp->sq_entries * (qp->max_send_sge ? qp->max_send_sge : 1),
+			      sizeof(*qp->req.sges));
+	if (!qp->ring_map || !qp->req.wqes || !qp->req.sges)
 		return -ENOMEM;
 	qp->sq_ctl = qp->ring_map;
-	qp->sq = (struct proto_swqe *)(qp->sq_ctl + 1);
+	qp->sq = (uint8_t *)(qp->sq_ctl + 1);
 	qp->rq_ctl = (struct proto_ring_ctl *)((char *)qp->ring_map + sq_bytes);
-	qp->rq = (struct proto_rwqe *)(qp->rq_ctl + 1);
+	qp->rq = (uint8_t *)(qp->rq_ctl + 1);
 	return 0;
 }
 
@@ -390,6 +399,7 @@ static void qp_free(struct qp *qp, int ring_fd)
 	if (qp->client_end >= 0)
 		close(qp->client_end);
 	free(qp->req.wqes);
+	free(qp->req.sges);
 	reply_free(qp);
 	free(qp);
 }

@@ -12,7 +12,9 @@
 
 #define MAX_MESSAGE (1ull << 31)
 
-static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
+/* The SGEs are copied only once their number is known to fit the slot they came from. */
+static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w,
+				     const struct proto_swqe *in)
 {
 	uint64_t total = 0;
 
@@ -21,8 +23,9 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 	    (wqe_wants_response(w) && qp->attr.max_rd_atomic == 0) ||
 	    (wqe_is_atomic(w) && (w->remote_addr & 7)))
 		return IBV_WC_LOC_QP_OP_ERR;
-	if (w->num_sge > PROTO_MAX_SGE)
+	if (!sq_wqe_fits(qp, in, false))
 		return IBV_WC_LOC_LEN_ERR;
+	memcpy(w->sge, in->sge, (size_t)in->num_sge * sizeof(*w->sge));
 	for (uint32_t i = 0; i < w->num_sge; i++) {
 		const struct proto_sge *s = &w->sge[i];
 
@@ -38,21 +41,25 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w)
 	return IBV_WC_SUCCESS;
 }
 
-static enum ibv_wc_status check_inline(const struct send_wqe *w)
+static enum ibv_wc_status check_inline(const struct qp *qp, const struct send_wqe *w,
+				       const struct proto_swqe *in)
 {
 	if (!wqe_is_send(w) && !wqe_is_write(w))
 		return IBV_WC_LOC_QP_OP_ERR;
-	return w->length <= PROTO_MAX_INLINE ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
+	return sq_wqe_fits(qp, in, true) ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
 }
 
 /* Copies one entry out of the shared ring first, so the client cannot change it between
  * the checks and the use. */
 static void fetch_one(struct qp *qp, uint32_t idx)
 {
-	struct proto_swqe in = qp->sq[idx & (qp->sq_entries - 1)];
+	struct proto_swqe in;
 	struct send_wqe *w = wqe_at(qp, idx);
+	uint32_t slot = idx & (qp->sq_entries - 1);
 
+	sq_copy(qp, idx, &in);
 	memset(w, 0, sizeof(*w));
+	w->sge = qp->req.sges + (size_t)slot * qp->max_send_sge;
 	w->wr_id = in.wr_id;
 	w->opcode = in.opcode;
 	w->signaled = qp->sq_sig_all || (in.flags & IBV_SEND_SIGNALED);
@@ -67,11 +74,12 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->inlined = (in.flags & IBV_SEND_INLINE) && !wqe_wants_response(w);
 	if (w->inlined) {
 		w->length = in.inline_len;
-		w->local_error = check_inline(w);
+		w->local_error = check_inline(qp, w, &in);
 	} else {
-		memcpy(w->sge, in.sge, sizeof(w->sge));
-		w->local_error = check_sges(qp, w);
+		w->local_error = check_sges(qp, w, &in);
 	}
+	if (w->local_error != IBV_WC_SUCCESS)
+		w->num_sge = 0;
 }
 
 /* Takes what the client posted. A producer index more than a ring ahead of what we
@@ -129,7 +137,7 @@ static uint8_t packet_opcode(const struct send_wqe *w, uint32_t k)
  * sends; its length was checked when w was fetched. */
 static const uint8_t *inline_payload(const struct qp *qp, const struct send_wqe *w)
 {
-	return qp->sq[w - qp->req.wqes].inline_data;
+	return sq_slot(qp, (uint32_t)(w - qp->req.wqes))->inline_data;
 }
 
 /* Packet k of request w, with PSN psn: headers, payload gathered from the local MRs straight

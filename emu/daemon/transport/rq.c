@@ -11,9 +11,12 @@
 #include "emu/daemon/log.h"
 #include "emu/daemon/transport/transport.h"
 
-static struct proto_rwqe *rq_head(struct qp *qp)
+/* Slots hold the WQE's fixed fields and the SGEs the queue was made for: only those are
+ * copied, and a WQE claiming more is refused by rq_take. */
+static const struct proto_rwqe *rq_head(struct qp *qp)
 {
-	return &qp->rq[qp->resp.rq_cons & (qp->rq_entries - 1)];
+	return (const struct proto_rwqe *)(qp->rq + (size_t)(qp->resp.rq_cons & (qp->rq_entries - 1)) *
+					   qp->rq_stride);
 }
 
 /* An SRQ's head is copied out and consumed at once, as rxe does (another QP may take the
@@ -33,7 +36,8 @@ static int srq_take(struct srq *srq, struct proto_rwqe *out)
 	}
 	if (prod == srq->cons)
 		return -EAGAIN;
-	memcpy(out, &srq->ring[srq->cons & (srq->entries - 1)], sizeof(*out));
+	memcpy(out, srq->ring + (size_t)(srq->cons & (srq->entries - 1)) * srq->stride,
+	       srq->stride);
 	srq->cons++;
 	__atomic_store_n(&srq->ctl->cons, srq->cons, __ATOMIC_RELEASE);
 	if (srq->limit && prod - srq->cons < srq->limit) {
@@ -56,7 +60,7 @@ static int own_take(struct qp *qp, struct proto_rwqe *out)
 	}
 	if (prod == qp->resp.rq_cons)
 		return -EAGAIN;
-	memcpy(out, rq_head(qp), sizeof(*out));
+	memcpy(out, rq_head(qp), qp->rq_stride);
 	return 0;
 }
 
@@ -74,8 +78,10 @@ int rq_take(struct qp *qp)
 	qp->resp.recv_held = true;
 	r->placed = 0;
 	r->length = 0;
-	if (r->wqe.num_sge > PROTO_MAX_SGE)
+	if (r->wqe.num_sge > (qp->srq ? qp->srq->max_sge : qp->max_recv_sge)) {
+		r->wqe.num_sge = 0;
 		return -EINVAL;
+	}
 	for (uint32_t i = 0; i < r->wqe.num_sge; i++)
 		r->length += r->wqe.sge[i].length;
 	return 0;
@@ -90,7 +96,7 @@ int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 
 	if (!qp->resp.recv_held)
 		return -EPROTO;
-	if (r->wqe.num_sge > PROTO_MAX_SGE || n > r->length - r->placed)
+	if (n > r->length - r->placed)
 		return -ERANGE;
 	rc = sgl_scatter(qp, r->wqe.sge, r->wqe.num_sge, r->placed, data, n);
 	if (rc == 0)

@@ -9,7 +9,7 @@
 #include "emu/daemon/transport/transport.h"
 
 /* A shared receive queue: its ring, and a pipe for its limit event. */
-struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds[2],
+struct srq *srq_create(struct owner *o, const struct proto_create_srq *req, int fds[2],
 		       int *err)
 {
 	struct srq *srq = calloc(1, sizeof(*srq));
@@ -21,9 +21,11 @@ struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds
 		return NULL;
 	}
 	srq->owner = o;
-	srq->entries = pow2_at_least(max_wr);
-	srq->limit = limit;
-	srq->ring_bytes = proto_ring_bytes(srq->entries, sizeof(struct proto_rwqe));
+	srq->entries = pow2_at_least(req->max_wr);
+	srq->limit = req->srq_limit;
+	srq->max_sge = req->max_sge;
+	srq->stride = proto_rwqe_stride(srq->max_sge);
+	srq->ring_bytes = proto_ring_bytes(srq->entries, srq->stride);
 	map = ring_alloc("rocemu-srq", srq->ring_bytes, &fds[0]);
 	*err = map ? ring_channel_open(ends, 1) : -errno;
 	if (*err) {
@@ -35,7 +37,7 @@ struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds
 		return NULL;
 	}
 	srq->ctl = map;
-	srq->ring = (struct proto_rwqe *)(srq->ctl + 1);
+	srq->ring = (uint8_t *)(srq->ctl + 1);
 	srq->event_fd = ends[1];
 	srq->client_end = ends[0];
 	fds[1] = ends[0];

@@ -16,6 +16,7 @@
 #include <infiniband/verbs.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/queue.h>
 #include <sys/types.h>
 
@@ -44,7 +45,9 @@ struct srq {
 	uint32_t handle;
 	uint32_t entries;
 	struct proto_ring_ctl *ctl;
-	struct proto_rwqe *ring;
+	uint8_t *ring;               /* entries slots of stride bytes: proto_rwqe_stride */
+	uint32_t stride;
+	uint32_t max_sge;
 	size_t ring_bytes;
 	uint32_t cons;               /* WQEs taken */
 	uint32_t limit;              /* armed when nonzero */
@@ -80,7 +83,7 @@ struct send_wqe {
 	uint32_t rkey;
 	uint32_t imm;
 	uint32_t num_sge;
-	struct proto_sge sge[PROTO_MAX_SGE];
+	struct proto_sge *sge;       /* its slot's max_send_sge entries in qp->req.sges */
 	uint64_t length;
 	uint64_t compare_add;        /* atomics */
 	uint64_t swap;
@@ -156,11 +159,16 @@ struct qp {
 	void *ring_map;
 	size_t ring_bytes;
 	struct proto_ring_ctl *sq_ctl;
-	struct proto_swqe *sq;
+	uint8_t *sq;                 /* sq_entries slots of sq_stride bytes (proto.h) */
 	uint32_t sq_entries;
+	uint32_t sq_stride;
+	uint32_t max_send_sge;       /* what a send slot has room for */
+	uint32_t max_inline;
 	struct proto_ring_ctl *rq_ctl;
-	struct proto_rwqe *rq;
+	uint8_t *rq;                 /* rq_entries slots of rq_stride bytes */
 	uint32_t rq_entries;
+	uint32_t rq_stride;
+	uint32_t max_recv_sge;
 	int doorbell_fd;             /* our (read) end of the doorbell pipe */
 	int client_end;              /* the write end, handed to the client */
 	ev_io doorbell;
@@ -173,6 +181,7 @@ struct qp {
 	 * sent */
 	struct qp_req {
 		struct send_wqe *wqes;       /* sq_entries, by ring slot */
+		struct proto_sge *sges;      /* max_send_sge for each of them */
 		uint32_t fetch_idx;
 		uint32_t send_idx;
 		uint32_t send_pkt;           /* packet of wqes[send_idx] to send next */
@@ -243,7 +252,7 @@ int cq_destroy(struct cq *cq);
 /* A new ring of at least cqe entries, the completions not yet polled moved into it (0 and
  * its memfd in *fd; -EINVAL when they would not fit) */
 int cq_resize(struct cq *cq, uint32_t cqe, int *fd);
-struct srq *srq_create(struct owner *o, uint32_t max_wr, uint32_t limit, int fds[2],
+struct srq *srq_create(struct owner *o, const struct proto_create_srq *req, int fds[2],
 		       int *err);
 int srq_destroy(struct srq *srq);
 void cq_push(struct cq *cq, const struct proto_cqe *cqe);
@@ -273,6 +282,26 @@ static inline uint32_t qp_packets(const struct qp *qp, uint64_t len)
 static inline bool qp_takes_requests(const struct qp *qp)
 {
 	return qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS || qp->state == IBV_QPS_SQD;
+}
+
+/* A send slot of the shared ring: only its sq_stride bytes are the WQE's. */
+static inline const struct proto_swqe *sq_slot(const struct qp *qp, uint32_t idx)
+{
+	return (const struct proto_swqe *)(qp->sq +
+					   (size_t)(idx & (qp->sq_entries - 1)) * qp->sq_stride);
+}
+
+/* Copies send slot idx out of the ring, so the client cannot change it between the checks
+ * and the use. Past the slot's room *out holds nothing of the WQE: sq_wqe_fits says
+ * whether the WQE stays within it. */
+static inline void sq_copy(const struct qp *qp, uint32_t idx, struct proto_swqe *out)
+{
+	memcpy(out, sq_slot(qp, idx), qp->sq_stride);
+}
+
+static inline bool sq_wqe_fits(const struct qp *qp, const struct proto_swqe *in, bool inlined)
+{
+	return inlined ? in->inline_len <= qp->max_inline : in->num_sge <= qp->max_send_sge;
 }
 
 /* The send queue's WQEs, as requester and completer see them */

@@ -33,15 +33,16 @@ static void complete_send(struct qp *qp, const struct proto_swqe *in, uint64_t l
 }
 
 /* The bytes a request carries, or a local error when it cannot be sent at all. */
-static enum ibv_wc_status datagram_length(const struct proto_swqe *in, uint64_t *length)
+static enum ibv_wc_status datagram_length(const struct qp *qp, const struct proto_swqe *in,
+					  uint64_t *length)
 {
 	*length = 0;
+	if (!sq_wqe_fits(qp, in, in->flags & IBV_SEND_INLINE))
+		return IBV_WC_LOC_LEN_ERR;
 	if (in->flags & IBV_SEND_INLINE) {
 		*length = in->inline_len;
-		return in->inline_len <= PROTO_MAX_INLINE ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
+		return IBV_WC_SUCCESS;
 	}
-	if (in->num_sge > PROTO_MAX_SGE)
-		return IBV_WC_LOC_LEN_ERR;
 	for (uint32_t i = 0; i < in->num_sge; i++)
 		*length += in->sge[i].length;
 	return IBV_WC_SUCCESS;
@@ -89,7 +90,7 @@ static enum ibv_wc_status send_one(struct qp *qp, const struct proto_swqe *in,
 
 	if (!is_send_opcode(in->opcode) || !ah || ah->pd != qp->pd)
 		return IBV_WC_LOC_QP_OP_ERR;
-	st = datagram_length(in, length);
+	st = datagram_length(qp, in, length);
 	if (st != IBV_WC_SUCCESS)
 		return st;
 	if (*length > qp->pmtu) {
@@ -126,8 +127,7 @@ void ud_pump(struct qp *qp)
 			sched_ready(qp);
 			return;
 		}
-		/* copied first: the client cannot change it between the checks and the use */
-		in = qp->sq[qp->comp.idx & (qp->sq_entries - 1)];
+		sq_copy(qp, qp->comp.idx, &in);
 		st = send_one(qp, &in, &length);
 
 		complete_send(qp, &in, length, st);
