@@ -410,6 +410,13 @@ START_TEST(test_every_refusal_is_reached_and_named)
 	ck_assert_int_eq(parse_with(d + 50, 0x67, &seen), CM_MAD_BAD_MTU);
 	ck_assert_int_eq(parse_with(d + 50, 0xf7, &seen), CM_MAD_BAD_MTU);
 	ck_assert_int_eq(parse_with(d + 50, 0x57, &seen), CM_MAD_OK);
+	/* a refused REQ keeps what the daemon needs to answer it with a REJ */
+	memcpy(big, valid_mad, CM_MAD_LEN);
+	big[d + 50] = 0x07;
+	ck_assert_int_eq(cm_mad_parse(big, CM_MAD_LEN, &m), CM_MAD_BAD_MTU);
+	ck_assert_uint_eq(m.hdr.attr_id, CM_ATTR_REQ);
+	ck_assert_uint_eq(m.req.local_comm_id, (uint32_t)valid_mad[d] << 24 |
+			  (uint32_t)valid_mad[d + 1] << 16 | valid_mad[d + 2] << 8 | valid_mad[d + 3]);
 
 	/* the REQ's bytes taken as other messages, their codes and lengths in range */
 	valid_mad[17] = CM_ATTR_REJ;

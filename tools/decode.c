@@ -36,7 +36,7 @@ struct cm_item {
 	const char *text;
 	const char *json;
 	uint64_t value;
-	int hex_digits;     /* text: hex of this many digits; 0: decimal */
+	int hex_digits;     /* text: hex of this many digits; 0: decimal; -1: the name alone */
 	const char *name;   /* the value's meaning, when it has a name */
 };
 

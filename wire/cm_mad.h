@@ -273,8 +273,10 @@ struct cm_mad {
 };
 
 /* Reads a MAD of len bytes (exactly CM_MAD_LEN) into out, or names the first way it is not
- * a CM message this codec carries. Reserved bits are ignored. out is filled only on
- * CM_MAD_OK, apart from out->hdr once the header was read. */
+ * a CM message this codec carries. Reserved bits are ignored. On a refusal out holds what
+ * was read before it: out->hdr once the fixed header fields passed, the message too when
+ * only its values were refused (so a REQ with a bad transport can still be answered with a
+ * REJ to its comm ID). */
 enum cm_mad_status cm_mad_parse(const uint8_t *buf, size_t len, struct cm_mad *out);
 
 /* Writes the 256 bytes of mad (reserved bits zero). Returns CM_MAD_LEN, or 0 when mad is not
