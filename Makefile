@@ -32,7 +32,8 @@ EV_LIBS    := -lev
 TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c tools/ctl_client.c)
 PROGRAMS     := $(BUILD)/rocemuctl $(BUILD)/rocemud $(BUILD)/rdma-write
 TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/memreg_test \
-                $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test
+                $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test \
+                $(BUILD)/test/cm_mad_test
 # Unit tests that need neither root nor the network, seconds in all: `make unit`.
 UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
@@ -94,6 +95,7 @@ all: $(VERBS_SO) $(BUILD)/rocemu-run
 
 $(BUILD)/test/icrc_test: $(BUILD)/test/icrc_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/wire_test: $(BUILD)/test/wire_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
+$(BUILD)/test/cm_mad_test: $(BUILD)/test/cm_mad_test.o $(TEST_COMMON) $(LIB_WIRE) $(LIB_ICRC)
 $(BUILD)/test/memreg_test: $(BUILD)/test/memreg_test.o $(TEST_COMMON) $(LIB_MEMREG)
 $(BUILD)/test/lib_test: $(BUILD)/test/lib_test.o $(TEST_COMMON) $(LIB_ROCEMU)
 # DCQCN's arithmetic alone: the one daemon object with no loop and no sockets in it.

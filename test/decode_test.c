@@ -1,11 +1,14 @@
 /* decode: agreement with EXPECTED.tsv on every shared capture, and its JSON shape. */
 #include <check.h>
+#include <pcap/pcap.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test/testutil.h"
 #include "tools/decode.h"
+#include "wire/cm_mad.h"
 
 START_TEST(test_agrees_with_expected)
 {
@@ -107,6 +110,117 @@ START_TEST(test_text_lines)
 }
 END_TEST
 
+/* The CM MADs a ConnectX sent for an NVMe-oF discovery: what rdma_cm set up, in the line. */
+START_TEST(test_cm_mads_in_text)
+{
+	struct decode_summary sum;
+	char *text = decode_to_string("magnate3_nvme__document__nvme-discover.pcap", false, &sum);
+
+	if (!text)
+		return;
+	ck_assert_ptr_nonnull(strstr(text, "icrc ok  cm REQ comm 0x3eb0bde5 service "
+				     "0x0000000001061144 qpn 0x0000dc psn 0x017c2d cma 2.2.2.1 "
+				     "port 49964 -> 2.2.2.3 port 4420\n"));
+	ck_assert_ptr_nonnull(strstr(text, "  cm REP comm 0xe8ac7105 remote 0x3eb0bde5 qpn "
+				     "0x00008d psn 0xdc37af\n"));
+	ck_assert_ptr_nonnull(strstr(text, "  cm RTU comm 0x3eb0bde5 remote 0xe8ac7105\n"));
+	ck_assert_ptr_nonnull(strstr(text, "  cm DREQ comm 0x3eb0bde5 remote 0xe8ac7105 qpn "
+				     "0x00008d\n"));
+	ck_assert_ptr_nonnull(strstr(text, "  cm DREP comm 0xe8ac7105 remote 0x3eb0bde5\n"));
+	ck_assert_int_eq(sum.cm_mads, 5);
+	ck_assert_int_eq(sum.cm_malformed, 0);
+	ck_assert_int_eq(sum.per_cm_attr[CM_ATTR_REQ], 1);
+	ck_assert_int_eq(sum.per_cm_attr[CM_ATTR_DREP], 1);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_cm_mads_in_json)
+{
+	struct decode_summary sum;
+	char *text = decode_to_string("magnate3_soft-roce__rdma-write-read__ibdump__read2.pcap",
+				      true, &sum);
+
+	if (!text)
+		return;
+	ck_assert_ptr_nonnull(strstr(text, ",\"cm\":{\"attr\":\"REQ\",\"tid\":47940235123,"
+				     "\"local_comm_id\":1945072937,\"service_id\":17182777,"
+				     "\"qpn\":313,\"psn\":15746512,\"cma\":{\"ip_version\":4,"
+				     "\"src\":\"172.17.242.47\",\"dst\":\"172.17.242.56\","
+				     "\"src_port\":51198,\"dst_port\":12345}}}\n"));
+	ck_assert_ptr_nonnull(strstr(text, ",\"cm\":{\"attr\":\"DREP\","));
+	ck_assert_int_eq(sum.cm_mads, 5);
+	free(text);
+}
+END_TEST
+
+/* Frames no capture holds: a REJ, and MADs the codec refuses, written to a pcap of our own. */
+static void dump_mad_frames(const char *path)
+{
+	static const struct wire_path wp = { .src_mac = { 2, 0, 0, 0, 0, 1 },
+					     .dst_mac = { 2, 0, 0, 0, 0, 2 },
+					     .src_ip = 0x010012c6, .dst_ip = 0x020012c6,
+					     .src_port = 0xc0de, .ttl = 64 };
+	struct cm_mad rej = { .hdr = { .tid = 1, .attr_id = CM_ATTR_REJ } };
+	uint8_t mad[CM_MAD_LEN], frame[512];
+	pcap_t *dead = pcap_open_dead(DLT_EN10MB, 65535);
+	pcap_dumper_t *d = pcap_dump_open(dead, path);
+	struct pcap_pkthdr h = { 0 };
+
+	ck_assert_ptr_nonnull(d);
+	rej.rej.local_comm_id = 0x11111111;
+	rej.rej.remote_comm_id = 0x22222222;
+	rej.rej.reason = CM_REJ_INVALID_SERVICE_ID;
+	rej.rej.message_rejected = CM_MSG_REQ;
+	ck_assert_uint_eq(cm_mad_build(&rej, mad), CM_MAD_LEN);
+	for (int i = 0; i < 3; i++) {
+		if (i == 1)
+			mad[17] = CM_ATTR_LAP;
+		h.caplen = h.len = (bpf_u_int32)cm_mad_frame(frame, sizeof(frame), &wp, 1, 7, mad);
+		if (i == 2)     /* the DETH's Q_Key, in an ICRC-covered byte: recompute nothing */
+			frame[WIRE_BASE_LEN + 3] = 0x02;
+		pcap_dump((u_char *)d, &h, frame);
+	}
+	pcap_dump_close(d);
+	pcap_close(dead);
+}
+
+START_TEST(test_cm_rej_and_refusals_named)
+{
+	char path[] = "/tmp/rocemu-decode-cm.XXXXXX", err[512], *text = NULL;
+	struct decode_summary sum;
+	size_t size = 0;
+	FILE *out;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	dump_mad_frames(path);
+	out = open_memstream(&text, &size);
+	ck_assert_int_eq(decode_file(path, out, false, &sum, err, sizeof(err)), 0);
+	fclose(out);
+	ck_assert_ptr_nonnull(strstr(text, "  cm REJ comm 0x11111111 remote 0x22222222 reason 8 "
+				     "(invalid service ID) of REQ\n"));
+	ck_assert_ptr_nonnull(strstr(text, "  cm malformed: unsupported attribute (LAP, APR, "
+				     "ClassPortInfo)\n"));
+	ck_assert_ptr_nonnull(strstr(text, "icrc BAD  cm malformed: Q_Key is not the GSI's "
+				     "0x80010000\n"));
+	ck_assert_int_eq(sum.cm_mads, 3);
+	ck_assert_int_eq(sum.cm_malformed, 2);
+	ck_assert_int_eq(sum.per_cm_attr[CM_ATTR_REJ], 1);
+	free(text);
+	text = NULL;
+	out = open_memstream(&text, &size);
+	ck_assert_int_eq(decode_file(path, out, true, &sum, err, sizeof(err)), 0);
+	fclose(out);
+	ck_assert_ptr_nonnull(strstr(text, "\"reason\":8,\"reason_name\":\"invalid service ID\","
+				     "\"message_rejected\":0,\"message_rejected_name\":\"REQ\"}"));
+	ck_assert_ptr_nonnull(strstr(text, ",\"cm\":{\"error\":\"unsupported attribute"));
+	free(text);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_missing_file)
 {
 	struct decode_summary sum;
@@ -130,6 +244,9 @@ int main(void)
 	tcase_add_test(tc, test_json_objects);
 	tcase_add_test(tc, test_undecodable_packets_name_the_reason);
 	tcase_add_test(tc, test_text_lines);
+	tcase_add_test(tc, test_cm_mads_in_text);
+	tcase_add_test(tc, test_cm_mads_in_json);
+	tcase_add_test(tc, test_cm_rej_and_refusals_named);
 	tcase_add_test(tc, test_missing_file);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

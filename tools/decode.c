@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "wire/cm_mad.h"
 #include "wire/wire.h"
 
 static void format_ip(const struct wire_pkt *pkt, const uint8_t *addr, char *buf, size_t len)
@@ -13,8 +14,183 @@ static void format_ip(const struct wire_pkt *pkt, const uint8_t *addr, char *buf
 	inet_ntop(pkt->ip_version == 4 ? AF_INET : AF_INET6, addr, buf, (socklen_t)len);
 }
 
+/* A CM MAD in a UD SEND to QP 1, as far as it decodes. */
+struct cm_view {
+	bool present;
+	enum cm_mad_status st;
+	struct cm_mad mad;
+};
+
+static void read_cm(const uint8_t *frame, const struct wire_pkt *pkt, struct cm_view *v)
+{
+	const uint8_t *mad;
+
+	v->st = cm_mad_in_frame(frame, pkt, &mad);
+	v->present = v->st != CM_MAD_NOT_GSI;
+	if (v->st == CM_MAD_OK)
+		v->st = cm_mad_parse(mad, CM_MAD_LEN, &v->mad);
+}
+
+/* One value of a CM message, labelled for the text line and for JSON. */
+struct cm_item {
+	const char *text;
+	const char *json;
+	uint64_t value;
+	int hex_digits;     /* text: hex of this many digits; 0: decimal; -1: the name alone */
+	const char *name;   /* the value's meaning, when it has a name */
+};
+
+#define CM_MAX_ITEMS 8
+
+static const char *msg_code_name(uint8_t code)
+{
+	static const char *const names[] = { "REQ", "REP", "other" };
+
+	return code < 3 ? names[code] : "reserved";
+}
+
+static int copy_items(const struct cm_item in[], int n, struct cm_item *out)
+{
+	memcpy(out, in, (size_t)n * sizeof(*in));
+	return n;
+}
+
+/* What the line shows of each message: comm IDs, service ID, QPN, PSN, reasons by name. */
+static int cm_items(const struct cm_mad *m, struct cm_item *it)
+{
+	switch (m->hdr.attr_id) {
+	case CM_ATTR_REQ:
+		return copy_items((const struct cm_item[]){
+			{ "comm", "local_comm_id", m->req.local_comm_id, 8, NULL },
+			{ "service", "service_id", m->req.service_id, 16, NULL },
+			{ "qpn", "qpn", m->req.local_qpn, 6, NULL },
+			{ "psn", "psn", m->req.starting_psn, 6, NULL } }, 4, it);
+	case CM_ATTR_REP:
+		return copy_items((const struct cm_item[]){
+			{ "comm", "local_comm_id", m->rep.local_comm_id, 8, NULL },
+			{ "remote", "remote_comm_id", m->rep.remote_comm_id, 8, NULL },
+			{ "qpn", "qpn", m->rep.local_qpn, 6, NULL },
+			{ "psn", "psn", m->rep.starting_psn, 6, NULL } }, 4, it);
+	case CM_ATTR_REJ:
+		return copy_items((const struct cm_item[]){
+			{ "comm", "local_comm_id", m->rej.local_comm_id, 8, NULL },
+			{ "remote", "remote_comm_id", m->rej.remote_comm_id, 8, NULL },
+			{ "reason", "reason", m->rej.reason, 0, cm_rej_reason_name(m->rej.reason) },
+			{ "of", "message_rejected", m->rej.message_rejected, -1,
+			  msg_code_name(m->rej.message_rejected) } }, 4, it);
+	case CM_ATTR_MRA:
+		return copy_items((const struct cm_item[]){
+			{ "comm", "local_comm_id", m->mra.local_comm_id, 8, NULL },
+			{ "remote", "remote_comm_id", m->mra.remote_comm_id, 8, NULL },
+			{ "of", "message_mraed", m->mra.message_mraed, -1,
+			  msg_code_name(m->mra.message_mraed) },
+			{ "timeout", "service_timeout", m->mra.service_timeout, 0, NULL } }, 4, it);
+	case CM_ATTR_RTU:
+	case CM_ATTR_DREP:
+		return copy_items((const struct cm_item[]){
+			{ "comm", "local_comm_id", m->rtu.local_comm_id, 8, NULL },
+			{ "remote", "remote_comm_id", m->rtu.remote_comm_id, 8, NULL } }, 2, it);
+	case CM_ATTR_DREQ:
+		return copy_items((const struct cm_item[]){
+			{ "comm", "local_comm_id", m->dreq.local_comm_id, 8, NULL },
+			{ "remote", "remote_comm_id", m->dreq.remote_comm_id, 8, NULL },
+			{ "qpn", "remote_qpn", m->dreq.remote_qpn, 6, NULL } }, 3, it);
+	case CM_ATTR_SIDR_REQ:
+		return copy_items((const struct cm_item[]){
+			{ "request", "request_id", m->sidr_req.request_id, 8, NULL },
+			{ "service", "service_id", m->sidr_req.service_id, 16, NULL } }, 2, it);
+	case CM_ATTR_SIDR_REP:
+		return copy_items((const struct cm_item[]){
+			{ "request", "request_id", m->sidr_rep.request_id, 8, NULL },
+			{ "status", "status", m->sidr_rep.status, 0,
+			  cm_sidr_status_name(m->sidr_rep.status) },
+			{ "qpn", "qpn", m->sidr_rep.qpn, 6, NULL },
+			{ "qkey", "qkey", m->sidr_rep.qkey, 8, NULL } }, 4, it);
+	default:
+		return 0;
+	}
+}
+
+/* A REQ's CMA header: addresses, the active side's port and, from an IP service ID, the
+ * listener's. False when the private data holds none (a REQ not from rdma_cm). */
+struct cma_view {
+	struct cm_cma_hdr hdr;
+	char src[INET6_ADDRSTRLEN];
+	char dst[INET6_ADDRSTRLEN];
+	uint16_t dst_port;
+};
+
+static bool read_cma(const struct cm_mad *m, struct cma_view *v)
+{
+	int af;
+	uint16_t space;
+
+	if (m->hdr.attr_id != CM_ATTR_REQ ||
+	    !cm_cma_parse(m->req.private_data, sizeof(m->req.private_data), &v->hdr))
+		return false;
+	af = v->hdr.ip_version == 4 ? AF_INET : AF_INET6;
+	inet_ntop(af, v->hdr.src_ip, v->src, sizeof(v->src));
+	inet_ntop(af, v->hdr.dst_ip, v->dst, sizeof(v->dst));
+	if (!cm_service_id_ip(m->req.service_id, &space, &v->dst_port))
+		v->dst_port = 0;
+	return true;
+}
+
+static void print_cm_text(FILE *out, const struct cm_view *v)
+{
+	struct cm_item items[CM_MAX_ITEMS];
+	struct cma_view cma;
+	int n;
+
+	if (v->st != CM_MAD_OK) {
+		fprintf(out, "  cm malformed: %s", cm_mad_status_name(v->st));
+		return;
+	}
+	fprintf(out, "  cm %s", cm_attr_name(v->mad.hdr.attr_id));
+	n = cm_items(&v->mad, items);
+	for (int i = 0; i < n; i++) {
+		if (items[i].hex_digits > 0)
+			fprintf(out, " %s 0x%0*" PRIx64, items[i].text, items[i].hex_digits,
+				items[i].value);
+		else if (items[i].hex_digits == 0)
+			fprintf(out, " %s %" PRIu64, items[i].text, items[i].value);
+		else
+			fprintf(out, " %s", items[i].text);
+		if (items[i].name)
+			fprintf(out, items[i].hex_digits < 0 ? " %s" : " (%s)", items[i].name);
+	}
+	if (read_cma(&v->mad, &cma))
+		fprintf(out, " cma %s port %u -> %s port %u", cma.src, cma.hdr.src_port, cma.dst,
+			cma.dst_port);
+}
+
+static void print_cm_json(FILE *out, const struct cm_view *v)
+{
+	struct cm_item items[CM_MAX_ITEMS];
+	struct cma_view cma;
+	int n;
+
+	if (v->st != CM_MAD_OK) {
+		fprintf(out, ",\"cm\":{\"error\":\"%s\"}", cm_mad_status_name(v->st));
+		return;
+	}
+	fprintf(out, ",\"cm\":{\"attr\":\"%s\",\"tid\":%" PRIu64, cm_attr_name(v->mad.hdr.attr_id),
+		v->mad.hdr.tid);
+	n = cm_items(&v->mad, items);
+	for (int i = 0; i < n; i++) {
+		fprintf(out, ",\"%s\":%" PRIu64, items[i].json, items[i].value);
+		if (items[i].name)
+			fprintf(out, ",\"%s_name\":\"%s\"", items[i].json, items[i].name);
+	}
+	if (read_cma(&v->mad, &cma))
+		fprintf(out, ",\"cma\":{\"ip_version\":%u,\"src\":\"%s\",\"dst\":\"%s\","
+			"\"src_port\":%u,\"dst_port\":%u}", cma.hdr.ip_version, cma.src, cma.dst,
+			cma.hdr.src_port, cma.dst_port);
+	fputc('}', out);
+}
+
 static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const char *src,
-		       const char *dst, bool icrc_ok)
+		       const char *dst, bool icrc_ok, const struct cm_view *cm)
 {
 	const struct wire_bth *bth = &pkt->bth;
 	const unsigned headers = pkt->op->headers;
@@ -34,12 +210,15 @@ static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const 
 			pkt->ext.aeth.msn);
 	if (headers & WIRE_HDR_IMMDT)
 		fprintf(out, "  imm 0x%08x", pkt->ext.imm);
-	fprintf(out, "  payload %u pad %u icrc %s\n", pkt->payload_len, bth->pad,
+	fprintf(out, "  payload %u pad %u icrc %s", pkt->payload_len, bth->pad,
 		icrc_ok ? "ok" : "BAD");
+	if (cm->present)
+		print_cm_text(out, cm);
+	fputc('\n', out);
 }
 
 static void print_json(FILE *out, long frame, const struct wire_pkt *pkt, const char *src,
-		       const char *dst, bool icrc_ok)
+		       const char *dst, bool icrc_ok, const struct cm_view *cm)
 {
 	const struct wire_bth *bth = &pkt->bth;
 	const unsigned headers = pkt->op->headers;
@@ -61,6 +240,8 @@ static void print_json(FILE *out, long frame, const struct wire_pkt *pkt, const 
 			pkt->ext.aeth.msn);
 	if (headers & WIRE_HDR_IMMDT)
 		fprintf(out, ",\"imm\":%u", pkt->ext.imm);
+	if (cm->present)
+		print_cm_json(out, cm);
 	fputs("}\n", out);
 }
 
@@ -70,6 +251,17 @@ static void print_error(FILE *out, bool json, long frame, enum wire_status st)
 		fprintf(out, "{\"frame\":%ld,\"error\":\"%s\"}\n", frame, wire_status_name(st));
 	else
 		fprintf(out, "%6ld  malformed RoCEv2 packet: %s\n", frame, wire_status_name(st));
+}
+
+static void count_cm(struct decode_summary *sum, const struct cm_view *cm)
+{
+	if (!cm->present)
+		return;
+	sum->cm_mads++;
+	if (cm->st != CM_MAD_OK)
+		sum->cm_malformed++;
+	else if (cm->mad.hdr.attr_id < sizeof(sum->per_cm_attr) / sizeof(sum->per_cm_attr[0]))
+		sum->per_cm_attr[cm->mad.hdr.attr_id]++;
 }
 
 static void count(struct decode_summary *sum, const struct wire_pkt *pkt, enum wire_status st,
@@ -94,6 +286,7 @@ static void decode_frame(FILE *out, bool json, long frame, const uint8_t *data, 
 	struct wire_pkt pkt;
 	enum wire_status st = wire_parse(data, caplen, &pkt);
 	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	struct cm_view cm;
 	bool icrc_ok;
 
 	if (st == WIRE_NOT_ROCE) {
@@ -108,7 +301,9 @@ static void decode_frame(FILE *out, bool json, long frame, const uint8_t *data, 
 	}
 	format_ip(&pkt, pkt.src_ip, src, sizeof(src));
 	format_ip(&pkt, pkt.dst_ip, dst, sizeof(dst));
-	(json ? print_json : print_text)(out, frame, &pkt, src, dst, icrc_ok);
+	read_cm(data, &pkt, &cm);
+	count_cm(sum, &cm);
+	(json ? print_json : print_text)(out, frame, &pkt, src, dst, icrc_ok, &cm);
 }
 
 int decode_file(const char *path, FILE *out, bool json, struct decode_summary *sum,
@@ -153,6 +348,21 @@ void decode_format_opcodes(const struct decode_summary *sum, char *buf, size_t l
 	}
 }
 
+/* "CM MADs 5 (REQ 1, REP 1, ...), malformed 0" */
+static void print_cm_summary(FILE *out, const struct decode_summary *sum)
+{
+	const char *sep = "";
+
+	fprintf(out, "CM MADs %ld (", sum->cm_mads);
+	for (unsigned a = 0; a < sizeof(sum->per_cm_attr) / sizeof(sum->per_cm_attr[0]); a++) {
+		if (!sum->per_cm_attr[a])
+			continue;
+		fprintf(out, "%s%s %ld", sep, cm_attr_name((uint16_t)a), sum->per_cm_attr[a]);
+		sep = ", ";
+	}
+	fprintf(out, "), malformed %ld\n", sum->cm_malformed);
+}
+
 void decode_print_summary(FILE *out, const struct decode_summary *sum)
 {
 	char ops[1024];
@@ -169,4 +379,6 @@ void decode_print_summary(FILE *out, const struct decode_summary *sum)
 			fprintf(out, "  0x%02x %-36s %ld\n", op, info ? info->name : "(unknown)",
 				sum->per_opcode[op]);
 	}
+	if (sum->cm_mads)
+		print_cm_summary(out, sum);
 }

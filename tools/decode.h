@@ -14,6 +14,9 @@ struct decode_summary {
 	long icrc_bad;      /* RoCEv2 packets whose trailer could be checked and was wrong */
 	long malformed;     /* RoCEv2 packets that could not be decoded */
 	long per_opcode[256];
+	long cm_mads;       /* UD SENDs to QP 1: CM MADs, decodable or not */
+	long cm_malformed;  /* of those, the ones cm_mad_parse() refused */
+	long per_cm_attr[32]; /* decoded CM MADs by attribute ID (REQ is 0x10) */
 };
 
 /* Decodes path into out (text lines, or one JSON object a line with json). Returns 0, or -1
