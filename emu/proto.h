@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 10
+#define PROTO_VERSION 11
 #define PROTO_MAX_MSG 1024
 #define PROTO_MAX_SGE 4
 #define PROTO_MAX_INLINE 256  /* bytes of IBV_SEND_INLINE data a send WQE carries */
@@ -160,7 +160,7 @@ struct proto_create_qp {
 	uint32_t max_recv_wr;
 	uint32_t sq_sig_all;
 	uint32_t srq;        /* the SRQ's handle, 0: the QP has its own receive queue */
-	uint32_t qp_type;    /* IBV_QPT_RC or IBV_QPT_UD */
+	uint32_t qp_type;    /* IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD */
 };
 
 /* An address handle: where a UD send goes (the QP number and Q_Key come with each
@@ -324,7 +324,8 @@ static inline const char *proto_qp_state_name(uint32_t state)
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 
 /* Why the responder refused a request, one name per check, in rxe's order of checks: each
- * NAK it sends (and each SEND WITH INVALIDATE it fails) has one. X(name, help) */
+ * NAK it sends (and each SEND WITH INVALIDATE it fails) has one, and so does each packet a
+ * UC QP drops (silently: UC sends no NAK). X(name, help) */
 #define PROTO_REFUSALS(X)                                                                \
 	X(none, "nothing refused")                                                       \
 	X(opcode_sequence, "invalid request: MIDDLE or LAST without its FIRST, or a FIRST inside a message") \
@@ -354,7 +355,8 @@ enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 	X(receive_not_held, "remote operational error: a SEND's bytes with no receive WQE held") \
 	X(read_memory, "remote access error: a READ's memory stopped resolving")          \
 	X(atomic_memory, "remote access error: an atomic's word stopped resolving")       \
-	X(send_invalidate, "SEND WITH INVALIDATE: no key rocemu may invalidate (completed in error)")
+	X(send_invalidate, "SEND WITH INVALIDATE: no key rocemu may invalidate (completed in error)") \
+	X(uc_message_dropped, "UC: a MIDDLE or LAST whose message lost a packet (PSN gap) or was refused")
 
 /* Why a send work request completed in error (the first of the QP's failures; the work
  * requests behind it are flushed). X(name, help) */

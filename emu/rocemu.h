@@ -85,7 +85,7 @@ struct rocemu_ah {
 };
 
 struct rocemu_qp_init_attr {
-	enum ibv_qp_type qp_type;  /* IBV_QPT_RC (also when 0) or IBV_QPT_UD */
+	enum ibv_qp_type qp_type;  /* IBV_QPT_RC (also when 0), IBV_QPT_UC or IBV_QPT_UD */
 	struct rocemu_cq *send_cq;
 	struct rocemu_cq *recv_cq;
 	uint32_t max_send_wr;

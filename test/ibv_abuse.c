@@ -180,9 +180,9 @@ static void case_unsupported(void)
 	char buf[64];
 
 	ud.send_cq = ud.recv_cq = cq;
-	ud.qp_type = IBV_QPT_UC;
+	ud.qp_type = IBV_QPT_RAW_PACKET;
 	errno = 0;
-	CHECK("unsupported: ibv_create_qp(UC) is EOPNOTSUPP", !ibv_create_qp(pd, &ud) &&
+	CHECK("unsupported: ibv_create_qp(RAW_PACKET) is EOPNOTSUPP", !ibv_create_qp(pd, &ud) &&
 	      errno == EOPNOTSUPP);
 	ah.is_global = 0;
 	errno = 0;

@@ -127,6 +127,7 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	qp->max_inline = attr->max_inline_data;
 	qp->has_srq = attr->srq != NULL;
 	qp->ud = attr->qp_type == IBV_QPT_UD;
+	qp->uc = attr->qp_type == IBV_QPT_UC;
 	/* what ibv_create_qp reports in cap: the queues made, at least what was asked */
 	attr->max_send_wr = qp->sq.count;
 	attr->max_recv_wr = qp->has_srq ? 0 : qp->rq.count;
