@@ -2479,7 +2479,10 @@ START_TEST(test_uc_modify_takes_uc_attributes_only)
 				   sizeof(err)), -EINVAL);
 	modify(q, IBV_QP_STATE | IBV_QP_SQ_PSN, (struct proto_qp_attr){ .state = IBV_QPS_RTS });
 	ck_assert_int_eq(q->state, IBV_QPS_RTS);
+	/* nor does it report a timeout or retries it does not have */
 	ck_assert_int_eq(q->attr.max_dest_rd_atomic, 0);
+	ck_assert_int_eq(q->attr.timeout, 0);
+	ck_assert_int_eq(q->attr.retry_cnt, 0);
 	ck_assert_int_eq(qp_destroy(q), 0);
 }
 END_TEST

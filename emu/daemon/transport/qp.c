@@ -300,8 +300,11 @@ void qp_reset(struct qp *qp)
 	sched_forget(qp);
 	reply_clear(qp);
 	memset(&qp->attr, 0, sizeof(qp->attr));
-	qp->attr.timeout = DEFAULT_TIMEOUT;
-	qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
+	/* only RC waits for answers: a UC or UD QP reports no timeout or retries it lacks */
+	if (qp->type == IBV_QPT_RC) {
+		qp->attr.timeout = DEFAULT_TIMEOUT;
+		qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
+	}
 }
 
 int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char *err,
