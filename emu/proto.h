@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 11
+#define PROTO_VERSION 12
 #define PROTO_MAX_MSG 1024
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
  * queues here too. A WQE's slot in its ring holds only what its queue was made for
@@ -164,7 +164,7 @@ struct proto_create_qp {
 	uint32_t max_recv_wr;
 	uint32_t sq_sig_all;
 	uint32_t srq;        /* the SRQ's handle, 0: the QP has its own receive queue */
-	uint32_t qp_type;    /* IBV_QPT_RC or IBV_QPT_UD */
+	uint32_t qp_type;    /* IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD */
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
 	uint32_t max_inline_data;
@@ -337,7 +337,8 @@ static inline const char *proto_qp_state_name(uint32_t state)
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 
 /* Why the responder refused a request, one name per check, in rxe's order of checks: each
- * NAK it sends (and each SEND WITH INVALIDATE it fails) has one. X(name, help) */
+ * NAK it sends (and each SEND WITH INVALIDATE it fails) has one, and so does each packet a
+ * UC QP drops (silently: UC sends no NAK). X(name, help) */
 #define PROTO_REFUSALS(X)                                                                \
 	X(none, "nothing refused")                                                       \
 	X(opcode_sequence, "invalid request: MIDDLE or LAST without its FIRST, or a FIRST inside a message") \
@@ -367,7 +368,8 @@ enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 	X(receive_not_held, "remote operational error: a SEND's bytes with no receive WQE held") \
 	X(read_memory, "remote access error: a READ's memory stopped resolving")          \
 	X(atomic_memory, "remote access error: an atomic's word stopped resolving")       \
-	X(send_invalidate, "SEND WITH INVALIDATE: no key rocemu may invalidate (completed in error)")
+	X(send_invalidate, "SEND WITH INVALIDATE: no key rocemu may invalidate (completed in error)") \
+	X(uc_message_dropped, "UC: a MIDDLE or LAST whose message lost a packet (PSN gap) or was refused")
 
 /* Why a send work request completed in error (the first of the QP's failures; the work
  * requests behind it are flushed). X(name, help) */

@@ -85,7 +85,7 @@ struct rocemu_ah {
 };
 
 struct rocemu_qp_init_attr {
-	enum ibv_qp_type qp_type;  /* IBV_QPT_RC (also when 0) or IBV_QPT_UD */
+	enum ibv_qp_type qp_type;  /* IBV_QPT_RC (also when 0), IBV_QPT_UC or IBV_QPT_UD */
 	struct rocemu_cq *send_cq;
 	struct rocemu_cq *recv_cq;
 	uint32_t max_send_wr;
@@ -152,16 +152,20 @@ int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 /* On success attr's max_send_wr and max_recv_wr hold the queues' sizes: at least what was
  * asked (a power of two), as ibv_create_qp reports them in cap. */
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
-/* As ibv_modify_qp: for an RC QP attr->ah_attr.grh names the peer (dgid: an IPv4-mapped or
- * IPv6 GID of the same family as the port's GID sgid_index; traffic_class; a nonzero
- * flow_label picks the UDP source port); a UD QP takes IBV_QP_QKEY (needed on the way to
- * INIT) and IBV_QP_SQ_PSN only. */
+/* As ibv_modify_qp: for an RC or UC QP attr->ah_attr.grh names the peer (dgid: an
+ * IPv4-mapped or IPv6 GID of the same family as the port's GID sgid_index; traffic_class; a
+ * nonzero flow_label picks the UDP source port); a UC QP takes only the attributes the
+ * kernel's table gives UC (IBV_QP_ACCESS_FLAGS needed on the way to INIT; nothing of READs,
+ * atomics, ACKs or retries); a UD QP takes IBV_QP_QKEY (needed on the way to INIT) and
+ * IBV_QP_SQ_PSN only. */
 int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr);
 int rocemu_destroy_qp(struct rocemu_qp *qp);
 
 /* RDMA WRITE, WRITE WITH IMMEDIATE, SEND and SEND WITH IMMEDIATE work requests
- * (IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM]). On a UD QP only the SENDs, each
+ * (IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM]); on an RC QP also READs, atomics
+ * and SEND WITH INVALIDATE. A UC send completes as its last packet leaves, unacknowledged.
+ * On a UD QP only the SENDs, each
  * with wr.ud: ah (&rocemu_ah->ibv), remote_qpn and remote_qkey (top bit set: the QP's own
  * Q_Key); a datagram longer than the port's active MTU completes without being sent, and
  * a receive buffer gets 40 bytes of GRH area before the payload. */

@@ -180,9 +180,9 @@ static void case_unsupported(void)
 	char buf[64];
 
 	ud.send_cq = ud.recv_cq = cq;
-	ud.qp_type = IBV_QPT_UC;
+	ud.qp_type = IBV_QPT_RAW_PACKET;
 	errno = 0;
-	CHECK("unsupported: ibv_create_qp(UC) is EOPNOTSUPP", !ibv_create_qp(pd, &ud) &&
+	CHECK("unsupported: ibv_create_qp(RAW_PACKET) is EOPNOTSUPP", !ibv_create_qp(pd, &ud) &&
 	      errno == EOPNOTSUPP);
 	ah.is_global = 0;
 	errno = 0;
@@ -372,6 +372,125 @@ static void case_ud(void)
 	CHECK("ud: ibv_destroy_ah", ibv_destroy_ah(ah) == 0 && (!back || !ibv_destroy_ah(back)));
 	free_ud_end(&a);
 	free_ud_end(&b);
+}
+
+/* ---- UC QPs through the extended API ---- */
+
+#define UC_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+		IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+
+static struct ibv_qp *make_uc_qp_ex(struct ibv_cq *cq, uint64_t ops)
+{
+	struct ibv_qp_init_attr_ex a = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC, .pd = pd,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = ops,
+		.cap = { .max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+
+	return ibv_create_qp_ex(ctx, &a);
+}
+
+/* RTR with the attributes given on top of UC's own; 0 or the errno. */
+static int uc_to_rtr(struct ibv_qp *qp, uint32_t dest_qpn, int extra)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .dest_qp_num = dest_qpn, .rq_psn = 0x100,
+		.path_mtu = IBV_MTU_1024, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+		.ah_attr = { .is_global = 1, .port_num = 1,
+			     .grh = { .dgid = gid, .sgid_index = 0, .hop_limit = 64 } },
+	};
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | extra);
+}
+
+static int uc_to_rts(struct ibv_qp *qp, int extra)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = 0x100, .timeout = 14,
+				 .retry_cnt = 7, .max_rd_atomic = 1 };
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | extra);
+}
+
+static bool uc_connect(struct ibv_qp *qp, uint32_t dest_qpn)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+
+	return !ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			      IBV_QP_ACCESS_FLAGS) &&
+	       uc_to_rtr(qp, dest_qpn, IBV_QP_MAX_DEST_RD_ATOMIC) == EINVAL &&
+	       uc_to_rtr(qp, dest_qpn, IBV_QP_MIN_RNR_TIMER) == EINVAL &&
+	       uc_to_rtr(qp, dest_qpn, 0) == 0 &&
+	       uc_to_rts(qp, IBV_QP_TIMEOUT) == EINVAL &&
+	       uc_to_rts(qp, IBV_QP_RETRY_CNT) == EINVAL &&
+	       uc_to_rts(qp, IBV_QP_MAX_QP_RD_ATOMIC) == EINVAL && uc_to_rts(qp, 0) == 0;
+}
+
+static void case_uc(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 2 * DEPTH, NULL, NULL, 0);
+	uint8_t *buf = calloc(1, BUF);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, BUF, IBV_ACCESS_LOCAL_WRITE |
+					   IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_qp *a, *b;
+	struct ibv_qp_ex *ex;
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	struct ibv_sge sge;
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_wc wc;
+
+	if (!cq || !mr) {
+		report("uc: a CQ and an MR", false, "not created");
+		return;
+	}
+	errno = 0;
+	CHECK("uc: ibv_create_qp_ex(UC) with RDMA READ in send_ops_flags is EINVAL",
+	      !make_uc_qp_ex(cq, UC_OPS | IBV_QP_EX_WITH_RDMA_READ) && errno == EINVAL);
+	a = make_uc_qp_ex(cq, UC_OPS);
+	b = make_uc_qp_ex(cq, UC_OPS);
+	CHECK("uc: ibv_create_qp_ex(UC) with SEND and RDMA WRITE [WITH IMM]", a && b);
+	if (!a || !b)
+		return;
+	CHECK("uc: INIT, RTR and RTS with UC's attributes; max_dest_rd_atomic, min_rnr_timer, "
+	      "timeout, retry_cnt and max_rd_atomic are EINVAL",
+	      uc_connect(a, b->qp_num) && uc_connect(b, a->qp_num));
+	CHECK("uc: ibv_query_qp says UC, RTS",
+	      !ibv_query_qp(a, &attr, IBV_QP_STATE, &init) && attr.qp_state == IBV_QPS_RTS &&
+	      init.qp_type == IBV_QPT_UC);
+	ex = ibv_qp_to_qp_ex(a);
+	CHECK("uc: ibv_qp_to_qp_ex", ex != NULL);
+	if (!ex)
+		return;
+	ibv_wr_start(ex);
+	ex->wr_id = 1;
+	ibv_wr_rdma_read(ex, mr->rkey, (uintptr_t)buf);
+	ibv_wr_set_sge(ex, mr->lkey, (uintptr_t)buf + 1024, 8);
+	CHECK("uc: ibv_wr_rdma_read then ibv_wr_complete is EINVAL", ibv_wr_complete(ex) == EINVAL);
+	sge = (struct ibv_sge){ (uintptr_t)buf + 4096, 4096, mr->lkey };
+	memset(buf, 0x5a, 3000);
+	CHECK("uc: a receive posted", !ibv_post_recv(b, &rwr, &bad));
+	ibv_wr_start(ex);
+	ex->wr_id = 2;
+	ex->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(ex, htonl(0x1234));
+	ibv_wr_set_sge(ex, mr->lkey, (uintptr_t)buf, 3000);
+	CHECK("uc: ibv_wr_send_imm of 3000 bytes (3 packets) posted", ibv_wr_complete(ex) == 0);
+	CHECK("uc: ... completes on the sender",
+	      wait_wc(cq, &wc, 2000) == IBV_WC_SUCCESS && wc.wr_id == 2 &&
+	      wc.opcode == IBV_WC_SEND);
+	CHECK("uc: ... arrives whole with its immediate",
+	      wait_wc(cq, &wc, 2000) == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 3000 &&
+	      wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+	      wc.imm_data == htonl(0x1234) && !memcmp(buf, buf + 4096, 3000));
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
 }
 
 /* ---- a peer that never answers ARP ---- */
@@ -1108,6 +1227,7 @@ int main(int argc, char **argv)
 	case_unsupported();
 	case_bad_arguments();
 	case_ud();
+	case_uc();
 	case_keys();
 	case_queue_depth();
 	case_limits();

@@ -203,6 +203,22 @@ ud_pingpong() {
 	fi
 }
 
+# uc_pingpong NAME ROCEMU_SIDE ARGS...: Debian's ibv_uc_pingpong between the two (-c: the
+# receiver checks every buffer), as ud_pingpong.
+uc_pingpong() {
+	local name=$1 side=$2 iters
+	shift 2
+	run_pair "$name" "$side" "ibv_uc_pingpong -g @GID@ -c $*" "ibv_uc_pingpong -g @GID@ -c $* @PEER@"
+	iters=$(grep -oE '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$CLIENT_OUT")
+	if [ "$RC_HOST" -eq 0 ] && [ "$RC_GUEST" -eq 0 ] && [ -n "$iters" ]; then
+		passed "$name: rocemu $side: ibv_uc_pingpong -c $*: $iters"
+	else
+		sed 's/^/  rocemu| /' "$WORK/$name.host" | tail -n 6
+		sed 's/^/  rxe   | /' "$WORK/$name.guest" | tail -n 6
+		failed "$name: rocemu $side: ibv_uc_pingpong $* (rocemu exit $RC_HOST, rxe exit $RC_GUEST)"
+	fi
+}
+
 # The rest of the matrix (make interop, not the short form): loss, MTU 4096, mixed MTUs.
 # Loss, duplication and reordering, injected by rocemud on both directions while it talks
 # to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
@@ -302,6 +318,7 @@ for side in client server; do
 	perf "atomic-$side" $side ib_atomic_bw -n 200
 	perf "atomic-cas-$side" $side ib_atomic_bw -A CMP_AND_SWAP -n 200
 	ud_pingpong "ud-pingpong-$side" $side -s 1024 -n 200
+	uc_pingpong "uc-pingpong-$side" $side -s 4096 -n 200
 	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done

@@ -5,7 +5,8 @@
  * No root, no socket, no clock: timers are fired by calling their callbacks.
  *
  * Every test starts from a fresh device (the fixture): one RC QP in RTS with a 256-byte
- * path MTU, one UD QP, an SRQ, a CQ they share, and MRs over one buffer of pinned pages.
+ * path MTU, one UD QP, an SRQ, a CQ they share, and MRs over one buffer of pinned pages;
+ * the UC tests add a UC QP in RTS, connected to the same peer.
  * When a test ends, the fixture checks that it read every frame sent and every completion,
  * and that every byte of the buffer is what the test expected (nothing written outside
  * what the test named).
@@ -28,10 +29,12 @@
  *   IBV_WC_REM_INV_REQ_ERR ............. test_nak_ends_the_request (0x61); receive side:
  *                                        test_send_with_invalidate_fails_the_receive,
  *                                        test_invalid_request_fails_the_held_receive,
- *                                        test_ud_srq_receive_too_small
+ *                                        test_ud_srq_receive_too_small,
+ *                                        test_uc_srq_receive_completes_in_error
  *   IBV_WC_REM_ACCESS_ERR .............. test_nak_ends_the_request (0x62),
  *                                        test_read_refused_midway; receive side:
- *                                        test_access_error_fails_write_imm_receive
+ *                                        test_access_error_fails_write_imm_receive,
+ *                                        test_uc_srq_receive_completes_in_error
  *   IBV_WC_REM_OP_ERR .................. test_nak_ends_the_request (0x63, unknown code)
  *   IBV_WC_RNR_RETRY_EXC_ERR ........... test_rnr_retries_run_out
  *   IBV_WC_RETRY_EXC_ERR ............... test_sequence_nak_without_retries_left,
@@ -52,9 +55,11 @@
  *                                        inline too long)
  *   IBV_WC_LOC_QP_OP_ERR ............... test_refused_at_fetch (unknown opcode, misaligned
  *                                        atomic), test_read_without_max_rd_atomic,
- *                                        test_ud_send_wrong_opcode; receive side:
+ *                                        test_ud_send_wrong_opcode,
+ *                                        test_uc_requester_refuses_read; receive side:
  *                                        test_bad_receive_wqe_naks_remote_op,
- *                                        test_ud_receive_in_bad_mr_fails_the_qp
+ *                                        test_ud_receive_in_bad_mr_fails_the_qp,
+ *                                        test_uc_receive_refusals
  *
  * Not reached from outside, so not tested: NAK 0x62 from a WRITE copy, READ or atomic that
  * fails after its memory check passed (only a race with deregistration could), and the
@@ -2166,6 +2171,340 @@ START_TEST(test_ud_send_wrong_opcode)
 }
 END_TEST
 
+/* ======== UC: no ACK, no NAK, no resend ======== */
+
+#define UC_RQ_PSN   0x500
+#define UC_SQ_PSN   0x600
+#define UC(op)      ((uint8_t)(WIRE_OP_UC_BASE + (op)))
+#define UC_TO_RTR_MASK (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
+
+static struct qp *ucqp;
+
+/* RESET, INIT, RTR, RTS with the attributes UC takes (the kernel's table for UC). */
+static void connect_uc(uint32_t access)
+{
+	struct proto_qp_attr rtr = { .state = IBV_QPS_RTR, .path_mtu = IBV_MTU_256,
+				     .dest_qpn = PEER_QPN, .rq_psn = UC_RQ_PSN };
+
+	memcpy(rtr.dest_gid, peer_gid, 16);
+	modify(ucqp, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS,
+	       (struct proto_qp_attr){ .state = IBV_QPS_INIT, .access = access });
+	modify(ucqp, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+	       rtr);
+	modify(ucqp, IBV_QP_STATE | IBV_QP_SQ_PSN,
+	       (struct proto_qp_attr){ .state = IBV_QPS_RTS, .sq_psn = UC_SQ_PSN });
+}
+
+static void uc_setup(void)
+{
+	setup();
+	ucqp = new_qp(IBV_QPT_UC);
+	connect_uc(IBV_ACCESS_REMOTE_WRITE);
+}
+
+static void uc_teardown(void)
+{
+	ck_assert_int_eq(qp_destroy(ucqp), 0);
+	teardown();
+}
+
+static uint32_t urq(uint32_t k)
+{
+	return PSN(UC_RQ_PSN + k);
+}
+
+/* A packet of the peer's UC QP. AckReq is set on a message's last packet, as rxe 6.1 sets
+ * it: the responder must not answer it. */
+static void uc_peer(uint8_t op, uint32_t psn, struct wire_reth reth, size_t data_off, size_t n)
+{
+	const struct wire_opcode_info *info = wire_opcode_info(op);
+	bool last = info->pos == WIRE_POS_LAST || info->pos == WIRE_POS_ONLY;
+
+	peer(&(struct pkt){ .opcode = op, .psn = psn, .no_ack_req = !last, .ext.reth = reth,
+			    .ext.imm = IMM_VALUE, .payload = data + data_off, .len = n,
+			    .dest_qp = ucqp->qpn });
+}
+
+static void uc_send(uint8_t op, uint32_t psn, size_t data_off, size_t n)
+{
+	uc_peer(op, psn, (struct wire_reth){ 0 }, data_off, n);
+}
+
+/* UC counted exactly these refusals (reason: count), and nothing else. */
+static void expect_uc_refused(enum proto_refusal a, uint64_t na, enum proto_refusal b,
+			      uint64_t nb)
+{
+	for (int i = 1; i < PROTO_NREFUSALS; i++) {
+		uint64_t want = (i == (int)a ? na : 0) + (i == (int)b ? nb : 0);
+
+		ck_assert_msg(dev.refused[i] == want, "refusal %d counted %llu, expected %llu", i,
+			      (unsigned long long)dev.refused[i], (unsigned long long)want);
+	}
+}
+
+/* A SEND in three packets fills one receive, a WRITE WITH IMMEDIATE in three lands at its
+ * RETH and takes the next; no ACK goes back, though the last packets ask for one. */
+START_TEST(test_uc_message_split_across_packets)
+{
+	struct proto_cqe c;
+
+	post_recv(ucqp, recv_wqe(31, 0, 700));
+	post_recv(ucqp, recv_wqe(32, 700, 16));
+	uc_send(UC(WIRE_OP_RC_SEND_FIRST), urq(0), 0, 256);
+	uc_send(UC(WIRE_OP_RC_SEND_MIDDLE), urq(1), 256, 256);
+	expect_no_cqe();
+	uc_send(UC(WIRE_OP_RC_SEND_LAST), urq(2), 512, 88);
+	c = expect_cqe(31, IBV_WC_SUCCESS, IBV_WC_RECV);
+	ck_assert_uint_eq(c.byte_len, 600);
+	ck_assert_uint_eq(c.qp_num, ucqp->qpn);
+	ck_assert_uint_eq(c.src_qp, PEER_QPN);
+	expect_bytes(RECV_OFF, data, 600);
+	uc_peer(UC(WIRE_OP_RC_WRITE_FIRST), urq(3),
+		(struct wire_reth){ target(40), keys[K_TARGET], 520 }, 1000, 256);
+	uc_peer(UC(WIRE_OP_RC_WRITE_MIDDLE), urq(4), (struct wire_reth){ 0 }, 1256, 256);
+	expect_no_cqe();
+	uc_peer(UC(WIRE_OP_RC_WRITE_LAST_IMM), urq(5), (struct wire_reth){ 0 }, 1512, 8);
+	c = expect_cqe(32, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM);
+	ck_assert_uint_eq(c.byte_len, 520);
+	ck_assert_uint_eq(c.imm, htonl(IMM_VALUE));
+	expect_bytes(TARGET_OFF + 40, data + 1000, 520);
+	expect_nothing_sent();
+	ck_assert_uint_eq(dev.cnt.acks_sent, 0);
+	ck_assert_uint_eq(dev.cnt.rdma_recvs, 2);
+	expect_uc_refused(0, 0, 0, 0);
+}
+END_TEST
+
+/* A lost MIDDLE: the LAST after the gap is dropped, the receive is not completed, and the
+ * next message starts it again from its first byte. A lost LAST: the next FIRST ends the
+ * message it finds unfinished and takes its receive. A WRITE that lost a packet keeps
+ * what it placed before the gap (UC promises nothing more) and completes nothing. */
+START_TEST(test_uc_psn_gap_drops_the_message)
+{
+	post_recv(ucqp, recv_wqe(41, 0, 600));
+	uc_send(UC(WIRE_OP_RC_SEND_FIRST), urq(0), 0, 256);
+	/* urq(1), a MIDDLE, is lost */
+	uc_send(UC(WIRE_OP_RC_SEND_LAST), urq(2), 512, 88);
+	expect_no_cqe();
+	expect_uc_refused(PROTO_REFUSED_uc_message_dropped, 1, 0, 0);
+	ck_assert_uint_eq(dev.cnt.out_of_seq_request, 1);
+	ck_assert_uint_eq(ucqp->rq_ctl->cons, 0);
+	ck_assert_uint_eq(dev.cnt.rdma_recvs, 0);
+	/* the same receive takes the next message, from its first byte */
+	uc_send(UC(WIRE_OP_RC_SEND_ONLY), urq(3), 1000, 100);
+	ck_assert_uint_eq(expect_cqe(41, IBV_WC_SUCCESS, IBV_WC_RECV).byte_len, 100);
+	expect_bytes(RECV_OFF, data, 256);
+	expect_bytes(RECV_OFF, data + 1000, 100);
+
+	post_recv(ucqp, recv_wqe(42, 0, 600));
+	uc_send(UC(WIRE_OP_RC_SEND_FIRST), urq(4), 0, 256);
+	uc_send(UC(WIRE_OP_RC_SEND_MIDDLE), urq(5), 256, 256);
+	/* urq(6), the LAST, is lost; the next message comes whole */
+	uc_send(UC(WIRE_OP_RC_SEND_FIRST), urq(7), 1100, 256);
+	uc_send(UC(WIRE_OP_RC_SEND_LAST_IMM), urq(8), 1356, 44);
+	ck_assert_uint_eq(expect_cqe(42, IBV_WC_SUCCESS, IBV_WC_RECV).byte_len, 300);
+	expect_bytes(RECV_OFF, data, 512);
+	expect_bytes(RECV_OFF, data + 1100, 300);
+
+	uc_peer(UC(WIRE_OP_RC_WRITE_FIRST), urq(9),
+		(struct wire_reth){ target(0), keys[K_TARGET], 600 }, 0, 256);
+	/* urq(10) is lost: the MIDDLE after it and the LAST are dropped */
+	uc_peer(UC(WIRE_OP_RC_WRITE_LAST), urq(11), (struct wire_reth){ 0 }, 512, 88);
+	uc_peer(UC(WIRE_OP_RC_WRITE_ONLY), urq(12),
+		(struct wire_reth){ target(1000), keys[K_TARGET], 10 }, 700, 10);
+	expect_bytes(TARGET_OFF, data, 256);
+	expect_bytes(TARGET_OFF + 1000, data + 700, 10);
+	expect_uc_refused(PROTO_REFUSED_uc_message_dropped, 2, 0, 0);
+	/* every packet that came ahead of the expected PSN: the two dropped and the three
+	 * FIRST or ONLY that started a message after a gap */
+	ck_assert_uint_eq(dev.cnt.out_of_seq_request, 5);
+	ck_assert_uint_eq(dev.cnt.rdma_recvs, 3);
+	expect_nothing_sent();
+	ck_assert_int_eq(ucqp->state, IBV_QPS_RTS);
+}
+END_TEST
+
+/* A WRITE to a bad rkey is dropped without a NAK, with the rest of its message; the QP
+ * stays in RTS (rxe's class D for UC). A WRITE WITH IMMEDIATE so refused leaves its
+ * receive posted for the next message. */
+START_TEST(test_uc_bad_rkey_drops_silently)
+{
+	uc_peer(UC(WIRE_OP_RC_WRITE_ONLY), urq(0),
+		(struct wire_reth){ iova(OTHER_OFF), keys[K_OTHER], 64 }, 0, 64);
+	expect_uc_refused(PROTO_REFUSED_rkey_other_pd, 1, 0, 0);
+	uc_peer(UC(WIRE_OP_RC_WRITE_FIRST), urq(1),
+		(struct wire_reth){ target(TARGET_LEN - 300), keys[K_TARGET], 600 }, 0, 256);
+	expect_uc_refused(PROTO_REFUSED_rkey_other_pd, 1, PROTO_REFUSED_rkey_bounds, 1);
+	uc_peer(UC(WIRE_OP_RC_WRITE_MIDDLE), urq(2), (struct wire_reth){ 0 }, 256, 256);
+	uc_peer(UC(WIRE_OP_RC_WRITE_LAST), urq(3), (struct wire_reth){ 0 }, 512, 88);
+	ck_assert_uint_eq(dev.refused[PROTO_REFUSED_uc_message_dropped], 2);
+	ck_assert_int_eq(ucqp->resp.last_refusal, PROTO_REFUSED_uc_message_dropped);
+
+	post_recv(ucqp, recv_wqe(51, 0, 64));
+	uc_peer(UC(WIRE_OP_RC_WRITE_ONLY_IMM), urq(4),
+		(struct wire_reth){ target(0), keys[K_TARGET] ^ 0x80, 8 }, 0, 8);
+	expect_no_cqe();
+	ck_assert_uint_eq(dev.refused[PROTO_REFUSED_rkey_stale], 1);
+	uc_send(UC(WIRE_OP_RC_SEND_ONLY_IMM), urq(5), 64, 32);
+	ck_assert_uint_eq(expect_cqe(51, IBV_WC_SUCCESS, IBV_WC_RECV).byte_len, 32);
+	expect_bytes(RECV_OFF, data + 64, 32);
+	expect_nothing_sent();
+	ck_assert_uint_eq(dev.cnt.nak_rem_access_sent, 0);
+	ck_assert_int_eq(ucqp->state, IBV_QPS_RTS);
+}
+END_TEST
+
+/* From an SRQ the receive left the queue when taken: a refused WRITE WITH IMMEDIATE
+ * completes it with the error (rxe's class E for UC), and the QP goes on. */
+START_TEST(test_uc_srq_receive_completes_in_error)
+{
+	attach_srq(ucqp);
+	post_srq(recv_wqe(52, 0, 64));
+	post_srq(recv_wqe(53, 64, 64));
+	uc_peer(UC(WIRE_OP_RC_WRITE_ONLY_IMM), urq(0),
+		(struct wire_reth){ iova(RONLY_OFF), keys[K_RONLY], 8 }, 0, 8);
+	expect_cqe(52, IBV_WC_REM_ACCESS_ERR, IBV_WC_RECV_RDMA_WITH_IMM);
+	expect_uc_refused(PROTO_REFUSED_rkey_no_access, 1, 0, 0);
+	uc_send(UC(WIRE_OP_RC_SEND_ONLY), urq(1), 0, 300);   /* longer than the path MTU */
+	expect_cqe(53, IBV_WC_REM_INV_REQ_ERR, IBV_WC_RECV);
+	expect_uc_refused(PROTO_REFUSED_rkey_no_access, 1, PROTO_REFUSED_length_only, 1);
+	expect_nothing_sent();
+	ck_assert_int_eq(ucqp->state, IBV_QPS_RTS);
+}
+END_TEST
+
+/* No receive posted: the SEND is dropped (no RNR NAK), and the next one finds one. A
+ * receive whose SGE fails its check ends the QP, without a NAK. */
+START_TEST(test_uc_receive_refusals)
+{
+	struct proto_rwqe bad = recv_wqe(62, 0, 200);
+
+	uc_send(UC(WIRE_OP_RC_SEND_FIRST), urq(0), 0, 256);
+	uc_send(UC(WIRE_OP_RC_SEND_LAST), urq(1), 256, 10);
+	expect_uc_refused(PROTO_REFUSED_no_receive, 1, PROTO_REFUSED_uc_message_dropped, 1);
+	ck_assert_uint_eq(dev.cnt.send_rnr_err, 0);
+	post_recv(ucqp, recv_wqe(61, 0, 100));
+	uc_send(UC(WIRE_OP_RC_SEND_ONLY), urq(2), 0, 100);
+	expect_cqe(61, IBV_WC_SUCCESS, IBV_WC_RECV);
+	expect_bytes(RECV_OFF, data, 100);
+	bad.sge[0] = (struct proto_sge){ iova(OTHER_OFF), 200, keys[K_OTHER] };
+	post_recv(ucqp, bad);
+	post_recv(ucqp, recv_wqe(63, 0, 200));
+	uc_send(UC(WIRE_OP_RC_SEND_ONLY), urq(3), 0, 100);
+	expect_cqe(62, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV);
+	expect_cqe(63, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
+	ck_assert_int_eq(ucqp->state, IBV_QPS_ERR);
+	expect_nothing_sent();
+}
+END_TEST
+
+/* The requester: RC's layout at UC's opcodes, AckReq clear on every packet, the RETH on
+ * the FIRST, the immediate on the last, and each request complete as its last packet
+ * leaves, with no timer to wait for an ACK. */
+START_TEST(test_uc_requester_sends_unacknowledged)
+{
+	const uint8_t *src = buf + LOCAL_OFF;
+	const struct stub_frame *f;
+	struct proto_swqe imm = swqe(2, IBV_WR_SEND_WITH_IMM, 600, 100);
+
+	imm.imm = htonl(IMM_VALUE);
+	post_send(ucqp, swqe(1, IBV_WR_RDMA_WRITE, 0, 600));
+	post_send(ucqp, imm);
+	doorbell(ucqp);
+	f = expect_packet(UC(WIRE_OP_RC_WRITE_FIRST), UC_SQ_PSN);
+	ck_assert_uint_eq(f->pkt.ext.reth.va, REMOTE_VA);
+	ck_assert_uint_eq(f->pkt.ext.reth.rkey, REMOTE_RKEY);
+	ck_assert_uint_eq(f->pkt.ext.reth.length, 600);
+	ck_assert(!f->pkt.bth.ack_req);
+	expect_payload(f, src, 256);
+	f = expect_packet(UC(WIRE_OP_RC_WRITE_MIDDLE), UC_SQ_PSN + 1);
+	ck_assert(!f->pkt.bth.ack_req);
+	expect_payload(f, src + 256, 256);
+	f = expect_packet(UC(WIRE_OP_RC_WRITE_LAST), UC_SQ_PSN + 2);
+	ck_assert(!f->pkt.bth.ack_req);
+	expect_payload(f, src + 512, 88);
+	f = expect_packet(UC(WIRE_OP_RC_SEND_ONLY_IMM), UC_SQ_PSN + 3);
+	ck_assert(!f->pkt.bth.ack_req);
+	ck_assert_uint_eq(f->pkt.ext.imm, IMM_VALUE);
+	expect_payload(f, src + 600, 100);
+	ck_assert_uint_eq(expect_cqe(1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE).byte_len, 600);
+	ck_assert_uint_eq(expect_cqe(2, IBV_WC_SUCCESS, IBV_WC_SEND).byte_len, 100);
+	ck_assert_uint_eq(ucqp->sq_ctl->cons, 2);
+	ck_assert(!ev_is_active(&ucqp->retry_timer));
+	ck_assert_uint_eq(dev.tp.inflight, 0);
+	ck_assert_uint_eq(dev.cnt.rdma_sends, 2);
+}
+END_TEST
+
+/* UC has no READ, atomic or SEND WITH INVALIDATE: refused when fetched, the QP ends. */
+START_TEST(test_uc_requester_refuses_read)
+{
+	static const uint32_t opcodes[] = { IBV_WR_RDMA_READ, IBV_WR_ATOMIC_FETCH_AND_ADD,
+					    IBV_WR_SEND_WITH_INV };
+	uint32_t op = opcodes[_i];
+	enum ibv_wc_opcode wc = op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+				: op == IBV_WR_SEND_WITH_INV ? IBV_WC_SEND : IBV_WC_FETCH_ADD;
+
+	post_send(ucqp, swqe(1, op, 0, 8));
+	doorbell(ucqp);
+	expect_nothing_sent();
+	expect_cqe(1, IBV_WC_LOC_QP_OP_ERR, wc);
+	ck_assert_int_eq(ucqp->state, IBV_QPS_ERR);
+	ck_assert_uint_eq(dev.failed[PROTO_FAILED_local_opcode], 1);
+}
+END_TEST
+
+/* The attributes of each transition, as the kernel's table has them for UC. */
+START_TEST(test_uc_modify_takes_uc_attributes_only)
+{
+	struct proto_qp_attr rtr = { .state = IBV_QPS_RTR, .path_mtu = IBV_MTU_256,
+				     .dest_qpn = PEER_QPN, .max_dest_rd_atomic = 1 };
+	char err[PROTO_ERRMSG] = "";
+	struct qp *q = new_qp(IBV_QPT_UC);
+
+	memcpy(rtr.dest_gid, peer_gid, 16);
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE, &(struct proto_qp_attr){
+					   .state = IBV_QPS_INIT }, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_QKEY,
+				   &(struct proto_qp_attr){ .state = IBV_QPS_INIT }, err,
+				   sizeof(err)), -EINVAL);
+	modify(q, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS,
+	       (struct proto_qp_attr){ .state = IBV_QPS_INIT });
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE | UC_TO_RTR_MASK | IBV_QP_MAX_DEST_RD_ATOMIC,
+				   &rtr, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "UC QP"), "%s", err);
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE | UC_TO_RTR_MASK | IBV_QP_MIN_RNR_TIMER, &rtr,
+				   err, sizeof(err)), -EINVAL);
+	modify(q, IBV_QP_STATE | UC_TO_RTR_MASK, rtr);
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT,
+				   &(struct proto_qp_attr){ .state = IBV_QPS_RTS }, err,
+				   sizeof(err)), -EINVAL);
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+				   &(struct proto_qp_attr){ .state = IBV_QPS_RTS }, err,
+				   sizeof(err)), -EINVAL);
+	modify(q, IBV_QP_STATE | IBV_QP_SQ_PSN, (struct proto_qp_attr){ .state = IBV_QPS_RTS });
+	ck_assert_int_eq(q->state, IBV_QPS_RTS);
+	/* nor does it report a timeout or retries it does not have */
+	ck_assert_int_eq(q->attr.max_dest_rd_atomic, 0);
+	ck_assert_int_eq(q->attr.timeout, 0);
+	ck_assert_int_eq(q->attr.retry_cnt, 0);
+	ck_assert_int_eq(qp_destroy(q), 0);
+}
+END_TEST
+
+/* RC packets to a UC QP are another transport's: dropped before the responder. */
+START_TEST(test_uc_takes_no_rc_packets)
+{
+	post_recv(ucqp, recv_wqe(71, 0, 64));
+	uc_send(WIRE_OP_RC_SEND_ONLY, urq(0), 0, 10);
+	ck_assert_uint_eq(dev.cnt.drop_transport, 1);
+	expect_nothing_sent();
+	uc_send(UC(WIRE_OP_RC_SEND_ONLY), urq(0), 0, 10);
+	expect_cqe(71, IBV_WC_SUCCESS, IBV_WC_RECV);
+	expect_bytes(RECV_OFF, data, 10);
+}
+END_TEST
+
 /* ======== the suite ======== */
 
 static TCase *add_tcase(Suite *s, const char *name)
@@ -2266,6 +2605,23 @@ static void add_ud_tests(Suite *s)
 	tcase_add_test(tc, test_ud_send_wrong_opcode);
 }
 
+static void add_uc_tests(Suite *s)
+{
+	TCase *tc = tcase_create("uc");
+
+	tcase_add_checked_fixture(tc, uc_setup, uc_teardown);
+	suite_add_tcase(s, tc);
+	tcase_add_test(tc, test_uc_message_split_across_packets);
+	tcase_add_test(tc, test_uc_psn_gap_drops_the_message);
+	tcase_add_test(tc, test_uc_bad_rkey_drops_silently);
+	tcase_add_test(tc, test_uc_srq_receive_completes_in_error);
+	tcase_add_test(tc, test_uc_receive_refusals);
+	tcase_add_test(tc, test_uc_requester_sends_unacknowledged);
+	tcase_add_loop_test(tc, test_uc_requester_refuses_read, 0, 3);
+	tcase_add_test(tc, test_uc_modify_takes_uc_attributes_only);
+	tcase_add_test(tc, test_uc_takes_no_rc_packets);
+}
+
 int main(void)
 {
 	Suite *s = suite_create("transport");
@@ -2277,6 +2633,7 @@ int main(void)
 	add_requester_tests(s);
 	add_completer_error_tests(s);
 	add_ud_tests(s);
+	add_uc_tests(s);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

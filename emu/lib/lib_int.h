@@ -100,6 +100,7 @@ struct qp_priv {
 	uint32_t max_inline;
 	bool has_srq;           /* its receives come from an SRQ */
 	bool ud;                /* a UD QP: SENDs only, each to an address handle */
+	bool uc;                /* a UC QP: SENDs and RDMA WRITEs only */
 	LIST_ENTRY(qp_priv) link;
 };
 

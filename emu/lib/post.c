@@ -116,11 +116,23 @@ static int check_ud_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	return 0;
 }
 
+/* UC has no opcode for READs, atomics or SEND WITH INVALIDATE. */
+static int check_uc_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
+{
+	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
+	    wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+		return rpc_fail(qp->pub.context, EINVAL, "opcode %d on UC QP 0x%06x: only SEND "
+				"and RDMA WRITE [WITH IMM]", (int)wr->opcode, qp->pub.qp_num);
+	return 0;
+}
+
 static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 {
 	struct rocemu_context *ctx = qp->pub.context;
 
 	if (qp->ud && check_ud_wr(qp, wr))
+		return EINVAL;
+	if (qp->uc && check_uc_wr(qp, wr))
 		return EINVAL;
 	if (!opcode_supported(wr->opcode))
 		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM], SEND [WITH IMM "

@@ -137,6 +137,7 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	qp->pub.state = IBV_QPS_RESET;
 	qp->has_srq = attr->srq != NULL;
 	qp->ud = attr->qp_type == IBV_QPT_UD;
+	qp->uc = attr->qp_type == IBV_QPT_UC;
 	/* what ibv_create_qp reports in cap: the queues made, at least what was asked (SGEs
 	 * and inline data share a send slot's room, as on rxe) */
 	attr->max_send_wr = qp->sq.count;

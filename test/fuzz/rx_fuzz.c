@@ -4,7 +4,8 @@
  * the requester sent (req.c), all with the daemon's own sources compiled in. Only the
  * network (net.c) and the log (log.c) are replaced, below: frames the daemon "sends" land
  * in a scratch buffer and must decode as valid RoCEv2 with a good ICRC, to the RC QP's
- * peer, or (a CNP that a UD datagram earned) back to that datagram's sender.
+ * peer, (a UC QP's CNP, the only thing a UC QP may answer with) to the UC QP's peer, or
+ * (a CNP that a UD datagram earned) back to that datagram's sender.
  *
  * The memory: one page-aligned buffer of pattern bytes. A remote-write MR lies in its
  * middle, starting and ending inside pages, so its page spans hold canary bytes; a
@@ -60,6 +61,7 @@
 #define PEER_IP     0x010012c6u        /* 198.18.0.1 */
 #define PEER_GID    { [10] = 0xff, [11] = 0xff, 198, 18, 0, 1 }
 #define PEER_QPN    0x00abcd
+#define UC_PEER_QPN 0x00abce           /* the UC QP's peer, on the same host */
 #define RQ_PSN      0xfffff0           /* near the 24-bit wrap, both ways */
 #define SQ_PSN      0xffffe8
 #define QP_DEPTH    16
@@ -86,6 +88,8 @@ enum flag2 {
 	G_RQ_LIE = 1 << 3,  /* the receive producer index lies beyond the ring */
 	G_SRQ = 1 << 4,     /* the QP takes its receives from an SRQ (limit armed at 4) */
 	G_UD = 1 << 5,      /* frames go to the UD QP (Q_Key UD_QKEY; F_RECV posts its receives) */
+	G_UC = 1 << 6,      /* frames go to the UC QP, RC's SEND and WRITE opcodes turned into
+			     * UC's; it takes the receives, the SRQ and the lie instead */
 };
 
 /* rkeys a frame may name by index under F_KEY. */
@@ -106,6 +110,7 @@ static struct mr_pd *pd, *pd2;
 static struct cq *cq;
 static struct qp *qp;
 static struct qp *udqp;
+static struct qp *ucqp;
 static struct srq *srq;
 static uint8_t *buf, *pristine, *src;
 static uint8_t *tx_frame;            /* exactly DEV_FRAME_MAX: ASan sees any overrun */
@@ -125,7 +130,7 @@ uint8_t *net_tx_slot(struct port *port)
  * the datagram's source address and QP). */
 static const uint8_t *receiving;
 static size_t receiving_len;
-static ev_tstamp rc_cnp_at;
+static ev_tstamp rc_cnp_at, uc_cnp_at;
 static ev_tstamp ud_cnp_at[QP_UD_CNP_SLOTS];
 
 /* At most one CNP per sender and interval (the loop's clock moves only when the requester
@@ -161,7 +166,8 @@ static void check_datagram_cnp(const uint8_t *out, const struct wire_pkt *cnp,
 }
 
 /* Everything the daemon sends is a well-formed packet from us with a good ICRC: RC packets
- * and RC CNPs to the RC QP's peer, or a UD datagram's CNP back to its sender. */
+ * and RC CNPs to the RC QP's peer, a UC QP's CNPs to its peer (its responder answers
+ * nothing, no ACK and no NAK), or a UD datagram's CNP back to its sender. */
 void net_tx_commit(struct port *port, size_t len)
 {
 	const uint32_t peer = PEER_IP;
@@ -178,9 +184,10 @@ void net_tx_commit(struct port *port, size_t len)
 		return;
 	}
 	if (pkt.op->kind == WIRE_KIND_CNP)
-		check_cnp_interval(&rc_cnp_at);
+		check_cnp_interval(pkt.bth.dest_qp == UC_PEER_QPN ? &uc_cnp_at : &rc_cnp_at);
 	MUST(!memcmp(pkt.dst_ip, &peer, 4));
-	MUST(pkt.bth.dest_qp == PEER_QPN);
+	MUST(pkt.bth.dest_qp == PEER_QPN ||
+	     (pkt.bth.dest_qp == UC_PEER_QPN && pkt.op->kind == WIRE_KIND_CNP));
 	MUST(pkt.op->transport == WIRE_RC || pkt.op->kind == WIRE_KIND_CNP);
 	MUST(pkt.op->kind == WIRE_KIND_ACK || pkt.op->kind == WIRE_KIND_CNP || pkt.op->kind == WIRE_KIND_WRITE ||
 	     pkt.op->kind == WIRE_KIND_SEND || pkt.op->kind == WIRE_KIND_READ_REQ ||
@@ -308,6 +315,13 @@ static void setup_objects(void)
 	close(fds[0]);
 	udqp->pd = pd;
 	udqp->send_cq = udqp->recv_cq = cq;
+	cq->users += 2;
+	req.qp_type = IBV_QPT_UC;
+	ucqp = qp_create(&owner, &req, fds, &err);
+	MUST(ucqp != NULL);
+	close(fds[0]);
+	ucqp->pd = pd;
+	ucqp->send_cq = ucqp->recv_cq = cq;
 	cq->users += 2;
 	srq = srq_create(&owner, &(struct proto_create_srq){ .max_wr = QP_DEPTH,
 							     .max_sge = PROTO_MAX_SGE },
@@ -446,6 +460,24 @@ static void reset_ud_qp(uint8_t flags)
 	modify_qp(udqp, IBV_QP_STATE | IBV_QP_SQ_PSN, &a);
 }
 
+/* The UC QP connected to its peer as the RC QP is, with UC's attributes only. */
+static void reset_uc_qp(uint8_t flags, uint8_t flags2)
+{
+	struct proto_qp_attr a = { .state = IBV_QPS_RESET };
+
+	modify_qp(ucqp, IBV_QP_STATE, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_INIT,
+				    .access = (flags2 & G_NO_RW) ? 0 : IBV_ACCESS_REMOTE_WRITE };
+	modify_qp(ucqp, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTR, .dest_gid = PEER_GID,
+				    .path_mtu = (flags & F_MTU256) ? IBV_MTU_256 : IBV_MTU_1024,
+				    .dest_qpn = UC_PEER_QPN, .rq_psn = RQ_PSN };
+	modify_qp(ucqp, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+		  IBV_QP_RQ_PSN, &a);
+	a = (struct proto_qp_attr){ .state = IBV_QPS_RTS, .sq_psn = SQ_PSN };
+	modify_qp(ucqp, IBV_QP_STATE | IBV_QP_SQ_PSN, &a);
+}
+
 /* The SRQ emptied of what an earlier input left, its limit event read, and armed again. */
 static void reset_srq(uint8_t flags2)
 {
@@ -460,6 +492,8 @@ static void reset_srq(uint8_t flags2)
 static void reset_qp(uint8_t flags, uint8_t flags2)
 {
 	struct proto_qp_attr a = { .state = IBV_QPS_RESET };
+	/* the connected QP the frames go to: it takes the receives */
+	struct qp *rcv = (flags2 & G_UC) ? ucqp : qp;
 
 	modify(IBV_QP_STATE, &a);
 	a = (struct proto_qp_attr){ .state = IBV_QPS_INIT,
@@ -474,16 +508,18 @@ static void reset_qp(uint8_t flags, uint8_t flags2)
 	modify(IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 	       IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC, &a);
 	reset_ud_qp((flags2 & G_UD) ? flags : 0);
-	qp->srq = (flags2 & G_SRQ) ? srq : NULL;
+	reset_uc_qp(flags, flags2);
+	qp->srq = ucqp->srq = NULL;
+	rcv->srq = (flags2 & G_SRQ) ? srq : NULL;
 	reset_srq(flags2);
-	if ((flags & F_RECV) && qp->srq)
+	if ((flags & F_RECV) && rcv->srq)
 		post_receives(srq->ctl, (struct proto_rwqe *)srq->ring, srq->entries);
 	else if ((flags & F_RECV) && !(flags2 & G_UD))
-		post_receives(qp->rq_ctl, RQ(qp), qp->rq_entries);
-	if ((flags2 & G_RQ_LIE) && qp->srq)
+		post_receives(rcv->rq_ctl, RQ(rcv), rcv->rq_entries);
+	if ((flags2 & G_RQ_LIE) && rcv->srq)
 		__atomic_store_n(&srq->ctl->prod, srq->cons + srq->entries + 1, __ATOMIC_RELEASE);
 	else if (flags2 & G_RQ_LIE)
-		__atomic_store_n(&qp->rq_ctl->prod, qp->resp.rq_cons + qp->rq_entries + 1,
+		__atomic_store_n(&rcv->rq_ctl->prod, rcv->resp.rq_cons + rcv->rq_entries + 1,
 				 __ATOMIC_RELEASE);
 	if (!(flags & F_RTS))
 		return;
@@ -528,15 +564,21 @@ static void patch_addrs(uint8_t *f, const struct wire_pkt *pkt)
 static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags, uint8_t flags2)
 {
 	uint8_t *bth = f + pkt->l4_off + WIRE_UDP_LEN;
-	const struct wire_opcode_info *op = wire_opcode_info(bth[0]);
-	bool ack = op && (op->kind == WIRE_KIND_ACK || op->kind == WIRE_KIND_READ_RESP ||
-			  op->kind == WIRE_KIND_ATOMIC_ACK);
+	bool uc = (flags2 & G_UC) && !(flags2 & G_UD);
+	const struct wire_opcode_info *op;
+	bool ack;
 
+	/* UC's SEND and WRITE opcodes are RC's + 0x20, in the same layout */
+	if (uc && bth[0] <= WIRE_OP_RC_WRITE_ONLY_IMM)
+		bth[0] += WIRE_OP_UC_BASE;
+	op = wire_opcode_info(bth[0]);
+	ack = op && (op->kind == WIRE_KIND_ACK || op->kind == WIRE_KIND_READ_RESP ||
+		     op->kind == WIRE_KIND_ATOMIC_ACK);
 	if (flags & F_QPN)
-		put24(bth + 5, (flags2 & G_UD) ? udqp->qpn : qp->qpn);
+		put24(bth + 5, (flags2 & G_UD) ? udqp->qpn : uc ? ucqp->qpn : qp->qpn);
 	if (flags & F_PSN)
-		put24(bth + 9, ((ack ? qp->req.snd_una : qp->resp.rcv_psn) + (uint32_t)(int8_t)bth[11]) &
-				       WIRE_PSN_MASK);
+		put24(bth + 9, ((ack ? qp->req.snd_una : uc ? ucqp->resp.rcv_psn : qp->resp.rcv_psn) +
+				(uint32_t)(int8_t)bth[11]) & WIRE_PSN_MASK);
 }
 
 static void patch_rkey(uint8_t *f, const struct wire_pkt *pkt)
@@ -637,7 +679,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 2;
 	size -= 2;
 	reset_qp(flags, flags2);
-	rc_cnp_at = -HUGE_VAL;
+	rc_cnp_at = uc_cnp_at = -HUGE_VAL;
 	for (unsigned i = 0; i < QP_UD_CNP_SLOTS; i++)
 		ud_cnp_at[i] = -HUGE_VAL;
 	for (int n = 0; n < MAX_FRAMES && size >= 2; n++) {
@@ -787,6 +829,30 @@ static const struct seed seeds[] = {
 	    { WIRE_OP_UD_SEND_ONLY, 0, 2, 0, 0, 100, 0, 0, WIRE_ECN_CE },
 	    { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 100, 0, 0, WIRE_ECN_CE } } },
 	{ "ud-no-recv", ALL, FIX | G_UD, { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 64, 0, 0 } } },
+	/* UC: the opcodes are RC's, turned into UC's by G_UC; a gap drops the rest of its
+	 * message, a refusal drops it silently */
+	{ "uc-send-write", ALL | F_RECV, FIX | G_UC,
+	  { { WIRE_OP_RC_SEND_FIRST, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_LAST_IMM, 0, 0, 0, 0, 100, 0, 0 },
+	    { WIRE_OP_RC_WRITE_FIRST, 0, K_MAIN, 8, 2548, 1024, 0, 0 },
+	    { WIRE_OP_RC_WRITE_MIDDLE, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_WRITE_LAST_IMM, 0, 0, 0, 0, 500, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 32, 0, 0 } } },
+	{ "uc-gap", ALL | F_RECV, FIX | G_UC,
+	  { { WIRE_OP_RC_SEND_FIRST, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_LAST, 1, 0, 0, 0, 100, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 2, 0, 0, 0, 64, 0, 0 },
+	    { WIRE_OP_RC_WRITE_FIRST, 0, K_MAIN, 0, 2048, 1024, 0, 0 },
+	    { WIRE_OP_RC_WRITE_ONLY, 3, K_MAIN, 0, 16, 16, 0, 0 },
+	    { WIRE_OP_RC_WRITE_LAST, 0, 0, 0, 0, 1024, 0, 0 } } },
+	{ "uc-refused", ALL | F_RECV, FIX | G_UC | G_SRQ,
+	  { { WIRE_OP_RC_WRITE_ONLY_IMM, 0, K_RO, 0, 16, 16, 0, 0 },
+	    { WIRE_OP_RC_WRITE_FIRST, 0, K_MAIN, MAIN_LEN - 8, 2048, 1024, 0, 0 },
+	    { WIRE_OP_RC_WRITE_LAST, 0, 0, 0, 0, 1024, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 1500, 0, 0 },
+	    { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 8, 0, 0 } } },
+	{ "uc-no-recv", ALL, FIX | G_UC, { { WIRE_OP_RC_SEND_ONLY, 0, 0, 0, 0, 64, 0, 0 },
+					   { WIRE_OP_RC_READ_REQUEST, 0, K_MAIN, 0, 64, 0, 0, 0 } } },
 	{ "ud-too-long", ALL | F_RECV, FIX | G_UD,
 	  { { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 4096, 0, 0 },
 	    { WIRE_OP_UD_SEND_ONLY, 0, 0, 0, 0, 4100, 0, 0 } } },
@@ -831,7 +897,8 @@ static void write_seeds(const char *dir)
 
 		in[0] = s->flags;
 		in[1] = s->flags2;
-		for (size_t k = 0; k < 6 && (s->f[k].opcode || s->f[k].timer); k++)
+		/* an unused slot is all zero; SEND FIRST is opcode 0, but never empty */
+		for (size_t k = 0; k < 6 && (s->f[k].opcode || s->f[k].timer || s->f[k].len); k++)
 			len += put_seed_frame(in + len, &s->f[k]);
 		snprintf(path, sizeof(path), "%s/seed-%s", dir, s->name);
 		f = fopen(path, "wb");

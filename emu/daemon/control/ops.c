@@ -443,8 +443,8 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 		op_error(rep, "unknown SRQ %u", m->srq);
 		return -EINVAL;
 	}
-	if (m->qp_type != IBV_QPT_RC && m->qp_type != IBV_QPT_UD) {
-		op_error(rep, "QP type %u: rocemu has RC (2) and UD (4) QPs", m->qp_type);
+	if (m->qp_type != IBV_QPT_RC && m->qp_type != IBV_QPT_UC && m->qp_type != IBV_QPT_UD) {
+		op_error(rep, "QP type %u: rocemu has RC (2), UC (3) and UD (4) QPs", m->qp_type);
 		return -EINVAL;
 	}
 	if (m->max_send_wr < 1 || m->max_send_wr > PROTO_MAX_RING ||

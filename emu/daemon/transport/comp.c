@@ -1,7 +1,8 @@
 /* The completer of an RC QP: ACKs, NAKs, READ responses and ATOMIC ACKNOWLEDGEs taken
  * against the requests outstanding, which complete in order (a READ when its last response
  * is placed); a sequence NAK, lost READ responses or the retransmission timer start a
- * resend round from the first PSN missing, an RNR NAK a wait, any other NAK ends the QP. */
+ * resend round from the first PSN missing, an RNR NAK a wait, any other NAK ends the QP.
+ * A UC QP's requests complete as their last packet leaves (comp_on_sent). */
 #include <string.h>
 
 #include "emu/daemon/log.h"
@@ -68,6 +69,14 @@ void comp_fail_head(struct qp *qp, enum proto_failure why)
 	if (qp->comp.idx != qp->req.fetch_idx)
 		comp_complete(qp, wqe_at(qp, qp->comp.idx), failure_status(why));
 	qp_to_error(qp);
+}
+
+/* UC: nothing comes back, so a request is done once all its packets have left, as rxe
+ * marks a UC or UD request done when it hands its last packet to the wire. */
+void comp_on_sent(struct qp *qp)
+{
+	while (qp->comp.idx != qp->req.send_idx)
+		comp_complete(qp, wqe_at(qp, qp->comp.idx), IBV_WC_SUCCESS);
 }
 
 static void retry_from(struct qp *qp, uint32_t psn);

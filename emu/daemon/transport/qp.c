@@ -1,4 +1,4 @@
-/* QPs: the verbs state machine for RC and UD QPs, as ibv_modify_qp applies it, and their
+/* QPs: the verbs state machine for RC, UC and UD QPs, as ibv_modify_qp applies it, and their
  * creation (the daemon-wide QPN table, the rings shared with the client, the doorbell). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +38,28 @@ static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
 #define RTS_MODIFIABLE_UD (IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_QKEY)
 #define QKEY_PRIVILEGED 0x80000000u
 
+/* What a UC QP may be given in each transition, as the kernel's table of transitions
+ * (ib_modify_qp_is_ok) lists them, less the port and P_Key index (the verbs layer's) and
+ * the alternate path (rocemu has none): UC has no READs, atomics, ACKs or retries, so
+ * none of their attributes is taken. */
+#define UC_ALWAYS (IBV_QP_STATE | IBV_QP_CUR_STATE)
+#define UC_TO_RTR (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
+#define RTS_MODIFIABLE_UC (UC_ALWAYS | IBV_QP_ACCESS_FLAGS)
+
+static uint32_t uc_attrs(enum ibv_qp_state from, enum ibv_qp_state to)
+{
+	switch (to) {
+	case IBV_QPS_INIT:
+		return UC_ALWAYS | IBV_QP_ACCESS_FLAGS;
+	case IBV_QPS_RTR:
+		return UC_ALWAYS | IBV_QP_ACCESS_FLAGS | UC_TO_RTR;
+	case IBV_QPS_RTS:
+		return RTS_MODIFIABLE_UC | (from == IBV_QPS_RTR ? IBV_QP_SQ_PSN : 0);
+	default:
+		return UC_ALWAYS;   /* RESET and ERR take nothing else */
+	}
+}
+
 /* Attributes each transition needs before the QP can work (a subset of verbs' list:
  * rocemu has one port and one P_Key; without max_rd_atomic and max_dest_rd_atomic a QP
  * neither issues nor serves READs). */
@@ -47,8 +69,11 @@ static uint32_t required_mask(const struct qp *qp, enum ibv_qp_state to)
 
 	if (qp->type == IBV_QPT_UD && from == IBV_QPS_RESET && to == IBV_QPS_INIT)
 		return IBV_QP_QKEY;
-	if (qp->type == IBV_QPT_RC && from == IBV_QPS_INIT && to == IBV_QPS_RTR)
-		return IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	/* the kernel's table asks UC for its access flags here (RC may leave them 0) */
+	if (qp->type == IBV_QPT_UC && from == IBV_QPS_RESET && to == IBV_QPS_INIT)
+		return IBV_QP_ACCESS_FLAGS;
+	if (qp->type != IBV_QPT_UD && from == IBV_QPS_INIT && to == IBV_QPS_RTR)
+		return UC_TO_RTR;
 	if (from == IBV_QPS_RTR && to == IBV_QPS_RTS)
 		return IBV_QP_SQ_PSN;
 	return 0;
@@ -112,11 +137,27 @@ static int check_av(const struct dev *dev, const struct proto_qp_attr *a, char *
 	return 0;
 }
 
-static int check_attrs(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
-		       char *err, size_t errlen)
+static int check_uc_attrs(const struct qp *qp, enum ibv_qp_state to, uint32_t mask,
+			  char *err, size_t errlen)
+{
+	uint32_t extra = mask & ~uc_attrs(qp->state, to);
+
+	if (extra) {
+		snprintf(err, errlen, "UC QP 0x%06x %s -> %s does not take attribute mask 0x%x "
+			 "(UC has no READs, atomics, ACKs or retries)", qp->qpn,
+			 proto_qp_state_name(qp->state), proto_qp_state_name(to), extra);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_attrs(struct qp *qp, enum ibv_qp_state to, uint32_t mask,
+		       const struct proto_qp_attr *a, char *err, size_t errlen)
 {
 	if (qp->type == IBV_QPT_UD)
 		return check_ud_attrs(qp, mask, a, err, errlen);
+	if (qp->type == IBV_QPT_UC && check_uc_attrs(qp, to, mask, err, errlen))
+		return -EINVAL;
 	if ((mask & IBV_QP_PATH_MTU) &&
 	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > qp->dev->port.active_mtu)) {
 		snprintf(err, errlen, "path MTU %u bytes exceeds the port's active MTU %u "
@@ -247,6 +288,7 @@ void qp_reset(struct qp *qp)
 	qp->req.fetch_idx = qp->req.send_idx = qp->comp.idx = qp->sq_ctl->cons;
 	qp->resp.rq_cons = qp->rq_ctl->cons = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 	qp->resp.in_msg = qp->resp.nak_seq_sent = qp->req.rnr_wait = qp->comp.resend_started = false;
+	qp->resp.uc_dropping = false;
 	rq_forget(qp);
 	memset(qp->resp.rd_res, 0, sizeof(qp->resp.rd_res));
 	qp->resp.rd_res_next = qp->req.rd_outstanding = qp->req.since_ackreq = 0;
@@ -258,15 +300,19 @@ void qp_reset(struct qp *qp)
 	sched_forget(qp);
 	reply_clear(qp);
 	memset(&qp->attr, 0, sizeof(qp->attr));
-	qp->attr.timeout = DEFAULT_TIMEOUT;
-	qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
+	/* only RC waits for answers: a UC or UD QP reports no timeout or retries it lacks */
+	if (qp->type == IBV_QPT_RC) {
+		qp->attr.timeout = DEFAULT_TIMEOUT;
+		qp->attr.retry_cnt = qp->attr.rnr_retry = DEFAULT_RETRY;
+	}
 }
 
 int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char *err,
 	      size_t errlen)
 {
 	enum ibv_qp_state to = (mask & IBV_QP_STATE) ? a->state : qp->state;
-	uint32_t rts_modifiable = qp->type == IBV_QPT_UD ? RTS_MODIFIABLE_UD : RTS_MODIFIABLE;
+	uint32_t rts_modifiable = qp->type == IBV_QPT_UD ? RTS_MODIFIABLE_UD
+				  : qp->type == IBV_QPT_UC ? RTS_MODIFIABLE_UC : RTS_MODIFIABLE;
 	uint32_t missing;
 	bool connecting;
 	int rc;
@@ -278,7 +324,8 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 	}
 	if (qp->state == IBV_QPS_RTS && to == IBV_QPS_RTS && (mask & ~rts_modifiable)) {
 		snprintf(err, errlen, "QP 0x%06x in RTS can change only its %s (mask 0x%x)", qp->qpn,
-			 qp->type == IBV_QPT_UD ? "Q_Key" : "access flags and min_rnr_timer",
+			 qp->type == IBV_QPT_UD ? "Q_Key"
+			 : qp->type == IBV_QPT_UC ? "access flags" : "access flags and min_rnr_timer",
 			 mask & ~rts_modifiable);
 		return -EINVAL;
 	}
@@ -288,7 +335,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 			 proto_qp_state_name(qp->state), proto_qp_state_name(to), missing);
 		return -EINVAL;
 	}
-	rc = check_attrs(qp, mask, a, err, errlen);
+	rc = check_attrs(qp, to, mask, a, err, errlen);
 	if (rc)
 		return rc;
 	if (to == IBV_QPS_RESET) {
@@ -300,7 +347,7 @@ int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char 
 		qp_to_error(qp);
 		return 0;
 	}
-	connecting = qp->type == IBV_QPT_RC && to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR;
+	connecting = qp->type != IBV_QPT_UD && to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR;
 	if (connecting && (rc = resolve_peer(qp, a->dest_gid, err, errlen)))
 		return rc;
 	apply_attrs(qp, mask, a);

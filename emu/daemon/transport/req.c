@@ -1,7 +1,11 @@
-/* The requester of an RC QP: SEND, RDMA WRITE, READ and atomic work requests from the
- * client's ring, checked once as they are copied out, segmented by the path MTU and sent
- * in the QP's turns, at most QP_MAX_INFLIGHT PSNs unacknowledged and max_rd_atomic READs
- * and atomics outstanding. The completer (comp.c) moves it back for a resend. */
+/* The requester of an RC or UC QP: SEND, RDMA WRITE, READ and atomic work requests from
+ * the client's ring, checked once as they are copied out, segmented by the path MTU and
+ * sent in the QP's turns, at most QP_MAX_INFLIGHT PSNs unacknowledged and max_rd_atomic
+ * READs and atomics outstanding. The completer (comp.c) moves it back for a resend.
+ *
+ * A UC QP sends SEND and RDMA WRITE [WITH IMMEDIATE] only, as RC's opcodes + 0x20, asks
+ * for no ACK and never resends: each request is handed to the completer as its last
+ * packet leaves, as rxe's requester does. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -12,6 +16,16 @@
 
 #define MAX_MESSAGE (1ull << 31)
 
+/* UC has no READ, atomic or SEND WITH INVALIDATE opcode (rxe's requester fails them with
+ * IBV_WC_LOC_QP_OP_ERR; the client library refuses them at post already). */
+static bool qp_sends_opcode(const struct qp *qp, const struct send_wqe *w)
+{
+	if (qp->type == IBV_QPT_UC)
+		return w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
+		       wqe_is_write(w);
+	return wqe_is_send(w) || wqe_is_write(w) || wqe_wants_response(w);
+}
+
 /* The SGEs are copied only once their number is known to fit the slot they came from. */
 static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w,
 				     const struct proto_swqe *in)
@@ -19,7 +33,7 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w,
 	uint64_t total = 0;
 
 	/* a QP given no max_rd_atomic could never issue a READ: refused, not left waiting */
-	if ((!wqe_is_send(w) && !wqe_is_write(w) && !wqe_wants_response(w)) ||
+	if (!qp_sends_opcode(qp, w) ||
 	    (wqe_wants_response(w) && qp->attr.max_rd_atomic == 0) ||
 	    (wqe_is_atomic(w) && (w->remote_addr & 7)))
 		return IBV_WC_LOC_QP_OP_ERR;
@@ -44,7 +58,7 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w,
 static enum ibv_wc_status check_inline(const struct qp *qp, const struct send_wqe *w,
 				       const struct proto_swqe *in)
 {
-	if (!wqe_is_send(w) && !wqe_is_write(w))
+	if ((!wqe_is_send(w) && !wqe_is_write(w)) || !qp_sends_opcode(qp, w))
 		return IBV_WC_LOC_QP_OP_ERR;
 	return sq_wqe_fits(qp, in, true) ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
 }
@@ -113,14 +127,17 @@ void req_flush(struct qp *qp)
 	qp->req.send_pkt = 0;
 }
 
-/* SEND and WRITE share one layout: FIRST, MIDDLE, LAST, LAST_IMM, ONLY, ONLY_IMM. */
-static uint8_t packet_opcode(const struct send_wqe *w, uint32_t k)
+/* SEND and WRITE share one layout: FIRST, MIDDLE, LAST, LAST_IMM, ONLY, ONLY_IMM; UC's is
+ * RC's moved up by 0x20 (a UC request is never a SEND WITH INVALIDATE: check_sges). */
+static uint8_t packet_opcode(const struct qp *qp, const struct send_wqe *w, uint32_t k)
 {
 	enum { FIRST, MIDDLE, LAST, LAST_IMM, ONLY, ONLY_IMM };
 	uint8_t base = wqe_is_send(w) ? WIRE_OP_RC_SEND_FIRST : WIRE_OP_RC_WRITE_FIRST;
 	bool imm = wqe_has_imm(w);
-
 	bool inv = w->opcode == IBV_WR_SEND_WITH_INV;
+
+	if (qp->type == IBV_QPT_UC)
+		base += WIRE_OP_UC_BASE;
 
 	if (w->npkts == 1)
 		return inv ? WIRE_OP_RC_SEND_ONLY_INV : base + (imm ? ONLY_IMM : ONLY);
@@ -148,7 +165,7 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	 * order (the two share a union); wire_ext has both in host order */
 	struct wire_ext ext = { .reth = { w->remote_addr, w->rkey, (uint32_t)w->length },
 				.imm = ntohl(w->imm), .ieth = w->imm };
-	struct wire_bth bth = { .opcode = packet_opcode(w, k), .pkey = 0xffff,
+	struct wire_bth bth = { .opcode = packet_opcode(qp, w, k), .pkey = 0xffff,
 				.dest_qp = qp->attr.dest_qpn, .psn = psn };
 	uint64_t offset = (uint64_t)k * qp->pmtu;
 	struct tx_pkt p;
@@ -157,8 +174,10 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	if (k >= w->npkts)
 		return -EFAULT;
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
-	bth.ack_req = k + 1 == w->npkts || ++qp->req.since_ackreq >= sched_ack_interval(qp->dev) ||
-		      qp->dev->tp.inflight + 1 >= DEV_MAX_INFLIGHT;
+	/* UC is never acknowledged: AckReq stays clear, as today's rxe leaves it */
+	bth.ack_req = qp->type == IBV_QPT_RC &&
+		      (k + 1 == w->npkts || ++qp->req.since_ackreq >= sched_ack_interval(qp->dev) ||
+		       qp->dev->tp.inflight + 1 >= DEV_MAX_INFLIGHT);
 	if (bth.ack_req)
 		qp->req.since_ackreq = 0;
 	bth.solicited = w->solicited && k + 1 == w->npkts;
@@ -309,9 +328,12 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 	if (wqe_wants_response(w))
 		qp->req.since_ackreq = 0;   /* a READ or atomic request is always answered */
 	/* a READ's responses stream for as long as it is large: not a round trip */
-	if (qp->req.snd_nxt == qp->req.snd_max && !wqe_is_read(w))
+	if (qp->type == IBV_QPT_RC && qp->req.snd_nxt == qp->req.snd_max && !wqe_is_read(w))
 		rto_on_first_send(qp, qp->req.snd_nxt);
 	qp->req.snd_nxt = (qp->req.snd_nxt + covers) & WIRE_PSN_MASK;
+	/* nothing of UC's waits for an answer: what left is done with */
+	if (qp->type == IBV_QPT_UC)
+		qp->req.snd_una = qp->req.snd_nxt;
 	if (wire_psn_diff(qp->req.snd_nxt, qp->req.snd_max) > 0) {
 		qp->req.snd_max = qp->req.snd_nxt;
 		sched_account(qp);
@@ -320,6 +342,8 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 	if (qp->req.send_pkt == w->npkts) {
 		qp->req.send_idx++;
 		qp->req.send_pkt = 0;
+		if (qp->type == IBV_QPT_UC)
+			comp_on_sent(qp);
 	}
 	return true;
 }
@@ -355,7 +379,8 @@ void req_pump(struct qp *qp)
 		/* a resend takes no new credit: its PSNs are counted already. Out of credit,
 		 * one more packet goes if those before it asked for no ACK: it asks, or they
 		 * would hold their credit until the timer (the overdraft is a packet per QP) */
-		if (qp->req.snd_nxt == qp->req.snd_max && !sched_has_credit(qp) && !qp->req.since_ackreq)
+		if (qp->type == IBV_QPT_RC && qp->req.snd_nxt == qp->req.snd_max &&
+		    !sched_has_credit(qp) && !qp->req.since_ackreq)
 			break;
 		if (burst-- == 0) {
 			sched_ready(qp);

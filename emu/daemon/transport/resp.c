@@ -4,7 +4,11 @@
  * the message holds a receive WQE, rxe's status on its completion. Only after all of them
  * does data move: a WRITE through the target MR's page table, a SEND through the receive
  * WQE's SGEs, a READ's responses out of the MR (read.c), an atomic on the MR's word
- * (atomic.c). */
+ * (atomic.c).
+ *
+ * A UC QP's SENDs and WRITEs go through the same checks after UC's own PSN check, and
+ * nothing is answered: a refusal or a lost packet drops the rest of the message silently
+ * (counted by its reason), up to the next FIRST or ONLY, as rxe's responder does. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -388,7 +392,8 @@ static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pk
 	qp->resp.msg_kind = pkt->op->kind;
 	if (is_last(pkt->op))
 		finish_message(qp, pkt);
-	if (pkt->bth.ack_req)
+	/* UC is never acknowledged, whatever the AckReq bit says (rxe up to 6.x sets it) */
+	if (pkt->bth.ack_req && qp->type == IBV_QPT_RC)
 		ack_later(qp);
 	return GO_ON;
 }
@@ -469,10 +474,95 @@ static verdict check_request(struct qp *qp, const uint8_t *frame, const struct w
 	return v;
 }
 
+/* ---- UC: no ACK, no NAK, no duplicate; what cannot be placed is dropped ---- */
+
+/* The message under way is dropped from here to its end: the next FIRST or ONLY starts
+ * the next one. */
+static void uc_drop_message(struct qp *qp)
+{
+	qp->resp.in_msg = false;
+	qp->resp.uc_dropping = true;
+	if (qp->resp.recv_held)
+		rq_rewind(qp);
+}
+
+/* UC's PSN check, as rxe's: any PSN but the expected one means packets were lost. A FIRST
+ * or ONLY starts a message wherever it lands (the PSN follows it), ending a message that
+ * lost its last packets; a MIDDLE or LAST after a gap, or of a message already dropped, is
+ * dropped with the rest of its message. (rxe 6.1 drops a FIRST that finds a message
+ * unfinished as well, so a lost LAST costs it the next message too, though its own notes
+ * say that packet may well start a valid message: rocemu takes it.) */
+static bool uc_check_psn(struct qp *qp, const struct wire_pkt *pkt)
+{
+	bool in_order = pkt->bth.psn == qp->resp.rcv_psn;
+
+	if (wire_psn_diff(pkt->bth.psn, qp->resp.rcv_psn) > 0)
+		qp->dev->cnt.out_of_seq_request++;
+	if (is_first(pkt->op)) {
+		if (qp->resp.in_msg)
+			uc_drop_message(qp);
+		qp->resp.uc_dropping = false;
+		qp->resp.rcv_psn = pkt->bth.psn;
+		return true;
+	}
+	if (!in_order || qp->resp.uc_dropping) {
+		note_refusal(qp, pkt, PROTO_REFUSED_uc_message_dropped);
+		uc_drop_message(qp);
+		return false;
+	}
+	return true;
+}
+
+/* The status an SRQ's receive WQE completes with when its UC message is refused: it left
+ * the SRQ when it was taken, so it cannot wait for the next message (rxe's class E). */
+static enum ibv_wc_status uc_srq_status(verdict v)
+{
+	return refusal_nak(v) == NAK_ACCESS ? IBV_WC_REM_ACCESS_ERR : IBV_WC_REM_INV_REQ_ERR;
+}
+
+/* A refusal on a UC QP, by rxe's classes: a receive WQE the client filled wrong ends the
+ * QP, its completion first (class A, without the NAK: UC has none); a client's receive
+ * ring index that lies ends it too. Anything else drops the message silently: the receive
+ * WQE it held stays whole for the next message (class D), an SRQ's completes in error. */
+static void uc_refuse(struct qp *qp, const struct wire_pkt *pkt, verdict v)
+{
+	note_refusal(qp, pkt, v);
+	switch (v) {
+	case PROTO_REFUSED_receive_malformed:
+	case PROTO_REFUSED_receive_sge:
+		complete_receive(qp, pkt, IBV_WC_LOC_QP_OP_ERR);
+		qp_to_error(qp);
+		return;
+	case PROTO_REFUSED_receive_ring_index:
+		qp_to_error(qp);
+		return;
+	default:
+		break;
+	}
+	if (qp->srq && qp->resp.recv_held)
+		complete_receive(qp, pkt, uc_srq_status(v));
+	uc_drop_message(qp);
+}
+
+static void uc_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	verdict v;
+
+	if (!uc_check_psn(qp, pkt))
+		return;
+	v = check_request(qp, frame, pkt);
+	if (v != GO_ON && v != DROPPED)
+		uc_refuse(qp, pkt, v);
+}
+
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt)
 {
 	verdict v;
 
+	if (qp->type == IBV_QPT_UC) {
+		uc_on_request(qp, frame, pkt);
+		return;
+	}
 	/* a NAK that ends the QP waits behind READ responses: nothing after it is taken */
 	if (qp->resp.stopped) {
 		qp->dev->cnt.drop_qp_state++;

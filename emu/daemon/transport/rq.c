@@ -1,4 +1,4 @@
-/* The receive queue of a QP (RC, and UD the same way for its one-packet messages), as the
+/* The receive queue of a QP (RC and UC, and UD the same way for its one-packet messages), as the
  * responder uses it: the WQE at the head is copied out
  * when a message needs one (SEND_FIRST or _ONLY, the last packet of a WRITE WITH IMMEDIATE),
  * a SEND's payload is scattered through its SGEs packet by packet, and it leaves the ring
@@ -104,6 +104,13 @@ int rq_scatter(struct qp *qp, const uint8_t *data, size_t n)
 	return rc;
 }
 
+/* Whatever of the dropped message was scattered into the WQE's buffers will be written
+ * over by the next message, which starts again at its first byte. */
+void rq_rewind(struct qp *qp)
+{
+	qp->resp.recv.placed = 0;
+}
+
 /* No receive WQE held, and nothing of the last one kept to write through. */
 void rq_forget(struct qp *qp)
 {
@@ -117,7 +124,7 @@ void rq_complete(struct qp *qp, struct proto_cqe *cqe)
 {
 	cqe->wr_id = qp->resp.recv.wqe.wr_id;
 	cqe->qp_num = qp->qpn;
-	if (qp->type == IBV_QPT_RC)
+	if (qp->type != IBV_QPT_UD)
 		cqe->src_qp = qp->attr.dest_qpn;   /* a UD datagram names its own in the DETH */
 	rq_forget(qp);
 	if (!qp->srq) {

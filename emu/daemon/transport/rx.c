@@ -1,5 +1,6 @@
 /* The receive path: the silent drops of RoCEv2 in the order rxe makes them, then the packet goes to
- * the QP's responder (requests) or completer (ACKs). Every drop bumps a named counter. */
+ * the QP's responder (requests, RC and UC) or completer (ACKs). Every drop bumps a named
+ * counter. */
 #include <arpa/inet.h>
 #include <string.h>
 
@@ -21,7 +22,18 @@ static bool qp_accepts(const struct qp *qp, bool response)
 	return qp_takes_requests(qp);
 }
 
-/* An RC QP takes packets only from its peer, to the address it sends from. */
+/* The wire transport of a QP's packets. */
+static enum wire_transport qp_transport(const struct qp *qp)
+{
+	switch (qp->type) {
+	case IBV_QPT_UD: return WIRE_UD;
+	case IBV_QPT_UC: return WIRE_UC;
+	default: return WIRE_RC;
+	}
+}
+
+/* A connected QP (RC or UC) takes packets only from its peer, to the address it sends
+ * from. */
 static bool from_peer(const struct dev *dev, const struct qp *qp, const uint8_t src[16],
 		      const uint8_t dst[16])
 {
@@ -47,7 +59,7 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 	}
 	/* a CNP belongs to no transport: it slows any QP that sends */
 	if (pkt->op->kind != WIRE_KIND_CNP &&
-	    pkt->op->transport != (qp->type == IBV_QPT_UD ? WIRE_UD : WIRE_RC)) {
+	    pkt->op->transport != qp_transport(qp)) {
 		dev->cnt.drop_transport++;
 		return NULL;
 	}
@@ -57,13 +69,13 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 		return NULL;
 	}
 	/* a UD QP takes datagrams from anyone that knows its Q_Key (a CNP carries none), an
-	 * RC QP only from its peer (rxe checks both before the QP sees the packet) */
+	 * RC or UC QP only from its peer (rxe checks both before the QP sees the packet) */
 	if (qp->type == IBV_QPT_UD && pkt->op->kind != WIRE_KIND_CNP &&
 	    pkt->ext.deth.qkey != qp->attr.qkey) {
 		dev->cnt.qkey_viol++;
 		return NULL;
 	}
-	if (qp->type == IBV_QPT_RC && !from_peer(dev, qp, src, dst)) {
+	if (qp->type != IBV_QPT_UD && !from_peer(dev, qp, src, dst)) {
 		dev->cnt.drop_wrong_peer++;
 		return NULL;
 	}

@@ -1,4 +1,4 @@
-/* The transport: RoCEv2's RC and UD service over the port. Per QP, the requester (req.c)
+/* The transport: RoCEv2's RC, UC and UD service over the port. Per QP, the requester (req.c)
  * sends work requests as packets, the completer (comp.c) takes ACKs, NAKs and READ
  * responses and completes them, the responder (resp.c, with read.c and atomic.c) checks and
  * executes requests and answers them (reply.c); sched.c gives QPs their turns, cc.c and
@@ -143,7 +143,7 @@ struct qp {
 	struct owner *owner;
 	uint32_t handle;
 	uint32_t qpn;
-	enum ibv_qp_type type;       /* IBV_QPT_RC or IBV_QPT_UD */
+	enum ibv_qp_type type;       /* IBV_QPT_RC, IBV_QPT_UC or IBV_QPT_UD */
 	struct mr_pd *pd;
 	struct cq *send_cq;
 	struct cq *recv_cq;
@@ -221,6 +221,8 @@ struct qp {
 		uint32_t msn;
 		bool nak_seq_sent;           /* a sequence NAK went for rcv_psn, not come since */
 		bool in_msg;                 /* a message's FIRST came, its LAST not yet */
+		bool uc_dropping;            /* UC: the message under way is dropped, up to
+					      * the next FIRST or ONLY */
 		uint8_t msg_kind;            /* WIRE_KIND_SEND or _WRITE, while in_msg */
 		uint64_t write_va;
 		uint32_t write_rkey;
@@ -378,6 +380,8 @@ void comp_on_atomic_ack(struct qp *qp, const struct wire_pkt *pkt);
 void comp_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status);
 void comp_fail_head(struct qp *qp, enum proto_failure why);
+/* UC: every request whose packets have all left completes successfully. */
+void comp_on_sent(struct qp *qp);
 
 /* sched.c: requesters take turns. A QP that sent QP_BURST packets and has more to send is
  * queued; sched_serve() gives each queued QP a burst in turn, DEV_SERVE_BUDGET packets a
@@ -463,6 +467,8 @@ int rq_scatter(struct qp *qp, const uint8_t *data, size_t n);
 void rq_complete(struct qp *qp, struct proto_cqe *cqe);
 void rq_flush(struct qp *qp);
 void rq_forget(struct qp *qp);
+/* UC: the held WQE's message was dropped; it stays held, whole, for the next message. */
+void rq_rewind(struct qp *qp);
 
 /* rx.c: the receive path. rx_frame() takes every frame the port delivers: the silent
  * drops in the order rxe makes them, then the QP's responder, completer or UD receive. */
