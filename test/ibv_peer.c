@@ -53,6 +53,13 @@ enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM, C
 	    CHECK_SEND_IMM, READ_SOURCE, READ_SOURCE_GONE };
 
 #define READ_BYTES (16u << 20)  /* streams for a while from or into an emulated guest */
+/* Each reconnection moves both PSNs past every PSN the last connection may have used: the
+ * QPs are reused, so a stale packet of the old connection still on its way (a READ
+ * response of the 16 MiB READ, 16,384 PSNs at MTU 1024 and 65,536 at 256) must fall
+ * outside the new one's window. With a step of 0x1000 one did not: rxe's completer took a
+ * late READ response of PSN 0x2e0x as the acknowledgement of the next WRITE, which it then
+ * completed with two of its four packets sent (make interop, 2026-11-26). */
+#define RECONNECT_PSN_STEP 0x20000u
 
 /* A receive's buffer: none (a WRITE WITH IMMEDIATE's) or the whole buffer (a SEND's). */
 #define RECV_INTO_BUF 1u
@@ -215,7 +222,7 @@ static void serve(void)
 		if (m.verb == DONE)
 			return;
 		if (m.verb == RECONNECT) {
-			psn += 0x1000;
+			psn += RECONNECT_PSN_STEP;
 			exchange_and_connect(psn & 0xffffff, false);
 			continue;
 		}
@@ -367,7 +374,7 @@ static void case_refused(struct peer_info *peer, const char *what, uint64_t radd
 	       st != IBV_WC_REM_ACCESS_ERR && !nak_lost ? ibv_wc_status_str(st) :
 							   "the target changed");
 	xfer(true, &(struct msg){ .verb = RECONNECT }, sizeof(struct msg));
-	*psn += 0x1000;
+	*psn += RECONNECT_PSN_STEP;
 	*peer = exchange_and_connect(*psn & 0xffffff, true);
 }
 
@@ -427,7 +434,7 @@ static void case_read_refused(struct peer_info *peer, uint32_t *psn)
 	report("READ of 16 MiB whose source MR is deregistered while it streams", ok, why);
 	ibv_dereg_mr(dst_mr);
 	xfer(true, &(struct msg){ .verb = RECONNECT }, sizeof(struct msg));
-	*psn += 0x1000;
+	*psn += RECONNECT_PSN_STEP;
 	*peer = exchange_and_connect(*psn & 0xffffff, true);
 }
 

@@ -342,6 +342,32 @@ vlan_in_guest() {
 }
 [ -n "$SHORT" ] || vlan_in_guest
 
+# rdma-core's pyverbs suite on rxe0 itself, in the guest, as test/pyverbs.test.sh runs it
+# on rocemu: the count rocemu is compared with is measured here, not remembered. The whole
+# output stays in $INTEROP_CACHE/pyverbs-on-rxe.txt, which test/pyverbs.test.sh reads in
+# place of ../shared/anchors' when it is there. Its failures are rxe's, not ours: shown,
+# and counted only when the suite did not run to its summary.
+pyverbs_on_rxe() {
+	local out=$WORK/pyverbs-rxe.out summary ran skipped bad
+	vm_run 1500 "rm -rf /tmp/pyverbs && mkdir -p /tmp/pyverbs &&
+		cp -r /usr/share/doc/rdma-core/tests /tmp/pyverbs/ &&
+		gunzip -f /tmp/pyverbs/tests/*.gz; cd /tmp/pyverbs &&
+		timeout 1400 /usr/bin/python3 tests/run_tests.py --dev rxe0 -v" >"$out" 2>&1
+	summary=$(grep -E '^(OK|FAILED)( \(|$)' "$out" | tail -n 1)
+	ran=$(sed -nE 's/^Ran ([0-9]+) tests? .*/\1/p' "$out")
+	skipped=$(sed -nE 's/.*skipped=([0-9]+).*/\1/p' <<<"$summary")
+	bad=$(grep -cE '^(FAIL|ERROR): ' "$out")
+	if [ -z "$ran" ]; then
+		tail -n 20 "$out" | sed 's/^/  guest| /'
+		failed "pyverbs on rxe0: the suite did not finish"
+		return
+	fi
+	grep -E '^(FAIL|ERROR): ' "$out" | sed 's/^/  rxe0: /'
+	passed "pyverbs on rxe0 ($(vm_run 10 'uname -r')): $ran tests, $((ran - ${skipped:-0} - bad)) passed, ${skipped:-0} skipped, $bad failed or errored"
+	cp "$out" "$INTEROP_CACHE/pyverbs-on-rxe.txt"
+}
+[ -n "$SHORT" ] || pyverbs_on_rxe
+
 # Every frame both ways, as rocemud saw them: ours as sent, rxe's as received.
 for cap in "${CAPTURES[@]}"; do
 	check_wire "$cap" infiniband 1000
