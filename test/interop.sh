@@ -33,6 +33,8 @@ RUN=$BUILD/rocemu-run
 PEER=$BUILD/test/ibv_peer
 UD_PEER=$BUILD/test/ud_peer
 DAEMON=
+DUMPCAP=
+TAP_PCAP=$WORK/tap.pcap
 # perftest does not free what it allocates: under a sanitizer build's rocemu-run, leaks
 # are not counted against a run (our own programs' are, in the short form's peers)
 [ -n "${INTEROP_SHORT:-}" ] || export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
@@ -40,6 +42,7 @@ DAEMON=
 cleanup() {
 	vm_stop
 	[ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
+	[ -n "$DUMPCAP" ] && kill "$DUMPCAP" 2>/dev/null && wait "$DUMPCAP" 2>/dev/null
 	ip netns del "$NS" 2>/dev/null
 	teardown
 }
@@ -69,12 +72,27 @@ start_rocemud() {
 	fail "rocemud did not start: $(cat "$WORK/rocemud.log")"
 }
 
+# The tap is no veth: whether runs of a QP's packets still went out as UDP GSO frames, which
+# the kernel cut into segments (UDP checksums filled) before rxe saw them.
 stop_rocemud() {
+	local gso
+	gso=$("$BUILD/rocemuctl" -s "$SOCK" stats | awk '$1 == "sent_gso_frames" || $1 == "sent_pkts" { printf "%s %s, ", $1, $2 }')
+	echo "rocemud on $VM_TAP: ${gso%, }"
 	kill "$DAEMON" && wait "$DAEMON" 2>/dev/null
 	DAEMON=
 }
 
+# The tap computes no checksum for us: a UDP checksum on it is complete, and the guest's
+# kernel checks it before rxe sees the packet (with the offload on, the kernel would
+# leave it partial and the guest would trust it unchecked).
+ip netns exec "$NS" ethtool -K "$VM_TAP" tx off >/dev/null 2>&1 ||
+	fail "ethtool -K $VM_TAP tx off failed"
 start_rocemud "$PCAP"
+# The wire itself, on the tap, for the first cases: rocemud's --pcap records each packet as
+# built, but the tap is no veth, and runs of a QP's packets leave as UDP GSO frames that
+# the kernel cuts into segments, filling in their UDP checksums, before rxe sees them.
+ip netns exec "$NS" dumpcap -q -B 64 -i "$VM_TAP" -f "udp port 4791" -w "$TAP_PCAP" >/dev/null 2>&1 &
+DUMPCAP=$!
 
 # rxe's GID table holds a GID for each of the guest's addresses, its IPv6 link-local one
 # among them, in an order of its own: the guest's programs are told the index of the one
@@ -322,6 +340,8 @@ for side in client server; do
 	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done
+kill "$DUMPCAP" && wait "$DUMPCAP" 2>/dev/null
+DUMPCAP=
 CAPTURES=("$PCAP")
 [ -n "$SHORT" ] || { loss_cases; cnp_cases; mtu4096_cases; mixed_mtu_cases; }
 stop_rocemud
@@ -372,6 +392,20 @@ pyverbs_on_rxe() {
 for cap in "${CAPTURES[@]}"; do
 	check_wire "$cap" infiniband 1000
 done
+
+# The tap's frames as they crossed it: each segment of a GSO frame ICRC-valid on its own,
+# and every UDP checksum the kernel filled in correct (RoCE v2 senders leave it 0; rxe's
+# UDP socket checks one that is not, and took every one of these).
+wire_checksums() {
+	local filled bad
+	check_wire "$TAP_PCAP" infiniband 1000
+	filled=$(HOME=$WORK tshark -r "$TAP_PCAP" -Y 'udp.checksum != 0' 2>/dev/null | wc -l)
+	bad=$(HOME=$WORK tshark -o udp.check_checksum:TRUE -r "$TAP_PCAP" \
+		-Y 'udp.checksum.status == 0' 2>/dev/null | wc -l)
+	[ "$bad" -eq 0 ] && passed "the tap's frames: $filled with a UDP checksum filled in by segmentation, none wrong" ||
+		failed "the tap's frames: $bad of $filled UDP checksums wrong"
+}
+wire_checksums
 
 # The captures stay for a look in Wireshark: what rxe sends is the best test our parser has.
 mkdir -p "$INTEROP_CACHE" && cp "${CAPTURES[@]}" "$INTEROP_CACHE/" &&

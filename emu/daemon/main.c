@@ -416,9 +416,9 @@ int main(int argc, char **argv)
 	log_gids(&dev);
 	log_info("rocemud on %s, MTU %u, socket %s", dev.port.ifname, net_mtu_bytes(dev.port.active_mtu),
 		 dev.ctl.sock_path);
-	log_info("%s", dev.port.tx_gso ? "packets of one QP go out as UDP GSO frames (veth or lo)" :
+	log_info("%s", dev.port.tx_gso ? "packets of one QP go out as UDP GSO frames" :
 		 o.no_gso ? "no GSO (--no-gso): every packet is a send of its own" :
-		 "no GSO: not veth or lo, or the kernel lacks virtio-net headers on packet sockets");
+		 "no GSO: the kernel lacks virtio-net headers on packet sockets");
 	if (!o.no_ingress_drop)
 		start_ingress_drop(&dev);
 	if (fault_active(&dev.port.fault)) {

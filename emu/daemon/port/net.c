@@ -83,26 +83,6 @@ static int open_rx(struct port *port, char *err, size_t errlen)
 	return 0;
 }
 
-/* GSO frames go where no wire follows: into a veth, whose peer gets the frame uncut, or
- * lo. On a real NIC, segmentation would fill in the UDP checksums RoCEv2 sends as 0. */
-static bool link_keeps_gso_local(struct port *port)
-{
-	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
-	struct ifreq ifr = { .ifr_data = (void *)&info };
-	int fd;
-	bool veth;
-
-	if (port->loopback)
-		return true;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", port->ifname);
-	veth = ioctl(fd, SIOCETHTOOL, &ifr) == 0 && !strcmp(info.driver, "veth");
-	close(fd);
-	return veth;
-}
-
 /* Bound to the interface with protocol 0: a packet socket bound to an EtherType also
  * receives every frame of that type, a clone per frame queued to a socket nobody reads.
  * (Naming the interface in each message instead costs a device lookup per frame.) The
@@ -124,7 +104,10 @@ static int open_tx(struct port *port, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (!port->gso_off && port->rx.vnet && link_keeps_gso_local(port))
+	/* On any link: where no peer on this host takes the GSO frame whole, the kernel (or
+	 * the NIC) cuts it, and fills in the UDP checksums RoCE v2 senders leave 0; rxe takes
+	 * them (make interop checks them on the tap) */
+	if (!port->gso_off && port->rx.vnet)
 		port->tx_vnet = setsockopt(port->tx_fd, SOL_PACKET, PACKET_VNET_HDR, &one,
 					  sizeof(one)) == 0;
 	port->tx_gso = port->tx_vnet;
