@@ -362,6 +362,20 @@ vlan_in_guest() {
 }
 [ -n "$SHORT" ] || vlan_in_guest
 
+# rocemud where rxe is loaded: rdma_rxe holds UDP 4791 in the guest's namespace, and
+# rocemud must refuse to start and say so, naming the module and how to unload it.
+rocemud_beside_rxe() {
+	local out
+	out=$(vm_run 60 "timeout 20 $BUILD/rocemud -i eth0 -a $ADDR_X -s /run/rocemu-beside.sock 2>&1; echo exit \$?")
+	if grep -q 'rdma_rxe' <<<"$out" && ! grep -q '^exit 0$' <<<"$out"; then
+		passed "rocemud beside rxe0 in the guest refuses to start: $(grep -m1 rdma_rxe <<<"$out" | cut -c1-160)"
+	else
+		sed 's/^/  guest| /' <<<"$out" | tail -n 5
+		failed "rocemud beside rxe0: no refusal naming rdma_rxe"
+	fi
+}
+[ -n "$SHORT" ] || rocemud_beside_rxe
+
 # rdma-core's pyverbs suite on rxe0 itself, in the guest, as test/pyverbs.test.sh runs it
 # on rocemu: the count rocemu is compared with is measured here, not remembered. The whole
 # output stays in $INTEROP_CACHE/pyverbs-on-rxe.txt, which test/pyverbs.test.sh reads in

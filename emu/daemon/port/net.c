@@ -138,6 +138,18 @@ static int guard_one(struct port *port, const struct port_gid *g)
 	return fd;
 }
 
+/* Who likely holds UDP 4791: the kernel's Soft-RoCE binds it on every address of its
+ * network namespace as soon as its module is loaded, with or without an rxe device. */
+static const char *port_holder_hint(int err)
+{
+	if (err != EADDRINUSE)
+		return "";
+	if (access("/sys/module/rdma_rxe", F_OK) == 0)
+		return " (the kernel's rdma_rxe module holds it while it is loaded: delete its "
+		       "devices with 'rdma link delete rxe0' and so on, then 'modprobe -r rdma_rxe')";
+	return " (another rocemud, or another RoCE program, serves this address?)";
+}
+
 static int open_udp_guard(struct port *port, char *err, size_t errlen)
 {
 	char ip[INET6_ADDRSTRLEN];
@@ -145,9 +157,11 @@ static int open_udp_guard(struct port *port, char *err, size_t errlen)
 	for (unsigned i = 0; i < port->ngids; i++) {
 		port->udp_guard_fd[i] = guard_one(port, &port->gids[i]);
 		if (port->udp_guard_fd[i] < 0) {
+			int e = errno;
+
 			snprintf(err, errlen, "cannot bind UDP port %d on %s: %s%s", WIRE_ROCE_PORT,
-				 addr_str(port->gids[i].raw, ip, sizeof(ip)), strerror(errno),
-				 errno == EADDRINUSE ? " (another rocemud serves this address?)" : "");
+				 addr_str(port->gids[i].raw, ip, sizeof(ip)), strerror(e),
+				 port_holder_hint(e));
 			return -1;
 		}
 	}
