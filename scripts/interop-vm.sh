@@ -10,8 +10,11 @@
 # The guest's NIC is a tap device inside a network namespace of the caller's, where
 # rocemud serves the tap.
 #   vm_prepare                   the kernel and the initramfs (cached; a first run downloads)
-#   vm_start NETNS WORK ADDR_HOST ADDR_GUEST
-#                                boots the guest; returns when rxe0 is up (or fails)
+#   vm_start NETNS WORK ADDR_HOST ADDR_GUEST [ADDR6_HOST ADDR6_GUEST]
+#                                boots the guest; returns when rxe0 is up (or fails).
+#                                ADDR_HOST "-": the tap gets no address (a bridge's port)
+# Several guests: each with its own VM_TAP, VM_MAC and WORK; VM_PID and VM_WORK name the
+# one the other calls talk to (test/two-vms.sh switches them).
 #   vm_run SECONDS COMMAND       runs COMMAND (sh) in the guest, prints its output, returns
 #                                its status (124 when it outlasts SECONDS)
 #   vm_spawn NAME COMMAND        starts COMMAND in the guest in the background;
@@ -21,6 +24,7 @@ set -u
 
 INTEROP_CACHE=${INTEROP_CACHE:-${ROCEMU_ROOT:-.}/build/interop}
 VM_TAP=${VM_TAP:-rxetap0}
+VM_MAC=${VM_MAC:-52:54:00:12:34:56}
 VM_MEM=${VM_MEM:-1024}
 VM_BOOT_SECONDS=${VM_BOOT_SECONDS:-180}
 VM_PID=
@@ -136,7 +140,7 @@ ADDR=$addr_guest
 ADDR6=$addr6_guest
 EOF
 	ip netns exec "$ns" ip tuntap add dev "$VM_TAP" mode tap || return 1
-	ip netns exec "$ns" ip addr add "$addr_host/24" dev "$VM_TAP"
+	[ "$addr_host" = - ] || ip netns exec "$ns" ip addr add "$addr_host/24" dev "$VM_TAP"
 	[ -z "$addr6_host" ] || ip netns exec "$ns" ip addr add "$addr6_host/64" dev "$VM_TAP" nodad
 	ip netns exec "$ns" ip link set "$VM_TAP" up
 	accel=${VM_ACCEL:-$(vm_accel)}
@@ -147,7 +151,7 @@ EOF
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs local,path="$VM_WORK/vm",mount_tag=work,security_model=none \
 		-netdev tap,id=n0,ifname="$VM_TAP",script=no,downscript=no \
-		-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56 \
+		-device virtio-net-pci,netdev=n0,mac="$VM_MAC" \
 		</dev/null >"$VM_WORK/vm-console.log" 2>&1 &
 	VM_PID=$!
 	for _ in $(seq $((VM_BOOT_SECONDS * 10))); do

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# make two-vms: the deployment rocemu is for, two VMs without RDMA hardware, each running
+# rocemud on its virtio-net NIC, measured against what the same two guests do with TCP
+# (iperf3) and with the kernel's rxe on the same NICs (the same perftest binaries).
+# Two guests of scripts/interop-vm.sh (Debian's kernel, the host's root read-only) on a
+# bridge inside a network namespace; KVM where it works, TCG otherwise (said at the top).
+# First rxe0 in both guests, then rxe's module unloaded and rocemud started in each.
+# Prints each row and the ratios of one run; fails only when something did not run or a
+# transfer was not verified.
+#   test/two-vms.sh [BUILD]
+#   TWO_VMS_SHORT=1 test/two-vms.sh [BUILD]   rdma-write verified and one perftest row
+set -u
+ROCEMU_BUILD=$(cd "${1:-${ROCEMU_BUILD:-build}}" && pwd) || exit 1
+source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/checks.sh"
+source "$ROCEMU_ROOT/scripts/interop-vm.sh"
+require_root
+
+NS=tv$((RANDOM % 100000))
+BRIDGE=br-$NS
+NET=10.79.$((RANDOM % 250 + 1))
+SHORT=${TWO_VMS_SHORT:-}
+declare -A ADDR=([a]=$NET.1 [b]=$NET.2) PID=() GUEST_WORK=() TAP=([a]=${NS}a [b]=${NS}b)
+declare -A MAC=([a]=52:54:00:79:00:0a [b]=52:54:00:79:00:0b)
+RUN=$BUILD/rocemu-run
+SOCK=/run/rocemu-two-vms.sock
+
+cleanup() {
+	local g
+	for g in a b; do
+		[ -n "${PID[$g]:-}" ] || continue
+		on "$g" && vm_stop
+	done
+	ip netns del "$NS" 2>/dev/null
+	teardown
+}
+trap cleanup EXIT
+
+# on GUEST: the vm_* calls that follow talk to that guest
+on() {
+	VM_TAP=${TAP[$1]} VM_WORK=${GUEST_WORK[$1]:-} VM_PID=${PID[$1]:-}
+}
+
+boot() {
+	GUEST_WORK[$1]=$WORK/$1
+	mkdir -p "${GUEST_WORK[$1]}"
+	VM_TAP=${TAP[$1]} VM_MAC=${MAC[$1]} vm_start "$NS" "${GUEST_WORK[$1]}" - "${ADDR[$1]}" ||
+		fail "guest $1 did not come up"
+	PID[$1]=$VM_PID
+	ip netns exec "$NS" ip link set "${TAP[$1]}" master "$BRIDGE" || fail "tap $1 to the bridge"
+}
+
+for p in qemu-system-x86_64 ib_write_bw iperf3; do
+	command -v "$p" >/dev/null || fail "$p is missing (scripts/install-deps.sh installs it)"
+done
+vm_prepare || fail "cannot prepare the guests' kernel and initramfs"
+ACCEL=${VM_ACCEL:-$(vm_accel)}
+export VM_ACCEL=$ACCEL
+echo "two guests, $ACCEL, 1 vCPU and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
+
+ip netns add "$NS" || fail "ip netns add $NS"
+ip netns exec "$NS" ip link add "$BRIDGE" type bridge || fail "no bridge"
+ip netns exec "$NS" ip link set "$BRIDGE" up
+boot a
+boot b
+
+# rxe_gid GUEST: rxe0's GID index for the guest's IPv4 address
+rxe_gid() {
+	local want
+	want=$(gid_hex "${ADDR[$1]}" | tr -d ' ' | sed -E 's/(....)/\1:/g; s/:$//')
+	on "$1"
+	vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; do
+		[ \"\$(cat \$g)\" = $want ] && echo \$g && break; done"
+}
+
+# pair NAME SERVER CLIENT: SERVER in guest b (in the background), CLIENT in guest a, each a
+# command line (@B@: guest b's address); the client's output in NAME.out, its status in RC
+pair() {
+	on b
+	vm_spawn "$1" "timeout 120 $2"
+	sleep 2   # the guest is slow to listen under TCG
+	on a
+	vm_run 130 "timeout 120 ${3//@B@/${ADDR[b]}}" >"$WORK/$1.out" 2>&1
+	RC=$?
+	on b
+	vm_wait "$1" 130 >"$WORK/$1.server" 2>&1 || [ "$RC" -ne 0 ] || RC=1
+}
+
+# perftest NAME PREFIX GID TOOL ARGS...: one perftest row between the guests; ROW gets its
+# average (MB/s for bandwidth, t_typical in us for latency)
+perftest() {
+	local name=$1 prefix=$2 gid=$3 tool=$4 col
+	shift 4
+	pair "$name" "$prefix $tool $* -x $gid" "$prefix $tool $* -x $gid @B@"
+	[[ $tool == *_lat ]] && col=5 || col=4
+	ROW=$(awk -v c=$col '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print $c; exit }' "$WORK/$name.out")
+	if [ "$RC" -eq 0 ] && [ -n "$ROW" ]; then
+		passed "$name: $tool $*: $ROW"
+	else
+		tail -n 8 "$WORK/$name.out" "$WORK/$name.server" | sed 's/^/  | /'
+		failed "$name: $tool $* (exit $RC)"
+		ROW=
+	fi
+}
+
+declare -A R=()
+ratio() { # LABEL A B: A/B to two places, or "-" when either is missing
+	if [ -n "${R[$2]:-}" ] && [ -n "${R[$3]:-}" ]; then
+		awk -v l="$1" -v a="${R[$2]}" -v b="${R[$3]}" \
+			'BEGIN { printf "  %-46s %s / %s = %.2fx\n", l, a, b, a / b }'
+	else
+		printf '  %-46s -\n' "$1"
+	fi
+}
+
+# --- TCP between the same two guests
+if [ -z "$SHORT" ]; then
+	pair iperf3 "iperf3 -s -1" "iperf3 -c @B@ -t 5 -f m"
+	R[iperf3]=$(awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mbits/sec") v = $i } END { if (v) printf "%.1f", v / 8 * 1e6 / 1048576 }' "$WORK/iperf3.out")
+	[ -n "${R[iperf3]}" ] && passed "iperf3, one TCP stream: ${R[iperf3]} MB/s" || failed "iperf3 (exit $RC)"
+fi
+
+# --- the kernel's rxe on both guests' eth0
+GID_A=$(rxe_gid a)
+[ -n "$GID_A" ] || fail "rxe0 in guest a has no GID for ${ADDR[a]}"
+if [ -z "$SHORT" ]; then
+	perftest rxe-write-1m "" "$GID_A" ib_write_bw -d rxe0 -s 1048576 -n 50; R[rxe_1m]=$ROW
+	perftest rxe-write-64 "" "$GID_A" ib_write_bw -d rxe0 -s 64 -n 5000; R[rxe_64]=$ROW
+	perftest rxe-write-lat "" "$GID_A" ib_write_lat -d rxe0 -s 64 -n 500; R[rxe_lat]=$ROW
+fi
+
+# --- rocemu: rxe unloaded (it holds UDP 4791), rocemud on each guest's eth0
+for g in a b; do
+	on "$g"
+	out=$(vm_run 60 "rdma link delete rxe0 && busybox rmmod rdma_rxe && echo unloaded") ||
+		fail "guest $g: cannot unload rdma_rxe: $out"
+	vm_spawn "rocemud-$g" "$BUILD/rocemud -i eth0 -a ${ADDR[$g]} -s $SOCK -d"
+done
+for g in a b; do
+	on "$g"
+	vm_run 60 "for i in \$(seq 100); do [ -S $SOCK ] && exit 0; sleep 0.1; done; exit 1" >/dev/null ||
+		fail "rocemud did not start in guest $g: $(cat "${GUEST_WORK[$g]}/vm/out.rocemud-$g")"
+done
+
+pair rdma-write "$BUILD/rdma-write --server --verify -s 1M -D $SOCK" \
+	"$BUILD/rdma-write --verify -s 1M -n 200 --json -D $SOCK @B@"
+line=$(grep '^{' "$WORK/rdma-write.out" | tail -n 1)
+R[rw_1m]=$(sed -nE 's/.*"bw_avg_mbps":([0-9.]+).*/\1/p' <<<"$line")
+if [ "$RC" -eq 0 ] && grep -q '"verify":"OK"' <<<"$line" && [ -n "${R[rw_1m]}" ]; then
+	passed "rocemu: rdma-write --verify -s 1M -n 200: ${R[rw_1m]} MB/s, every byte verified"
+else
+	tail -n 8 "$WORK/rdma-write.out" "$WORK/rdma-write.server" | sed 's/^/  | /'
+	failed "rocemu: rdma-write --verify -s 1M -n 200 (exit $RC)"
+fi
+perftest rocemu-write-1m "$RUN -D $SOCK" 0 ib_write_bw -s 1048576 -n 50; R[roce_1m]=$ROW
+if [ -z "$SHORT" ]; then
+	perftest rocemu-write-64 "$RUN -D $SOCK" 0 ib_write_bw -s 64 -n 5000; R[roce_64]=$ROW
+	perftest rocemu-write-lat "$RUN -D $SOCK" 0 ib_write_lat -s 64 -n 500; R[roce_lat]=$ROW
+fi
+on a
+gso=$(vm_run 30 "$BUILD/rocemuctl -s $SOCK stats" | awk '$1 == "sent_gso_frames" || $1 == "sent_pkts" { printf "%s %s ", $1, $2 }')
+echo "rocemud in guest a: $gso"
+
+echo "ratios, one run ($ACCEL):"
+ratio "rdma-write 1 MiB / iperf3" rw_1m iperf3
+ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m
+ratio "ib_write_bw 1 MiB (rocemu) / iperf3" roce_1m iperf3
+ratio "ib_write_bw 64 B: rocemu / rxe" roce_64 rxe_64
+ratio "ib_write_lat 64 B t_typical: rocemu / rxe" roce_lat rxe_lat
+finish "two VMs${SHORT:+ (short)}"
