@@ -5,12 +5,12 @@
 # /sys/class/infiniband_verbs/uverbs0 and the character device /dev/infiniband/uverbs0 as
 # the kernel lays them out and prints them; node_guid is ibv_devinfo's; the GID table and
 # its types and netdevs are ibv_devinfo -v's; the port's state follows the link (one
-# process reading it again sees the change); the counters are rocemuctl's; the files are
-# read-only; a directory walked by find and grep -r, and a shell's working directory in
-# it, work too. Outside rocemu-run the machine is unchanged, during the runs and after;
-# each process's private tree is gone when it exits (one killed is swept by the next), and
-# ibv_devinfo, which looks for a board_id file, makes none. The counters are read after
-# rdma-write's traffic.
+# process reading it again sees the change); the counters are rocemuctl's after
+# rdma-write's traffic; the files are read-only; a directory walked by find and grep -r,
+# and a shell's working directory in it, work too. Outside rocemu-run the machine is
+# unchanged, during the runs and after; each process's private tree is gone when it exits
+# (one killed is swept by the next), and ibv_devinfo, which looks for a board_id file,
+# makes none.
 set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/pairs.sh"

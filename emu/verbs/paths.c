@@ -103,15 +103,28 @@ static bool served(const char *path)
  * from then on relative paths are looked at too. */
 static bool relative_watch;
 
-/* A lookup: what to hand libc, the kernel's path it stands for (served[0] = '\0' when
- * none), and what making it in the tree said (err: for opening to read). */
+/* A lookup: what to hand libc, the kernel's path it stands for, and what making it in the
+ * tree said. Its buffer is allocated for the paths of ours only: any other path costs a
+ * compare, and no stack (the calls may run on a thread's or a signal handler's small one). */
 struct lookup {
 	const char *path;               /* for libc */
+	const char *served;             /* the kernel's path it stands for; NULL when none */
+	char *buf;                      /* malloc'd, PATH_MAX: the tree's path, or served */
+	bool ours;                      /* path is the tree's entry (absolute) */
 	int absent;                     /* ENOENT or ENOTDIR: not there, the call fails so */
-	int err;
-	char served[PATH_MAX];
-	char mapped[PATH_MAX];
+	int err;                        /* opening to read: the kernel file's errno */
 };
+
+static void lookup_done(struct lookup *l)
+{
+	int saved = errno;
+
+	free(l->buf);
+	errno = saved;
+}
+
+/* Every call's lookup, freed when the call returns. */
+#define LOOKUP(l) struct lookup l __attribute__((cleanup(lookup_done))) = { .path = NULL }
 
 /* The directory of the tree under which dir lies, as the kernel's path; NULL if none. */
 static const char *unmap(const char *dir)
@@ -125,8 +138,9 @@ static const char *unmap(const char *dir)
 	return dir[len] ? dir + len : "/";
 }
 
-/* The kernel's path a relative path stands for when its directory is in the tree. */
-static void resolve_relative(int dirfd, const char *path, struct lookup *l)
+/* The kernel's path a relative path stands for, into out (PATH_MAX), when its directory
+ * is in the tree; false when it is not. */
+static bool resolve_relative(int dirfd, const char *path, char *out)
 {
 	char dir[PATH_MAX], link[32];
 	const char *kdir;
@@ -134,71 +148,80 @@ static void resolve_relative(int dirfd, const char *path, struct lookup *l)
 
 	if (dirfd == AT_FDCWD) {
 		if (!REAL(getcwd) || !REAL(getcwd)(dir, sizeof(dir)))
-			return;
+			return false;
 	} else {
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
 		n = REAL(readlink) ? REAL(readlink)(link, dir, sizeof(dir) - 1) : -1;
 		if (n <= 0)
-			return;
+			return false;
 		dir[n] = '\0';
 	}
 	kdir = unmap(dir);
-	if (kdir && (size_t)snprintf(l->served, sizeof(l->served), "%s%s%s", kdir,
-				     strcmp(kdir, "/") ? "/" : "", path) >= sizeof(l->served))
-		l->served[0] = '\0';
+	return kdir && (size_t)snprintf(out, PATH_MAX, "%s%s%s", kdir,
+					strcmp(kdir, "/") ? "/" : "", path) < PATH_MAX;
 }
 
-/* Maps path (relative to dirfd when not absolute): true when it is ours, with l->path the
- * tree's entry, made for use. A path of ours that the tree cannot serve (it could not be
- * made) goes to libc unchanged. errno is kept. */
-static bool lookup_use(int dirfd, const char *path, struct lookup *l, enum rv_sysfs_use use)
+/* lookup_use for a path that may be ours. */
+__attribute__((noinline))
+static bool lookup_slow(int dirfd, const char *path, struct lookup *l, enum rv_sysfs_use use)
 {
 	int saved = errno, err;
 	const char *root;
 	size_t len, plen;
 
-	l->path = path;
-	l->absent = l->err = 0;
-	l->served[0] = '\0';
-	if (!path)
-		return false;
+	l->buf = malloc(PATH_MAX);
+	if (!l->buf)
+		goto real;
 	if (path[0] != '/') {
-		if (__atomic_load_n(&relative_watch, __ATOMIC_RELAXED) && path[0]) {
-			resolve_relative(dirfd, path, l);
-			if (l->served[0]) {
-				err = rv_sysfs_prepare(l->served, use);
-				if (err == ENOENT || err == ENOTDIR)
-					l->absent = err;
-				else
-					l->err = err;
-			}
-			errno = saved;
+		if (resolve_relative(dirfd, path, l->buf)) {
+			l->served = l->buf;
+			err = rv_sysfs_prepare(l->served, use);
+			if (err == ENOENT || err == ENOTDIR)
+				l->absent = err;
+			else
+				l->err = err;
 		}
+		errno = saved;
 		return false;   /* libc looks it up in the tree through dirfd already */
 	}
-	if (!served(path))
-		return false;
 	err = rv_sysfs_prepare(path, use);
-	plen = strlen(path);
 	if (err == ENOENT || err == ENOTDIR) {
+		l->served = path;
 		l->absent = err;        /* not there: no tree needed to say so */
-		memcpy(l->served, path, plen + 1 < sizeof(l->served) ? plen + 1 : 1);
 		errno = saved;
 		return true;
 	}
 	root = rv_sysfs_root(&len);
-	if (!root || len + plen >= sizeof(l->mapped) || plen >= sizeof(l->served)) {
-		errno = saved;
-		return false;   /* switched off, or no tree could be made: the real path */
-	}
-	memcpy(l->mapped, root, len);
-	memcpy(l->mapped + len, path, plen + 1);
-	memcpy(l->served, path, plen + 1);
-	l->path = l->mapped;
+	plen = strlen(path);
+	if (!root || len + plen >= PATH_MAX)
+		goto real;      /* switched off, or no tree could be made: the real path */
+	memcpy(l->buf, root, len);
+	memcpy(l->buf + len, path, plen + 1);
+	l->served = path;
+	l->path = l->buf;
+	l->ours = true;
 	l->err = err;
 	errno = saved;
 	return true;
+real:
+	errno = saved;
+	return false;
 }
+
+/* Maps path (relative to dirfd when not absolute): true when it is ours, with l->path the
+ * tree's entry, made for use. A path of ours that the tree cannot serve (it could not be
+ * made) goes to libc unchanged. errno is kept. */
+static inline bool lookup_use(int dirfd, const char *path, struct lookup *l,
+			      enum rv_sysfs_use use)
+{
+	l->path = path;
+	if (!path || (path[0] == '/' ? !served(path) :
+		      !path[0] || !__atomic_load_n(&relative_watch, __ATOMIC_RELAXED)))
+		return false;
+	return lookup_slow(dirfd, path, l, use);
+}
+
+#define lookup(dirfd, path, l) lookup_use(dirfd, path, l, RV_SYSFS_LOOKUP)
 
 /* A path of ours that is not there fails the call at once (errno ENOENT or ENOTDIR). */
 #define ABSENT(l, ret)                                                                  \
@@ -229,7 +252,7 @@ static int devnode(const struct lookup *l)
 
 static void fix_stat(const struct lookup *l, struct stat *st)
 {
-	int n = l->served[0] ? devnode(l) : -1;
+	int n = l->served ? devnode(l) : -1;
 
 	if (n < 0 || !S_ISREG(st->st_mode))
 		return;
@@ -243,7 +266,7 @@ static void fix_stat(const struct lookup *l, struct stat *st)
 
 static void fix_statx(const struct lookup *l, struct statx *st)
 {
-	int n = l->served[0] ? devnode(l) : -1;
+	int n = l->served ? devnode(l) : -1;
 
 	if (n < 0 || !S_ISREG(st->stx_mode))
 		return;
@@ -261,10 +284,10 @@ static void fix_statx(const struct lookup *l, struct statx *st)
  * is ENOENT (librdmacm, for one, opens /dev/infiniband/rdma_cm). */
 static int before_open(int dirfd, const struct lookup *l, bool write)
 {
-	if (!l->served[0] || devnode(l) >= 0)
+	if (!l->served || devnode(l) >= 0)
 		return 0;
 	if (write)
-		return REAL(faccessat) && REAL(faccessat)(l->path == l->mapped ? AT_FDCWD : dirfd,
+		return REAL(faccessat) && REAL(faccessat)(l->ours ? AT_FDCWD : dirfd,
 							   l->path, F_OK, 0) != 0 ? errno : EACCES;
 	return l->err;
 }
@@ -283,13 +306,13 @@ static void watch_relative(void)
 
 static int open_at(int dirfd, const char *path, int flags, mode_t mode)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool ours = lookup_use(dirfd, path, &l, open_writes(flags) ? RV_SYSFS_LOOKUP :
 				(flags & O_DIRECTORY) ? RV_SYSFS_LIST : RV_SYSFS_READ);
 	int err, fd;
 
 	ABSENT(l, -1);
-	if (!l.served[0])
+	if (!l.served)
 		return REAL(openat) ? REAL(openat)(dirfd, path, flags, mode) : -1;
 	err = before_open(dirfd, &l, open_writes(flags));
 	if (err) {
@@ -377,7 +400,7 @@ int __openat64_2(int dirfd, const char *path, int flags)
 static FILE *fopen_with(FILE *(*real)(const char *, const char *), const char *path,
 			const char *mode)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool write = strpbrk(mode, "wa+") != NULL;
 	int err;
 
@@ -385,7 +408,7 @@ static FILE *fopen_with(FILE *(*real)(const char *, const char *), const char *p
 		return NULL;
 	lookup_use(AT_FDCWD, path, &l, write ? RV_SYSFS_LOOKUP : RV_SYSFS_READ);
 	ABSENT(l, NULL);
-	if (!l.served[0])
+	if (!l.served)
 		return real(path, mode);
 	err = before_open(AT_FDCWD, &l, write);
 	if (err) {
@@ -413,14 +436,14 @@ FILE *fopen64(const char *path, const char *mode)
 		lookup(dirfd, path, &l);                                                \
 		ABSENT(l, -1);                                                          \
 		r_ = (real_call);                                                       \
-		if (r_ == 0 && l.served[0])                                             \
+		if (r_ == 0 && l.served)                                             \
 			fix(&l, st);                                                    \
 		return r_;                                                              \
 	} while (0)
 
 static int do_fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	STAT_CALL(REAL(fstatat) ? REAL(fstatat)(l.path == path ? dirfd : AT_FDCWD, l.path, st,
 						 flags) : -1, fix_stat);
@@ -459,7 +482,7 @@ int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 /* The __xstat family: struct stat is the kernel's on x86_64 and ver is always 1 there. */
 static int do_xstat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	STAT_CALL(REAL(__fxstatat) ? REAL(__fxstatat)(ver, l.path == path ? dirfd : AT_FDCWD,
 						       l.path, st, flags) : -1, fix_stat);
@@ -497,7 +520,7 @@ int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int fl
 
 int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	STAT_CALL(REAL(statx) ? REAL(statx)(l.path == path ? dirfd : AT_FDCWD, l.path, flags,
 					     mask, st) : -1, fix_statx);
@@ -507,7 +530,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 
 int access(const char *path, int mode)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -516,7 +539,7 @@ int access(const char *path, int mode)
 
 int faccessat(int dirfd, const char *path, int mode, int flags)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool ours = lookup(dirfd, path, &l);
 
 	ABSENT(l, -1);
@@ -526,7 +549,7 @@ int faccessat(int dirfd, const char *path, int mode, int flags)
 
 int euidaccess(const char *path, int mode)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -542,7 +565,7 @@ int eaccess(const char *path, int mode)
 
 DIR *opendir(const char *path)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool ours = lookup_use(AT_FDCWD, path, &l, RV_SYSFS_LIST);
 	DIR *d;
 
@@ -556,7 +579,7 @@ DIR *opendir(const char *path)
 int scandir(const char *path, struct dirent ***list, int (*filter)(const struct dirent *),
 	    int (*compar)(const struct dirent **, const struct dirent **))
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup_use(AT_FDCWD, path, &l, RV_SYSFS_LIST);
 	ABSENT(l, -1);
@@ -567,7 +590,7 @@ int scandir64(const char *path, struct dirent64 ***list,
 	      int (*filter)(const struct dirent64 *),
 	      int (*compar)(const struct dirent64 **, const struct dirent64 **))
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup_use(AT_FDCWD, path, &l, RV_SYSFS_LIST);
 	ABSENT(l, -1);
@@ -576,7 +599,7 @@ int scandir64(const char *path, struct dirent64 ***list,
 
 int chdir(const char *path)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool ours = lookup(AT_FDCWD, path, &l);
 	int r;
 
@@ -602,7 +625,7 @@ char *getcwd(char *buf, size_t size)
 
 ssize_t readlink(const char *path, char *buf, size_t len)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -611,7 +634,7 @@ ssize_t readlink(const char *path, char *buf, size_t len)
 
 ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t len)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool ours = lookup(dirfd, path, &l);
 
 	ABSENT(l, -1);
@@ -621,7 +644,7 @@ ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t len)
 
 ssize_t __readlink_chk(const char *path, char *buf, size_t len, size_t buflen)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -630,7 +653,7 @@ ssize_t __readlink_chk(const char *path, char *buf, size_t len, size_t buflen)
 
 ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t len, size_t buflen)
 {
-	struct lookup l;
+	LOOKUP(l);
 	bool ours = lookup(dirfd, path, &l);
 
 	ABSENT(l, -1);
@@ -661,7 +684,7 @@ static char *realpath_ours(const struct lookup *l, char *resolved)
 
 char *realpath(const char *path, char *resolved)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	if (!lookup(AT_FDCWD, path, &l))
 		return REAL(realpath) ? REAL(realpath)(path, resolved) : NULL;
@@ -671,7 +694,7 @@ char *realpath(const char *path, char *resolved)
 
 char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	if (!lookup(AT_FDCWD, path, &l))
 		return REAL(__realpath_chk) ? REAL(__realpath_chk)(path, resolved, resolvedlen) :
@@ -693,7 +716,7 @@ char *canonicalize_file_name(const char *path)
 
 ssize_t getxattr(const char *path, const char *name, void *value, size_t size)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -702,7 +725,7 @@ ssize_t getxattr(const char *path, const char *name, void *value, size_t size)
 
 ssize_t lgetxattr(const char *path, const char *name, void *value, size_t size)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -711,7 +734,7 @@ ssize_t lgetxattr(const char *path, const char *name, void *value, size_t size)
 
 ssize_t listxattr(const char *path, char *list, size_t size)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
@@ -720,7 +743,7 @@ ssize_t listxattr(const char *path, char *list, size_t size)
 
 ssize_t llistxattr(const char *path, char *list, size_t size)
 {
-	struct lookup l;
+	LOOKUP(l);
 
 	lookup(AT_FDCWD, path, &l);
 	ABSENT(l, -1);
