@@ -23,6 +23,7 @@ packages=(
 	libibverbs-dev               # <infiniband/verbs.h> and libibverbs.so.1, which the verbs layer answers for
 	ibverbs-utils perftest       # unmodified verbs programs the tests run under rocemu-run
 	python3-pyverbs              # rdma-core's own test suite, run under rocemu-run
+	ucx-utils                    # UCX's ucx_info and ucx_perftest, run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC
 	check                        # unit tests
 	zlib1g-dev                   # the tests' independent reference CRC

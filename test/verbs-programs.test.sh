@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unmodified programs from Debian's packages under rocemu-run, between two daemons in two
-# network namespaces: ibv_devices and ibv_devinfo -v show the device as rxe would (name,
+# network namespaces: ibv_devices and ibv_devinfo -v show the device as rxe would (rocemu0,
 # node GUID from the MAC, PORT_ACTIVE, Ethernet, MTU, the RoCE v2 GID); ibv_rc_pingpong and
 # ibv_srq_pingpong with -g 0 and -c (the receiver checks every buffer), default and 64 KiB x
 # 10,000, with events and with the ibv_wr_* API; every perftest of the suite (write, read,
@@ -38,16 +38,16 @@ expected_guid() {
 
 out=$("${IN_A[@]}" timeout 20 "$RUN" -D "$SOCK_A" ibv_devices 2>&1)
 guid=$(expected_guid "$MAC_A")
-if grep -qE "^[[:space:]]+rocemu_$IF_A[[:space:]]+$guid\$" <<<"$out"; then
-	passed "ibv_devices: rocemu_$IF_A, node GUID $guid (EUI-64 of $MAC_A)"
+if grep -qE "^[[:space:]]+rocemu0[[:space:]]+$guid\$" <<<"$out"; then
+	passed "ibv_devices: rocemu0, node GUID $guid (EUI-64 of $MAC_A)"
 else
 	printf '%s\n' "$out" | sed 's/^/  | /'
-	failed "ibv_devices: no rocemu_$IF_A with GUID $guid"
+	failed "ibv_devices: no rocemu0 with GUID $guid"
 fi
 
 out=$("${IN_A[@]}" timeout 20 "$RUN" -D "$SOCK_A" ibv_devinfo -v 2>&1)
 ok=true
-for want in "hca_id:[[:space:]]+rocemu_$IF_A" "transport:[[:space:]]+InfiniBand" \
+for want in "hca_id:[[:space:]]+rocemu0" "transport:[[:space:]]+InfiniBand" \
 	"state:[[:space:]]+PORT_ACTIVE" "link_layer:[[:space:]]+Ethernet" \
 	"active_mtu:[[:space:]]+4096" "GID\[  0\]:[[:space:]]+::ffff:$ADDR_A, RoCE v2" \
 	"atomic_cap:[[:space:]]+ATOMIC_GLOB" "phys_state:[[:space:]]+LINK_UP"; do

@@ -9,13 +9,17 @@
 #define GRH_IPV4_OFFSET 20      /* an IPv4 datagram's header sits after 20 unused bytes */
 #define ROUTE_HOP_LIMIT 0xff    /* what rdma-core puts in an AH made from a completion */
 
+/* The flow label is taken as the kernel takes it: its 20 bits, the rest ignored (UCX puts
+ * ~0 there on RoCE, and only the low 20 bits pick the UDP source port, on rxe as here). */
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
 	struct rv_context *ctx = rv_ctx(pd->context);
+	struct ibv_ah_attr a = *attr;
 	struct rocemu_ah *ah;
 
+	a.grh.flow_label &= 0xfffff;
 	pthread_mutex_lock(&ctx->lock);
-	ah = rocemu_create_ah(rv_pd(pd)->pd, attr);
+	ah = rocemu_create_ah(rv_pd(pd)->pd, &a);
 	if (!ah)
 		errno = rv_fail(ctx, errno, "ibv_create_ah");
 	pthread_mutex_unlock(&ctx->lock);

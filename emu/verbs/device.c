@@ -1,6 +1,10 @@
-/* Devices: one verbs device per reachable rocemud, named after the interface it serves
- * (rocemu_eth0), with rxe's identity (node GUID the EUI-64 of the MAC, transport
- * InfiniBand; context.c and query.c give the rest).
+/* Devices: one verbs device per reachable rocemud, named as rxe's are, short: rocemu0,
+ * rocemu1, ... in the order of the daemons' socket paths (so every process that sees the
+ * same daemons gives them the same names; one named with $ROCEMU_SOCKET is rocemu0). A
+ * name stays under 16 bytes, which UCX needs of its memory domains' names. The device has
+ * rxe's identity (node GUID the EUI-64 of the MAC, transport InfiniBand; context.c and
+ * query.c give the rest) and the kernel's paths: /dev/infiniband/uverbsN and
+ * /sys/class/infiniband/rocemuN, which sysfs.c and paths.c show the program.
  *
  * Which daemons: $ROCEMU_SOCKET alone when set (rocemu-run -D sets it), else every *.sock
  * in ROCEMU_DEFAULT_SOCKET_DIR that answers. Devices are never freed: libibverbs keeps
@@ -19,8 +23,11 @@
 
 #define SOCK_SUFFIX ".sock"
 
+typedef char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct rv_device *devices;
+static struct rv_device *devices;      /* newest first */
+static unsigned ndevices;
 
 /* As rxe: the EUI-64 of the interface's MAC. */
 static __be64 guid_from_mac(const uint8_t mac[6])
@@ -32,23 +39,16 @@ static __be64 guid_from_mac(const uint8_t mac[6])
 	return guid;
 }
 
-static bool name_taken(const char *name)
+/* rocemuN and uverbsN, with the paths libibverbs gives a kernel device. */
+static void name_device(struct rv_device *d, unsigned index)
 {
-	for (struct rv_device *d = devices; d; d = d->next)
-		if (strcmp(d->ibdev.name, name) == 0)
-			return true;
-	return false;
-}
-
-static void name_device(struct rv_device *d, const char *ifname)
-{
-	char name[IBV_SYSFS_NAME_MAX];
-
-	snprintf(name, sizeof(name), "rocemu_%s", ifname);
-	for (unsigned n = 1; name_taken(name) && n < 1000; n++)
-		snprintf(name, sizeof(name), "rocemu_%.40s_%u", ifname, n);
-	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%s", name);
-	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "%s", name);
+	d->index = index;
+	snprintf(d->ibdev.name, sizeof(d->ibdev.name), "%s%u", RV_DEV_PREFIX, index);
+	snprintf(d->ibdev.dev_name, sizeof(d->ibdev.dev_name), "uverbs%u", index);
+	snprintf(d->ibdev.ibdev_path, sizeof(d->ibdev.ibdev_path), "/sys/class/infiniband/%s",
+		 d->ibdev.name);
+	snprintf(d->ibdev.dev_path, sizeof(d->ibdev.dev_path),
+		 "/sys/class/infiniband_verbs/%s", d->ibdev.dev_name);
 }
 
 /* The device for the daemon at path, made on first sight; NULL when it does not answer. */
@@ -71,10 +71,11 @@ static struct rv_device *device_at(const char *path)
 	if (!d)
 		return NULL;
 	snprintf(d->socket, sizeof(d->socket), "%s", path);
+	snprintf(d->ifname, sizeof(d->ifname), "%s", port.ifname);
 	d->guid = guid_from_mac(port.mac);
 	d->ibdev.node_type = IBV_NODE_CA;
 	d->ibdev.transport_type = IBV_TRANSPORT_IB;
-	name_device(d, port.ifname);
+	name_device(d, ndevices++);
 	d->next = devices;
 	devices = d;
 	return d;
@@ -96,37 +97,56 @@ static void add_device(struct ibv_device **list, int *n, const char *path)
 		list[(*n)++] = &d->ibdev;
 }
 
-static int scan_dir(struct ibv_device ***list, int *n)
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(*(const sock_path *)a, *(const sock_path *)b);
+}
+
+/* The sockets of the directory, in the order of their paths. */
+static int list_sockets(sock_path **paths, unsigned *count)
 {
 	DIR *dir = opendir(ROCEMU_DEFAULT_SOCKET_DIR);
 	struct dirent *e;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int cap = 4;
+	unsigned cap = 0;
 
-	*list = calloc((size_t)cap + 1, sizeof(**list));
-	if (!*list) {
-		if (dir)
-			closedir(dir);
-		return ENOMEM;
-	}
+	*paths = NULL;
+	*count = 0;
 	while (dir && (e = readdir(dir)) != NULL) {
-		if (!is_socket_name(e->d_name) ||
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", ROCEMU_DEFAULT_SOCKET_DIR,
-				     e->d_name) >= sizeof(path))
+		if (!is_socket_name(e->d_name))
 			continue;
-		if (*n == cap) {
-			struct ibv_device **grown = realloc(*list, ((size_t)cap * 2 + 1) *
-							    sizeof(**list));
+		if (*count == cap) {
+			sock_path *grown = realloc(*paths, (cap * 2 + 4) * sizeof(**paths));
+
 			if (!grown)
 				break;
-			*list = grown;
-			cap *= 2;
+			*paths = grown;
+			cap = cap * 2 + 4;
 		}
-		add_device(*list, n, path);
-		(*list)[*n] = NULL;
+		if ((size_t)snprintf((*paths)[*count], sizeof(**paths), "%s/%s",
+				     ROCEMU_DEFAULT_SOCKET_DIR, e->d_name) < sizeof(**paths))
+			(*count)++;
 	}
 	if (dir)
 		closedir(dir);
+	if (*count)
+		qsort(*paths, *count, sizeof(**paths), by_path);
+	return 0;
+}
+
+static int scan_dir(struct ibv_device ***list, int *n)
+{
+	sock_path *paths;
+	unsigned count;
+
+	list_sockets(&paths, &count);
+	*list = calloc((size_t)count + 1, sizeof(**list));
+	if (!*list) {
+		free(paths);
+		return ENOMEM;
+	}
+	for (unsigned i = 0; i < count; i++)
+		add_device(*list, n, paths[i]);
+	free(paths);
 	return 0;
 }
 
@@ -171,13 +191,20 @@ __be64 ibv_get_device_guid(struct ibv_device *device)
 	return ((struct rv_device *)device)->guid;
 }
 
-int ibv_get_device_index(struct ibv_device *device)
+struct rv_device *rv_device_named(const char *name, size_t len)
 {
-	int index = 0;
+	struct rv_device *d;
 
 	pthread_mutex_lock(&devices_lock);
-	for (struct rv_device *d = devices; d && &d->ibdev != device; d = d->next)
-		index++;
+	for (d = devices; d; d = d->next)
+		if ((strlen(d->ibdev.name) == len && memcmp(d->ibdev.name, name, len) == 0) ||
+		    (strlen(d->ibdev.dev_name) == len && memcmp(d->ibdev.dev_name, name, len) == 0))
+			break;
 	pthread_mutex_unlock(&devices_lock);
-	return index;
+	return d;
+}
+
+int ibv_get_device_index(struct ibv_device *device)
+{
+	return (int)((struct rv_device *)device)->index;
 }

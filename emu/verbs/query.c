@@ -10,8 +10,6 @@
 /* verbs.h wraps it in a macro; here it is the exported function itself. */
 #undef ibv_query_port
 
-#define RV_FW_VER "0.1"
-
 static void fill_device_attr(const struct rv_context *ctx, struct ibv_device_attr *a)
 {
 	const struct rocemu_device_attr *d = &ctx->attr;
@@ -69,14 +67,14 @@ int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_
 
 /* The MTUs and the state come from the daemon (which derives the MTU from the link as rxe
  * does); the rest is what rxe reports for every port. */
-static void fill_port_attr(const struct rv_context *ctx, struct ibv_port_attr *a)
+void rv_fill_port_attr(const struct rocemu_port_attr *port, struct ibv_port_attr *a)
 {
-	bool up = ctx->port.state == IBV_PORT_ACTIVE;
+	bool up = port->state == IBV_PORT_ACTIVE;
 
 	memset(a, 0, sizeof(*a));
-	a->state = ctx->port.state;
-	a->max_mtu = ctx->port.max_mtu;
-	a->active_mtu = ctx->port.active_mtu;
+	a->state = port->state;
+	a->max_mtu = port->max_mtu;
+	a->active_mtu = port->active_mtu;
 	a->gid_tbl_len = ROCEMU_MAX_GIDS;  /* the daemon's table; the entries past its GIDs are empty */
 	a->port_cap_flags = 0;
 	a->max_msg_sz = 1U << 31;
@@ -111,7 +109,7 @@ int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr 
 	err = refresh_port(ctx);
 	if (err)
 		return err;
-	fill_port_attr(ctx, &full);
+	rv_fill_port_attr(&ctx->port, &full);
 	memcpy(attr, &full, attr_len < sizeof(full) ? attr_len : sizeof(full));
 	return 0;
 }

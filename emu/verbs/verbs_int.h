@@ -22,11 +22,16 @@
 #include <sys/un.h>
 
 #define RV_PORT 1
+#define RV_FW_VER "0.1"
 #define RV_CQ_BATCH 16          /* completions one extended-CQ poll takes from the ring */
+
+#define RV_DEV_PREFIX "rocemu"    /* devices are rocemu0, rocemu1, ... (device.c) */
 
 struct rv_device {
 	struct ibv_device ibdev;
 	char socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char ifname[16];                /* the daemon's interface */
+	unsigned index;                 /* N of rocemuN and uverbsN */
 	__be64 guid;
 	struct rv_device *next;
 };
@@ -40,6 +45,7 @@ struct rv_context {
 	int async_ep;                   /* = async_fd: the daemon's socket and the SRQs' fds */
 	bool fatal_sent;                /* IBV_EVENT_DEVICE_FATAL was reported */
 	enum ibv_port_state event_port_state;  /* the last one an async event told of */
+	uint8_t recv_sl;                /* cq.c: wc.sl of a receive with a GRH (context.c) */
 	struct verbs_context vctx;      /* last: libibverbs finds the ops in front of it */
 };
 
@@ -118,7 +124,12 @@ int rv_unsupported(const char *what, const char *why);
 /* The same for constructors: NULL with errno = EOPNOTSUPP. */
 void *rv_unsupported_null(const char *what, const char *why);
 
-/* device.c */
+/* device.c: the device named name (len bytes of it: rocemuN or uverbsN), or NULL. */
+struct rv_device *rv_device_named(const char *name, size_t len);
+
+/* query.c */
+/* The port as ibv_query_port reports it, from the daemon's answer (sysfs.c shows the same). */
+void rv_fill_port_attr(const struct rocemu_port_attr *port, struct ibv_port_attr *a);
 int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_ex_input *in,
 		       struct ibv_device_attr_ex *attr, size_t attr_size);
 int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr *attr,
@@ -156,6 +167,26 @@ struct ibv_srq *rv_create_srq_ex(struct ibv_context *ibctx, struct ibv_srq_init_
 int rv_async_init(struct rv_context *ctx);
 void rv_async_watch_srq(struct rv_context *ctx, struct rv_srq *srq);
 void rv_async_unwatch_srq(struct rv_context *ctx, struct rv_srq *srq);
+
+/* sysfs.c: the device's files under /sys and /dev as the kernel shows a device's, made for
+ * this process alone in a private directory (the tree) that paths.c redirects lookups to. */
+/* The tree's top directory, or NULL when this process has none (yet, or the tree is
+ * switched off with ROCEMU_SYSFS=0); len gets its length. */
+const char *rv_sysfs_root(size_t *len);
+enum rv_sysfs_use {
+	RV_SYSFS_LOOKUP,        /* stat, access, readlink, realpath, opening to write */
+	RV_SYSFS_READ,          /* opening to read: a file that follows the daemon is asked */
+	RV_SYSFS_LIST,          /* opendir: the directory's entries are made */
+};
+/* Makes what path (as the program names it, e.g. /sys/class/infiniband/rocemu0/node_guid)
+ * walks through in the tree, following its links (the tree itself at the first path that
+ * is there); a directory opened gets its entries. 0; ENOENT or ENOTDIR for a path that is
+ * not there (nothing is made); for RV_SYSFS_READ, the errno that reading the kernel's file
+ * would give (ENODATA, ENODEV). */
+int rv_sysfs_prepare(const char *path, enum rv_sysfs_use use);
+/* The kernel's path that path stands for when it lies in a tree, any process's (a child
+ * that starts in its parent's tree moves to its own); NULL when it does not. */
+const char *rv_sysfs_foreign(const char *path);
 
 /* unsupported.c: the context ops for what rocemu does not do. */
 void rv_set_unsupported_ops(struct verbs_context *vctx);
