@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 12
+#define PROTO_VERSION 13
 #define PROTO_MAX_MSG 1024
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
  * queues here too. A WQE's slot in its ring holds only what its queue was made for
@@ -548,7 +548,7 @@ struct proto_cqe {
 	uint32_t vendor_err;
 	uint32_t src_qp;     /* receive completions: the sending QP */
 	uint32_t solicited;  /* the message asked for a solicited event (BTH SE) */
-	uint32_t pad;
+	uint32_t ip_version; /* a UD receive: its datagram's, 4 or 6; else 0 */
 };
 
 /* The size of a send WQE's slot in a ring made for max_sge SGEs and max_inline bytes of

@@ -295,8 +295,9 @@ static bool ud_received(struct ud_end *e, const struct ibv_wc *wc, uint32_t src_
 	const uint8_t *g = e->buf + wc->wr_id * (GRH + UD_MAX), *ip = g + 20;
 	uint8_t zeros[20] = { 0 };
 
+	/* sl: the packet type, as ConnectX gives it (UDP, IPv4), which UCX reads */
 	if (wc->status != IBV_WC_SUCCESS || wc->opcode != IBV_WC_RECV ||
-	    wc->byte_len != GRH + len || wc->src_qp != src_qp ||
+	    wc->byte_len != GRH + len || wc->src_qp != src_qp || wc->sl != 0xa ||
 	    !(wc->wc_flags & IBV_WC_GRH) || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
 	    ntohl(wc->imm_data) != (0xabcd0000u | fill))
 		return false;
@@ -344,7 +345,7 @@ static void case_ud(void)
 	CHECK("ud: a datagram of 1000 bytes completes on the sender",
 	      ud_send(&a, ah, b.qp->qp_num, QKEY, 1000, 0x31) == 0);
 	CHECK("ud: ... arrives after 40 bytes of GRH area (IPv4: 20 zeros, then the header), "
-	      "with src_qp, the immediate and IBV_WC_GRH",
+	      "with src_qp, the immediate, IBV_WC_GRH and sl 0xa (RoCE v2 over IPv4)",
 	      wait_wc(b.cq, &wc, 2000) == IBV_WC_SUCCESS &&
 	      ud_received(&b, &wc, a.qp->qp_num, 1000, 0x31));
 	back = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)b.buf, 1);

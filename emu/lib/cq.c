@@ -151,6 +151,14 @@ static uint32_t cq_ready(const struct rocemu_cq *cq)
 	return ring_load(&cq->ring.ctl->prod) - cq->ring.next;
 }
 
+/* ConnectX reports a RoCE v2 datagram's packet type in wc.sl (bit 3: UDP; 2: IPv4, 1:
+ * IPv6), and UCX's UD transport reads it to find the address in the GRH area: with rxe's 0
+ * it takes every datagram for IPv6 and drops those that came over IPv4. */
+static uint8_t roce_packet_type(uint32_t ip_version)
+{
+	return ip_version == 4 ? 0x8 | 0x2 : ip_version == 6 ? 0x8 | 0x1 : 0;
+}
+
 static void cqe_to_wc(const struct proto_cqe *e, struct ibv_wc *wc)
 {
 	memset(wc, 0, sizeof(*wc));
@@ -163,6 +171,7 @@ static void cqe_to_wc(const struct proto_cqe *e, struct ibv_wc *wc)
 	wc->wc_flags = e->wc_flags;
 	wc->vendor_err = e->vendor_err;
 	wc->src_qp = e->src_qp;
+	wc->sl = roce_packet_type(e->ip_version);
 }
 
 /* An empty ring: 0, or -1 with EPIPE once the daemon is known to be gone. */

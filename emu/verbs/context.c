@@ -26,19 +26,6 @@ static void set_ops(struct rv_context *ctx)
 	v->context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 }
 
-/* ConnectX reports a RoCE receive's packet type in wc.sl (bit 3: UDP, bits 2-0: 2 IPv4,
- * 1 IPv6), and UCX's UD transport reads it to find the destination address in the GRH
- * area: with rxe's 0 it reads an IPv6 one and drops every datagram that came over IPv4.
- * The layer does not see the datagram, so the type is the port's: IPv4 when it has an IPv4
- * GID (the one UCX picks first), else IPv6. */
-static uint8_t receive_sl(const struct rocemu_port_attr *port)
-{
-	for (unsigned i = 0; i < port->gid_count; i++)
-		if (rocemu_gid_to_ipv4(&port->gids[i]))
-			return 0x8 | 0x2;
-	return port->gid_count ? 0x8 | 0x1 : 0;
-}
-
 static int context_connect(struct rv_context *ctx, struct rv_device *dev)
 {
 	int err;
@@ -51,7 +38,6 @@ static int context_connect(struct rv_context *ctx, struct rv_device *dev)
 		err = rocemu_query_port(ctx->rc, &ctx->port);
 	if (!err)
 		err = rv_async_init(ctx);
-	ctx->recv_sl = receive_sl(&ctx->port);
 	if (err)
 		rocemu_close(ctx->rc);
 	return err;

@@ -45,7 +45,6 @@ struct rv_context {
 	int async_ep;                   /* = async_fd: the daemon's socket and the SRQs' fds */
 	bool fatal_sent;                /* IBV_EVENT_DEVICE_FATAL was reported */
 	enum ibv_port_state event_port_state;  /* the last one an async event told of */
-	uint8_t recv_sl;                /* cq.c: wc.sl of a receive with a GRH (context.c) */
 	struct verbs_context vctx;      /* last: libibverbs finds the ops in front of it */
 };
 

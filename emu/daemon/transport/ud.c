@@ -175,7 +175,7 @@ static void place_datagram(struct qp *qp, const uint8_t *frame, const struct wir
 	struct proto_cqe cqe = { .status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV,
 				 .byte_len = UD_GRH_LEN + pkt->payload_len,
 				 .wc_flags = IBV_WC_GRH, .src_qp = pkt->ext.deth.src_qp,
-				 .solicited = pkt->bth.solicited };
+				 .solicited = pkt->bth.solicited, .ip_version = pkt->ip_version };
 
 	grh_area(frame, pkt, grh);
 	if (rq_scatter(qp, grh, UD_GRH_LEN) < 0 ||
