@@ -300,6 +300,31 @@ perftest() {
 	esac
 }
 
+# ucx_put_bw ITERS: UCX's ucp_put_bw of 1 MiB over rc_verbs (ud_verbs beside it for UCX's
+# wire-up) under rocemu-run, server in B; prints {"bw_avg_mbps": ...} (UCX's MB are 2^20)
+ucx_put_bw() {
+	local port=$((20000 + RANDOM % 20000)) server out bw
+	"${IN_B[@]}" env UCX_TLS=rc_verbs,ud_verbs,self timeout 120 "$BUILD/rocemu-run" \
+		-D "$SOCK_B" ucx_perftest -p "$port" >/dev/null 2>"$WORK/ucx-server.err" </dev/null &
+	server=$!
+	track $server
+	for _ in $(seq 50); do
+		"${IN_B[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done
+	out=$("${IN_A[@]}" env UCX_TLS=rc_verbs,ud_verbs,self timeout 120 "$BUILD/rocemu-run" \
+		-D "$SOCK_A" ucx_perftest "$ADDR_B" -p "$port" -t ucp_put_bw -s 1048576 -n "$1" \
+		-w 10 2>"$WORK/ucx-client.err" </dev/null)
+	wait "$server" 2>/dev/null
+	untrack $server
+	bw=$(awk '/^Final:/ { print $6; exit }' <<<"$out")
+	if [ -z "$bw" ]; then
+		say "ucx_perftest ucp_put_bw failed: $(tail -n 2 "$WORK/ucx-client.err" | tr '\n' ' ')"
+		return 1
+	fi
+	echo "{\"bw_avg_mbps\":$bw}"
+}
+
 if command -v ib_write_bw >/dev/null; then
 	n=$(iters_for "${RATE[4096-1048576]:-500}" 1.0)
 	say "unmodified perftest under rocemu-run next to rdma-write: -s 1M x $n, ib_write_lat -s 2"
@@ -307,6 +332,9 @@ if command -v ib_write_bw >/dev/null; then
 		out=$(rdma_write 1048576 "$n" --tx-depth 128) && record verbs_rdma_write "$out"
 		out=$(perftest ib_write_bw -s 1048576 -n "$n") && record verbs_write_bw "$out"
 		out=$(perftest ib_write_lat -s 2 -n 5000) && record verbs_write_lat "$out"
+		if command -v ucx_perftest >/dev/null; then
+			out=$(ucx_put_bw "$n") && record verbs_ucx_put "$out"
+		fi
 	done
 else
 	say "perftest is missing (scripts/install-deps.sh installs it): no ib_write_bw figures"
@@ -608,11 +636,13 @@ targets14 = [
     ("1 MiB SEND goodput / 1 MiB WRITE goodput (same run)", ops_med("send_vs_write"), ">=", 0.9),
 ]
 vw, vb, vl = kind("verbs_rdma_write"), kind("verbs_write_bw"), kind("verbs_write_lat")
+vu = kind("verbs_ucx_put")
 verbs = res["rocemu"]["verbs"] = {
     "rdma_write_1MiB_mbps": med([x["bw_avg_mbps"] for x in vw]),
     "ib_write_bw_1MiB_mbps": med([x["bw_avg_mbps"] for x in vb]),
     "ib_write_lat_2B_typical_us": med([x["t_typical_us"] for x in vl]),
     "ib_write_lat_2B_p99_us": med([x["p99_us"] for x in vl]),
+    "ucx_put_bw_1MiB_mbps": med([x["bw_avg_mbps"] for x in vu]),
     "samples": len(vb)}
 targets15 = [
     ("ib_write_bw -s 1M under rocemu-run / rdma-write -s 1M (same run)",
@@ -817,6 +847,9 @@ P("  %-52s ib_write_bw %s, rdma-write %s MB/s" % ("1 MiB WRITE goodput, tx-depth
     fmt(verbs["ib_write_bw_1MiB_mbps"]), fmt(verbs["rdma_write_1MiB_mbps"])))
 P("  %-52s t_typical %s us, p99 %s us" % ("ib_write_lat -s 2",
     fmt(verbs["ib_write_lat_2B_typical_us"]), fmt(verbs["ib_write_lat_2B_p99_us"])))
+P("  %-52s %s MB/s, rdma-write %s MB/s (x%s)" % ("UCX ucp_put_bw 1 MiB over rc_verbs",
+    fmt(verbs["ucx_put_bw_1MiB_mbps"]), fmt(verbs["rdma_write_1MiB_mbps"]),
+    fmt(ratio(verbs["ucx_put_bw_1MiB_mbps"], verbs["rdma_write_1MiB_mbps"]))))
 P("many QPs at once: %s rdma-write pairs, 1 MiB writes, one daemon a side" % mq["qps"])
 P("  %-52s %s MB/s, one QP alone %s MB/s (x%s)" % ("aggregate goodput (wall time)",
     fmt(mq["aggregate_mbps"]), fmt(mq["one_qp_mbps"]),
