@@ -214,7 +214,7 @@ interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icr
 # Two guests on a bridge, rocemud on each one's virtio-net, beside iperf3 and rxe between
 # the same two (docs/benchmarks.md).
 .PHONY: two-vms
-two-vms: all
+two-vms: all $(BUILD)/test/pcap_icrc
 	test/two-vms.sh $(BUILD)
 
 # The fault soak: 20 seeds of docs/testing.md's fault spec, 64 MiB each, in both builds.

@@ -24,9 +24,12 @@ declare -A ADDR=([a]=$NET.1 [b]=$NET.2) PID=() GUEST_WORK=() TAP=([a]=${NS}a [b]
 declare -A MAC=([a]=52:54:00:79:00:0a [b]=52:54:00:79:00:0b)
 RUN=$BUILD/rocemu-run
 SOCK=/run/rocemu-two-vms.sock
+BRIDGE_PCAP=$WORK/bridge.pcap
+DUMPCAP=
 
 cleanup() {
 	local g
+	[ -n "$DUMPCAP" ] && kill "$DUMPCAP" 2>/dev/null && wait "$DUMPCAP" 2>/dev/null
 	for g in a b; do
 		[ -n "${PID[$g]:-}" ] || continue
 		on "$g" && vm_stop
@@ -129,7 +132,11 @@ if [ -z "$SHORT" ]; then
 	perftest rxe-write-lat "" "$GID_A" ib_write_lat -d rxe0 -s 64 -n 500; R[rxe_lat]=$ROW
 fi
 
-# --- rocemu: rxe unloaded (it holds UDP 4791), rocemud on each guest's eth0
+# --- rocemu: rxe unloaded (it holds UDP 4791), rocemud on each guest's eth0; what crosses
+# the bridge from here on is recorded and checked at the end
+ip netns exec "$NS" dumpcap -q -B 64 -i "$BRIDGE" -f "udp port 4791" -w "$BRIDGE_PCAP" \
+	>/dev/null 2>&1 &
+DUMPCAP=$!
 for g in a b; do
 	on "$g"
 	out=$(vm_run 60 "rdma link delete rxe0 && busybox rmmod rdma_rxe && echo unloaded") ||
@@ -160,6 +167,9 @@ fi
 on a
 gso=$(vm_run 30 "$BUILD/rocemuctl -s $SOCK stats" | awk '$1 == "sent_gso_frames" || $1 == "sent_pkts" { printf "%s %s ", $1, $2 }')
 echo "rocemud in guest a: $gso"
+kill "$DUMPCAP" && wait "$DUMPCAP" 2>/dev/null
+DUMPCAP=
+check_wire "$BRIDGE_PCAP" infiniband 1000
 
 echo "ratios, one run ($ACCEL):"
 ratio "rdma-write 1 MiB / iperf3" rw_1m iperf3
