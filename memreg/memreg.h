@@ -134,9 +134,9 @@ int mr_dereg_check(const struct mr *mr);
  * the window is not inside the MR; -EOPNOTSUPP for access bits no MW takes. */
 int mr_mw_bind(struct mr_client *client, const struct mr_pd *qp_pd, const void *qp,
 	       const struct mr_mw_bind *bind);
-/* Invalidates the type 2 MW rkey names (LOCAL_INV, or a SEND WITH INVALIDATE arriving at
- * qp): -EINVAL when no MW of PD pd has that key, it is of type 1, or (type 2B) it is bound
- * to another QP. An MR's key cannot be invalidated: rocemu has no fast-registration MRs. */
+/* Invalidates the type 2 MW rkey names (a SEND WITH INVALIDATE arriving at qp, or a
+ * LOCAL_INV of a QP of pd: qp NULL): -EINVAL when no MW of PD pd has that key, it is of
+ * type 1, or (type 2B, qp given) it is bound to another QP. An MR's key cannot be invalidated: rocemu has no fast-registration MRs. */
 int mr_mw_invalidate(struct mr_table *table, uint32_t rkey, const struct mr_pd *pd,
 		     const void *qp);
 /* QP qp is going away: the type 2 MWs bound to it stay bound (their MR stays busy) but no

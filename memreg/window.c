@@ -155,8 +155,9 @@ int mr_mw_bind(struct mr_client *client, const struct mr_pd *qp_pd, const void *
 
 /* IBA o10-37.2.26: only a type 2 window can be invalidated. rxe checks neither the PD nor
  * the QP here; rocemu does, since one daemon serves every process on the host and a peer
- * must not close another tenant's window by guessing its key. Invalidating a free type 2
- * window leaves it free (rxe would dereference its missing QP). */
+ * must not close another tenant's window by guessing its key (a LOCAL_INV, qp NULL, may
+ * come from any QP of the PD). Invalidating a free type 2 window leaves it free (rxe would
+ * dereference its missing QP). */
 int mr_mw_invalidate(struct mr_table *table, uint32_t rkey, const struct mr_pd *pd,
 		     const void *qp)
 {
@@ -164,7 +165,7 @@ int mr_mw_invalidate(struct mr_table *table, uint32_t rkey, const struct mr_pd *
 
 	if (!mw || mw->rkey != rkey || mw->pd != pd || mw->type != MR_MW_TYPE_2)
 		return -EINVAL;
-	if (mw->state == MW_STATE_VALID && mw->qp != qp)
+	if (qp && mw->state == MW_STATE_VALID && mw->qp != qp)
 		return -EINVAL;
 	mw_clear(mw);
 	mw->state = MW_STATE_FREE;

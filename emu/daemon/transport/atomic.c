@@ -13,13 +13,13 @@ int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
 	uint32_t psn = pkt->bth.psn;
 	struct rd_res *res;
 	struct mr *mr;
-	uint64_t *word, orig;
+	uint64_t *word, orig, at;
 	size_t span;
 
-	if (mr_lookup(qp->dev->mrs, a->rkey, qp->pd, IBV_ACCESS_REMOTE_ATOMIC, a->va,
-		      sizeof(*word), &mr) != MR_OK)
+	if (resp_lookup(qp, a->rkey, IBV_ACCESS_REMOTE_ATOMIC, a->va, sizeof(*word), &mr,
+			&at) != MR_OK)
 		return -EFAULT;
-	word = mr_host_span(mr, a->va, &span);
+	word = mr_host_span(mr, at, &span);
 	if (!word || span < sizeof(*word))
 		return -EFAULT;
 	if (pkt->bth.opcode == WIRE_OP_RC_COMPARE_SWAP) {
