@@ -213,7 +213,7 @@ demo:
 # rocemud against the kernel's rxe in a qemu guest, both ways (root; the
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
-interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc
+interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer $(BUILD)/test/pcap_icrc
 	test/interop.sh $(BUILD)
 
 # The fault soak: 20 seeds of docs/testing.md's fault spec, 64 MiB each, in both builds.
