@@ -66,6 +66,8 @@ struct mr_table *mr_table_new(uint32_t max_regions, uint64_t max_pinned_bytes);
 void mr_table_free(struct mr_table *table);
 uint64_t mr_table_pinned_bytes(const struct mr_table *table);
 uint32_t mr_table_region_count(const struct mr_table *table);
+/* Memory windows: they take keys from the same space, so MR_MAX_REGIONS bounds both. */
+uint32_t mr_table_mw_count(const struct mr_table *table);
 
 /* A client may pin at most pin_cap bytes (0 = no cap of its own, only the table's). */
 struct mr_client *mr_client_new(struct mr_table *table, uint64_t pin_cap);

@@ -16,7 +16,8 @@ struct mr_table {
 				 * of a large table cost no memory */
 	struct mr_mw **mw_slots; /* index -> MW: an index holds an MR or an MW, never both */
 	uint32_t max_regions;
-	uint32_t region_count;
+	uint32_t region_count;  /* keys in use: MRs and MWs */
+	uint32_t mw_count;      /* of them MWs */
 	uint32_t next_index;    /* the allocator's cursor: one past the last index handed out */
 	size_t page_size;
 	uint64_t max_pinned;    /* 0 = no cap */

@@ -92,7 +92,12 @@ uint64_t mr_table_pinned_bytes(const struct mr_table *table)
 
 uint32_t mr_table_region_count(const struct mr_table *table)
 {
-	return table->region_count;
+	return table->region_count - table->mw_count;
+}
+
+uint32_t mr_table_mw_count(const struct mr_table *table)
+{
+	return table->mw_count;
 }
 
 /* The first free index at or after the cursor, wrapping: a freed index comes back only
@@ -154,12 +159,14 @@ void mr_table_publish_mw(struct mr_table *table, struct mr_mw *mw)
 {
 	table->mw_slots[mw->rkey >> 8] = mw;
 	table->region_count++;
+	table->mw_count++;
 }
 
 void mr_table_unpublish_mw(struct mr_table *table, struct mr_mw *mw)
 {
 	table->mw_slots[mw->rkey >> 8] = NULL;
 	table->region_count--;
+	table->mw_count--;
 }
 
 /* The MW at the key's index, whatever its key byte; NULL when none. */

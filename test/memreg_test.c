@@ -1292,7 +1292,8 @@ START_TEST(test_mw_keys_share_mr_space)
 
 	ck_assert_uint_ne(mr_mw_rkey(mw1) >> 8, key_of(mr) >> 8);
 	ck_assert_uint_ne(mr_mw_rkey(mw2) >> 8, mr_mw_rkey(mw1) >> 8);
-	ck_assert_uint_eq(mr_table_region_count(table), 3);
+	ck_assert_uint_eq(mr_table_region_count(table), 1);
+	ck_assert_uint_eq(mr_table_mw_count(table), 2);
 	ck_assert_int_eq(mr_mw_alloc(pd, 3, &bad), -EINVAL);
 	ck_assert_int_eq(mr_mw_alloc(pd, 0, &bad), -EINVAL);
 	ck_assert_ptr_null(bad);
@@ -1302,6 +1303,22 @@ START_TEST(test_mw_keys_share_mr_space)
 	mr_mw_dealloc(mw1);
 	mr_mw_dealloc(mw2);
 	ck_assert_uint_eq(mr_table_region_count(table), 1);
+	ck_assert_uint_eq(mr_table_mw_count(table), 0);
+}
+END_TEST
+
+/* Windows and regions fill one key space. */
+START_TEST(test_mw_table_full)
+{
+	struct mr_mw *mw = NULL;
+
+	replace_table(2, 0);
+	reg(pd, buf, ps, 0);
+	alloc_mw(MR_MW_TYPE_2);
+	ck_assert_int_eq(mr_mw_alloc(pd, MR_MW_TYPE_1, &mw), -ENOSPC);
+	ck_assert_int_eq(try_reg(buf + ps, ps, (uintptr_t)buf + ps, 0), -ENOSPC);
+	ck_assert_uint_eq(mr_table_region_count(table), 1);
+	ck_assert_uint_eq(mr_table_mw_count(table), 1);
 }
 END_TEST
 
@@ -1492,8 +1509,9 @@ START_TEST(test_mw_client_free_with_bound)
 	mr_client_free(client);
 	client = NULL;
 	ck_assert_uint_eq(mr_table_region_count(table), 0);
+	ck_assert_uint_eq(mr_table_mw_count(table), 0);
 	ck_assert_uint_eq(mr_table_pinned_bytes(table), 0);
-	(void)before;
+	ck_assert_int_eq(vmlck_kib(), before - kib(1));
 	client = mr_client_new(table, 0);
 	pd = mr_pd_alloc(client);
 }
@@ -1504,6 +1522,7 @@ static void add_mw_tests(Suite *s)
 	TCase *tc = add_tcase(s, "mw");
 
 	tcase_add_test(tc, test_mw_keys_share_mr_space);
+	tcase_add_test(tc, test_mw_table_full);
 	tcase_add_test(tc, test_mw_type1_bind_and_lookup);
 	tcase_add_test(tc, test_mw_bind_refusals);
 	tcase_add_test(tc, test_mw_type2_qp_and_invalidate);
