@@ -2894,6 +2894,113 @@ static void add_mw_tests(Suite *s)
 	tcase_add_test(tc, test_mw_zero_based_read_and_atomic);
 }
 
+/* ---- ATOMIC WRITE ---- */
+
+static void peer_atomic_write(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t dma_len,
+			      size_t n)
+{
+	peer(&(struct pkt){ .opcode = WIRE_OP_RC_ATOMIC_WRITE, .psn = psn,
+			    .ext.reth = { va, rkey, dma_len }, .payload = data, .len = n });
+}
+
+/* 8 bytes at an aligned address, ACKed; a duplicate is ACKed again, not executed. */
+START_TEST(test_atomic_write_is_placed_and_acked)
+{
+	uint8_t after[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	peer_atomic_write(rq(0), target(ATOMIC_OFF), keys[K_TARGET], 8, 8);
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	expect_bytes(TARGET_OFF + ATOMIC_OFF, data, 8);
+	poke(TARGET_OFF + ATOMIC_OFF, after, sizeof(after));
+	peer_atomic_write(rq(0), target(ATOMIC_OFF), keys[K_TARGET], 8, 8);
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	ck_assert_uint_eq(dev.cnt.duplicate_request, 1);
+}
+END_TEST
+
+/* rxe's checks, each refused with the target unchanged: the QP's remote write, the rkey's,
+ * the length (8, the payload's), the alignment. */
+START_TEST(test_atomic_write_refusals)
+{
+	static const struct {
+		size_t off;                /* in buf */
+		enum key_sel key;
+		uint32_t dma_len, n;
+		uint8_t syndrome;
+		enum proto_refusal why;
+	} cases[] = {
+		{ RONLY_OFF, K_RONLY, 8, 8, WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_no_access },
+		{ TARGET_OFF + ATOMIC_OFF, K_TARGET, 16, 16, WIRE_SYN_NAK_INV_REQ,
+		  PROTO_REFUSED_write_length },
+		{ TARGET_OFF + ATOMIC_OFF, K_TARGET, 8, 4, WIRE_SYN_NAK_INV_REQ,
+		  PROTO_REFUSED_write_length },
+		{ TARGET_OFF + ATOMIC_OFF + 4, K_TARGET, 8, 8, WIRE_SYN_NAK_INV_REQ,
+		  PROTO_REFUSED_atomic_unaligned },
+		{ TARGET_OFF + TARGET_LEN - 4, K_TARGET, 8, 8, WIRE_SYN_NAK_REM_ACCESS,
+		  PROTO_REFUSED_rkey_bounds },
+	};
+
+	peer_atomic_write(rq(0), iova(cases[_i].off), keys[cases[_i].key], cases[_i].dma_len,
+			  cases[_i].n);
+	expect_ack(rq(0), cases[_i].syndrome, 0);
+	expect_refused("ATOMIC WRITE", cases[_i].why);
+	ck_assert_int_eq(qp->state, IBV_QPS_ERR);
+}
+END_TEST
+
+static void no_remote_write_conn(struct conn *c)
+{
+	c->access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+}
+
+START_TEST(test_atomic_write_needs_remote_write)
+{
+	reconnect(no_remote_write_conn);
+	peer_atomic_write(rq(0), target(ATOMIC_OFF), keys[K_TARGET], 8, 8);
+	expect_ack(rq(0), WIRE_SYN_NAK_INV_REQ, 0);
+	expect_refused("ATOMIC WRITE to a QP without remote write", PROTO_REFUSED_no_remote_write);
+}
+END_TEST
+
+/* The requester: one packet, RETH and the 8 bytes of compare_add; complete on its ACK. */
+START_TEST(test_atomic_write_requester)
+{
+	struct proto_swqe w = swqe(80, IBV_WR_ATOMIC_WRITE, 0, 0);
+	const struct stub_frame *f;
+	uint64_t value = 0x0102030405060708ull;
+
+	w.num_sge = 0;
+	w.compare_add = value;
+	post_and_ring(w);
+	f = expect_packet(WIRE_OP_RC_ATOMIC_WRITE, sq(0));
+	ck_assert_uint_eq(f->pkt.ext.reth.length, 8);
+	ck_assert_uint_eq(f->pkt.ext.reth.va, REMOTE_VA);
+	ck_assert_uint_eq(f->pkt.ext.reth.rkey, REMOTE_RKEY);
+	ck_assert(f->pkt.bth.ack_req);
+	expect_payload(f, (const uint8_t *)&value, 8);
+	expect_no_cqe();
+	peer_ack(sq(0), WIRE_SYN_ACK);
+	ck_assert_uint_eq(expect_cqe(80, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE).byte_len, 8);
+	/* an unaligned one is refused before it is sent */
+	w.wr_id = 81;
+	w.remote_addr = REMOTE_VA + 4;
+	post_and_ring(w);
+	expect_nothing_sent();
+	expect_cqe(81, IBV_WC_LOC_QP_OP_ERR, IBV_WC_ATOMIC_WRITE);
+	expect_failed("unaligned ATOMIC WRITE", PROTO_FAILED_local_opcode);
+}
+END_TEST
+
+static void add_atomic_write_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "atomic_write");
+
+	tcase_add_test(tc, test_atomic_write_is_placed_and_acked);
+	tcase_add_loop_test(tc, test_atomic_write_refusals, 0, 5);
+	tcase_add_test(tc, test_atomic_write_needs_remote_write);
+	tcase_add_test(tc, test_atomic_write_requester);
+}
+
 int main(void)
 {
 	Suite *s = suite_create("transport");
@@ -2907,6 +3014,7 @@ int main(void)
 	add_ud_tests(s);
 	add_uc_tests(s);
 	add_mw_tests(s);
+	add_atomic_write_tests(s);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

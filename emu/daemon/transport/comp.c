@@ -21,6 +21,8 @@ static enum ibv_wc_opcode wc_opcode(const struct send_wqe *w)
 		return IBV_WC_BIND_MW;
 	if (w->opcode == IBV_WR_LOCAL_INV)
 		return IBV_WC_LOCAL_INV;
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		return IBV_WC_ATOMIC_WRITE;
 	if (wqe_is_send(w))
 		return IBV_WC_SEND;
 	if (wqe_is_atomic(w))

@@ -23,6 +23,8 @@ static bool qp_sends_opcode(const struct qp *qp, const struct send_wqe *w)
 {
 	if (wqe_is_local(w))
 		return true;
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		return qp->type == IBV_QPT_RC;
 	if (qp->type == IBV_QPT_UC)
 		return w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
 		       wqe_is_write(w);
@@ -95,6 +97,14 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 		w->num_sge = 0;
 		return;
 	}
+	if (w->opcode == IBV_WR_ATOMIC_WRITE) {
+		/* its 8 bytes came in compare_add; like an atomic, 8-byte aligned */
+		w->num_sge = 0;
+		w->length = sizeof(uint64_t);
+		w->local_error = qp_sends_opcode(qp, w) && !(w->remote_addr & 7)
+					 ? IBV_WC_SUCCESS : IBV_WC_LOC_QP_OP_ERR;
+		return;
+	}
 	w->inlined = (in.flags & IBV_SEND_INLINE) && !wqe_wants_response(w);
 	if (w->inlined) {
 		w->length = in.inline_len;
@@ -146,6 +156,8 @@ static uint8_t packet_opcode(const struct qp *qp, const struct send_wqe *w, uint
 	bool imm = wqe_has_imm(w);
 	bool inv = w->opcode == IBV_WR_SEND_WITH_INV;
 
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		return WIRE_OP_RC_ATOMIC_WRITE;
 	if (qp->type == IBV_QPT_UC)
 		base += WIRE_OP_UC_BASE;
 
@@ -193,7 +205,9 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	bth.solicited = w->solicited && k + 1 == w->npkts;
 	if (!tx_begin(qp, &bth, &ext, n, &p))
 		return -EFAULT;
-	if (w->inlined)
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		memcpy(p.payload, &w->compare_add, n);
+	else if (w->inlined)
 		memcpy(p.payload, inline_payload(qp, w) + offset, n);
 	else if (sgl_gather(qp, w->sge, w->num_sge, offset, p.payload, n) < 0)
 		return -EFAULT;

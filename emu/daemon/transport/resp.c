@@ -193,6 +193,7 @@ static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 	case WIRE_KIND_SEND:
 		return GO_ON;
 	case WIRE_KIND_WRITE:
+	case WIRE_KIND_ATOMIC_WRITE:
 		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON
 								 : PROTO_REFUSED_no_remote_write;
 	case WIRE_KIND_READ_REQ:
@@ -207,11 +208,12 @@ static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 }
 
 /* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
- * taken and fails as malformed. A READ or atomic needs responder resources
- * (max_dest_rd_atomic). */
+ * taken and fails as malformed. A READ or atomic (ATOMIC WRITE too, as rxe) needs
+ * responder resources (max_dest_rd_atomic). */
 static verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
-	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC)
+	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC ||
+	    pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
 		return qp->attr.max_dest_rd_atomic ? GO_ON : PROTO_REFUSED_no_rd_resources;
 	if (!takes_recv(pkt->op))
 		return GO_ON;
@@ -244,6 +246,21 @@ static verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
 	return GO_ON;
 }
 
+/* An ATOMIC WRITE as rxe checks it: its rkey for remote write over the RETH's length,
+ * which the payload must match and which must be 8, at an 8-byte aligned address. */
+static verdict check_atomic_write(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
+{
+	const struct wire_reth *reth = &pkt->ext.reth;
+	verdict v = rkey_refusal(resp_lookup(qp, reth->rkey, IBV_ACCESS_REMOTE_WRITE, reth->va,
+					     reth->length, mr, &qp->resp.write_mr_va));
+
+	if (v != GO_ON)
+		return v;
+	if (reth->length != sizeof(uint64_t) || pkt->payload_len != reth->length)
+		return PROTO_REFUSED_write_length;
+	return qp->resp.write_mr_va & 7 ? PROTO_REFUSED_atomic_unaligned : GO_ON;
+}
+
 /* 6. Memory. An atomic's rkey resolves to an MR of this QP's PD that grants remote atomic
  * and holds its 8 bytes, 8-byte aligned (else an invalid request, as rxe). A READ's, to
  * one that grants remote read and holds [va, va + length) (a READ of 0 bytes names no
@@ -265,6 +282,8 @@ static verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr *
 					     pkt->ext.atomic.va, sizeof(uint64_t), NULL, &at));
 		return v != GO_ON || !(at & 7) ? v : PROTO_REFUSED_atomic_unaligned;
 	}
+	if (op->kind == WIRE_KIND_ATOMIC_WRITE)
+		return check_atomic_write(qp, pkt, mr);
 	if (op->kind == WIRE_KIND_READ_REQ)
 		return reth->length ? rkey_refusal(resp_lookup(qp, reth->rkey,
 							       IBV_ACCESS_REMOTE_READ, reth->va,
@@ -388,7 +407,11 @@ static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pk
 		return read_execute(qp, pkt) < 0 ? PROTO_REFUSED_read_memory : GO_ON;
 	if (pkt->op->kind == WIRE_KIND_ATOMIC)
 		return atomic_execute(qp, pkt) < 0 ? PROTO_REFUSED_atomic_memory : GO_ON;
-	v = place(qp, frame, pkt, mr);
+	if (pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
+		v = atomic_write_execute(mr, qp->resp.write_mr_va, frame + pkt->payload_off) < 0
+			    ? PROTO_REFUSED_atomic_memory : GO_ON;
+	else
+		v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
 	if ((pkt->op->headers & WIRE_HDR_IETH) &&

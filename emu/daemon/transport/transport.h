@@ -546,6 +546,9 @@ uint8_t read_response_opcode(uint32_t k, uint32_t n, bool starts);
  * atomic_replay() answers a duplicate with the saved original value, or drops it. */
 int atomic_execute(struct qp *qp, const struct wire_pkt *pkt);
 void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
+/* ATOMIC WRITE: the 8 bytes at data stored at once into va of mr (checked, aligned), as
+ * the word's owner and every other QP see it; -EFAULT when they no longer resolve. */
+int atomic_write_execute(struct mr *mr, uint64_t va, const uint8_t *data);
 
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)
