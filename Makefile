@@ -152,10 +152,15 @@ $(BUILD)/test/uc_peer: test/uc_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 
+# mw.test.sh: memory windows between two hosts (and, one day, rxe).
+$(BUILD)/test/mw_peer: test/mw_peer.c $(PEER_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
+
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
-             $(BUILD)/test/many_qp $(BUILD)/test/uc_peer
+             $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
@@ -208,7 +213,7 @@ demo:
 # rocemud against the kernel's rxe in a qemu guest, both ways (root; the
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
-interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc
+interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer $(BUILD)/test/pcap_icrc
 	test/interop.sh $(BUILD)
 
 # Two guests on a bridge, rocemud on each one's virtio-net, beside iperf3 and rxe between

@@ -15,8 +15,8 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 13
-#define PROTO_MAX_MSG 1024
+#define PROTO_VERSION 14
+#define PROTO_MAX_MSG 1536
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
  * queues here too. A WQE's slot in its ring holds only what its queue was made for
  * (proto_swqe_stride, proto_rwqe_stride): a queue of 2^20 one-SGE WQEs is not 2^20 of
@@ -51,6 +51,8 @@ enum proto_op {
 	PROTO_DESTROY_AH,
 	PROTO_RESIZE_CQ,     /* request: proto_resize_cq; reply: proto_create_cq_reply + 1 fd:
 			      * the new ring's memfd (the completions not yet polled moved in) */
+	PROTO_ALLOC_MW,      /* request: proto_alloc_mw; reply: proto_alloc_mw_reply */
+	PROTO_DEALLOC_MW,    /* request: proto_handle */
 	PROTO_OP_COUNT
 };
 
@@ -134,6 +136,20 @@ struct proto_reg_mr_reply {
 	uint32_t lkey;
 	uint32_t rkey;
 	uint32_t pad;
+};
+
+/* A memory window of a PD: type 1 or 2 (enum ibv_mw_type). Its rkey is the MW's key now;
+ * a bind gives it the key byte the binder chose. */
+struct proto_alloc_mw {
+	struct proto_hdr hdr;
+	uint32_t pd;
+	uint32_t type;
+};
+
+struct proto_alloc_mw_reply {
+	struct proto_reply r;
+	uint32_t handle;
+	uint32_t rkey;
 };
 
 struct proto_create_cq {
@@ -359,7 +375,9 @@ enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 	X(rkey_other_pd, "remote access error: the MR belongs to another PD than the QP's") \
 	X(rkey_no_access, "remote access error: the MR does not grant the access asked")   \
 	X(rkey_mr_invalid, "remote access error: the MR is being torn down")             \
-	X(rkey_bounds, "remote access error: the range is not inside the MR")            \
+	X(rkey_bounds, "remote access error: the range is not inside the MR (or the MW)") \
+	X(rkey_other_qp, "remote access error: a type 2 MW bound to another QP than this one") \
+	X(rkey_mw_unbound, "remote access error: the MW is not bound (free, or bound with length 0)") \
 	X(atomic_unaligned, "invalid request: an atomic's address not 8-byte aligned")    \
 	X(write_length, "invalid request: a WRITE's payload does not match its RETH length") \
 	X(write_copy, "remote access error: the MR refused the WRITE's bytes")           \
@@ -368,14 +386,15 @@ enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 	X(receive_not_held, "remote operational error: a SEND's bytes with no receive WQE held") \
 	X(read_memory, "remote access error: a READ's memory stopped resolving")          \
 	X(atomic_memory, "remote access error: an atomic's word stopped resolving")       \
-	X(send_invalidate, "SEND WITH INVALIDATE: no key rocemu may invalidate (completed in error)") \
+	X(send_invalidate, "SEND WITH INVALIDATE: the rkey is no type 2 MW of this QP's PD bound to it (completed in error)") \
 	X(uc_message_dropped, "UC: a MIDDLE or LAST whose message lost a packet (PSN gap) or was refused")
 
 /* Why a send work request completed in error (the first of the QP's failures; the work
  * requests behind it are flushed). X(name, help) */
 #define PROTO_FAILURES(X)                                                                \
 	X(none, "nothing failed")                                                        \
-	X(local_opcode, "IBV_WC_LOC_QP_OP_ERR: an opcode this QP cannot send, or an unaligned atomic") \
+	X(local_opcode, "IBV_WC_LOC_QP_OP_ERR: an opcode this QP cannot send, an unaligned atomic, or a LOCAL_INV refused") \
+	X(mw_bind, "IBV_WC_MW_BIND_ERR: a BIND_MW whose MW, MR, PDs, state, access or bounds do not allow it") \
 	X(local_length, "IBV_WC_LOC_LEN_ERR: too many SGEs, too long, or an atomic's buffer short") \
 	X(local_lkey, "IBV_WC_LOC_PROT_ERR: an SGE failed its lkey, PD, access or bounds")  \
 	X(nak_invalid_request, "IBV_WC_REM_INV_REQ_ERR: the responder NAKed an invalid request") \
@@ -510,7 +529,10 @@ struct proto_sge {
 struct proto_swqe {
 	uint64_t wr_id;
 	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM|_INV],
-			      * IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, _FETCH_AND_ADD */
+			      * IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, _FETCH_AND_ADD,
+			      * IBV_WR_LOCAL_INV (the rkey in imm, host order, as for _INV),
+			      * IBV_WR_BIND_MW (remote_addr and compare_add: the window's address
+			      * and length; rkey: its new key; mw_rkey, mr_lkey, mw_access) */
 	uint32_t flags;      /* IBV_SEND_SIGNALED, _FENCE, _INLINE, _SOLICITED */
 	uint64_t remote_addr;
 	uint32_t rkey;
@@ -519,10 +541,20 @@ struct proto_swqe {
 	uint32_t inline_len;  /* IBV_SEND_INLINE: the bytes in inline_data, sge unused */
 	uint64_t compare_add; /* atomics: the compare value, or what to add */
 	uint64_t swap;
-	uint32_t ah;         /* UD: the address handle, the QP and the Q_Key it goes to */
-	uint32_t remote_qpn;
-	uint32_t remote_qkey;
-	uint32_t pad;
+	union {
+		struct {
+			uint32_t ah; /* UD: the address handle, the QP and the Q_Key it goes to */
+			uint32_t remote_qpn;
+			uint32_t remote_qkey;
+			uint32_t pad;
+		};
+		struct {
+			uint32_t mw_rkey;   /* BIND_MW: the MW, by its key now */
+			uint32_t mr_lkey;   /* the MR it opens onto */
+			uint32_t mw_access; /* IBV_ACCESS_* of the window */
+			uint32_t pad2;
+		};
+	};
 	union {
 		struct proto_sge sge[PROTO_MAX_SGE];
 		uint8_t inline_data[PROTO_MAX_INLINE];
@@ -544,7 +576,8 @@ struct proto_cqe {
 	uint32_t byte_len;
 	uint32_t imm;        /* network byte order */
 	uint32_t qp_num;
-	uint32_t wc_flags;   /* IBV_WC_WITH_IMM, IBV_WC_GRH */
+	uint32_t wc_flags;   /* IBV_WC_WITH_IMM, IBV_WC_WITH_INV (imm: the rkey invalidated,
+			      * host order), IBV_WC_GRH */
 	uint32_t vendor_err;
 	uint32_t src_qp;     /* receive completions: the sending QP */
 	uint32_t solicited;  /* the message asked for a solicited event (BTH SE) */

@@ -39,6 +39,15 @@ struct rocemu_mr {
 	uint32_t handle;
 };
 
+/* A memory window (type 1 or 2). rkey is its key as allocated; a bind gives it the key
+ * byte the binder chose (IBV_WR_BIND_MW's bind_mw.rkey), which the caller keeps. */
+struct rocemu_mw {
+	struct rocemu_pd *pd;
+	int type;
+	uint32_t rkey;
+	uint32_t handle;
+};
+
 struct rocemu_qp {
 	struct rocemu_context *context;
 	struct rocemu_pd *pd;
@@ -125,7 +134,16 @@ struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length,
  * iova must lie at the same offset within a page as addr. */
 struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t length,
 				     uint64_t iova, int access);
+/* EINVAL while memory windows are bound to the MR, as on rxe. */
 int rocemu_dereg_mr(struct rocemu_mr *mr);
+
+/* Memory windows of type 1 or 2 (IBV_MW_TYPE_*; another type: EINVAL). They are bound and
+ * invalidated by work requests on a QP: IBV_WR_BIND_MW (bind_mw.mw->rkey names the window
+ * as it is now, bind_mw.rkey gives its new key, bind_info.mr->lkey the MR, which needs
+ * IBV_ACCESS_MW_BIND) and IBV_WR_LOCAL_INV (invalidate_rkey, type 2 only). A bound
+ * window may be deallocated; its MR can be deregistered once no window is bound to it. */
+struct rocemu_mw *rocemu_alloc_mw(struct rocemu_pd *pd, int type);
+int rocemu_dealloc_mw(struct rocemu_mw *mw);
 
 struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe);
 int rocemu_destroy_cq(struct rocemu_cq *cq);

@@ -21,6 +21,9 @@ static void pd_destroy(struct mr_pd *pd)
 {
 	struct mr *mr;
 
+	/* Windows first: they hold their MRs */
+	while (!LIST_EMPTY(&pd->mws))
+		mr_mw_destroy(LIST_FIRST(&pd->mws));
 	/* Invalidate them all before tearing any down: no key of a dying PD is valid. */
 	LIST_FOREACH(mr, &pd->mrs, pd_link)
 		mr_invalidate(mr);
@@ -53,13 +56,14 @@ struct mr_pd *mr_pd_alloc(struct mr_client *client)
 		return NULL;
 	pd->client = client;
 	LIST_INIT(&pd->mrs);
+	LIST_INIT(&pd->mws);
 	LIST_INSERT_HEAD(&client->pds, pd, link);
 	return pd;
 }
 
 int mr_pd_dealloc(struct mr_pd *pd)
 {
-	if (!LIST_EMPTY(&pd->mrs))
+	if (!LIST_EMPTY(&pd->mrs) || !LIST_EMPTY(&pd->mws))
 		return -EBUSY;
 	pd_destroy(pd);
 	return 0;

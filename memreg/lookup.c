@@ -9,6 +9,8 @@ static const char *const check_names[] = {
 	[MR_ACCESS] = "access denied",
 	[MR_INVALID] = "region invalid",
 	[MR_BOUNDS] = "out of bounds",
+	[MR_QP_MISMATCH] = "MW bound to another QP",
+	[MR_MW_UNBOUND] = "MW not bound",
 };
 
 /* The checks in enum order. A NULL pd is compared like any other, so it matches no MR. */

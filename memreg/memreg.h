@@ -21,6 +21,7 @@ struct mr_table;
 struct mr_client;
 struct mr_pd;
 struct mr;
+struct mr_mw;
 
 /* Outcome of a key lookup, one value per failed check, in the order they are made. */
 enum mr_check {
@@ -30,12 +31,33 @@ enum mr_check {
 	MR_PD_MISMATCH,  /* the MR belongs to another protection domain */
 	MR_ACCESS,       /* the MR does not grant the requested access */
 	MR_INVALID,      /* the MR is being torn down */
-	MR_BOUNDS,       /* [va, va + len) is not inside the MR */
+	MR_BOUNDS,       /* [va, va + len) is not inside the MR (or the MW) */
+	/* memory windows only, after MR_PD_MISMATCH (the MW's PD) */
+	MR_QP_MISMATCH,  /* a type 2 MW bound to another QP than the one asking */
+	MR_MW_UNBOUND,   /* the MW is not bound to any memory (free, or bound with length 0) */
 };
 
 struct mr_keys {
 	uint32_t lkey;
 	uint32_t rkey;
+};
+
+/* Memory windows (as rxe's): MWs take their index from the MRs' key space, so one key
+ * names either; the key byte is the binder's. Type 1 is valid from allocation on and
+ * bound to the PD; type 2 is free until a BIND_MW of a QP, then bound to that QP as well
+ * until invalidated (LOCAL_INV, a SEND WITH INVALIDATE) or deallocated. */
+enum mr_mw_type { MR_MW_TYPE_1 = 1, MR_MW_TYPE_2 = 2 };
+
+/* A BIND_MW work request: mw_rkey names the MW as it is now, new_rkey gives the key byte
+ * it takes, mr_lkey the MR it opens onto (unused with length 0). access is IBV_ACCESS_*
+ * of the remote kind, IBV_ACCESS_ZERO_BASED allowed for type 2. */
+struct mr_mw_bind {
+	uint32_t mw_rkey;
+	uint32_t new_rkey;
+	uint32_t mr_lkey;
+	int access;
+	uint64_t addr;
+	uint64_t length;
 };
 
 /* max_regions is capped at MR_MAX_REGIONS (0 gives EINVAL); max_pinned_bytes 0 = no cap.
@@ -44,6 +66,8 @@ struct mr_table *mr_table_new(uint32_t max_regions, uint64_t max_pinned_bytes);
 void mr_table_free(struct mr_table *table);
 uint64_t mr_table_pinned_bytes(const struct mr_table *table);
 uint32_t mr_table_region_count(const struct mr_table *table);
+/* Memory windows: they take keys from the same space, so MR_MAX_REGIONS bounds both. */
+uint32_t mr_table_mw_count(const struct mr_table *table);
 
 /* A client may pin at most pin_cap bytes (0 = no cap of its own, only the table's). */
 struct mr_client *mr_client_new(struct mr_table *table, uint64_t pin_cap);
@@ -75,7 +99,8 @@ int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova,
 	      struct mr **out);
 
 /* Deregisters: the keys stop resolving at once, pages are unlocked and any fd mapping
- * unmapped. The MR's index is not handed out again until the allocator wraps around. */
+ * unmapped. The MR's index is not handed out again until the allocator wraps around.
+ * -EINVAL while memory windows are bound to it, as on rxe (IBA 10.6.7.2.6). */
 int mr_dereg(struct mr *mr);
 
 /* lkey == rkey, as in rxe: one key per MR; its access flags decide what a peer may do. */
@@ -94,6 +119,39 @@ struct mr *mr_find_local(struct mr_client *client, uint32_t lkey);
 enum mr_check mr_lookup(struct mr_table *table, uint32_t key, const struct mr_pd *pd,
 			int access, uint64_t va, uint64_t len, struct mr **out);
 const char *mr_check_name(enum mr_check check);
+
+/* -EINVAL for a type other than 1 or 2, -ENOSPC when the key space is full. */
+int mr_mw_alloc(struct mr_pd *pd, int type, struct mr_mw **out);
+/* Unbinds (its MR may be deregistered again) and frees; its key stops resolving. */
+void mr_mw_dealloc(struct mr_mw *mw);
+uint32_t mr_mw_rkey(const struct mr_mw *mw);
+int mr_mw_type(const struct mr_mw *mw);
+/* Whether mr can be deregistered: not while MWs are bound to it (rxe: -EINVAL). */
+int mr_dereg_check(const struct mr *mr);
+
+/* Executes a BIND_MW posted on QP qp (an opaque token, compared only) of PD qp_pd, as
+ * rxe's checks have it: 0, or -EINVAL when the MW or the MR is not the client's with those
+ * keys, the MW is not in the state its type binds from, the PDs differ, a type 2 bind has
+ * no length, the MR lacks IBV_ACCESS_MW_BIND (or LOCAL_WRITE for a writable window), or
+ * the window is not inside the MR; -EOPNOTSUPP for access bits no MW takes. */
+int mr_mw_bind(struct mr_client *client, const struct mr_pd *qp_pd, const void *qp,
+	       const struct mr_mw_bind *bind);
+/* Invalidates the type 2 MW rkey names (a SEND WITH INVALIDATE arriving at qp, or a
+ * LOCAL_INV of a QP of pd: qp NULL): -EINVAL when no MW of PD pd has that key, it is of
+ * type 1, or (type 2B, qp given) it is bound to another QP. An MR's key cannot be invalidated: rocemu has no fast-registration MRs. */
+int mr_mw_invalidate(struct mr_table *table, uint32_t rkey, const struct mr_pd *pd,
+		     const void *qp);
+/* QP qp is going away: the type 2 MWs bound to it stay bound (their MR stays busy) but no
+ * QP can reach them any more, until invalidated or deallocated. */
+void mr_mw_forget_qp(struct mr_client *client, const void *qp);
+
+/* The responder's lookup of rkey, an MR's or an MW's, for an access of len bytes at va by
+ * QP qp of PD pd. For an MW: the MW's checks (key, PD, QP, bound, access, its bounds), then
+ * its MR still valid and holding the range; *out is the MR and *mr_va the address in the
+ * MR's iova space (va moved by a zero-based MW's start). For an MR, as mr_lookup. */
+enum mr_check mr_lookup_remote(struct mr_table *table, uint32_t key, const struct mr_pd *pd,
+			       const void *qp, int access, uint64_t va, uint64_t len,
+			       struct mr **out, uint64_t *mr_va);
 
 /* Copy through the page table, page by page. The range must have passed mr_lookup();
  * these re-check the bounds and return -ERANGE rather than touch memory outside the MR,

@@ -14,8 +14,10 @@
 struct mr_table {
 	struct mr **slots;      /* index -> MR, NULL when free; calloc'ed, so untouched pages
 				 * of a large table cost no memory */
+	struct mr_mw **mw_slots; /* index -> MW: an index holds an MR or an MW, never both */
 	uint32_t max_regions;
-	uint32_t region_count;
+	uint32_t region_count;  /* keys in use: MRs and MWs */
+	uint32_t mw_count;      /* of them MWs */
 	uint32_t next_index;    /* the allocator's cursor: one past the last index handed out */
 	size_t page_size;
 	uint64_t max_pinned;    /* 0 = no cap */
@@ -38,6 +40,7 @@ struct mr_pd {
 	struct mr_client *client;
 	LIST_ENTRY(mr_pd) link;
 	LIST_HEAD(, mr) mrs;
+	LIST_HEAD(, mr_mw) mws;
 };
 
 struct mr {
@@ -53,8 +56,24 @@ struct mr {
 	uintptr_t lock_start;   /* the page-rounded host span we mlock'ed and charged */
 	size_t lock_len;
 	void *map;              /* mr_reg_fd's mapping (lock_start, lock_len), else NULL */
+	uint32_t num_mw;        /* MWs bound to it: it cannot be deregistered until 0 */
 	LIST_ENTRY(mr) table_link;
 	LIST_ENTRY(mr) pd_link;
+};
+
+enum mr_mw_state { MW_STATE_VALID, MW_STATE_FREE };
+
+struct mr_mw {
+	struct mr_pd *pd;
+	uint32_t rkey;
+	int type;               /* enum mr_mw_type */
+	enum mr_mw_state state;
+	int access;
+	uint64_t addr;          /* a zero-based window's start in the MR; else its first iova */
+	uint64_t length;
+	struct mr *mr;          /* the MR it opens onto, NULL while length is 0 */
+	const void *qp;         /* type 2 while valid: the QP it was bound on */
+	LIST_ENTRY(mr_mw) pd_link;
 };
 
 /* table.c: the key space. */
@@ -62,6 +81,12 @@ int mr_table_reserve_key(struct mr_table *table, uint32_t *key);
 void mr_table_publish(struct mr_table *table, struct mr *mr);
 void mr_table_unpublish(struct mr_table *table, struct mr *mr);
 struct mr *mr_table_slot(const struct mr_table *table, uint32_t key);
+void mr_table_publish_mw(struct mr_table *table, struct mr_mw *mw);
+void mr_table_unpublish_mw(struct mr_table *table, struct mr_mw *mw);
+struct mr_mw *mr_table_mw_slot(const struct mr_table *table, uint32_t key);
+
+/* window.c: a PD's MWs go with it. */
+void mr_mw_destroy(struct mr_mw *mw);
 
 /* pin.c: pinned-byte budgets and the page locks behind them. */
 int mr_pin_check(const struct mr_client *client, uint64_t bytes);

@@ -7,7 +7,8 @@
 #include <sys/mman.h>
 
 #define MR_ACCESS_SUPPORTED (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
+			     IBV_ACCESS_MW_BIND)
 
 /* The page-rounded host span of a registration. */
 struct span {
@@ -149,6 +150,10 @@ void mr_destroy(struct mr *mr)
 
 int mr_dereg(struct mr *mr)
 {
+	int err = mr_dereg_check(mr);
+
+	if (err)
+		return err;
 	mr_destroy(mr);
 	return 0;
 }

@@ -59,6 +59,12 @@ struct mr_table *mr_table_new(uint32_t max_regions, uint64_t max_pinned_bytes)
 		free(table);
 		return NULL;
 	}
+	table->mw_slots = calloc(max_regions, sizeof(*table->mw_slots));
+	if (!table->mw_slots) {
+		free(table->slots);
+		free(table);
+		return NULL;
+	}
 	table->max_regions = max_regions;
 	table->next_index = start % max_regions;
 	table->page_size = (size_t)page_size;
@@ -75,6 +81,7 @@ void mr_table_free(struct mr_table *table)
 	while (!LIST_EMPTY(&table->clients))
 		mr_client_free(LIST_FIRST(&table->clients));
 	free(table->slots);
+	free(table->mw_slots);
 	free(table);
 }
 
@@ -85,7 +92,12 @@ uint64_t mr_table_pinned_bytes(const struct mr_table *table)
 
 uint32_t mr_table_region_count(const struct mr_table *table)
 {
-	return table->region_count;
+	return table->region_count - table->mw_count;
+}
+
+uint32_t mr_table_mw_count(const struct mr_table *table)
+{
+	return table->mw_count;
 }
 
 /* The first free index at or after the cursor, wrapping: a freed index comes back only
@@ -96,7 +108,7 @@ static int next_free_index(const struct mr_table *table, uint32_t *index)
 
 	if (table->region_count >= table->max_regions)
 		return -ENOSPC;
-	while (table->slots[i])
+	while (table->slots[i] || table->mw_slots[i])
 		i = i + 1 == table->max_regions ? 0 : i + 1;
 	*index = i;
 	return 0;
@@ -141,4 +153,26 @@ struct mr *mr_table_slot(const struct mr_table *table, uint32_t key)
 	uint32_t index = key >> 8;
 
 	return index < table->max_regions ? table->slots[index] : NULL;
+}
+
+void mr_table_publish_mw(struct mr_table *table, struct mr_mw *mw)
+{
+	table->mw_slots[mw->rkey >> 8] = mw;
+	table->region_count++;
+	table->mw_count++;
+}
+
+void mr_table_unpublish_mw(struct mr_table *table, struct mr_mw *mw)
+{
+	table->mw_slots[mw->rkey >> 8] = NULL;
+	table->region_count--;
+	table->mw_count--;
+}
+
+/* The MW at the key's index, whatever its key byte; NULL when none. */
+struct mr_mw *mr_table_mw_slot(const struct mr_table *table, uint32_t key)
+{
+	uint32_t index = key >> 8;
+
+	return index < table->max_regions ? table->mw_slots[index] : NULL;
 }

@@ -256,6 +256,7 @@ static const size_t op_size[PROTO_OP_COUNT] = {
 	[PROTO_SET_FAULT] = sizeof(struct proto_fault),
 	[PROTO_CREATE_AH] = sizeof(struct proto_create_ah),
 	[PROTO_CREATE_SRQ] = sizeof(struct proto_create_srq),
+	[PROTO_ALLOC_MW] = sizeof(struct proto_alloc_mw),
 };
 
 static size_t size_of_op(uint32_t op)

@@ -194,8 +194,8 @@ static void case_unsupported(void)
 	CHECK("ud: ibv_create_ah from source GID 1 (there is only 0) is EINVAL",
 	      !ibv_create_ah(pd, &ah) && errno == EINVAL);
 	errno = 0;
-	CHECK("unsupported: ibv_alloc_mw is EOPNOTSUPP", !ibv_alloc_mw(pd, IBV_MW_TYPE_1) &&
-	      errno == EOPNOTSUPP);
+	CHECK("mw: ibv_alloc_mw of a type neither 1 nor 2 is EINVAL",
+	      !ibv_alloc_mw(pd, (enum ibv_mw_type)3) && errno == EINVAL);
 	errno = 0;
 	CHECK("unsupported: ibv_open_xrcd is EOPNOTSUPP", !ibv_open_xrcd(ctx, &xrcd) &&
 	      errno == EOPNOTSUPP);
@@ -612,7 +612,7 @@ static void case_keys(void)
 	struct end a, b;
 	struct ibv_wc wc;
 	struct ibv_send_wr *bad;
-	struct ibv_send_wr inv = { .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr tso = { .opcode = IBV_WR_TSO, .send_flags = IBV_SEND_SIGNALED };
 	uint8_t before[BUF];
 	int st;
 
@@ -628,7 +628,7 @@ static void case_keys(void)
 	CHECK("keys: loopback WRITE landed", b.buf[0] == 0xa5 && b.buf[4095] == 0xa5 &&
 	      b.buf[4096] == 0);
 	CHECK("keys: an unsupported opcode is refused at post",
-	      ibv_post_send(a.qp, &inv, &bad) != 0 && bad == &inv);
+	      ibv_post_send(a.qp, &tso, &bad) != 0 && bad == &tso);
 	memcpy(before, b.buf, BUF);
 	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey ^ 0x100, 2);
 	st = wait_wc(a.cq, &wc, 5000);
@@ -1196,6 +1196,83 @@ static void case_async(void)
 	      ibv_is_fork_initialized() == IBV_FORK_UNNEEDED && ibv_fork_init() == 0);
 }
 
+/* Memory windows through the verbs calls, on two QPs of this device: what the device says,
+ * the refusals made at the call, a bind the MR does not allow (IBV_WC_MW_BIND_ERR), the MR
+ * kept while a window is bound, and a WRITE through a window past its end refused with the
+ * target unchanged. */
+static void case_mw(void)
+{
+	struct ibv_device_attr attr;
+	struct end a, b;
+	struct ibv_mr *bindable;
+	struct ibv_mw *mw1, *mw2;
+	struct ibv_wc wc;
+	uint8_t before[BUF];
+	struct ibv_mw_bind bind = { .wr_id = 1, .send_flags = IBV_SEND_SIGNALED };
+	int st;
+
+	CHECK("mw: the device reports memory windows of type 1 and 2B",
+	      ibv_query_device(ctx, &attr) == 0 && (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW) &&
+	      (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) && attr.max_mw > 0);
+	if (!make_end(&a, DEPTH) || !make_end(&b, DEPTH) || connect_qp(a.qp, b.qp->qp_num) ||
+	    connect_qp(b.qp, a.qp->qp_num)) {
+		report("mw: two QPs of one device connected", false, strerror(errno));
+		return;
+	}
+	bindable = ibv_reg_mr(pd, b.buf, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	CHECK("mw: an MR with MW_BIND and a window of each type", bindable && mw1 && mw2);
+	if (!bindable || !mw1 || !mw2)
+		goto out;
+	CHECK("mw: a window's key is no MR's", mw1->rkey >> 8 != bindable->rkey >> 8 &&
+	      mw2->rkey >> 8 != mw1->rkey >> 8);
+	bind.bind_info = (struct ibv_mw_bind_info){ .mr = bindable, .addr = (uintptr_t)b.buf,
+						    .length = 4096,
+						    .mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	CHECK("mw: ibv_bind_mw of a type 2 window is EINVAL",
+	      ibv_bind_mw(b.qp, mw2, &bind) == EINVAL);
+	bind.bind_info.mw_access_flags |= IBV_ACCESS_ZERO_BASED;
+	CHECK("mw: a zero-based type 1 window is EINVAL", ibv_bind_mw(b.qp, mw1, &bind) == EINVAL);
+	bind.bind_info.mw_access_flags &= ~(unsigned)IBV_ACCESS_ZERO_BASED;
+	CHECK("mw: ibv_bind_mw posts", ibv_bind_mw(b.qp, mw1, &bind) == 0);
+	st = wait_wc(b.cq, &wc, 5000);
+	CHECK("mw: ... and completes as IBV_WC_BIND_MW", st == IBV_WC_SUCCESS &&
+	      wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 1);
+	errno = 0;
+	CHECK("mw: the MR cannot be deregistered while the window is bound",
+	      ibv_dereg_mr(bindable) == EINVAL);
+	memset(a.buf, 0x5a, 64);
+	memcpy(before, b.buf, BUF);
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf + 4096 - 32,
+		   mw1->rkey, 2);
+	st = wait_wc(a.cq, &wc, 5000);
+	CHECK("mw: a WRITE past the window is IBV_WC_REM_ACCESS_ERR", st == IBV_WC_REM_ACCESS_ERR);
+	CHECK("mw: ... and the target is unchanged", memcmp(before, b.buf, BUF) == 0);
+	/* a.qp and b.qp are in error now: the next bind goes on a fresh QP */
+	free_end(&a);
+	if (!make_end(&a, DEPTH) || connect_qp(a.qp, a.qp->qp_num))
+		goto out;
+	bind.bind_info.mr = a.mr;   /* no MW_BIND */
+	bind.wr_id = 3;
+	CHECK("mw: a bind to an MR without MW_BIND posts", ibv_bind_mw(a.qp, mw1, &bind) == 0);
+	st = wait_wc(a.cq, &wc, 5000);
+	CHECK("mw: ... and completes with IBV_WC_MW_BIND_ERR", st == IBV_WC_MW_BIND_ERR);
+	CHECK("mw: ibv_dealloc_mw of a bound window", ibv_dealloc_mw(mw1) == 0);
+	mw1 = NULL;
+	CHECK("mw: the MR deregisters once its window is gone", ibv_dereg_mr(bindable) == 0);
+	bindable = NULL;
+out:
+	if (mw1)
+		ibv_dealloc_mw(mw1);
+	if (mw2)
+		ibv_dealloc_mw(mw2);
+	if (bindable)
+		ibv_dereg_mr(bindable);
+	free_end(&a);
+	free_end(&b);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -1230,6 +1307,7 @@ int main(int argc, char **argv)
 	case_ud();
 	case_uc();
 	case_keys();
+	case_mw();
 	case_queue_depth();
 	case_limits();
 	case_resize_cq();

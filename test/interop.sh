@@ -32,6 +32,7 @@ PCAP=$WORK/interop.pcap
 RUN=$BUILD/rocemu-run
 PEER=$BUILD/test/ibv_peer
 UD_PEER=$BUILD/test/ud_peer
+MW_PEER=$BUILD/test/mw_peer
 DAEMON=
 DUMPCAP=
 TAP_PCAP=$WORK/tap.pcap
@@ -337,6 +338,10 @@ for side in client server; do
 	perf "atomic-cas-$side" $side ib_atomic_bw -A CMP_AND_SWAP -n 200
 	ud_pingpong "ud-pingpong-$side" $side -s 1024 -n 200
 	uc_pingpong "uc-pingpong-$side" $side -s 4096 -n 200
+	# memory windows (test/mw_peer), served by rocemu to rxe's client only: rxe 6.1 as the
+	# server checks an MW access against the MR's bounds alone and would take the WRITE
+	# past the window that mw_peer expects refused
+	[ "$side" = server ] && peer "mw-peer-$side" $side "$MW_PEER"
 	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done

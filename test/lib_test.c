@@ -1869,7 +1869,7 @@ START_TEST(test_post_send_bad_opcode)
 
 	ready_to_post(qp);
 	wr[0].next = &wr[1];
-	wr[1].opcode = IBV_WR_BIND_MW;
+	wr[1].opcode = IBV_WR_TSO;
 	ck_assert_int_eq(rocemu_post_send(qp, wr, &bad), EINVAL);
 	ck_assert_ptr_eq(bad, &wr[1]);
 	ck_assert_uint_eq(fake_sq(&fk)->prod, 1);

@@ -448,12 +448,12 @@ END_TEST
 
 START_TEST(test_check_names)
 {
-	for (int i = MR_OK; i <= MR_BOUNDS; i++) {
+	for (int i = MR_OK; i <= MR_MW_UNBOUND; i++) {
 		ck_assert_ptr_nonnull(mr_check_name(i));
 		for (int j = MR_OK; j < i; j++)
 			ck_assert_str_ne(mr_check_name(i), mr_check_name(j));
 	}
-	ck_assert_str_eq(mr_check_name(MR_BOUNDS + 1), "unknown");
+	ck_assert_str_eq(mr_check_name(MR_MW_UNBOUND + 1), "unknown");
 	ck_assert_str_eq(mr_check_name((enum mr_check)-1), "unknown");
 }
 END_TEST
@@ -479,11 +479,12 @@ END_TEST
 START_TEST(test_reg_access_validation)
 {
 	static const int bad[] = {
-		RW, RA, RW | RR, RA | RR, RW | RA, IBV_ACCESS_MW_BIND, IBV_ACCESS_ZERO_BASED,
+		RW, RA, RW | RR, RA | RR, RW | RA, IBV_ACCESS_ZERO_BASED,
 		IBV_ACCESS_ON_DEMAND, IBV_ACCESS_HUGETLB, IBV_ACCESS_RELAXED_ORDERING,
-		LW | IBV_ACCESS_MW_BIND, LW | 1 << 30, -1,
+		LW | IBV_ACCESS_ZERO_BASED, LW | 1 << 30, -1,
 	};
-	static const int good[] = { 0, LW, RR, LW | RW, LW | RA, LW | RR, ALL_ACCESS };
+	static const int good[] = { 0, LW, RR, LW | RW, LW | RA, LW | RR, ALL_ACCESS,
+				    IBV_ACCESS_MW_BIND, LW | IBV_ACCESS_MW_BIND };
 	uint64_t iova = (uintptr_t)buf;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -1227,6 +1228,310 @@ static void add_lifetime_tests(Suite *s)
 	tcase_add_test(tc, test_thousand_mrs_memory);
 }
 
+/* ---- memory windows ---- */
+
+#define BIND IBV_ACCESS_MW_BIND
+#define QP_A ((const void *)&qp_tokens[0])
+#define QP_B ((const void *)&qp_tokens[1])
+static const char qp_tokens[2];
+
+static struct mr_mw *alloc_mw(int type)
+{
+	struct mr_mw *mw = NULL;
+
+	ck_assert_int_eq(mr_mw_alloc(pd, type, &mw), 0);
+	ck_assert_ptr_nonnull(mw);
+	return mw;
+}
+
+/* A bind of mw over [addr, addr + len) of mr with the next key byte; returns the new rkey
+ * (or 0 when the bind failed, err set). */
+static uint32_t bind_mw(struct mr_mw *mw, const struct mr *mr, uint64_t addr, uint64_t len,
+			int access, const void *qp, int *err)
+{
+	uint32_t rkey = mr_mw_rkey(mw);
+	struct mr_mw_bind b = { .mw_rkey = rkey, .new_rkey = (rkey & ~0xffu) | ((rkey + 1) & 0xff),
+				.mr_lkey = mr ? mr_keys(mr).lkey : 0, .access = access,
+				.addr = addr, .length = len };
+
+	*err = mr_mw_bind(client, pd, qp, &b);
+	if (*err)
+		return 0;
+	ck_assert_uint_eq(mr_mw_rkey(mw), b.new_rkey);
+	return b.new_rkey;
+}
+
+static uint32_t bind_ok(struct mr_mw *mw, const struct mr *mr, uint64_t addr, uint64_t len,
+			int access, const void *qp)
+{
+	int err;
+	uint32_t rkey = bind_mw(mw, mr, addr, len, access, qp, &err);
+
+	ck_assert_int_eq(err, 0);
+	return rkey;
+}
+
+static enum mr_check look_remote(uint32_t key, const void *qp, int access, uint64_t va,
+				 uint64_t len, uint64_t *mr_va)
+{
+	struct mr *out = NULL;
+	uint64_t at = 0;
+	enum mr_check check = mr_lookup_remote(table, key, pd, qp, access, va, len, &out, &at);
+
+	ck_assert(check == MR_OK ? out != NULL : out == NULL);
+	if (mr_va)
+		*mr_va = at;
+	return check;
+}
+
+START_TEST(test_mw_keys_share_mr_space)
+{
+	struct mr *mr = reg(pd, buf, ps, LW | BIND);
+	struct mr_mw *mw1 = alloc_mw(MR_MW_TYPE_1), *mw2 = alloc_mw(MR_MW_TYPE_2);
+	struct mr_mw *bad = NULL;
+
+	ck_assert_uint_ne(mr_mw_rkey(mw1) >> 8, key_of(mr) >> 8);
+	ck_assert_uint_ne(mr_mw_rkey(mw2) >> 8, mr_mw_rkey(mw1) >> 8);
+	ck_assert_uint_eq(mr_table_region_count(table), 1);
+	ck_assert_uint_eq(mr_table_mw_count(table), 2);
+	ck_assert_int_eq(mr_mw_alloc(pd, 3, &bad), -EINVAL);
+	ck_assert_int_eq(mr_mw_alloc(pd, 0, &bad), -EINVAL);
+	ck_assert_ptr_null(bad);
+	/* an MW's key is no MR's: lkey lookups do not find it */
+	ck_assert_ptr_null(mr_find_local(client, mr_mw_rkey(mw1)));
+	ck_assert_int_eq(look(mr_mw_rkey(mw1), pd, 0, 0, 0), MR_NO_REGION);
+	mr_mw_dealloc(mw1);
+	mr_mw_dealloc(mw2);
+	ck_assert_uint_eq(mr_table_region_count(table), 1);
+	ck_assert_uint_eq(mr_table_mw_count(table), 0);
+}
+END_TEST
+
+/* Windows and regions fill one key space. */
+START_TEST(test_mw_table_full)
+{
+	struct mr_mw *mw = NULL;
+
+	replace_table(2, 0);
+	reg(pd, buf, ps, 0);
+	alloc_mw(MR_MW_TYPE_2);
+	ck_assert_int_eq(mr_mw_alloc(pd, MR_MW_TYPE_1, &mw), -ENOSPC);
+	ck_assert_int_eq(try_reg(buf + ps, ps, (uintptr_t)buf + ps, 0), -ENOSPC);
+	ck_assert_uint_eq(mr_table_region_count(table), 1);
+	ck_assert_uint_eq(mr_table_mw_count(table), 1);
+}
+END_TEST
+
+START_TEST(test_mw_type1_bind_and_lookup)
+{
+	struct mr *mr = reg(pd, buf, 4 * ps, LW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_1);
+	uint64_t base = (uintptr_t)buf + ps, va = 0;
+	uint32_t old = mr_mw_rkey(mw);
+	uint32_t rkey;
+
+	/* valid from allocation, but with nothing in it */
+	ck_assert_int_eq(look_remote(old, QP_A, RW, base, 8, NULL), MR_MW_UNBOUND);
+	rkey = bind_ok(mw, mr, base, ps, RW | RR, QP_A);
+	ck_assert_uint_eq(rkey >> 8, old >> 8);
+	ck_assert_uint_ne(rkey, old);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base, ps, &va), MR_OK);
+	ck_assert_uint_eq(va, base);
+	/* type 1 belongs to the PD: any QP of it reaches it */
+	ck_assert_int_eq(look_remote(rkey, QP_B, RR, base + ps - 8, 8, NULL), MR_OK);
+	ck_assert_int_eq(look_remote(old, QP_A, RW, base, 8, NULL), MR_KEY_MISMATCH);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RA, base, 8, NULL), MR_ACCESS);
+	/* the window's bounds, not the MR's */
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base - 8, 8, NULL), MR_BOUNDS);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base + ps - 4, 8, NULL), MR_BOUNDS);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base, UINT64_MAX, NULL), MR_BOUNDS);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, UINT64_MAX - 3, 8, NULL), MR_BOUNDS);
+	ck_assert_int_eq(mr_lookup_remote(table, rkey, NULL, QP_A, RW, base, 8, NULL, &va),
+			 MR_PD_MISMATCH);
+	/* rebinding with length 0 empties it; the old key is stale */
+	ck_assert_int_eq(mr_dereg(mr), -EINVAL);
+	rkey = bind_ok(mw, NULL, 0, 0, 0, QP_A);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base, 8, NULL), MR_MW_UNBOUND);
+	ck_assert_int_eq(mr_dereg(mr), 0);
+	mr_mw_dealloc(mw);
+}
+END_TEST
+
+START_TEST(test_mw_bind_refusals)
+{
+	struct mr *nobind = reg(pd, buf, ps, LW | RW);
+	struct mr *ro = reg(pd, buf + ps, ps, BIND);
+	struct mr *mr = reg(pd, buf + 2 * ps, 2 * ps, LW | BIND);
+	struct mr_pd *pd2 = mr_pd_alloc(client);
+	struct mr *other_pd = NULL;
+	struct mr_mw *mw1 = alloc_mw(MR_MW_TYPE_1), *mw2 = alloc_mw(MR_MW_TYPE_2);
+	uint64_t base = (uintptr_t)buf + 2 * ps;
+	uint32_t before1 = mr_mw_rkey(mw1), before2 = mr_mw_rkey(mw2);
+	struct mr_mw_bind b;
+	int err;
+
+	ck_assert_int_eq(mr_reg(pd2, buf, ps, (uintptr_t)buf, LW | BIND, &other_pd), 0);
+	/* the MR must allow binding, and local write for a writable window */
+	bind_mw(mw1, nobind, (uintptr_t)buf, 8, RR, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	bind_mw(mw1, ro, (uintptr_t)buf + ps, 8, RW, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_uint_ne(bind_ok(mw1, ro, (uintptr_t)buf + ps, 8, RR, QP_A), 0);
+	bind_ok(mw1, NULL, 0, 0, 0, QP_A);
+	/* inside the MR, by VA */
+	bind_mw(mw1, mr, base - 1, 8, RR, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	bind_mw(mw1, mr, base + 2 * ps - 4, 8, RR, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	bind_mw(mw1, mr, base, UINT64_MAX, RR, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	/* type 1 is never zero-based; no access bit an MW does not take */
+	bind_mw(mw1, mr, base, 8, RR | IBV_ACCESS_ZERO_BASED, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	bind_mw(mw1, mr, base, 8, RR | IBV_ACCESS_ON_DEMAND, QP_A, &err);
+	ck_assert_int_eq(err, -EOPNOTSUPP);
+	/* an MR of another PD; a QP of another PD */
+	bind_mw(mw1, other_pd, (uintptr_t)buf, 8, RR, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	b = (struct mr_mw_bind){ .mw_rkey = mr_mw_rkey(mw1), .new_rkey = mr_mw_rkey(mw1),
+				 .mr_lkey = mr_keys(mr).lkey, .access = RR, .addr = base,
+				 .length = 8 };
+	ck_assert_int_eq(mr_mw_bind(client, pd2, QP_A, &b), -EINVAL);
+	/* a key that is not the MW's now, an lkey that is no MR */
+	b.mw_rkey ^= 1;
+	ck_assert_int_eq(mr_mw_bind(client, pd, QP_A, &b), -EINVAL);
+	b.mw_rkey ^= 1;
+	b.mr_lkey ^= 1;
+	ck_assert_int_eq(mr_mw_bind(client, pd, QP_A, &b), -EINVAL);
+	/* type 2: never with length 0 */
+	bind_mw(mw2, NULL, 0, 0, 0, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_uint_eq(mr_mw_rkey(mw2), before2);
+	(void)before1;
+	mr_mw_dealloc(mw1);
+	mr_mw_dealloc(mw2);
+	mr_dereg(other_pd);
+	ck_assert_int_eq(mr_pd_dealloc(pd2), 0);
+}
+END_TEST
+
+START_TEST(test_mw_type2_qp_and_invalidate)
+{
+	struct mr *mr = reg(pd, buf, 2 * ps, LW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_2);
+	uint64_t base = (uintptr_t)buf;
+	uint32_t free_key = mr_mw_rkey(mw), rkey;
+	int err;
+
+	ck_assert_int_eq(look_remote(free_key, QP_A, RW, base, 8, NULL), MR_MW_UNBOUND);
+	rkey = bind_ok(mw, mr, base, ps, RW, QP_A);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base, ps, NULL), MR_OK);
+	ck_assert_int_eq(look_remote(rkey, QP_B, RW, base, 8, NULL), MR_QP_MISMATCH);
+	/* bound: not again until invalidated */
+	bind_mw(mw, mr, base, 8, RW, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	ck_assert_int_eq(mr_dereg(mr), -EINVAL);
+	/* only by its QP, its PD and its key */
+	ck_assert_int_eq(mr_mw_invalidate(table, rkey, pd, QP_B), -EINVAL);
+	ck_assert_int_eq(mr_mw_invalidate(table, rkey ^ 1, pd, QP_A), -EINVAL);
+	ck_assert_int_eq(mr_mw_invalidate(table, rkey, NULL, QP_A), -EINVAL);
+	ck_assert_int_eq(mr_mw_invalidate(table, key_of(mr), pd, QP_A), -EINVAL);
+	ck_assert_int_eq(mr_mw_invalidate(table, rkey, pd, QP_A), 0);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, base, 8, NULL), MR_MW_UNBOUND);
+	ck_assert_int_eq(mr_dereg(mr), 0);
+	mr_mw_dealloc(mw);
+}
+END_TEST
+
+START_TEST(test_mw_type1_cannot_be_invalidated)
+{
+	struct mr *mr = reg(pd, buf, ps, LW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_1);
+	uint32_t rkey = bind_ok(mw, mr, (uintptr_t)buf, ps, RR, QP_A);
+
+	ck_assert_int_eq(mr_mw_invalidate(table, rkey, pd, QP_A), -EINVAL);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RR, (uintptr_t)buf, 8, NULL), MR_OK);
+	mr_mw_dealloc(mw);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RR, (uintptr_t)buf, 8, NULL), MR_NO_REGION);
+	ck_assert_int_eq(mr_dereg(mr), 0);
+}
+END_TEST
+
+START_TEST(test_mw_zero_based)
+{
+	struct mr *mr = reg(pd, buf, 4 * ps, LW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_2);
+	uint64_t va = 0;
+	uint32_t rkey = bind_ok(mw, mr, ps, 2 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A);
+	int err;
+
+	/* offsets from the window's start, which lies ps into the MR */
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, 0, 2 * ps, &va), MR_OK);
+	ck_assert_uint_eq(va, (uintptr_t)buf + ps);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, 2 * ps - 8, 8, &va), MR_OK);
+	ck_assert_uint_eq(va, (uintptr_t)buf + 3 * ps - 8);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, 2 * ps - 4, 8, NULL), MR_BOUNDS);
+	ck_assert_int_eq(mr_mw_invalidate(table, rkey, pd, QP_A), 0);
+	/* longer than the MR: refused; a start beyond it is caught by the MR's own bounds */
+	bind_mw(mw, mr, 0, 5 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	rkey = bind_ok(mw, mr, 3 * ps, 2 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, 0, 8, NULL), MR_OK);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, ps, 8, NULL), MR_BOUNDS);
+	mr_mw_dealloc(mw);
+	ck_assert_int_eq(mr_dereg(mr), 0);
+}
+END_TEST
+
+START_TEST(test_mw_dealloc_bound_and_forget_qp)
+{
+	struct mr *mr = reg(pd, buf, ps, LW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_2);
+	uint32_t rkey = bind_ok(mw, mr, (uintptr_t)buf, ps, RR, QP_A);
+
+	mr_mw_forget_qp(client, QP_A);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RR, (uintptr_t)buf, 8, NULL), MR_QP_MISMATCH);
+	ck_assert_int_eq(mr_dereg(mr), -EINVAL);
+	ck_assert_int_eq(mr_pd_dealloc(pd), -EBUSY);
+	mr_mw_dealloc(mw);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RR, (uintptr_t)buf, 8, NULL), MR_NO_REGION);
+	ck_assert_int_eq(mr_dereg(mr), 0);
+}
+END_TEST
+
+START_TEST(test_mw_client_free_with_bound)
+{
+	struct mr *mr = reg(pd, buf, ps, LW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_1);
+	long before = vmlck_kib();
+
+	bind_ok(mw, mr, (uintptr_t)buf, ps, RR, QP_A);
+	mr_client_free(client);
+	client = NULL;
+	ck_assert_uint_eq(mr_table_region_count(table), 0);
+	ck_assert_uint_eq(mr_table_mw_count(table), 0);
+	ck_assert_uint_eq(mr_table_pinned_bytes(table), 0);
+	ck_assert_int_eq(vmlck_kib(), before - kib(1));
+	client = mr_client_new(table, 0);
+	pd = mr_pd_alloc(client);
+}
+END_TEST
+
+static void add_mw_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "mw");
+
+	tcase_add_test(tc, test_mw_keys_share_mr_space);
+	tcase_add_test(tc, test_mw_table_full);
+	tcase_add_test(tc, test_mw_type1_bind_and_lookup);
+	tcase_add_test(tc, test_mw_bind_refusals);
+	tcase_add_test(tc, test_mw_type2_qp_and_invalidate);
+	tcase_add_test(tc, test_mw_type1_cannot_be_invalidated);
+	tcase_add_test(tc, test_mw_zero_based);
+	tcase_add_test(tc, test_mw_dealloc_bound_and_forget_qp);
+	tcase_add_test(tc, test_mw_client_free_with_bound);
+}
+
 static Suite *memreg_suite(void)
 {
 	Suite *s = suite_create("memreg");
@@ -1238,6 +1543,7 @@ static Suite *memreg_suite(void)
 	add_copy_tests(s);
 	add_fd_tests(s);
 	add_lifetime_tests(s);
+	add_mw_tests(s);
 	return s;
 }
 

@@ -2622,6 +2622,385 @@ static void add_uc_tests(Suite *s)
 	tcase_add_test(tc, test_uc_takes_no_rc_packets);
 }
 
+/* ---- memory windows ---- */
+
+#define MW_ACCESS_WR (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+#define MW_OFF  256                    /* the window: [target(MW_OFF), +MW_LEN) */
+#define MW_LEN  512
+
+static struct mr *bindable;            /* the target's bytes again, with MW_BIND */
+
+static void reg_bindable(void)
+{
+	ck_assert_int_eq(mr_reg(pd, buf + TARGET_OFF, TARGET_LEN, target(0),
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &bindable), 0);
+}
+
+static struct mr_mw *new_mw(int type)
+{
+	struct mr_mw *mw;
+
+	ck_assert_int_eq(mr_mw_alloc(pd, type, &mw), 0);
+	return mw;
+}
+
+/* A BIND_MW work request over [addr, addr + len) of mr, with the next key byte. */
+static struct proto_swqe bind_wqe(uint64_t wr_id, const struct mr_mw *mw, const struct mr *mr,
+				  uint64_t addr, uint64_t len, uint32_t access)
+{
+	uint32_t rkey = mr_mw_rkey(mw);
+
+	return (struct proto_swqe){ .wr_id = wr_id, .opcode = IBV_WR_BIND_MW,
+				    .flags = IBV_SEND_SIGNALED, .remote_addr = addr,
+				    .compare_add = len, .rkey = (rkey & ~0xffu) | ((rkey + 1) & 0xff),
+				    .mw_rkey = rkey, .mr_lkey = mr ? mr_keys(mr).lkey : 0,
+				    .mw_access = access };
+}
+
+static struct proto_swqe local_inv_wqe(uint64_t wr_id, uint32_t rkey)
+{
+	return (struct proto_swqe){ .wr_id = wr_id, .opcode = IBV_WR_LOCAL_INV,
+				    .flags = IBV_SEND_SIGNALED, .imm = rkey };
+}
+
+/* Binds mw on the RC QP (nothing goes on the wire) and returns its new rkey. */
+static uint32_t bind_on_qp(struct mr_mw *mw, uint64_t addr, uint64_t len, uint32_t access)
+{
+	post_and_ring(bind_wqe(70, mw, bindable, addr, len, access));
+	expect_cqe(70, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	expect_nothing_sent();
+	return mr_mw_rkey(mw);
+}
+
+/* A remote WRITE and READ through a type 2 window bound on this QP; the MR itself grants
+ * no remote access at all. */
+START_TEST(test_mw_type2_write_and_read)
+{
+	struct mr_mw *mw;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_2);
+	rkey = bind_on_qp(mw, target(MW_OFF), MW_LEN, MW_ACCESS_WR);
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(0), target(MW_OFF + 8), rkey, 100, 0, 100);
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	expect_bytes(TARGET_OFF + MW_OFF + 8, data, 100);
+	peer_read(rq(1), target(MW_OFF + MW_LEN - 64), rkey, 64);
+	expect_read_response(WIRE_OP_RC_READ_RESP_ONLY, rq(1), 2,
+			     buf + TARGET_OFF + MW_OFF + MW_LEN - 64, 64);
+	/* the MR is busy while the window is bound */
+	ck_assert_int_eq(mr_dereg(bindable), -EINVAL);
+	mr_mw_dealloc(mw);
+	ck_assert_int_eq(mr_dereg(bindable), 0);
+}
+END_TEST
+
+/* Inside the MR but past the window: refused, nothing written, the QP in error. */
+START_TEST(test_mw_write_past_the_window)
+{
+	struct mr_mw *mw;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_2);
+	rkey = bind_on_qp(mw, target(MW_OFF), MW_LEN, MW_ACCESS_WR);
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(0), target(MW_OFF + MW_LEN - 8), rkey, 16, 0, 16);
+	expect_ack(rq(0), WIRE_SYN_NAK_REM_ACCESS, 0);
+	expect_refused("past the window", PROTO_REFUSED_rkey_bounds);
+	ck_assert_int_eq(qp->state, IBV_QPS_ERR);
+	mr_mw_dealloc(mw);
+	mr_dereg(bindable);
+}
+END_TEST
+
+/* A window bound for READ only refuses a WRITE; an atomic needs its own right too. */
+START_TEST(test_mw_access_is_the_window_s)
+{
+	struct mr_mw *mw;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_1);
+	post_and_ring(bind_wqe(71, mw, bindable, target(MW_OFF), MW_LEN, IBV_ACCESS_REMOTE_READ));
+	expect_cqe(71, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	rkey = mr_mw_rkey(mw);
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(0), target(MW_OFF), rkey, 8, 0, 8);
+	expect_ack(rq(0), WIRE_SYN_NAK_REM_ACCESS, 0);
+	expect_refused("write to a read-only window", PROTO_REFUSED_rkey_no_access);
+	mr_mw_dealloc(mw);
+	mr_dereg(bindable);
+}
+END_TEST
+
+/* LOCAL_INV closes a type 2 window: the next WRITE is refused as unbound. */
+START_TEST(test_mw_local_invalidate)
+{
+	struct mr_mw *mw;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_2);
+	rkey = bind_on_qp(mw, target(MW_OFF), MW_LEN, MW_ACCESS_WR);
+	post_and_ring(local_inv_wqe(72, rkey));
+	expect_cqe(72, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV);
+	ck_assert_int_eq(mr_dereg(bindable), 0);
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(0), target(MW_OFF), rkey, 8, 0, 8);
+	expect_ack(rq(0), WIRE_SYN_NAK_REM_ACCESS, 0);
+	expect_refused("an invalidated window", PROTO_REFUSED_rkey_mw_unbound);
+	mr_mw_dealloc(mw);
+}
+END_TEST
+
+/* A local operation completes in order: after the WRITE posted before it is ACKed. */
+START_TEST(test_mw_local_op_completes_in_order)
+{
+	struct mr_mw *mw;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_2);
+	rkey = bind_on_qp(mw, target(MW_OFF), MW_LEN, MW_ACCESS_WR);
+	post_send(qp, swqe(73, IBV_WR_RDMA_WRITE, 0, 16));
+	post_and_ring(local_inv_wqe(74, rkey));
+	expect_packet(WIRE_OP_RC_WRITE_ONLY, sq(0));
+	expect_no_cqe();
+	/* executed in its turn all the same: the window is closed already */
+	ck_assert_int_eq(mr_dereg(bindable), 0);
+	peer_ack(sq(0), WIRE_SYN_ACK);
+	expect_cqe(73, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	expect_cqe(74, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV);
+	mr_mw_dealloc(mw);
+}
+END_TEST
+
+/* A bind the MR does not allow fails with IBV_WC_MW_BIND_ERR and ends the QP; so does a
+ * LOCAL_INV of a type 1 window, with IBV_WC_LOC_QP_OP_ERR. */
+START_TEST(test_mw_bind_and_invalidate_errors)
+{
+	struct mr_mw *mw = new_mw(_i ? MR_MW_TYPE_1 : MR_MW_TYPE_2);
+
+	if (_i == 0) {
+		/* K_TARGET has every remote right but not MW_BIND */
+		post_and_ring(bind_wqe(75, mw, mrs[K_TARGET], target(0), 64, MW_ACCESS_WR));
+		expect_cqe(75, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW);
+		expect_failed("bind without MW_BIND", PROTO_FAILED_mw_bind);
+	} else {
+		post_and_ring(local_inv_wqe(75, mr_mw_rkey(mw)));
+		expect_cqe(75, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOCAL_INV);
+		expect_failed("LOCAL_INV of type 1", PROTO_FAILED_local_opcode);
+	}
+	ck_assert_int_eq(qp->state, IBV_QPS_ERR);
+	expect_nothing_sent();
+	mr_mw_dealloc(mw);
+}
+END_TEST
+
+/* SEND WITH INVALIDATE of the window bound on this QP: placed, completed with the key,
+ * and the window closed. */
+START_TEST(test_mw_send_with_invalidate)
+{
+	struct mr_mw *mw;
+	struct proto_cqe c;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_2);
+	rkey = bind_on_qp(mw, target(MW_OFF), MW_LEN, MW_ACCESS_WR);
+	post_recv(qp, recv_wqe(43, 0, 64));
+	peer(&(struct pkt){ .opcode = WIRE_OP_RC_SEND_ONLY_INV, .psn = rq(0), .ext.ieth = rkey,
+			    .payload = data, .len = 32 });
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	c = expect_cqe(43, IBV_WC_SUCCESS, IBV_WC_RECV);
+	ck_assert_uint_eq(c.wc_flags, IBV_WC_GRH | IBV_WC_WITH_INV);
+	ck_assert_uint_eq(c.imm, rkey);
+	expect_bytes(RECV_OFF, data, 32);
+	ck_assert_int_eq(mr_dereg(bindable), 0);
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(1), target(MW_OFF), rkey, 8, 0, 8);
+	expect_ack(rq(1), WIRE_SYN_NAK_REM_ACCESS, 1);
+	expect_refused("after SEND WITH INVALIDATE", PROTO_REFUSED_rkey_mw_unbound);
+	mr_mw_dealloc(mw);
+}
+END_TEST
+
+/* A type 2 window bound on another QP is not this QP's: refused for access, and a SEND
+ * WITH INVALIDATE naming it fails the receive (rxe's class J) and leaves it bound. */
+START_TEST(test_mw_type2_of_another_qp)
+{
+	struct qp *other = new_qp(IBV_QPT_RC);
+	struct mr_mw *mw;
+	uint32_t rkey;
+
+	reg_bindable();
+	mw = new_mw(MR_MW_TYPE_2);
+	rkey = bind_on_qp(mw, target(MW_OFF), MW_LEN, MW_ACCESS_WR);
+	ck_assert_int_eq(mr_mw_invalidate(dev.mrs, rkey, pd, other), -EINVAL);
+	ck_assert_int_eq(qp_destroy(other), 0);
+	/* the QP it was bound on goes away: no QP reaches the window any more */
+	mr_mw_forget_qp(mrc, qp);
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(0), target(MW_OFF), rkey, 8, 0, 8);
+	expect_ack(rq(0), WIRE_SYN_NAK_REM_ACCESS, 0);
+	expect_refused("a window of another QP", PROTO_REFUSED_rkey_other_qp);
+	mr_mw_dealloc(mw);
+	mr_dereg(bindable);
+}
+END_TEST
+
+/* A zero-based window: the peer's addresses are offsets from the window's start. */
+START_TEST(test_mw_zero_based_read_and_atomic)
+{
+	struct mr_mw *mw;
+	uint32_t rkey;
+	uint64_t one = 1;
+
+	reg_bindable();
+	ck_assert_int_eq(mr_dereg(bindable), 0);
+	ck_assert_int_eq(mr_reg(pd, buf + TARGET_OFF, TARGET_LEN, target(0),
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &bindable), 0);
+	mw = new_mw(MR_MW_TYPE_2);
+	/* a zero-based window's address is its offset in the MR */
+	rkey = bind_on_qp(mw, MW_OFF + ATOMIC_OFF, MW_LEN, IBV_ACCESS_REMOTE_READ |
+			  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED);
+	peer_read(rq(0), 0, rkey, 32);
+	expect_read_response(WIRE_OP_RC_READ_RESP_ONLY, rq(0), 1,
+			     buf + TARGET_OFF + MW_OFF + ATOMIC_OFF, 32);
+	peer_atomic(WIRE_OP_RC_FETCH_ADD, rq(1), 8, rkey, 1, 0);
+	expect_atomic_ack(rq(1), 2, word_at(TARGET_OFF + MW_OFF + ATOMIC_OFF + 8) - 1);
+	{
+		uint64_t v = word_at(TARGET_OFF + MW_OFF + ATOMIC_OFF + 8);
+
+		expect_bytes(TARGET_OFF + MW_OFF + ATOMIC_OFF + 8, &v, sizeof(v));
+	}
+	(void)one;
+	peer_read(rq(2), MW_LEN - 8, rkey, 16);
+	expect_ack(rq(2), WIRE_SYN_NAK_REM_ACCESS, 2);
+	expect_refused("a READ past the zero-based window", PROTO_REFUSED_rkey_bounds);
+	mr_mw_dealloc(mw);
+	mr_dereg(bindable);
+}
+END_TEST
+
+static void add_mw_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "mw");
+
+	tcase_add_test(tc, test_mw_type2_write_and_read);
+	tcase_add_test(tc, test_mw_write_past_the_window);
+	tcase_add_test(tc, test_mw_access_is_the_window_s);
+	tcase_add_test(tc, test_mw_local_invalidate);
+	tcase_add_test(tc, test_mw_local_op_completes_in_order);
+	tcase_add_loop_test(tc, test_mw_bind_and_invalidate_errors, 0, 2);
+	tcase_add_test(tc, test_mw_send_with_invalidate);
+	tcase_add_test(tc, test_mw_type2_of_another_qp);
+	tcase_add_test(tc, test_mw_zero_based_read_and_atomic);
+}
+
+/* ---- ATOMIC WRITE ---- */
+
+static void peer_atomic_write(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t dma_len,
+			      size_t n)
+{
+	peer(&(struct pkt){ .opcode = WIRE_OP_RC_ATOMIC_WRITE, .psn = psn,
+			    .ext.reth = { va, rkey, dma_len }, .payload = data, .len = n });
+}
+
+/* 8 bytes at an aligned address, ACKed; a duplicate is ACKed again, not executed. */
+START_TEST(test_atomic_write_is_placed_and_acked)
+{
+	uint8_t after[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	peer_atomic_write(rq(0), target(ATOMIC_OFF), keys[K_TARGET], 8, 8);
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	expect_bytes(TARGET_OFF + ATOMIC_OFF, data, 8);
+	poke(TARGET_OFF + ATOMIC_OFF, after, sizeof(after));
+	peer_atomic_write(rq(0), target(ATOMIC_OFF), keys[K_TARGET], 8, 8);
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	ck_assert_uint_eq(dev.cnt.duplicate_request, 1);
+}
+END_TEST
+
+/* rxe's checks, each refused with the target unchanged: the QP's remote write, the rkey's,
+ * the length (8, the payload's), the alignment. */
+START_TEST(test_atomic_write_refusals)
+{
+	static const struct {
+		size_t off;                /* in buf */
+		enum key_sel key;
+		uint32_t dma_len, n;
+		uint8_t syndrome;
+		enum proto_refusal why;
+	} cases[] = {
+		{ RONLY_OFF, K_RONLY, 8, 8, WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_no_access },
+		{ TARGET_OFF + ATOMIC_OFF, K_TARGET, 16, 16, WIRE_SYN_NAK_INV_REQ,
+		  PROTO_REFUSED_write_length },
+		{ TARGET_OFF + ATOMIC_OFF, K_TARGET, 8, 4, WIRE_SYN_NAK_INV_REQ,
+		  PROTO_REFUSED_write_length },
+		{ TARGET_OFF + ATOMIC_OFF + 4, K_TARGET, 8, 8, WIRE_SYN_NAK_INV_REQ,
+		  PROTO_REFUSED_atomic_unaligned },
+		{ TARGET_OFF + TARGET_LEN - 4, K_TARGET, 8, 8, WIRE_SYN_NAK_REM_ACCESS,
+		  PROTO_REFUSED_rkey_bounds },
+	};
+
+	peer_atomic_write(rq(0), iova(cases[_i].off), keys[cases[_i].key], cases[_i].dma_len,
+			  cases[_i].n);
+	expect_ack(rq(0), cases[_i].syndrome, 0);
+	expect_refused("ATOMIC WRITE", cases[_i].why);
+	ck_assert_int_eq(qp->state, IBV_QPS_ERR);
+}
+END_TEST
+
+static void no_remote_write_conn(struct conn *c)
+{
+	c->access = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+}
+
+START_TEST(test_atomic_write_needs_remote_write)
+{
+	reconnect(no_remote_write_conn);
+	peer_atomic_write(rq(0), target(ATOMIC_OFF), keys[K_TARGET], 8, 8);
+	expect_ack(rq(0), WIRE_SYN_NAK_INV_REQ, 0);
+	expect_refused("ATOMIC WRITE to a QP without remote write", PROTO_REFUSED_no_remote_write);
+}
+END_TEST
+
+/* The requester: one packet, RETH and the 8 bytes of compare_add; complete on its ACK. */
+START_TEST(test_atomic_write_requester)
+{
+	struct proto_swqe w = swqe(80, IBV_WR_ATOMIC_WRITE, 0, 0);
+	const struct stub_frame *f;
+	uint64_t value = 0x0102030405060708ull;
+
+	w.num_sge = 0;
+	w.compare_add = value;
+	post_and_ring(w);
+	f = expect_packet(WIRE_OP_RC_ATOMIC_WRITE, sq(0));
+	ck_assert_uint_eq(f->pkt.ext.reth.length, 8);
+	ck_assert_uint_eq(f->pkt.ext.reth.va, REMOTE_VA);
+	ck_assert_uint_eq(f->pkt.ext.reth.rkey, REMOTE_RKEY);
+	ck_assert(f->pkt.bth.ack_req);
+	expect_payload(f, (const uint8_t *)&value, 8);
+	expect_no_cqe();
+	peer_ack(sq(0), WIRE_SYN_ACK);
+	ck_assert_uint_eq(expect_cqe(80, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE).byte_len, 8);
+	/* an unaligned one is refused before it is sent */
+	w.wr_id = 81;
+	w.remote_addr = REMOTE_VA + 4;
+	post_and_ring(w);
+	expect_nothing_sent();
+	expect_cqe(81, IBV_WC_LOC_QP_OP_ERR, IBV_WC_ATOMIC_WRITE);
+	expect_failed("unaligned ATOMIC WRITE", PROTO_FAILED_local_opcode);
+}
+END_TEST
+
+static void add_atomic_write_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "atomic_write");
+
+	tcase_add_test(tc, test_atomic_write_is_placed_and_acked);
+	tcase_add_loop_test(tc, test_atomic_write_refusals, 0, 5);
+	tcase_add_test(tc, test_atomic_write_needs_remote_write);
+	tcase_add_test(tc, test_atomic_write_requester);
+}
+
 int main(void)
 {
 	Suite *s = suite_create("transport");
@@ -2634,6 +3013,8 @@ int main(void)
 	add_completer_error_tests(s);
 	add_ud_tests(s);
 	add_uc_tests(s);
+	add_mw_tests(s);
+	add_atomic_write_tests(s);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

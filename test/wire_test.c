@@ -39,6 +39,7 @@ START_TEST(test_opcode_table_header_sizes)
 		{ 0x12, 24, false }, { 0x13, 40, false }, { 0x0d, 16, true }, { 0x0e, 12, true },
 		{ 0x26, 28, true }, { 0x2b, 32, true }, { 0x64, 20, true }, { 0x65, 24, true },
 		{ 0x81, 28, false }, { 0x16, 16, true }, { 0x00, 12, true }, { 0x05, 16, true },
+		{ 0x1d, 28, true },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -61,8 +62,9 @@ START_TEST(test_opcode_table_unknowns)
 		ck_assert_ptr_null(wire_opcode_info(unknown[i]));
 	for (int op = 0; op < 256; op++)
 		known += wire_opcode_info((uint8_t)op) != NULL;
-	/* RC 0x00-0x14 and 0x16-0x17, UC 12, UD 2, CNP */
-	ck_assert_int_eq(known, 23 + 12 + 2 + 1);
+	/* RC 0x00-0x14, 0x16-0x17 and ATOMIC WRITE 0x1d, UC 12, UD 2, CNP */
+	ck_assert_int_eq(known, 24 + 12 + 2 + 1);
+	ck_assert_str_eq(wire_opcode_info(0x1d)->name, "RC_RDMA_ATOMIC_WRITE");
 	ck_assert_str_eq(wire_opcode_info(0x0a)->name, "RC_RDMA_WRITE_ONLY");
 	ck_assert_int_eq(wire_opcode_info(0x27)->pos, WIRE_POS_MIDDLE);
 	ck_assert_int_eq(wire_opcode_info(0x27)->transport, WIRE_UC);

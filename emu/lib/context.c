@@ -119,6 +119,7 @@ struct rocemu_context *rocemu_open(const char *path)
 	ctx->sock = -1;
 	LIST_INIT(&ctx->pds);
 	LIST_INIT(&ctx->mrs);
+	LIST_INIT(&ctx->mws);
 	LIST_INIT(&ctx->cqs);
 	LIST_INIT(&ctx->qps);
 	LIST_INIT(&ctx->srqs);
@@ -149,6 +150,12 @@ static void free_objects(struct rocemu_context *ctx)
 		srq_release(LIST_FIRST(&ctx->srqs));
 	while (!LIST_EMPTY(&ctx->ahs))
 		ah_release(LIST_FIRST(&ctx->ahs));
+	while (!LIST_EMPTY(&ctx->mws)) {
+		struct mw_priv *mw = LIST_FIRST(&ctx->mws);
+
+		LIST_REMOVE(mw, link);
+		free(mw);
+	}
 	while (!LIST_EMPTY(&ctx->mrs)) {
 		struct mr_priv *mr = LIST_FIRST(&ctx->mrs);
 

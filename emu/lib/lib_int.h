@@ -19,6 +19,7 @@
 #define LIB_ERRMSG 256
 
 struct mr_priv;
+struct mw_priv;
 struct qp_priv;
 struct ah_priv;
 
@@ -31,6 +32,7 @@ struct rocemu_context {
 	struct rocemu_device_attr device;
 	LIST_HEAD(, rocemu_pd) pds;
 	LIST_HEAD(, mr_priv) mrs;
+	LIST_HEAD(, mw_priv) mws;
 	LIST_HEAD(, rocemu_cq) cqs;
 	LIST_HEAD(, qp_priv) qps;
 	LIST_HEAD(, rocemu_srq) srqs;
@@ -52,6 +54,12 @@ struct mr_priv {
 	struct rocemu_mr pub;
 	struct rocemu_context *ctx;
 	LIST_ENTRY(mr_priv) link;
+};
+
+struct mw_priv {
+	struct rocemu_mw pub;
+	struct rocemu_context *ctx;
+	LIST_ENTRY(mw_priv) link;
 };
 
 /* A ring shared with the daemon: the control block and the entries that follow it. */

@@ -29,7 +29,9 @@ static bool opcode_supported(enum ibv_wr_opcode opcode)
 	return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
 	       opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
 	       opcode == IBV_WR_SEND_WITH_INV || opcode == IBV_WR_RDMA_READ ||
-	       opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	       opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	       opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV ||
+	       opcode == IBV_WR_ATOMIC_WRITE;
 }
 
 static bool is_atomic(enum ibv_wr_opcode opcode)
@@ -69,11 +71,25 @@ static int check_sg_list(struct rocemu_context *ctx, int num_sge, const struct i
 	return 0;
 }
 
-/* SENDs and WRITEs only: for READs and atomics the data's place is the point. */
+/* SENDs and WRITEs only: for READs and atomics the data's place is the point (an ATOMIC
+ * WRITE's 8 bytes are taken at post anyway). */
 static bool goes_inline(const struct ibv_send_wr *wr)
 {
 	return (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ &&
-	       !is_atomic(wr->opcode);
+	       !is_atomic(wr->opcode) && wr->opcode != IBV_WR_ATOMIC_WRITE;
+}
+
+/* An ATOMIC WRITE's 8 bytes, read from its entries now (ibv_wr_atomic_write hands them
+ * over so), to an 8-byte aligned address. */
+static int check_atomic_write_wr(struct rocemu_context *ctx, const struct ibv_send_wr *wr)
+{
+	if (wr->wr.rdma.remote_addr & 7)
+		return rpc_fail(ctx, EINVAL, "ATOMIC WRITE remote_addr 0x%llx is not 8-byte aligned",
+				(unsigned long long)wr->wr.rdma.remote_addr);
+	if (sg_list_bytes(wr->sg_list, wr->num_sge) != 8)
+		return rpc_fail(ctx, EINVAL, "an ATOMIC WRITE writes 8 bytes: its entries hold %llu",
+				(unsigned long long)sg_list_bytes(wr->sg_list, wr->num_sge));
+	return 0;
 }
 
 static int check_inline(struct qp_priv *qp, const struct ibv_send_wr *wr)
@@ -85,6 +101,23 @@ static int check_inline(struct qp_priv *qp, const struct ibv_send_wr *wr)
 				"with max_inline_data %u", (unsigned long long)total,
 				qp->max_inline);
 	return 0;
+}
+
+/* The 8 bytes of an ATOMIC WRITE (check_atomic_write_wr counted them), in memory order:
+ * they travel in the fixed fields, so a slot with no room for entries takes one too. */
+static uint64_t atomic_write_bytes(const struct ibv_send_wr *wr)
+{
+	uint8_t bytes[8];
+	uint32_t at = 0;
+	uint64_t value;
+
+	for (int i = 0; i < wr->num_sge; i++) {
+		memcpy(bytes + at, (const void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		at += wr->sg_list[i].length;
+	}
+	memcpy(&value, bytes, sizeof(value));
+	return value;
 }
 
 /* The data goes into the WQE now: the buffers need no lkey and may be reused at once. */
@@ -116,13 +149,27 @@ static int check_ud_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 	return 0;
 }
 
-/* UC has no opcode for READs, atomics or SEND WITH INVALIDATE. */
+/* UC has no opcode for READs, atomics or SEND WITH INVALIDATE; it takes the local
+ * operations, as rxe. */
 static int check_uc_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 {
 	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM &&
-	    wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
-		return rpc_fail(qp->pub.context, EINVAL, "opcode %d on UC QP 0x%06x: only SEND "
-				"and RDMA WRITE [WITH IMM]", (int)wr->opcode, qp->pub.qp_num);
+	    wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM &&
+	    wr->opcode != IBV_WR_BIND_MW && wr->opcode != IBV_WR_LOCAL_INV)
+		return rpc_fail(qp->pub.context, EINVAL, "opcode %d on UC QP 0x%06x: only SEND, "
+				"RDMA WRITE [WITH IMM], BIND_MW and LOCAL_INV", (int)wr->opcode,
+				qp->pub.qp_num);
+	return 0;
+}
+
+/* A bind names the window and, unless it empties a type 1 window (length 0), the MR. */
+static int check_bind_wr(struct rocemu_context *ctx, const struct ibv_send_wr *wr)
+{
+	if (!wr->bind_mw.mw)
+		return rpc_fail(ctx, EINVAL, "IBV_WR_BIND_MW needs bind_mw.mw");
+	if (wr->bind_mw.bind_info.length && !wr->bind_mw.bind_info.mr)
+		return rpc_fail(ctx, EINVAL, "IBV_WR_BIND_MW of %llu bytes needs bind_info.mr",
+				(unsigned long long)wr->bind_mw.bind_info.length);
 	return 0;
 }
 
@@ -136,10 +183,14 @@ static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		return EINVAL;
 	if (!opcode_supported(wr->opcode))
 		return rpc_fail(ctx, EINVAL, "opcode %d: RDMA WRITE [WITH IMM], SEND [WITH IMM "
-				"or INV], RDMA READ and the two atomics are supported", (int)wr->opcode);
+				"or INV], RDMA READ, the two atomics, ATOMIC WRITE, BIND_MW and LOCAL_INV are supported", (int)wr->opcode);
 	if (check_sg_list(ctx, wr->num_sge, wr->sg_list, qp->max_send_sge))
 		return EINVAL;
 	if (is_atomic(wr->opcode) && check_atomic_wr(ctx, wr))
+		return EINVAL;
+	if (wr->opcode == IBV_WR_BIND_MW && check_bind_wr(ctx, wr))
+		return EINVAL;
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE && check_atomic_write_wr(ctx, wr))
 		return EINVAL;
 	if (goes_inline(wr) && check_inline(qp, wr))
 		return EINVAL;
@@ -153,6 +204,27 @@ static void copy_sg_list(struct proto_sge *to, const struct ibv_sge *from, int n
 	for (int i = 0; i < n; i++)
 		to[i] = (struct proto_sge){ .addr = from[i].addr, .length = from[i].length,
 					    .lkey = from[i].lkey };
+}
+
+/* BIND_MW and LOCAL_INV carry no data; the window's place goes where a WRITE's would. */
+static void fill_local_op(struct proto_swqe *slot, const struct ibv_send_wr *wr)
+{
+	const struct ibv_mw_bind_info *info = &wr->bind_mw.bind_info;
+
+	slot->num_sge = 0;
+	slot->flags &= ~(uint32_t)IBV_SEND_INLINE;
+	if (wr->opcode == IBV_WR_LOCAL_INV) {
+		slot->imm = wr->invalidate_rkey;
+		slot->remote_addr = 0;
+		slot->rkey = 0;
+		return;
+	}
+	slot->remote_addr = info->addr;
+	slot->compare_add = info->length;
+	slot->rkey = wr->bind_mw.rkey;
+	slot->mw_rkey = wr->bind_mw.mw->rkey;
+	slot->mr_lkey = info->mr ? info->mr->lkey : 0;
+	slot->mw_access = info->mw_access_flags;
 }
 
 /* The fixed fields are built aside and copied: the slot ends where its room does, so the
@@ -186,7 +258,13 @@ static int post_one_send(struct qp_priv *qp, const struct ibv_send_wr *wr)
 		slot->compare_add = wr->wr.atomic.compare_add;
 		slot->swap = wr->wr.atomic.swap;
 	}
-	if (goes_inline(wr))
+	if (wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV) {
+		fill_local_op(slot, wr);
+	} else if (wr->opcode == IBV_WR_ATOMIC_WRITE) {
+		slot->compare_add = atomic_write_bytes(wr);
+		slot->num_sge = 0;
+		slot->flags &= ~(uint32_t)IBV_SEND_INLINE;
+	} else if (goes_inline(wr))
 		copy_inline(slot, wr);
 	else
 		copy_sg_list(slot->sge, wr->sg_list, wr->num_sge);

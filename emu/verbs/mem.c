@@ -1,4 +1,4 @@
-/* Protection domains and memory regions (fork.c keeps registered pages out of children
+/* Protection domains, memory regions and memory windows (fork.c keeps registered pages out of children
  * after ibv_fork_init). */
 #include "emu/verbs/verbs_int.h"
 
@@ -48,10 +48,10 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length,
 	struct rv_context *ctx = rv_ctx(ibpd->context);
 	struct rv_mr *mr;
 
-	if (access & (IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB))
-		return rv_unsupported_null("ibv_reg_mr with MW_BIND, ON_DEMAND or HUGETLB",
-					   "memory windows and on-demand paging do not exist "
-					   "in rocemu; every MR is pinned");
+	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB))
+		return rv_unsupported_null("ibv_reg_mr with ON_DEMAND or HUGETLB",
+					   "on-demand paging does not exist in rocemu; every MR "
+					   "is pinned");
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return NULL;
@@ -106,4 +106,65 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 	/* as libibverbs answers for a device without it: the command failed, errno says why */
 	errno = rv_unsupported("ibv_rereg_mr", "deregister and register again");
 	return IBV_REREG_MR_ERR_CMD;
+}
+
+struct ibv_mw *rv_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
+{
+	struct rv_context *ctx = rv_ctx(ibpd->context);
+	struct rv_mw *mw = calloc(1, sizeof(*mw));
+
+	if (!mw)
+		return NULL;
+	pthread_mutex_lock(&ctx->lock);
+	mw->mw = rocemu_alloc_mw(rv_pd(ibpd)->pd, (int)type);
+	pthread_mutex_unlock(&ctx->lock);
+	if (!mw->mw) {
+		errno = rv_fail(ctx, errno, "ibv_alloc_mw");
+		free(mw);
+		return NULL;
+	}
+	mw->ibmw = (struct ibv_mw){ .context = ibpd->context, .pd = ibpd, .rkey = mw->mw->rkey,
+				    .handle = mw->mw->handle, .type = type };
+	return &mw->ibmw;
+}
+
+int rv_dealloc_mw(struct ibv_mw *ibmw)
+{
+	struct rv_context *ctx = rv_ctx(ibmw->context);
+	struct rv_mw *mw = (struct rv_mw *)ibmw;
+	int err;
+
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_dealloc_mw(mw->mw);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err)
+		return rv_fail(ctx, err, "ibv_dealloc_mw");
+	free(mw);
+	return 0;
+}
+
+/* ibv_bind_mw, as rxe's provider does it: a BIND_MW work request on the QP with the next
+ * key byte; the window takes the new rkey at once, and a caller whose bind then completes
+ * in error undoes it. A type 1 window only (type 2 windows are bound by IBV_WR_BIND_MW),
+ * never zero-based. */
+int rv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+	struct ibv_send_wr wr = { .wr_id = bind->wr_id, .opcode = IBV_WR_BIND_MW,
+				  .send_flags = bind->send_flags };
+	struct ibv_send_wr *bad;
+	int err;
+
+	if (mw->type != IBV_MW_TYPE_1)
+		return rv_refuse(EINVAL, "ibv_bind_mw", "only a type 1 window is bound with it; "
+				 "post IBV_WR_BIND_MW for type 2");
+	if (bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return rv_refuse(EINVAL, "ibv_bind_mw", "a type 1 window is never zero-based");
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = bind->bind_info;
+	err = rv_post_send(qp, &wr, &bad);
+	if (err)
+		return err;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
 }

@@ -13,7 +13,9 @@
 #define SUPPORTED_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 		       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
 		       IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
-		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV)
+		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | \
+		       IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
+		       IBV_QP_EX_WITH_ATOMIC_WRITE)
 #define MAX_SGE ((int)(sizeof(((struct rv_wr_slot *)0)->sge) / \
 		       sizeof(((struct rv_wr_slot *)0)->sge[0])))
 #define MAX_INLINE sizeof(((struct rv_wr_slot *)0)->inline_data)
@@ -250,17 +252,29 @@ static void wr_unsupported(struct rv_qp *qp, const char *what)
 	fail(qp, EOPNOTSUPP);
 }
 
+/* The bind info is copied: the caller's may be gone by ibv_wr_complete. */
 static void wr_bind_mw(struct ibv_qp_ex *ex, struct ibv_mw *mw, uint32_t rkey,
 		       const struct ibv_mw_bind_info *info)
 {
-	(void)mw, (void)rkey, (void)info;
-	wr_unsupported(to_rv(ex), "ibv_wr_bind_mw");
+	struct ibv_send_wr *wr = open_wr(ex, IBV_WR_BIND_MW);
+
+	if (!wr)
+		return;
+	if (!mw || !info) {
+		fail(to_rv(ex), EINVAL);
+		return;
+	}
+	wr->bind_mw.mw = mw;
+	wr->bind_mw.rkey = rkey;
+	wr->bind_mw.bind_info = *info;
 }
 
 static void wr_local_inv(struct ibv_qp_ex *ex, uint32_t rkey)
 {
-	(void)rkey;
-	wr_unsupported(to_rv(ex), "ibv_wr_local_inv");
+	struct ibv_send_wr *wr = open_wr(ex, IBV_WR_LOCAL_INV);
+
+	if (wr)
+		wr->invalidate_rkey = rkey;
 }
 
 static void wr_send_tso(struct ibv_qp_ex *ex, void *hdr, uint16_t hdr_sz, uint16_t mss)
@@ -286,11 +300,20 @@ static void wr_set_xrc_srqn(struct ibv_qp_ex *ex, uint32_t srqn)
 	wr_unsupported(to_rv(ex), "ibv_wr_set_xrc_srqn");
 }
 
+/* The 8 bytes are copied now, as rxe's provider takes them; they travel as one entry to
+ * the slot's own copy, which needs no lkey (complete() points the entry at it). */
 static void wr_atomic_write(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr,
 			    const void *data)
 {
-	(void)rkey, (void)addr, (void)data;
-	wr_unsupported(to_rv(ex), "ibv_wr_atomic_write");
+	struct ibv_send_wr *wr = wr_rdma(ex, IBV_WR_ATOMIC_WRITE, rkey, addr);
+	struct rv_wr_slot *slot = open_slot(to_rv(ex));
+
+	if (!wr || !slot)
+		return;
+	memcpy(slot->inline_data, data, 8);
+	slot->sge[0] = (struct ibv_sge){ .length = 8 };
+	wr->num_sge = 1;
+	wr->send_flags |= IBV_SEND_INLINE;
 }
 
 void rv_qp_ex_init(struct rv_qp *qp)

@@ -23,12 +23,15 @@ static void fill_device_attr(const struct rv_context *ctx, struct ibv_device_att
 	a->vendor_id = 0xffffff;        /* rxe's: no vendor */
 	a->max_qp = (int)d->max_qp;
 	a->max_qp_wr = (int)d->max_qp_wr;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN;
+	/* rxe's flags for what rocemu does too: memory windows of type 1 and 2B */
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW |
+			      IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	a->max_sge = (int)d->max_sge;
 	a->max_sge_rd = (int)d->max_sge;
 	a->max_cq = (int)d->max_srq;    /* one limit on CQs, QPs and SRQs of a context */
 	a->max_cqe = (int)d->max_cqe;
 	a->max_mr = (int)d->max_mr;
+	a->max_mw = (int)d->max_mr;     /* MRs and MWs share the daemon's key space */
 	a->max_pd = (int)d->max_srq;
 	a->max_qp_rd_atom = (int)d->max_qp_rd_atom;
 	a->max_qp_init_rd_atom = (int)d->max_qp_rd_atom;

@@ -5,26 +5,7 @@
 
 #include <errno.h>
 
-#define NO_MW "memory windows do not exist in rocemu"
 #define NO_KERNEL "there is no kernel device to share objects through"
-
-static struct ibv_mw *alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
-{
-	(void)pd, (void)type;
-	return rv_unsupported_null("ibv_alloc_mw", NO_MW);
-}
-
-static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
-{
-	(void)qp, (void)mw, (void)bind;
-	return rv_unsupported("ibv_bind_mw", NO_MW);
-}
-
-static int dealloc_mw(struct ibv_mw *mw)
-{
-	(void)mw;
-	return rv_unsupported("ibv_dealloc_mw", NO_MW);
-}
 
 static struct ibv_dm *alloc_dm(struct ibv_context *c, struct ibv_alloc_dm_attr *a)
 {
@@ -117,9 +98,10 @@ static int query_rt_values(struct ibv_context *c, struct ibv_values_ex *v)
 
 void rv_set_unsupported_ops(struct verbs_context *v)
 {
-	v->context.ops.alloc_mw = alloc_mw;
-	v->context.ops.bind_mw = bind_mw;
-	v->context.ops.dealloc_mw = dealloc_mw;
+	/* memory windows work (mem.c); they are context ops all the same */
+	v->context.ops.alloc_mw = rv_alloc_mw;
+	v->context.ops.bind_mw = rv_bind_mw;
+	v->context.ops.dealloc_mw = rv_dealloc_mw;
 	v->alloc_dm = alloc_dm;
 	v->reg_dm_mr = reg_dm_mr;
 	v->alloc_null_mr = alloc_null_mr;

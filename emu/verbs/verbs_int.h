@@ -76,6 +76,11 @@ struct rv_cq {
 	LIST_ENTRY(rv_cq) link;         /* on its channel */
 };
 
+struct rv_mw {
+	struct ibv_mw ibmw;
+	struct rocemu_mw *mw;
+};
+
 struct rv_srq {
 	struct ibv_srq ibsrq;
 	struct rocemu_srq *srq;
@@ -187,7 +192,12 @@ int rv_sysfs_prepare(const char *path, enum rv_sysfs_use use);
  * that starts in its parent's tree moves to its own); NULL when it does not. */
 const char *rv_sysfs_foreign(const char *path);
 
-/* unsupported.c: the context ops for what rocemu does not do. */
+/* mem.c: memory windows, set as context ops by rv_set_unsupported_ops */
+struct ibv_mw *rv_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int rv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
+int rv_dealloc_mw(struct ibv_mw *mw);
+
+/* unsupported.c: the context ops for what rocemu does not do (and memory windows'). */
 void rv_set_unsupported_ops(struct verbs_context *vctx);
 
 #endif

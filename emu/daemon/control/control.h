@@ -33,7 +33,7 @@ struct client {
 	size_t deferred_len;
 	struct mr_client *mrc;       /* shared by every connection of one process */
 	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
-	struct handle_table pds, mrs, cqs, qps, srqs, ahs;
+	struct handle_table pds, mrs, mws, cqs, qps, srqs, ahs;
 	LIST_ENTRY(client) link;
 };
 

@@ -52,6 +52,8 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_CREATE_AH] = { sizeof(struct proto_create_ah), sizeof(struct proto_handle_reply), false, op_create_ah },
 	[PROTO_DESTROY_AH] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_ah },
 	[PROTO_RESIZE_CQ] = { sizeof(struct proto_resize_cq), sizeof(struct proto_create_cq_reply), false, op_resize_cq },
+	[PROTO_ALLOC_MW] = { sizeof(struct proto_alloc_mw), sizeof(struct proto_alloc_mw_reply), false, op_alloc_mw },
+	[PROTO_DEALLOC_MW] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_dealloc_mw },
 };
 
 static void send_reply(struct client *c, struct ctl_reply *rep)
@@ -349,6 +351,10 @@ static uint64_t release_memory(struct client *c)
 {
 	uint64_t before = mr_client_pinned_bytes(c->mrc);
 
+	/* windows first: an MR with windows bound cannot be deregistered */
+	for (uint32_t h = 1; h < c->mws.cap; h++)
+		if (c->mws.items[h])
+			mr_mw_dealloc(c->mws.items[h]);
 	for (uint32_t h = 1; h < c->mrs.cap; h++)
 		if (c->mrs.items[h])
 			mr_dereg(c->mrs.items[h]);
@@ -386,6 +392,7 @@ void ctl_client_destroy(struct client *c)
 	handle_free(&c->qps);
 	handle_free(&c->srqs);
 	handle_free(&c->cqs);
+	handle_free(&c->mws);
 	handle_free(&c->mrs);
 	handle_free(&c->pds);
 	ev_io_stop(c->own.dev->loop, &c->watcher);

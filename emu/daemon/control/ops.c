@@ -206,8 +206,50 @@ int op_dereg_mr(struct client *c, const struct ctl_request *req, struct ctl_repl
 
 	if (!mr)
 		return -EINVAL;
+	if (mr_dereg_check(mr)) {
+		op_error(rep, "MR %u has memory windows bound to it", h);
+		return -EINVAL;
+	}
 	handle_del(&c->mrs, h);
 	return mr_dereg(mr);
+}
+
+int op_alloc_mw(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_alloc_mw *m = REQ(proto_alloc_mw);
+	struct proto_alloc_mw_reply *r = REP(proto_alloc_mw_reply);
+	struct mr_pd *pd = find(&c->pds, m->pd, "PD", rep);
+	struct mr_mw *mw;
+	int rc;
+
+	if (!pd)
+		return -EINVAL;
+	rc = mr_mw_alloc(pd, (int)m->type, &mw);
+	if (rc == -EINVAL)
+		op_error(rep, "memory window type %u: only 1 and 2", m->type);
+	else if (rc == -ENOSPC)
+		op_error(rep, "no free key: %u MRs and MWs exist", MR_MAX_REGIONS);
+	if (rc)
+		return rc;
+	rc = handle_add(&c->mws, mw, &r->handle);
+	if (rc) {
+		mr_mw_dealloc(mw);
+		return rc;
+	}
+	r->rkey = mr_mw_rkey(mw);
+	return 0;
+}
+
+int op_dealloc_mw(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	uint32_t h = REQ(proto_handle)->handle;
+	struct mr_mw *mw = find(&c->mws, h, "MW", rep);
+
+	if (!mw)
+		return -EINVAL;
+	handle_del(&c->mws, h);
+	mr_mw_dealloc(mw);
+	return 0;
 }
 
 /* Descriptors the daemon may still open: its soft RLIMIT_NOFILE less those open now. */

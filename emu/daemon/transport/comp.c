@@ -17,6 +17,12 @@ static const uint32_t rnr_usec[32] = {
 
 static enum ibv_wc_opcode wc_opcode(const struct send_wqe *w)
 {
+	if (w->opcode == IBV_WR_BIND_MW)
+		return IBV_WC_BIND_MW;
+	if (w->opcode == IBV_WR_LOCAL_INV)
+		return IBV_WC_LOCAL_INV;
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		return IBV_WC_ATOMIC_WRITE;
 	if (wqe_is_send(w))
 		return IBV_WC_SEND;
 	if (wqe_is_atomic(w))
@@ -48,6 +54,7 @@ static enum ibv_wc_status failure_status(enum proto_failure why)
 {
 	switch (why) {
 	case PROTO_FAILED_local_opcode: return IBV_WC_LOC_QP_OP_ERR;
+	case PROTO_FAILED_mw_bind: return IBV_WC_MW_BIND_ERR;
 	case PROTO_FAILED_local_length: return IBV_WC_LOC_LEN_ERR;
 	case PROTO_FAILED_nak_invalid_request: return IBV_WC_REM_INV_REQ_ERR;
 	case PROTO_FAILED_nak_remote_access: return IBV_WC_REM_ACCESS_ERR;
@@ -94,7 +101,8 @@ static void ack_through(struct qp *qp, uint32_t psn)
 	while (qp->comp.idx != qp->req.fetch_idx) {
 		struct send_wqe *w = wqe_at(qp, qp->comp.idx);
 
-		if (!w->started)
+		/* a local operation that failed fails in the requester's turn (req.c) */
+		if (!w->started || w->local_error != IBV_WC_SUCCESS)
 			break;
 		if (wqe_wants_response(w) && !w->answered) {
 			uint32_t placed = (w->first_psn + w->read_placed) & WIRE_PSN_MASK;

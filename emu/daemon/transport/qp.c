@@ -504,6 +504,9 @@ int qp_destroy(struct qp *qp)
 	ev_timer_stop(dev->loop, &qp->req.pace_timer);
 	sched_forget(qp);
 	resp_cancel_ack(qp);
+	/* the type 2 windows bound on it must not match a QP made later at its address */
+	if (qp->pd)
+		mr_mw_forget_qp(mr_pd_client(qp->pd), qp);
 	dev->tp.qps[qp->qpn & (DEV_MAX_QP - 1)] = NULL;
 	dev->tp.qp_count--;
 	qp->send_cq->users--;

@@ -17,9 +17,14 @@
 #define MAX_MESSAGE (1ull << 31)
 
 /* UC has no READ, atomic or SEND WITH INVALIDATE opcode (rxe's requester fails them with
- * IBV_WC_LOC_QP_OP_ERR; the client library refuses them at post already). */
+ * IBV_WC_LOC_QP_OP_ERR; the client library refuses them at post already). Both take the
+ * local operations, as on rxe. */
 static bool qp_sends_opcode(const struct qp *qp, const struct send_wqe *w)
 {
+	if (wqe_is_local(w))
+		return true;
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		return qp->type == IBV_QPT_RC;
 	if (qp->type == IBV_QPT_UC)
 		return w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
 		       wqe_is_write(w);
@@ -85,6 +90,21 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 	w->compare_add = in.compare_add;
 	w->swap = in.swap;
 	w->num_sge = in.num_sge;
+	if (wqe_is_local(w)) {
+		w->mw_rkey = in.mw_rkey;
+		w->mr_lkey = in.mr_lkey;
+		w->mw_access = in.mw_access;
+		w->num_sge = 0;
+		return;
+	}
+	if (w->opcode == IBV_WR_ATOMIC_WRITE) {
+		/* its 8 bytes came in compare_add; like an atomic, 8-byte aligned */
+		w->num_sge = 0;
+		w->length = sizeof(uint64_t);
+		w->local_error = qp_sends_opcode(qp, w) && !(w->remote_addr & 7)
+					 ? IBV_WC_SUCCESS : IBV_WC_LOC_QP_OP_ERR;
+		return;
+	}
 	w->inlined = (in.flags & IBV_SEND_INLINE) && !wqe_wants_response(w);
 	if (w->inlined) {
 		w->length = in.inline_len;
@@ -136,6 +156,8 @@ static uint8_t packet_opcode(const struct qp *qp, const struct send_wqe *w, uint
 	bool imm = wqe_has_imm(w);
 	bool inv = w->opcode == IBV_WR_SEND_WITH_INV;
 
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		return WIRE_OP_RC_ATOMIC_WRITE;
 	if (qp->type == IBV_QPT_UC)
 		base += WIRE_OP_UC_BASE;
 
@@ -183,7 +205,9 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	bth.solicited = w->solicited && k + 1 == w->npkts;
 	if (!tx_begin(qp, &bth, &ext, n, &p))
 		return -EFAULT;
-	if (w->inlined)
+	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+		memcpy(p.payload, &w->compare_add, n);
+	else if (w->inlined)
 		memcpy(p.payload, inline_payload(qp, w) + offset, n);
 	else if (sgl_gather(qp, w->sge, w->num_sge, offset, p.payload, n) < 0)
 		return -EFAULT;
@@ -267,6 +291,7 @@ static enum proto_failure local_failure(enum ibv_wc_status status)
 {
 	switch (status) {
 	case IBV_WC_LOC_QP_OP_ERR: return PROTO_FAILED_local_opcode;
+	case IBV_WC_MW_BIND_ERR: return PROTO_FAILED_mw_bind;
 	case IBV_WC_LOC_LEN_ERR: return PROTO_FAILED_local_length;
 	default: return PROTO_FAILED_local_lkey;
 	}
@@ -290,6 +315,51 @@ static bool waits_for_reads(const struct qp *qp, const struct send_wqe *w)
 	if (wqe_wants_response(w) && qp->req.rd_outstanding >= qp->attr.max_rd_atomic)
 		return true;
 	return w->fence && qp->req.rd_outstanding > 0;
+}
+
+/* BIND_MW and LOCAL_INV, as rxe's requester does them: in their turn (a fence holds them
+ * too), nothing sent. One that fails completes with IBV_WC_MW_BIND_ERR or
+ * IBV_WC_LOC_QP_OP_ERR once everything before it has, and the QP goes to the error
+ * state; one that succeeds completes in order with those before it. */
+static int execute_local(struct qp *qp, const struct send_wqe *w)
+{
+	struct mr_mw_bind bind = { .mw_rkey = w->mw_rkey, .new_rkey = w->rkey,
+				   .mr_lkey = w->mr_lkey, .access = (int)w->mw_access,
+				   .addr = w->remote_addr, .length = w->compare_add };
+
+	if (w->opcode == IBV_WR_LOCAL_INV)
+		return mr_mw_invalidate(qp->dev->mrs, w->imm, qp->pd, NULL);
+	return mr_mw_bind(mr_pd_client(qp->pd), qp->pd, qp, &bind);
+}
+
+/* Completes the local operations done at the head of the queue: the completer completes
+ * those behind a request still outstanding when its ACK comes (their PSN range is empty). */
+static void complete_local_done(struct qp *qp)
+{
+	while (qp->comp.idx != qp->req.send_idx) {
+		struct send_wqe *w = wqe_at(qp, qp->comp.idx);
+
+		if (!wqe_is_local(w) || !w->started || w->local_error != IBV_WC_SUCCESS)
+			break;
+		comp_complete(qp, w, IBV_WC_SUCCESS);
+	}
+}
+
+static void run_local(struct qp *qp, struct send_wqe *w)
+{
+	w->started = true;
+	w->first_psn = qp->req.snd_nxt;
+	w->npkts = 0;
+	if (execute_local(qp, w) < 0) {
+		w->local_error = w->opcode == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR
+							      : IBV_WC_LOC_QP_OP_ERR;
+		blocked_by_local_error(qp, w);
+		return;
+	}
+	qp->req.send_idx++;
+	if (qp->type == IBV_QPT_UC)
+		comp_on_sent(qp);
+	complete_local_done(qp);
 }
 
 static void start(struct qp *qp, struct send_wqe *w)
@@ -374,7 +444,16 @@ void req_pump(struct qp *qp)
 
 		if (blocked_by_local_error(qp, w))
 			return;
-		if (waits_for_reads(qp, w) || !cc_may_send(qp))
+		if (waits_for_reads(qp, w))
+			break;
+		if (wqe_is_local(w)) {
+			if (!w->started)
+				run_local(qp, w);
+			else
+				qp->req.send_idx++;   /* done already: a resend passes over it */
+			continue;
+		}
+		if (!cc_may_send(qp))
 			break;
 		/* a resend takes no new credit: its PSNs are counted already. Out of credit,
 		 * one more packet goes if those before it asked for no ACK: it asks, or they

@@ -42,6 +42,7 @@ static enum nak_class refusal_nak(verdict v)
 	case PROTO_REFUSED_rkey_unknown: case PROTO_REFUSED_rkey_stale:
 	case PROTO_REFUSED_rkey_other_pd: case PROTO_REFUSED_rkey_no_access:
 	case PROTO_REFUSED_rkey_mr_invalid: case PROTO_REFUSED_rkey_bounds:
+	case PROTO_REFUSED_rkey_other_qp: case PROTO_REFUSED_rkey_mw_unbound:
 	case PROTO_REFUSED_write_copy: case PROTO_REFUSED_read_memory:
 	case PROTO_REFUSED_atomic_memory:
 		return NAK_ACCESS;
@@ -58,7 +59,7 @@ static const char *const refusal_names[PROTO_NREFUSALS] = {
 #undef REFUSAL_NAME
 };
 
-/* The refusal mr_lookup()'s answer makes. */
+/* The refusal mr_lookup_remote()'s answer makes. */
 static verdict rkey_refusal(enum mr_check st)
 {
 	switch (st) {
@@ -68,6 +69,8 @@ static verdict rkey_refusal(enum mr_check st)
 	case MR_PD_MISMATCH: return PROTO_REFUSED_rkey_other_pd;
 	case MR_ACCESS: return PROTO_REFUSED_rkey_no_access;
 	case MR_INVALID: return PROTO_REFUSED_rkey_mr_invalid;
+	case MR_QP_MISMATCH: return PROTO_REFUSED_rkey_other_qp;
+	case MR_MW_UNBOUND: return PROTO_REFUSED_rkey_mw_unbound;
 	default: return PROTO_REFUSED_rkey_bounds;
 	}
 }
@@ -190,6 +193,7 @@ static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 	case WIRE_KIND_SEND:
 		return GO_ON;
 	case WIRE_KIND_WRITE:
+	case WIRE_KIND_ATOMIC_WRITE:
 		return qp->attr.access & IBV_ACCESS_REMOTE_WRITE ? GO_ON
 								 : PROTO_REFUSED_no_remote_write;
 	case WIRE_KIND_READ_REQ:
@@ -204,11 +208,12 @@ static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 }
 
 /* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
- * taken and fails as malformed. A READ or atomic needs responder resources
- * (max_dest_rd_atomic). */
+ * taken and fails as malformed. A READ or atomic (ATOMIC WRITE too, as rxe) needs
+ * responder resources (max_dest_rd_atomic). */
 static verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
-	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC)
+	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC ||
+	    pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
 		return qp->attr.max_dest_rd_atomic ? GO_ON : PROTO_REFUSED_no_rd_resources;
 	if (!takes_recv(pkt->op))
 		return GO_ON;
@@ -241,28 +246,48 @@ static verdict check_length(struct qp *qp, const struct wire_pkt *pkt)
 	return GO_ON;
 }
 
+/* An ATOMIC WRITE as rxe checks it: its rkey for remote write over the RETH's length,
+ * which the payload must match and which must be 8, at an 8-byte aligned address. */
+static verdict check_atomic_write(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
+{
+	const struct wire_reth *reth = &pkt->ext.reth;
+	verdict v = rkey_refusal(resp_lookup(qp, reth->rkey, IBV_ACCESS_REMOTE_WRITE, reth->va,
+					     reth->length, mr, &qp->resp.write_mr_va));
+
+	if (v != GO_ON)
+		return v;
+	if (reth->length != sizeof(uint64_t) || pkt->payload_len != reth->length)
+		return PROTO_REFUSED_write_length;
+	return qp->resp.write_mr_va & 7 ? PROTO_REFUSED_atomic_unaligned : GO_ON;
+}
+
 /* 6. Memory. An atomic's rkey resolves to an MR of this QP's PD that grants remote atomic
  * and holds its 8 bytes, 8-byte aligned (else an invalid request, as rxe). A READ's, to
  * one that grants remote read and holds [va, va + length) (a READ of 0 bytes names no
  * memory). A WRITE's, on every packet, to one that grants remote write and holds
- * [va, va + remaining); then the payload must fit. */
+ * [va, va + remaining); then the payload must fit. An rkey may also name a memory window
+ * of the QP's PD (type 2: bound on this QP) that grants the access and holds the range,
+ * over an MR that still holds it (memreg's mr_lookup_remote). */
 static verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr **mr)
 {
 	const struct wire_opcode_info *op = pkt->op;
 	const struct wire_reth *reth = &pkt->ext.reth;
 	verdict v;
 
+	uint64_t at;
+
 	*mr = NULL;
 	if (op->kind == WIRE_KIND_ATOMIC) {
-		v = rkey_refusal(mr_lookup(qp->dev->mrs, pkt->ext.atomic.rkey, qp->pd,
-					   IBV_ACCESS_REMOTE_ATOMIC, pkt->ext.atomic.va,
-					   sizeof(uint64_t), NULL));
-		return v != GO_ON || !(pkt->ext.atomic.va & 7) ? v : PROTO_REFUSED_atomic_unaligned;
+		v = rkey_refusal(resp_lookup(qp, pkt->ext.atomic.rkey, IBV_ACCESS_REMOTE_ATOMIC,
+					     pkt->ext.atomic.va, sizeof(uint64_t), NULL, &at));
+		return v != GO_ON || !(at & 7) ? v : PROTO_REFUSED_atomic_unaligned;
 	}
+	if (op->kind == WIRE_KIND_ATOMIC_WRITE)
+		return check_atomic_write(qp, pkt, mr);
 	if (op->kind == WIRE_KIND_READ_REQ)
-		return reth->length ? rkey_refusal(mr_lookup(qp->dev->mrs, reth->rkey, qp->pd,
-							     IBV_ACCESS_REMOTE_READ, reth->va,
-							     reth->length, NULL)) : GO_ON;
+		return reth->length ? rkey_refusal(resp_lookup(qp, reth->rkey,
+							       IBV_ACCESS_REMOTE_READ, reth->va,
+							       reth->length, NULL, &at)) : GO_ON;
 	if (op->kind != WIRE_KIND_WRITE)
 		return GO_ON;
 	if (is_first(op)) {
@@ -271,9 +296,9 @@ static verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr *
 		qp->resp.write_left = qp->resp.write_len = pkt->ext.reth.length;
 	}
 	if (qp->resp.write_left) {
-		v = rkey_refusal(mr_lookup(qp->dev->mrs, qp->resp.write_rkey, qp->pd,
-					   IBV_ACCESS_REMOTE_WRITE, qp->resp.write_va,
-					   qp->resp.write_left, mr));
+		v = rkey_refusal(resp_lookup(qp, qp->resp.write_rkey, IBV_ACCESS_REMOTE_WRITE,
+					     qp->resp.write_va, qp->resp.write_left, mr,
+					     &qp->resp.write_mr_va));
 		if (v != GO_ON)
 			return v;
 	}
@@ -306,7 +331,7 @@ static verdict place(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 		return scatter_refusal(rq_scatter(qp, data, pkt->payload_len));
 	if (pkt->payload_len) {
 		/* the range was checked just now: a failure here is the MR's own check */
-		if (mr_copy_in(mr, qp->resp.write_va, data, pkt->payload_len) < 0)
+		if (mr_copy_in(mr, qp->resp.write_mr_va, data, pkt->payload_len) < 0)
 			return PROTO_REFUSED_write_copy;
 		qp->resp.write_va += pkt->payload_len;
 		qp->resp.write_left -= pkt->payload_len;
@@ -336,10 +361,12 @@ static void complete_receive(struct qp *qp, const struct wire_pkt *pkt,
 	rq_complete(qp, &cqe);
 }
 
-/* SEND WITH INVALIDATE names an rkey to invalidate after the data is placed. rocemu has
- * no memory windows or fast-registration MRs, the only keys a SEND may invalidate (rxe
- * refuses ordinary MRs too): the receive completes with IBV_WC_REM_INV_REQ_ERR and the QP
- * goes to the error state, and, as rxe does, the packet is still ACKed, not NAKed. */
+/* SEND WITH INVALIDATE names an rkey to invalidate after the data is placed: a type 2
+ * memory window of this QP's PD bound on this QP (memreg's mr_mw_invalidate; rxe also
+ * takes fast-registration MRs, which rocemu does not have, and refuses ordinary MRs). One
+ * that cannot be invalidated fails as on rxe (its class J): the receive completes with
+ * IBV_WC_REM_INV_REQ_ERR and the QP goes to the error state, and the packet is still
+ * ACKed, not NAKed. */
 static void note_refusal(struct qp *qp, const struct wire_pkt *pkt, verdict v);
 
 static void refuse_invalidate(struct qp *qp, const struct wire_pkt *pkt)
@@ -380,10 +407,15 @@ static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pk
 		return read_execute(qp, pkt) < 0 ? PROTO_REFUSED_read_memory : GO_ON;
 	if (pkt->op->kind == WIRE_KIND_ATOMIC)
 		return atomic_execute(qp, pkt) < 0 ? PROTO_REFUSED_atomic_memory : GO_ON;
-	v = place(qp, frame, pkt, mr);
+	if (pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
+		v = atomic_write_execute(mr, qp->resp.write_mr_va, frame + pkt->payload_off) < 0
+			    ? PROTO_REFUSED_atomic_memory : GO_ON;
+	else
+		v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
-	if (pkt->op->headers & WIRE_HDR_IETH) {
+	if ((pkt->op->headers & WIRE_HDR_IETH) &&
+	    mr_mw_invalidate(qp->dev->mrs, pkt->ext.ieth, qp->pd, qp) < 0) {
 		refuse_invalidate(qp, pkt);
 		return GO_ON;
 	}

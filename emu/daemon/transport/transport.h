@@ -85,8 +85,11 @@ struct send_wqe {
 	uint32_t num_sge;
 	struct proto_sge *sge;       /* its slot's max_send_sge entries in qp->req.sges */
 	uint64_t length;
-	uint64_t compare_add;        /* atomics */
+	uint64_t compare_add;        /* atomics; BIND_MW: the window's length */
 	uint64_t swap;
+	uint32_t mw_rkey;            /* BIND_MW: the MW as it is now, the MR, the access */
+	uint32_t mr_lkey;
+	uint32_t mw_access;
 	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
 	bool fence;                  /* IBV_SEND_FENCE: waits for earlier READs */
 	bool solicited;              /* IBV_SEND_SOLICITED: SE on the last packet */
@@ -225,6 +228,7 @@ struct qp {
 					      * the next FIRST or ONLY */
 		uint8_t msg_kind;            /* WIRE_KIND_SEND or _WRITE, while in_msg */
 		uint64_t write_va;
+		uint64_t write_mr_va;        /* where write_va lies in the MR (an MW moves it) */
 		uint32_t write_rkey;
 		uint64_t write_left;
 		uint32_t write_len;
@@ -341,6 +345,12 @@ static inline bool wqe_is_atomic(const struct send_wqe *w)
 }
 
 /* READs and atomics are answered with data, and count against max_rd_atomic. */
+/* BIND_MW and LOCAL_INV: executed by the requester, nothing on the wire (rxe's local ops). */
+static inline bool wqe_is_local(const struct send_wqe *w)
+{
+	return w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV;
+}
+
 static inline bool wqe_wants_response(const struct send_wqe *w)
 {
 	return wqe_is_read(w) || wqe_is_atomic(w);
@@ -356,6 +366,14 @@ static inline bool wqe_has_imm(const struct send_wqe *w)
 static inline uint32_t wqe_end_psn(const struct send_wqe *w)
 {
 	return (w->first_psn + w->npkts) & WIRE_PSN_MASK;
+}
+
+/* The responder's lookup of an rkey, an MR's or a memory window's, for this QP: *mr_va is
+ * where va lies in the MR's iova space (a zero-based window moves it). */
+static inline enum mr_check resp_lookup(struct qp *qp, uint32_t rkey, int access, uint64_t va,
+					 uint64_t len, struct mr **mr, uint64_t *mr_va)
+{
+	return mr_lookup_remote(qp->dev->mrs, rkey, qp->pd, qp, access, va, len, mr, mr_va);
 }
 
 /* req.c: the requester. req_pump() sends what the QP may send now; req_seek() puts the
@@ -528,6 +546,9 @@ uint8_t read_response_opcode(uint32_t k, uint32_t n, bool starts);
  * atomic_replay() answers a duplicate with the saved original value, or drops it. */
 int atomic_execute(struct qp *qp, const struct wire_pkt *pkt);
 void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
+/* ATOMIC WRITE: the 8 bytes at data stored at once into va of mr (checked, aligned), as
+ * the word's owner and every other QP see it; -EFAULT when they no longer resolve. */
+int atomic_write_execute(struct mr *mr, uint64_t va, const uint8_t *data);
 
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)

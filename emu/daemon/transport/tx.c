@@ -64,10 +64,11 @@ int tx_read_response(struct qp *qp, uint32_t psn, uint32_t msn, uint32_t rkey, u
 	struct wire_ext ext = { .aeth = { .syndrome = WIRE_SYN_ACK, .msn = msn } };
 	struct mr *mr = NULL;
 	struct tx_pkt p;
+	uint64_t at = va;
 
-	if (n && mr_lookup(qp->dev->mrs, rkey, qp->pd, IBV_ACCESS_REMOTE_READ, va, n, &mr) != MR_OK)
+	if (n && resp_lookup(qp, rkey, IBV_ACCESS_REMOTE_READ, va, n, &mr, &at) != MR_OK)
 		return -EFAULT;
-	if (!tx_begin(qp, &bth, &ext, n, &p) || (n && mr_copy_out(mr, va, p.payload, n) < 0))
+	if (!tx_begin(qp, &bth, &ext, n, &p) || (n && mr_copy_out(mr, at, p.payload, n) < 0))
 		return -EFAULT;
 	tx_end(qp, &p, n);
 	return 0;
