@@ -66,7 +66,7 @@ $(BUILD)/rocemuctl: $(BUILD)/tools/rocemuctl.o $(TOOLS_COMMON) $(LIB_WIRE) $(LIB
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) $(ISAL_LIBS)
 
 # The daemon: emu/daemon composes memreg and wire, in layers (port, transport, control).
-DAEMON_DIRS := emu/daemon emu/daemon/port emu/daemon/transport emu/daemon/control
+DAEMON_DIRS := emu/daemon emu/daemon/port emu/daemon/transport emu/daemon/cm emu/daemon/control
 $(BUILD)/rocemud: $(foreach d,$(DAEMON_DIRS),$(call module_objs,$(d))) $(LIB_MEMREG) $(LIB_WIRE) \
                   $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(EV_LIBS) $(PCAP_LIBS) $(ISAL_LIBS)
@@ -81,7 +81,7 @@ IBVERBS_SO      := $(firstword $(wildcard /usr/lib/*/libibverbs.so.1 /usr/lib/li
 IBVERBS_PRIVATE := $(or $(shell objdump -T $(IBVERBS_SO) 2>/dev/null | \
                      awk '$$NF == "ibv_query_gid_type" { print $$(NF-1); exit }'),IBVERBS_PRIVATE_34)
 VERBS_SO        := $(BUILD)/librocemu-verbs.so
-VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/lib/*.c))
+VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/rdmacm/*.c emu/lib/*.c))
 $(BUILD)/librocemu-verbs.map: scripts/librocemu-verbs.map.in
 	@mkdir -p $(dir $@)
 	sed 's/@PRIVATE@/$(IBVERBS_PRIVATE)/' $< >$@
