@@ -132,6 +132,9 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 
 	if (!cmid || !attr || !cmid->verbs || cmid->qp)
 		return fail(EINVAL);
+	/* a type left 0 is the id's, as librdmacm takes it from rdma_getaddrinfo's answer */
+	if (!attr->qp_type)
+		attr->qp_type = cmid->qp_type;
 	if (attr->qp_type != IBV_QPT_RC)
 		return fail(EOPNOTSUPP);   /* the TCP port space connects RC QPs */
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
