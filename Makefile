@@ -27,6 +27,7 @@ LIB_ROCEMU := $(BUILD)/librocemu.a
 # The daemon's lower layers as libraries, for the unit tests that drive them without root.
 LIB_PORT      := $(BUILD)/libport.a
 LIB_TRANSPORT := $(BUILD)/libtransport.a
+LIB_CM        := $(BUILD)/libcm.a
 EV_LIBS    := -lev
 
 TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c tools/ctl_client.c)
@@ -35,7 +36,7 @@ TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/me
                 $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test \
                 $(BUILD)/test/cm_mad_test
 # Unit tests that need neither root nor the network, seconds in all: `make unit`.
-UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test
+UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test $(BUILD)/test/cm_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
@@ -58,6 +59,7 @@ $(LIB_MEMREG): $(call module_objs,memreg)
 $(LIB_ROCEMU): $(call module_objs,emu/lib)
 $(LIB_PORT): $(call module_objs,emu/daemon/port)
 $(LIB_TRANSPORT): $(call module_objs,emu/daemon/transport)
+$(LIB_CM): $(call module_objs,emu/daemon/cm)
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -105,6 +107,11 @@ $(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/transpo
 $(BUILD)/test/transport_test: $(BUILD)/test/transport_test.o $(BUILD)/test/port_stub.o \
                               $(TEST_COMMON) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
                               $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
+# The CM on the transport, driven with CM MADs the same way (test/port_stub.c below).
+$(BUILD)/test/cm_test: $(BUILD)/test/cm_test.o $(BUILD)/test/port_stub.o $(TEST_COMMON) \
+                       $(LIB_CM) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
+                       $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)

@@ -353,8 +353,8 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct cm_conn *c = w->data;
 	struct proto_cm_event ev = { 0 };
 
-	(void)loop;
 	(void)revents;
+	ev_timer_stop(loop, w);      /* (it has: stopping says so when the test fires it) */
 	if (c->state == CM_TIMEWAIT) {
 		ev.event = CM_EV_TIMEWAIT_EXIT;
 		conn_event(c, &ev);

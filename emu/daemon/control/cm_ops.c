@@ -74,6 +74,30 @@ int op_cm_unlisten(struct client *c, const struct ctl_request *req, struct ctl_r
 		    "no such listener");
 }
 
+/* A peer address worth asking the neighbour table about: specified, and of an IP version
+ * the daemon serves (sgid, when given, must be one of its addresses, of the same version). */
+static int check_peer(struct client *c, const uint8_t *sgid, const uint8_t dgid[16],
+		      struct ctl_reply *rep)
+{
+	static const uint8_t unspecified[16];
+	struct port *port = &c->own.dev->port;
+	bool v4 = addr_gid_is_ipv4(dgid);
+	bool served = false;
+
+	if (!memcmp(dgid, unspecified, 16) || (v4 && !memcmp(dgid + 12, unspecified, 4))) {
+		op_error(rep, "the destination is an unspecified address");
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < port->ngids; i++)
+		served |= port->gids[i].ipv6 != v4;
+	if (!served || (sgid && (addr_find(port, sgid) < 0 || addr_gid_is_ipv4(sgid) != v4))) {
+		op_error(rep, "the source is not an address of this device of the destination's "
+			 "IP version");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* The peer's MAC address, waited for without stopping the loop. */
 static int resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6], struct ctl_reply *rep)
 {
@@ -89,8 +113,9 @@ static int resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6], stru
 int op_cm_resolve(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint8_t mac[6];
+	int rc = check_peer(c, NULL, REQ(proto_cm_resolve)->dgid, rep);
 
-	return resolve(c, REQ(proto_cm_resolve)->dgid, mac, rep);
+	return rc ? rc : resolve(c, REQ(proto_cm_resolve)->dgid, mac, rep);
 }
 
 int op_cm_connect(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
@@ -99,8 +124,10 @@ int op_cm_connect(struct client *c, const struct ctl_request *req, struct ctl_re
 	char err[PROTO_ERRMSG] = "";
 	uint8_t mac[6];
 	uint32_t conn;
-	int rc = resolve(c, m->dgid, mac, rep);
+	int rc = check_peer(c, m->sgid, m->dgid, rep);
 
+	if (!rc)
+		rc = resolve(c, m->dgid, mac, rep);
 	if (rc)
 		return rc;
 	rc = cm_connect(c->own.dev->cm, &c->own, m, mac, &conn, err, sizeof(err));
