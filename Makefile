@@ -200,6 +200,9 @@ build/fuzz/obj/%.o: %.c
 # rx_fuzz: the transport whole, memreg, and the port's address helpers.
 build/fuzz/rx_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/transport/*.c memreg/*.c) \
                     emu/daemon/port/addr.c)
+# cm_fuzz: the CM with the transport's receive path in front of it.
+build/fuzz/cm_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/cm/*.c emu/daemon/transport/*.c \
+                    memreg/*.c) emu/daemon/port/addr.c)
 # txpath_fuzz: the port's transmit path and fault stages; its sendmmsg is the harness's.
 build/fuzz/txpath_fuzz: $(call fuzz_objs,emu/daemon/port/netpath.c emu/daemon/port/fault.c \
                         emu/daemon/port/loopq.c emu/daemon/port/addr.c emu/daemon/port/txmsg.c)

@@ -555,6 +555,37 @@ START_TEST(test_client_gone_ends_its_connection)
 }
 END_TEST
 
+START_TEST(test_a_client_is_bounded)
+{
+	struct proto_cm_listen m = { .channel = channel, .backlog = 1 };
+	char err[PROTO_ERRMSG];
+	uint32_t h;
+	int fd;
+
+	for (unsigned i = 1; i < CM_MAX_OWNER_CHANNELS; i++) {
+		fd = dup(events_fd);
+		ck_assert_int_eq(cm_channel_open(dev.cm, &owner, fd, &h), 0);
+	}
+	fd = dup(events_fd);
+	ck_assert_int_eq(cm_channel_open(dev.cm, &owner, fd, &h), -EMFILE);
+	close(fd);
+	for (unsigned i = 0; i < CM_MAX_OWNER_LISTENERS; i++) {
+		m.service_id = 0x01060000u | i;
+		ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), 0);
+	}
+	m.service_id = 0x0106ffffu;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -ENOMEM);
+	/* another client has its own budget, but not another's channel, nor a service ID
+	 * another listens on */
+	m.service_id = 0x01060000u;
+	ck_assert_int_eq(cm_listen(dev.cm, &stranger, &(struct proto_cm_listen){ 0 }, &h, err,
+				   sizeof(err)), -EINVAL);
+	fd = dup(events_fd);
+	ck_assert_int_eq(cm_channel_open(dev.cm, &stranger, fd, &m.channel), 0);
+	ck_assert_int_eq(cm_listen(dev.cm, &stranger, &m, &h, err, sizeof(err)), -EADDRINUSE);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cm");
@@ -574,6 +605,7 @@ int main(void)
 	tcase_add_test(tc, test_malformed_mads_are_counted);
 	tcase_add_test(tc, test_another_client_cannot_touch_a_connection);
 	tcase_add_test(tc, test_client_gone_ends_its_connection);
+	tcase_add_test(tc, test_a_client_is_bounded);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

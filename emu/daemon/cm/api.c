@@ -22,8 +22,11 @@ static struct cm_channel *find_channel(struct cm *cm, struct owner *own, uint32_
 int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle)
 {
 	struct cm_channel *ch;
+	unsigned mine = 0;
 
-	if (cm->nchannels >= CM_MAX_CHANNELS)
+	LIST_FOREACH(ch, &cm->channels, link)
+		mine += ch->own == own;
+	if (cm->nchannels >= CM_MAX_CHANNELS || mine >= CM_MAX_OWNER_CHANNELS)
 		return -EMFILE;
 	ch = calloc(1, sizeof(*ch));
 	if (!ch)
@@ -89,10 +92,18 @@ int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 {
 	struct cm_channel *ch = find_channel(cm, own, m->channel);
 	struct cm_listener *l;
+	unsigned mine = 0;
 
 	if (!ch) {
 		snprintf(err, errlen, "no CM channel %u", m->channel);
 		return -EINVAL;
+	}
+	LIST_FOREACH(l, &cm->listeners, link)
+		mine += l->own == own;
+	if (mine >= CM_MAX_OWNER_LISTENERS) {
+		snprintf(err, errlen, "this client listens on %u service IDs, the most it may",
+			 CM_MAX_OWNER_LISTENERS);
+		return -ENOMEM;
 	}
 	if (memcmp(m->gid, any_gid, 16) && addr_find(&cm->dev->port, m->gid) < 0) {
 		snprintf(err, errlen, "the address listened on is not this device's");

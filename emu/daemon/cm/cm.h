@@ -25,7 +25,9 @@ struct owner;
 
 #define CM_MAX_CONNS 4096          /* connections in all, every state */
 #define CM_MAX_LISTEN_BACKLOG 1024 /* the largest backlog a listener gets */
-#define CM_MAX_CHANNELS 1024       /* channels in all */
+#define CM_MAX_CHANNELS 4096       /* channels in all */
+#define CM_MAX_OWNER_CHANNELS 256  /* ... and of one client */
+#define CM_MAX_OWNER_LISTENERS 256 /* listeners of one client */
 
 struct cm *cm_new(struct dev *dev);
 void cm_free(struct cm *cm);
