@@ -555,6 +555,36 @@ START_TEST(test_client_gone_ends_its_connection)
 }
 END_TEST
 
+/* 10,000 REQs at one listener: its backlog's worth are told of, the rest refused, and the
+ * listener's own connection still goes through. */
+START_TEST(test_req_flood_is_bounded)
+{
+	struct proto_cm_event ev;
+	unsigned rejs = 0;
+
+	listen_here(16);
+	for (uint32_t i = 0; i < 10000; i++)
+		arrive(peer_req(0x70000000u + i, SERVICE_ID));
+	for (int i = 0; i < 16; i++)
+		ev = next_event(CM_EV_CONNECT_REQUEST);
+	expect_no_event();
+	ck_assert_uint_eq(dev.cm->nconns, 16);
+	ck_assert_uint_eq(dev.cnt.cm_rej_backlog, 10000 - 16);
+	ck_assert_uint_eq(stub_sent_count(), 10000 - 16);
+	while (frames_read < STUB_MAX_FRAMES)
+		rejs += next_mad(CM_ATTR_REJ).rej.reason == CM_REJ_CONSUMER_DEFINED;
+	ck_assert_uint_eq(rejs, STUB_MAX_FRAMES);
+	stub_reset();
+	frames_read = 0;
+	/* one answered makes room for one more */
+	accept_conn(ev.conn);
+	next_mad(CM_ATTR_REP);
+	arrive(peer_req(0x7fff0000u, SERVICE_ID));
+	next_event(CM_EV_CONNECT_REQUEST);
+	expect_nothing_sent();
+}
+END_TEST
+
 START_TEST(test_a_client_is_bounded)
 {
 	struct proto_cm_listen m = { .channel = channel, .backlog = 1 };
@@ -606,6 +636,7 @@ int main(void)
 	tcase_add_test(tc, test_another_client_cannot_touch_a_connection);
 	tcase_add_test(tc, test_client_gone_ends_its_connection);
 	tcase_add_test(tc, test_a_client_is_bounded);
+	tcase_add_test(tc, test_req_flood_is_bounded);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
