@@ -68,6 +68,8 @@ enum proto_op {
 	PROTO_CM_DISCONNECT, /* request: proto_handle (sends a DREQ, or the DREP a DREQ awaits) */
 	PROTO_CM_DESTROY,    /* request: proto_handle: the client forgets the connection; the CM
 			      * ends it as the kernel's does (REJ, DREQ or DREP) */
+	PROTO_CM_MIGRATE,    /* request: proto_cm_migrate: a connection's or listener's events
+			      * go to another of the client's channels */
 	PROTO_OP_COUNT
 };
 
@@ -341,6 +343,14 @@ struct proto_cm_accept {
 	uint8_t private_len;
 	uint8_t pad[6];
 	uint8_t private_data[196];   /* a REP's */
+};
+
+struct proto_cm_migrate {
+	struct proto_hdr hdr;
+	uint32_t handle;             /* a connection, or with listener set a listener */
+	uint32_t channel;
+	uint32_t listener;
+	uint32_t pad;
 };
 
 struct proto_cm_reject {

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # RDMA CM: unmodified librdmacm programs from Debian's packages under rocemu-run, between two
 # daemons in two network namespaces, each a row: rping -C 100 -v (verified) over IPv4 and
-# IPv6, ucmatose with 10 connections, rdma_server/rdma_client (synchronous ids,
-# rdma_create_ep), ib_write_bw -R and ib_send_bw -R (perftest over rdma_cm). Then what the
-# kernel's rdma_cm reports: a server that rejects gives REJECTED with status 28 (consumer
-# defined) and its private data; a port nobody listens on, REJECTED with status 8 (invalid
-# service ID), as a kernel passive side answers; 100 connect/SEND/disconnect cycles leave
-# both daemons' QPs and MRs where they started and, after TimeWait, no CM state at all;
-# rocemuctl cm shows a listener; the daemons still serve.
+# IPv6, ucmatose with 10 connections, with rdma_migrate_id (-m) and with TOS and ACK
+# timeout options, rdma_server/rdma_client and rdma_xserver/rdma_xclient (synchronous ids,
+# rdma_create_ep), ib_write_bw -R and ib_send_bw -R (perftest over rdma_cm), cmtime with 50
+# connections at once. Then what the kernel's rdma_cm reports: a server that rejects gives
+# REJECTED with status 28 (consumer defined) and its private data; a port nobody listens
+# on, REJECTED with status 8 (invalid service ID), as a kernel passive side answers; 100
+# connect/SEND/disconnect cycles leave both daemons' QPs and MRs where they started and,
+# after TimeWait, no CM state at all; rocemuctl cm shows a listener; the daemons still
+# serve.
 # In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
 set -u
 source "$(dirname "$0")/daemons.sh"
@@ -90,6 +92,32 @@ else
 	failed "ucmatose -c 10"
 fi
 
+if cm_pair ucmatose-m ucmatose -c 4 -m -- ucmatose -s "$ADDR_B" -c 4 -m &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S" &&
+	grep -q 'migrating to new event channel' "$OUT_C"; then
+	passed "ucmatose -c 4 -m: rdma_migrate_id to a new channel after the transfers, status 0"
+else
+	show_both
+	failed "ucmatose -c 4 -m"
+fi
+
+if cm_pair ucmatose-tos ucmatose -c 2 -t 32 -a 18 -- ucmatose -s "$ADDR_B" -c 2 -t 32 -a 18 &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S"; then
+	passed "ucmatose -t 32 -a 18: rdma_set_option TOS and ACK timeout, status 0"
+else
+	show_both
+	failed "ucmatose -t 32 -a 18"
+fi
+
+PORT=$((7000 + RANDOM % 1000))
+if cm_pair rdma_xserver rdma_xserver -p "$PORT" -- rdma_xclient -s "$ADDR_B" -p "$PORT" &&
+	grep -q 'rdma_xclient: end 0' "$OUT_C" && grep -q 'rdma_xserver: end 0' "$OUT_S"; then
+	passed "rdma_xserver/rdma_xclient -p $PORT (RC): end 0 on both"
+else
+	show_both
+	failed "rdma_xserver/rdma_xclient"
+fi
+
 PORT=$((7000 + RANDOM % 1000))
 if cm_pair rdma_server rdma_server -p "$PORT" -- rdma_client -s "$ADDR_B" -p "$PORT" &&
 	grep -q 'rdma_client: end 0' "$OUT_C" && grep -q 'rdma_server: end 0' "$OUT_S"; then
@@ -109,6 +137,25 @@ for prog in ib_write_bw ib_send_bw; do
 		failed "$prog -R"
 	fi
 done
+
+# cmtime's server serves until it is stopped: the client's table is the row
+"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" cmtime -c 50 >"$WORK/cmtime.server" 2>&1 </dev/null &
+server=$!
+PIDS+=($server)
+for _ in $(seq 100); do
+	[ "$(listeners b)" -gt 0 ] && break
+	sleep 0.05
+done
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" cmtime -s "$ADDR_B" -c 50 2>&1)
+status=$?
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+if [ $status -eq 0 ] && line=$(grep -E '^connect +:' <<<"$out"); then
+	passed "cmtime -c 50 (connect all, then disconnect all): $(tr -s ' ' <<<"$line")"
+else
+	printf '%s\n' "$out" | tail -n 12 | sed 's/^/  | /'
+	failed "cmtime -c 50"
+fi
 
 # ---- what the kernel's rdma_cm reports ----
 

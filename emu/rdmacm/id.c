@@ -475,12 +475,41 @@ int rdma_notify(struct rdma_cm_id *cmid, enum ibv_event_type event)
 	return 0;
 }
 
+/* The daemon sends the id's events to the new channel from now on. */
+static int migrate_at_daemons(struct rcm_id *id, struct rcm_channel *to)
+{
+	struct rcm_device *devs;
+	int n = rcm_devices(&devs), err = 0;
+
+	for (int i = 0; i < n && !err; i++) {
+		struct proto_cm_migrate m = { .hdr.op = PROTO_CM_MIGRATE, .handle = id->listener[i],
+					      .listener = 1 };
+
+		if (!id->listener[i])
+			continue;
+		err = rcm_channel_at(to, &devs[i], &m.channel);
+		if (!err)
+			err = rcm_request(&devs[i], &m, sizeof(m), NULL, 0, -1);
+	}
+	if (!err && id->conn && id->dev) {
+		struct proto_cm_migrate m = { .hdr.op = PROTO_CM_MIGRATE, .handle = id->conn };
+
+		err = rcm_channel_at(to, id->dev, &m.channel);
+		if (!err)
+			err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+		/* a request not accepted yet moves when it is accepted */
+		if (err == EINVAL)
+			err = 0;
+	}
+	return err;
+}
+
 int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 {
 	struct rcm_id *id = rcm_id(cmid);
 	struct rcm_channel *to = (struct rcm_channel *)channel;
 	bool sync = !channel;
-	int err = 0;
+	int err;
 
 	if (!cmid)
 		return fail(EINVAL);
@@ -489,18 +518,14 @@ int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 		if (!to)
 			return -1;
 	}
-	/* the daemon's objects follow: listeners listen again, a connection is handed
-	 * its new channel with the next step (accept) or stays on the old one */
-	if (id->conn && id->dev) {
-		uint32_t h;
-
-		err = rcm_channel_at(to, id->dev, &h);
-	}
+	err = migrate_at_daemons(id, to);
 	if (err) {
 		if (sync)
 			rcm_channel_free(to);
 		return fail(err);
 	}
+	/* events of the id already written to the old channel stay there (the kernel moves
+	 * them); those the program holds it acks as before */
 	if (id->sync)
 		rcm_channel_free(id->chan);
 	id->chan = to;

@@ -444,6 +444,29 @@ int cm_destroy(struct cm *cm, struct owner *own, uint32_t id)
 	return 0;
 }
 
+int cm_migrate(struct cm *cm, struct owner *own, const struct proto_cm_migrate *m)
+{
+	struct cm_channel *ch = find_channel(cm, own, m->channel);
+	struct cm_listener *l;
+	struct cm_conn *c;
+
+	if (!ch)
+		return -EINVAL;
+	if (m->listener) {
+		LIST_FOREACH(l, &cm->listeners, link)
+			if (l->handle == m->handle && l->own == own) {
+				l->ch = ch;
+				return 0;
+			}
+		return -EINVAL;
+	}
+	c = owned(cm, own, m->handle);
+	if (!c || !c->own)
+		return -EINVAL;   /* a request not yet answered is its listener's */
+	c->ch = ch;
+	return 0;
+}
+
 void cm_owner_gone(struct cm *cm, struct owner *own)
 {
 	struct cm_listener *l, *lnext;

@@ -53,6 +53,8 @@ int cm_reject(struct cm *cm, struct owner *own, const struct proto_cm_reject *m,
 int cm_establish(struct cm *cm, struct owner *own, uint32_t conn, char *err, size_t errlen);
 int cm_disconnect(struct cm *cm, struct owner *own, uint32_t conn, char *err, size_t errlen);
 int cm_destroy(struct cm *cm, struct owner *own, uint32_t conn);
+/* The connection's (or listener's) events go to another of the client's channels. */
+int cm_migrate(struct cm *cm, struct owner *own, const struct proto_cm_migrate *m);
 
 /* The client is gone: its channels closed, its listeners removed, its connections ended
  * as cm_destroy() ends each. */

@@ -174,3 +174,9 @@ int op_cm_destroy(struct client *c, const struct ctl_request *req, struct ctl_re
 	return fail(rep, cm_destroy(c->own.dev->cm, &c->own, REQ(proto_handle)->handle),
 		    "no such connection");
 }
+
+int op_cm_migrate(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	return fail(rep, cm_migrate(c->own.dev->cm, &c->own, REQ(proto_cm_migrate)),
+		    "no such connection, listener or channel");
+}

@@ -64,6 +64,7 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_CM_ESTABLISH] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_establish },
 	[PROTO_CM_DISCONNECT] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_disconnect },
 	[PROTO_CM_DESTROY] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_destroy },
+	[PROTO_CM_MIGRATE] = { sizeof(struct proto_cm_migrate), sizeof(struct proto_reply), false, op_cm_migrate },
 };
 
 static void send_reply(struct client *c, struct ctl_reply *rep)

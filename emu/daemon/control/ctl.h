@@ -59,6 +59,7 @@ int op_cm_reject(struct client *c, const struct ctl_request *req, struct ctl_rep
 int op_cm_establish(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_cm_disconnect(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_cm_destroy(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_migrate(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 /* views.c */
 int op_stats(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_set_fault(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
