@@ -39,7 +39,7 @@ static uint8_t our_gid[16];
 static struct dev dev;
 static struct owner owner, stranger;
 static struct cq *cq;
-static struct qp *qp;
+static struct qp *qp, *udqp;
 static int events_fd;              /* the client's end of the channel */
 static uint32_t channel;
 static unsigned frames_read;
@@ -80,7 +80,12 @@ static void setup(void)
 	ck_assert_ptr_nonnull(qp);
 	close(fds[0]);
 	qp->send_cq = qp->recv_cq = cq;
-	cq->users += 2;
+	req.qp_type = IBV_QPT_UD;
+	udqp = qp_create(&owner, &req, fds, &err);
+	ck_assert_ptr_nonnull(udqp);
+	close(fds[0]);
+	udqp->send_cq = udqp->recv_cq = cq;
+	cq->users += 4;
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv), 0);
 	events_fd = sv[0];
 	ck_assert_int_eq(cm_channel_open(dev.cm, &owner, sv[1], &channel), 0);
@@ -101,6 +106,7 @@ static void teardown(void)
 		      stub_sent_count(), frames_read);
 	cm_free(dev.cm);
 	qp_destroy(qp);
+	qp_destroy(udqp);
 	cq_destroy(cq);
 	close(events_fd);
 	ev_loop_destroy(dev.loop);
@@ -585,6 +591,100 @@ START_TEST(test_req_flood_is_bounded)
 }
 END_TEST
 
+#define UDP_SERVICE_ID (0x01110000ull | SERVICE_PORT)
+
+static struct cm_mad peer_sidr_req(void)
+{
+	struct cm_mad m = { .hdr = { .attr_id = CM_ATTR_SIDR_REQ, .tid = PEER_TID } };
+	struct cm_cma_hdr cma = { .ip_version = 4, .src_port = 40001 };
+
+	m.sidr_req.request_id = PEER_COMM_ID;
+	m.sidr_req.pkey = 0xffff;
+	m.sidr_req.service_id = UDP_SERVICE_ID;
+	memcpy(cma.src_ip, peer_gid + 12, 4);
+	memcpy(cma.dst_ip, our_gid + 12, 4);
+	cm_cma_build(&cma, m.sidr_req.private_data);
+	memcpy(m.sidr_req.private_data + CM_CMA_HDR_LEN, "udp?", 4);
+	return m;
+}
+
+START_TEST(test_sidr_passive)
+{
+	struct proto_cm_listen l = { .channel = channel, .backlog = 4, .cookie = COOKIE,
+				     .service_id = UDP_SERVICE_ID, .any_family = 4 };
+	struct proto_cm_event ev;
+	struct cm_mad rep;
+	char err[PROTO_ERRMSG] = "";
+	uint32_t h;
+
+	/* nobody listening: "unsupported", as the kernel's cm answers */
+	arrive(peer_sidr_req());
+	rep = next_mad(CM_ATTR_SIDR_REP);
+	ck_assert_uint_eq(rep.sidr_rep.status, CM_SIDR_UNSUPPORTED);
+	ck_assert_uint_eq(rep.sidr_rep.request_id, PEER_COMM_ID);
+	ck_assert_uint_eq(rep.hdr.tid, PEER_TID);
+
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &l, &h, err, sizeof(err)), 0);
+	arrive(peer_sidr_req());
+	ev = next_event(CM_EV_CONNECT_REQUEST);
+	ck_assert_uint_eq(ev.peer_port, 40001);
+	ck_assert_uint_eq(ev.private_len, CM_SIDR_REQ_PRIVATE_LEN - CM_CMA_HDR_LEN);
+	ck_assert_int_eq(memcmp(ev.private_data, "udp?", 4), 0);
+	arrive(peer_sidr_req());            /* a duplicate waits for the same answer */
+	expect_no_event();
+	expect_nothing_sent();
+	/* an RC QP is not what the UDP port space answers with */
+	ck_assert_int_eq(cm_accept(dev.cm, &owner, &(struct proto_cm_accept){
+		.conn = ev.conn, .channel = channel, .qpn = qp->qpn }, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(cm_accept(dev.cm, &owner, &(struct proto_cm_accept){
+		.conn = ev.conn, .channel = channel, .qpn = udqp->qpn, .private_len = 3,
+		.private_data = "ok!" }, err, sizeof(err)), 0);
+	rep = next_mad(CM_ATTR_SIDR_REP);
+	ck_assert_uint_eq(rep.sidr_rep.status, CM_SIDR_SUCCESS);
+	ck_assert_uint_eq(rep.sidr_rep.qpn, udqp->qpn);
+	ck_assert_uint_eq(rep.sidr_rep.qkey, CM_UDP_QKEY);
+	ck_assert_uint_eq(rep.sidr_rep.service_id, UDP_SERVICE_ID);
+	ck_assert_int_eq(memcmp(rep.sidr_rep.private_data, "ok!", 3), 0);
+	ck_assert_uint_eq(dev.cm->nconns, 0);
+}
+END_TEST
+
+START_TEST(test_sidr_active)
+{
+	struct proto_cm_connect m = { .channel = channel, .qpn = udqp->qpn, .cookie = COOKIE,
+				      .service_id = UDP_SERVICE_ID, .src_port = 50001 };
+	struct cm_mad req, rep = { .hdr = { .attr_id = CM_ATTR_SIDR_REP } };
+	struct proto_cm_event ev;
+	struct cm_cma_hdr cma;
+	char err[PROTO_ERRMSG] = "";
+	uint32_t conn;
+
+	memcpy(m.sgid, our_gid, 16);
+	memcpy(m.dgid, peer_gid, 16);
+	ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err, sizeof(err)), 0);
+	req = next_mad(CM_ATTR_SIDR_REQ);
+	ck_assert_uint_eq(req.sidr_req.request_id, conn);
+	ck_assert_uint_eq(req.sidr_req.service_id, UDP_SERVICE_ID);
+	ck_assert(cm_cma_parse(req.sidr_req.private_data, CM_SIDR_REQ_PRIVATE_LEN, &cma));
+	ck_assert_uint_eq(cma.src_port, 50001);
+	fire_timer(conn);                   /* unanswered: sent again */
+	next_mad(CM_ATTR_SIDR_REQ);
+	rep.hdr.tid = req.hdr.tid;
+	rep.sidr_rep.request_id = conn;
+	rep.sidr_rep.qpn = PEER_QPN;
+	rep.sidr_rep.qkey = CM_UDP_QKEY;
+	rep.sidr_rep.service_id = UDP_SERVICE_ID;
+	arrive(rep);
+	ev = next_event(CM_EV_ESTABLISHED);
+	ck_assert_uint_eq(ev.peer_qpn, PEER_QPN);
+	ck_assert_uint_eq(ev.qp.qkey, CM_UDP_QKEY);
+	ck_assert_int_eq(memcmp(ev.qp.dest_gid, peer_gid, 16), 0);
+	ck_assert_uint_eq(dev.cm->nconns, 0);
+	arrive(rep);                        /* late: nothing left to answer */
+	ck_assert_uint_eq(dev.cnt.cm_drop_stale, 1);
+}
+END_TEST
+
 START_TEST(test_a_client_is_bounded)
 {
 	struct proto_cm_listen m = { .channel = channel, .backlog = 1 };
@@ -637,6 +737,8 @@ int main(void)
 	tcase_add_test(tc, test_client_gone_ends_its_connection);
 	tcase_add_test(tc, test_a_client_is_bounded);
 	tcase_add_test(tc, test_req_flood_is_bounded);
+	tcase_add_test(tc, test_sidr_passive);
+	tcase_add_test(tc, test_sidr_active);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -3,8 +3,8 @@
 # daemons in two network namespaces, each a row: rping -C 100 -v (verified) over IPv4 and
 # IPv6, ucmatose with 10 connections, with rdma_migrate_id (-m) and with TOS and ACK
 # timeout options, rdma_server/rdma_client and rdma_xserver/rdma_xclient (synchronous ids,
-# rdma_create_ep), ib_write_bw -R and ib_send_bw -R (perftest over rdma_cm), cmtime with 50
-# connections at once. Then what the kernel's rdma_cm reports: a server that rejects gives
+# rdma_create_ep), udaddy over IPv4 and IPv6 (the UDP port space: SIDR), ib_write_bw -R
+# and ib_send_bw -R (perftest over rdma_cm), cmtime with 50 connections at once. Then what the kernel's rdma_cm reports: a server that rejects gives
 # REJECTED with status 28 (consumer defined) and its private data; a port nobody listens
 # on, REJECTED with status 8 (invalid service ID), as a kernel passive side answers; 100
 # connect/SEND/disconnect cycles leave both daemons' QPs and MRs where they started and,
@@ -17,7 +17,7 @@ source "$(dirname "$0")/pairs.sh"
 require_root
 
 PEER=$BUILD/test/cm_peer
-for p in rping ucmatose rdma_server rdma_client ib_write_bw ib_send_bw; do
+for p in rping ucmatose udaddy cmtime rdma_server rdma_client rdma_xserver ib_write_bw ib_send_bw; do
 	command -v "$p" >/dev/null ||
 		skip "$p is missing: scripts/install-deps.sh installs rdmacm-utils and perftest"
 done
@@ -107,6 +107,23 @@ if cm_pair ucmatose-tos ucmatose -c 2 -t 32 -a 18 -- ucmatose -s "$ADDR_B" -c 2 
 else
 	show_both
 	failed "ucmatose -t 32 -a 18"
+fi
+
+# the UDP port space: SIDR_REQ and SIDR_REP, then UD datagrams both ways
+if cm_pair udaddy udaddy -- udaddy -s "$ADDR_B" &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S" &&
+	grep -q 'data transfers complete' "$OUT_C"; then
+	passed "udaddy (UDP port space, SIDR): data transfers complete, status 0 on both ends"
+else
+	show_both
+	failed "udaddy"
+fi
+if cm_pair udaddy-ipv6 udaddy -b "$ADDR6_B" -- udaddy -s "$ADDR6_B" &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S"; then
+	passed "udaddy over IPv6 to $ADDR6_B: status 0 on both ends"
+else
+	show_both
+	failed "udaddy over IPv6"
 fi
 
 PORT=$((7000 + RANDOM % 1000))

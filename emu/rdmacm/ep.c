@@ -52,8 +52,9 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 		return EAI_MEMORY;
 	}
 	r->ai_flags = hints ? hints->ai_flags : 0;
-	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
 	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type :
+			r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	if (ai) {
 		r->ai_family = ai->ai_family;
 		if (passive) {

@@ -34,6 +34,27 @@ static void set_conn_param(struct rcm_event *e, const struct proto_cm_event *pe)
 	p->qp_num = pe->peer_qpn;
 }
 
+/* The UDP port space's events carry where the peer's UD QP is: an address vector, its
+ * number and Q_Key. */
+static void set_ud_param(struct rcm_event *e, const struct proto_cm_event *pe)
+{
+	struct rdma_ud_param *p = &e->ev.param.ud;
+	uint32_t len = pe->private_len < PROTO_CM_PRIVATE_MAX ? pe->private_len :
+		       PROTO_CM_PRIVATE_MAX;
+
+	memcpy(e->private_data, pe->private_data, len);
+	p->private_data = len ? e->private_data : NULL;
+	p->private_data_len = (uint8_t)len;
+	p->ah_attr.is_global = 1;
+	p->ah_attr.port_num = 1;
+	memcpy(p->ah_attr.grh.dgid.raw, pe->qp.dest_gid, 16);
+	p->ah_attr.grh.sgid_index = pe->qp.sgid_index;
+	p->ah_attr.grh.hop_limit = pe->qp.hop_limit;
+	p->ah_attr.grh.traffic_class = pe->qp.traffic_class;
+	p->qp_num = pe->peer_qpn;
+	p->qkey = pe->qp.qkey;
+}
+
 void rcm_fill_path(struct rcm_id *id)
 {
 	struct ibv_sa_path_rec *p = &id->path;
@@ -128,7 +149,10 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		}
 		e->ev.id = &child->id;
 		e->ev.listen_id = &id->id;
-		set_conn_param(e, pe);
+		if (id->id.qp_type == IBV_QPT_UD)
+			set_ud_param(e, pe);
+		else
+			set_conn_param(e, pe);
 		return 0;
 	}
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
@@ -149,6 +173,15 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		return 0;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		id->conn = 0;
+		return 0;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		if (id->id.qp_type != IBV_QPT_UD) {
+			set_conn_param(e, pe);
+			return 0;
+		}
+		/* a SIDR exchange is over with its answer */
+		id->conn = 0;
+		set_ud_param(e, pe);
 		return 0;
 	default:
 		if (pe->private_len)

@@ -75,9 +75,19 @@ void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d)
 	id->id.port_num = d ? 1 : 0;
 }
 
-static bool ps_supported(enum rdma_port_space ps, enum ibv_qp_type qp_type)
+/* The QP type of a port space, as librdmacm gives it: UD for UDP, RC for TCP and IB; 0
+ * for a space not served (IPoIB). */
+static enum ibv_qp_type ps_qp_type(enum rdma_port_space ps)
 {
-	return ps == RDMA_PS_TCP || (ps == RDMA_PS_IB && qp_type == IBV_QPT_RC);
+	switch (ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_IB:
+		return IBV_QPT_RC;
+	case RDMA_PS_UDP:
+		return IBV_QPT_UD;
+	default:
+		return 0;
+	}
 }
 
 int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
@@ -89,15 +99,15 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 
 	if (!id)
 		return fail(EINVAL);
-	/* UDP (SIDR) and IPoIB are not served yet */
-	if (!ps_supported(ps, IBV_QPT_RC))
+	/* IPoIB's port space is not served */
+	if (!ps_qp_type(ps))
 		return fail(EPROTONOSUPPORT);
 	if (sync) {
 		chan = rcm_channel_new();
 		if (!chan)
 			return -1;
 	}
-	new = rcm_id_new(chan, context, ps, IBV_QPT_RC);
+	new = rcm_id_new(chan, context, ps, ps_qp_type(ps));
 	if (!new) {
 		if (sync)
 			rcm_channel_free(chan);
@@ -359,6 +369,28 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
 }
 
+/* The UDP port space's answer (a SIDR_REP): the UD QP's number; nothing to wait for. */
+static int accept_ud(struct rcm_id *id, const struct rdma_conn_param *p)
+{
+	struct proto_cm_accept m = { .hdr.op = PROTO_CM_ACCEPT };
+	int err = rcm_channel_at(id->chan, id->dev, &m.channel);
+
+	if (err)
+		return fail(err);
+	m.conn = id->conn;
+	m.cookie = id->cookie;
+	m.qpn = id->id.qp ? id->id.qp->qp_num : p->qp_num;
+	if (p && p->private_data_len) {
+		m.private_len = p->private_data_len;
+		memcpy(m.private_data, p->private_data, p->private_data_len);
+	}
+	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	if (err)
+		return fail(err);
+	id->conn = 0;   /* a SIDR exchange ends with its answer */
+	return 0;
+}
+
 int rdma_accept(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 {
 	struct rcm_id *id = rcm_id(cmid);
@@ -386,6 +418,8 @@ int rdma_accept(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	}
 	resp = depth(id, resp);
 	init = depth(id, init);
+	if (cmid->qp_type == IBV_QPT_UD)
+		return accept_ud(id, p);
 	if (cmid->qp) {
 		err = rcm_qp_init(id, true);
 		if (!err)

@@ -87,6 +87,24 @@ int rcm_qp_error(struct rcm_id *id)
 	return id->id.qp ? modify(id, &a, IBV_QP_STATE) : 0;
 }
 
+/* A UD QP goes to RTS at once, with rdma_cm's Q_Key for the UDP port space, as librdmacm
+ * takes it. */
+static int ud_ready(struct rcm_id *id)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
+				 .qkey = RDMA_UDP_QKEY };
+	int err = modify(id, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+
+	a.qp_state = IBV_QPS_RTR;
+	if (!err)
+		err = modify(id, &a, IBV_QP_STATE);
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	if (!err)
+		err = modify(id, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	return err;
+}
+
 /* librdmacm makes the CQs a QP is created without, each with its completion channel. */
 static int make_cqs(struct rcm_id *id, uint32_t send_size, uint32_t recv_size)
 {
@@ -135,8 +153,9 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 	/* a type left 0 is the id's, as librdmacm takes it from rdma_getaddrinfo's answer */
 	if (!attr->qp_type)
 		attr->qp_type = cmid->qp_type;
-	if (attr->qp_type != IBV_QPT_RC)
-		return fail(EOPNOTSUPP);   /* the TCP port space connects RC QPs */
+	/* the TCP port space connects RC QPs, the UDP one UD QPs */
+	if (attr->qp_type != cmid->qp_type)
+		return fail(EINVAL);
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
 		attr->pd = cmid->pd;
 	if (!attr->pd || attr->pd->context != cmid->verbs)
@@ -165,7 +184,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 	attr->send_cq = init.send_cq;
 	attr->recv_cq = init.recv_cq;
 	cmid->qp = qp;
-	err = rcm_qp_init(id, id->have_qp_attr);
+	err = qp->qp_type == IBV_QPT_UD ? ud_ready(id) : rcm_qp_init(id, id->have_qp_attr);
 	if (err) {
 		ibv_destroy_qp(qp);
 		cmid->qp = NULL;
@@ -225,6 +244,11 @@ int rdma_init_qp_attr(struct rdma_cm_id *cmid, struct ibv_qp_attr *a, int *mask)
 	switch (state) {
 	case IBV_QPS_INIT:
 		a->port_num = 1;
+		if (cmid->qp_type == IBV_QPT_UD) {
+			a->qkey = RDMA_UDP_QKEY;
+			*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+			return 0;
+		}
 		a->qp_access_flags = id->have_qp_attr ? q->access : 0;
 		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 		return 0;

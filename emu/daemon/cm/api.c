@@ -140,7 +140,9 @@ static void free_listener(struct cm *cm, struct cm_listener *l)
 	 * listener destroys them */
 	for (c = LIST_FIRST(&cm->conns); c; c = next) {
 		next = LIST_NEXT(c, link);
-		if (c->listener == l && !c->own)
+		if (c->listener == l && !c->own && c->state == CM_SIDR_REQ_RCVD)
+			conn_sidr_reply(c, CM_SIDR_REJECT, 0, NULL, 0);
+		else if (c->listener == l && !c->own)
 			conn_reject(c, CM_REJ_CONSUMER_DEFINED, CM_MSG_REQ, NULL, 0);
 		else if (c->listener == l)
 			conn_release_listener(c);
@@ -171,13 +173,16 @@ static struct cm_conn *owned(struct cm *cm, struct owner *own, uint32_t id)
 		return NULL;
 	if (c->own == own)
 		return c;
-	if (!c->own && c->state == CM_REQ_RCVD && c->listener && c->listener->own == own)
+	if (!c->own && (c->state == CM_REQ_RCVD || c->state == CM_SIDR_REQ_RCVD) && c->listener &&
+	    c->listener->own == own)
 		return c;
 	return NULL;
 }
 
-/* The QP number is one of the client's QPs (of a type the CM connects). */
-static int check_qpn(struct cm *cm, struct owner *own, uint32_t qpn, char *err, size_t errlen)
+/* The QP number is one of the client's QPs, of the type the port space connects (UD for
+ * UDP's SIDR, RC otherwise). */
+static int check_qpn(struct cm *cm, struct owner *own, uint32_t qpn, bool ud, char *err,
+		     size_t errlen)
 {
 	struct qp *qp = qp_find(cm->dev, qpn);
 
@@ -185,11 +190,37 @@ static int check_qpn(struct cm *cm, struct owner *own, uint32_t qpn, char *err, 
 		snprintf(err, errlen, "QP 0x%x is not this client's", qpn);
 		return -EINVAL;
 	}
-	if (qp->type != IBV_QPT_RC) {
-		snprintf(err, errlen, "QP 0x%x is not RC: the CM connects RC QPs", qpn);
+	if (qp->type != (ud ? IBV_QPT_UD : IBV_QPT_RC)) {
+		snprintf(err, errlen, "QP 0x%x is not %s, as its port space wants", qpn,
+			 ud ? "UD" : "RC");
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static bool is_udp_service(uint64_t service_id)
+{
+	return service_id >> 16 == CM_PS_UDP;
+}
+
+/* rdma_cm's SIDR_REQ for the UDP port space: the CMA header and the private data. */
+static void send_sidr_req(struct cm_conn *c, const struct proto_cm_connect *m)
+{
+	struct cm_cma_hdr cma = { .ip_version = addr_gid_is_ipv4(m->dgid) ? 4 : 6,
+				  .src_port = m->src_port };
+	struct cm_mad mad;
+
+	conn_mad_hdr(&mad, CM_ATTR_SIDR_REQ, c->tid);
+	mad.sidr_req.request_id = c->local_id;
+	mad.sidr_req.pkey = CM_GSI_PKEY;
+	mad.sidr_req.service_id = m->service_id;
+	memcpy(cma.src_ip, cma.ip_version == 4 ? m->sgid + 12 : m->sgid, cma.ip_version == 4 ? 4 : 16);
+	memcpy(cma.dst_ip, cma.ip_version == 4 ? m->dgid + 12 : m->dgid, cma.ip_version == 4 ? 4 : 16);
+	cm_cma_build(&cma, mad.sidr_req.private_data);
+	memcpy(mad.sidr_req.private_data + CM_CMA_HDR_LEN, m->private_data,
+	       m->private_len < PROTO_CM_REQ_PRIVATE ? m->private_len : PROTO_CM_REQ_PRIVATE);
+	c->state = CM_SIDR_REQ_SENT;
+	conn_send(c, &mad, true);
 }
 
 static uint8_t clamp(uint8_t v, uint8_t max)
@@ -263,7 +294,7 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 			 m->private_len, PROTO_CM_REQ_PRIVATE);
 		return -EINVAL;
 	}
-	rc = check_qpn(cm, own, m->qpn, err, errlen);
+	rc = check_qpn(cm, own, m->qpn, is_udp_service(m->service_id), err, errlen);
 	if (rc)
 		return rc;
 	c = conn_new(cm);
@@ -291,9 +322,13 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 	c->retry_count = clamp(m->retry_count, 7);
 	c->rnr_retry_count = clamp(m->rnr_retry_count, 7);
 	c->timeout = 2 * cm_time_s(CM_PACKET_LIFETIME) + cm_time_s(CM_RESPONSE_TIMEOUT);
+	*conn = c->local_id;
+	if (is_udp_service(m->service_id)) {
+		send_sidr_req(c, m);
+		return 0;
+	}
 	fill_req(c, m, &mad);
 	conn_send(c, &mad, true);
-	*conn = c->local_id;
 	return 0;
 }
 
@@ -305,6 +340,12 @@ int cm_accept(struct cm *cm, struct owner *own, const struct proto_cm_accept *m,
 	struct cm_mad mad;
 	int rc;
 
+	if (c && c->state == CM_SIDR_REQ_RCVD && ch) {
+		rc = check_qpn(cm, own, m->qpn, true, err, errlen);
+		if (!rc)
+			conn_sidr_reply(c, CM_SIDR_SUCCESS, m->qpn, m->private_data, m->private_len);
+		return rc;
+	}
 	if (!c || c->state != CM_REQ_RCVD || !ch) {
 		snprintf(err, errlen, "no connection request %u%s", m->conn,
 			 ch ? "" : " or no such channel");
@@ -312,7 +353,7 @@ int cm_accept(struct cm *cm, struct owner *own, const struct proto_cm_accept *m,
 	}
 	if (m->private_len > CM_REP_PRIVATE_LEN)
 		return -EINVAL;
-	rc = check_qpn(cm, own, m->qpn, err, errlen);
+	rc = check_qpn(cm, own, m->qpn, false, err, errlen);
 	if (rc)
 		return rc;
 	conn_release_listener(c);
@@ -345,6 +386,10 @@ int cm_reject(struct cm *cm, struct owner *own, const struct proto_cm_reject *m,
 {
 	struct cm_conn *c = owned(cm, own, m->conn);
 
+	if (c && c->state == CM_SIDR_REQ_RCVD && m->private_len <= CM_REJ_PRIVATE_LEN) {
+		conn_sidr_reply(c, CM_SIDR_REJECT, 0, m->private_data, m->private_len);
+		return 0;
+	}
 	if (!c || (c->state != CM_REQ_RCVD && c->state != CM_REP_RCVD)) {
 		snprintf(err, errlen, "no connection %u to reject", m->conn);
 		return -EINVAL;
@@ -428,6 +473,12 @@ static void end_conn(struct cm_conn *c)
 	case CM_TIMEWAIT:
 		if (!ev_is_active(&c->timer))
 			conn_free(c);
+		return;
+	case CM_SIDR_REQ_RCVD:
+		conn_sidr_reply(c, CM_SIDR_REJECT, 0, NULL, 0);
+		return;
+	case CM_SIDR_REQ_SENT:
+		conn_free(c);
 		return;
 	default:
 		return;

@@ -20,8 +20,13 @@
 
 enum cm_state {
 	CM_REQ_SENT, CM_REQ_RCVD, CM_REP_SENT, CM_REP_RCVD, CM_ESTABLISHED, CM_DREQ_SENT,
-	CM_DREQ_RCVD, CM_TIMEWAIT, CM_NSTATES
+	CM_DREQ_RCVD, CM_TIMEWAIT,
+	/* the UDP port space: a SIDR_REQ asks for a UD QP's number and Q_Key, one SIDR_REP
+	 * answers; the connection ends with the answer */
+	CM_SIDR_REQ_SENT, CM_SIDR_REQ_RCVD, CM_NSTATES
 };
+
+#define CM_UDP_QKEY 0x01234567u    /* rdma_cm's Q_Key for the UDP port space */
 
 /* librdmacm's event numbers (enum rdma_cm_event_type), which the events carry */
 enum cm_event_type {
@@ -124,6 +129,9 @@ void conn_reject(struct cm_conn *c, uint16_t reason, uint8_t msg, const void *pr
 void conn_send_dreq(struct cm_conn *c);
 void conn_send_drep(struct cm_conn *c);
 void conn_release_listener(struct cm_conn *c);
+/* The SIDR_REP of a SIDR_REQ received (status CM_SIDR_*); the connection then freed. */
+void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
+		     size_t len);
 
 static inline ev_tstamp cm_time_s(uint8_t iba_time)
 {

@@ -15,6 +15,7 @@ static const char *const state_names[CM_NSTATES] = {
 	[CM_REQ_SENT] = "REQ_SENT", [CM_REQ_RCVD] = "REQ_RCVD", [CM_REP_SENT] = "REP_SENT",
 	[CM_REP_RCVD] = "REP_RCVD", [CM_ESTABLISHED] = "ESTABLISHED",
 	[CM_DREQ_SENT] = "DREQ_SENT", [CM_DREQ_RCVD] = "DREQ_RCVD", [CM_TIMEWAIT] = "TIMEWAIT",
+	[CM_SIDR_REQ_SENT] = "SIDR_SENT", [CM_SIDR_REQ_RCVD] = "SIDR_RCVD",
 };
 
 const char *cm_state_name(enum cm_state s)
@@ -289,6 +290,26 @@ void conn_reject(struct cm_conn *c, uint16_t reason, uint8_t msg, const void *pr
 	conn_free(c);
 }
 
+void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
+		     size_t len)
+{
+	struct cm_mad mad;
+
+	conn_mad_hdr(&mad, CM_ATTR_SIDR_REP, c->tid);
+	mad.sidr_rep.request_id = c->remote_id;
+	mad.sidr_rep.status = status;
+	mad.sidr_rep.service_id = c->service_id;
+	if (status == CM_SIDR_SUCCESS) {
+		mad.sidr_rep.qpn = qpn;
+		mad.sidr_rep.qkey = CM_UDP_QKEY;
+	}
+	if (priv && len)
+		memcpy(mad.sidr_rep.private_data, priv,
+		       len < CM_SIDR_REP_PRIVATE_LEN ? len : CM_SIDR_REP_PRIVATE_LEN);
+	conn_send(c, &mad, false);
+	conn_free(c);
+}
+
 void conn_send_dreq(struct cm_conn *c)
 {
 	struct cm_mad mad;
@@ -330,6 +351,7 @@ static void conn_give_up(struct cm_conn *c)
 	switch (c->state) {
 	case CM_REQ_SENT:
 	case CM_REP_SENT:
+	case CM_SIDR_REQ_SENT:
 		c->cm->dev->cnt.cm_timeouts++;
 		ev.event = CM_EV_UNREACHABLE;
 		ev.status = -ETIMEDOUT;

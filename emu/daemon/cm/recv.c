@@ -334,6 +334,97 @@ static void on_drep(struct cm *cm, const struct cm_mad *in)
 	conn_event(c, &ev);
 }
 
+/* A SIDR_REQ: a UD QP's number asked of the listener on the service ID (UDP port space).
+ * Nobody listening is answered "unsupported", as the kernel's cm answers it. */
+static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
+{
+	const struct cm_sidr_req *req = &in->sidr_req;
+	struct proto_cm_event ev = { .event = CM_EV_CONNECT_REQUEST };
+	struct cm_cma_hdr cma;
+	struct cm_listener *l = NULL;
+	struct cm_conn *c = conn_find_remote(cm, req->request_id, src->src_gid);
+	struct cm_req as_req = { .service_id = req->service_id };
+	bool service_known;
+
+	if (c) {
+		cm->dev->cnt.cm_dup_req++;   /* answered when its listener answers */
+		return;
+	}
+	if (cm_cma_parse(req->private_data, sizeof(req->private_data), &cma))
+		l = find_listener(cm, &as_req, &cma, src->dst_gid, &service_known);
+	c = l && l->pending < l->backlog ? conn_new(cm) : NULL;
+	if (!c) {
+		struct cm_mad mad;
+
+		if (!l)
+			cm->dev->cnt.cm_rej_no_listener++;
+		else
+			cm->dev->cnt.cm_rej_backlog++;
+		conn_mad_hdr(&mad, CM_ATTR_SIDR_REP, in->hdr.tid);
+		mad.sidr_rep.request_id = req->request_id;
+		mad.sidr_rep.status = l ? CM_SIDR_REJECT : CM_SIDR_UNSUPPORTED;
+		mad.sidr_rep.service_id = req->service_id;
+		cm_send_to(cm, src->dst_gid, src->src_gid, src->mac, &mad);
+		cm->dev->cnt.cm_rej_sent++;
+		return;
+	}
+	c->state = CM_SIDR_REQ_RCVD;
+	c->tid = in->hdr.tid;
+	c->remote_id = req->request_id;
+	c->service_id = req->service_id;
+	memcpy(c->local_gid, src->dst_gid, 16);
+	memcpy(c->peer_gid, src->src_gid, 16);
+	memcpy(c->peer_mac, src->mac, 6);
+	c->local_port = (uint16_t)req->service_id;
+	c->peer_port = cma.src_port;
+	c->mtu = (uint8_t)cm->dev->port.active_mtu;
+	c->listener = l;
+	l->pending++;
+	ev.conn = c->local_id;
+	ev.cookie = l->cookie;
+	ev.ip_version = cma.ip_version;
+	ev.local_port = c->local_port;
+	ev.peer_port = c->peer_port;
+	addr_gid(ev.local_gid, cma.ip_version, cma.dst_ip);
+	addr_gid(ev.peer_gid, cma.ip_version, cma.src_ip);
+	ev.private_len = CM_SIDR_REQ_PRIVATE_LEN - CM_CMA_HDR_LEN;
+	memcpy(ev.private_data, req->private_data + CM_CMA_HDR_LEN, ev.private_len);
+	conn_qp_attr(c, &ev.qp);
+	ev.qp.qkey = CM_UDP_QKEY;
+	cm_event_to(cm, l->ch, &ev);
+}
+
+/* The answer to our SIDR_REQ: the peer's UD QP (ESTABLISHED), or UNREACHABLE with the
+ * status as the kernel's cma reports it. */
+static void on_sidr_rep(struct cm *cm, const struct cm_mad *in)
+{
+	const struct cm_sidr_rep *rep = &in->sidr_rep;
+	struct cm_conn *c = conn_find(cm, rep->request_id);
+	struct proto_cm_event ev = { .event = CM_EV_ESTABLISHED };
+
+	if (!c || c->state != CM_SIDR_REQ_SENT) {
+		cm->dev->cnt.cm_drop_stale++;
+		return;
+	}
+	if (rep->status != CM_SIDR_SUCCESS) {
+		ev.event = CM_EV_UNREACHABLE;
+		ev.status = rep->status;
+	} else if (rep->qkey != CM_UDP_QKEY) {
+		ev.event = CM_EV_UNREACHABLE;
+		ev.status = -EINVAL;
+	}
+	c->remote_qpn = rep->qpn;
+	ev.peer_qpn = rep->qpn;
+	ev.private_len = CM_SIDR_REP_PRIVATE_LEN;
+	memcpy(ev.private_data, rep->private_data, CM_SIDR_REP_PRIVATE_LEN);
+	conn_qp_attr(c, &ev.qp);
+	ev.qp.qkey = rep->qkey;
+	if (ev.event == CM_EV_ESTABLISHED)
+		cm->dev->cnt.cm_established++;
+	conn_event(c, &ev);
+	conn_free(c);
+}
+
 void cm_on_frame(void *ctx, const uint8_t *frame, const struct wire_pkt *pkt)
 {
 	struct cm *cm = ctx;
@@ -361,8 +452,9 @@ void cm_on_frame(void *ctx, const uint8_t *frame, const struct wire_pkt *pkt)
 	case CM_ATTR_MRA: on_mra(cm, &mad); break;
 	case CM_ATTR_DREQ: on_dreq(cm, &mad, &src); break;
 	case CM_ATTR_DREP: on_drep(cm, &mad); break;
+	case CM_ATTR_SIDR_REQ: on_sidr_req(cm, &mad, &src); break;
+	case CM_ATTR_SIDR_REP: on_sidr_rep(cm, &mad); break;
 	default:
-		/* SIDR: the UDP port space is not served yet */
 		cm->dev->cnt.cm_drop_malformed++;
 		break;
 	}
