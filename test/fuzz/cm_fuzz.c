@@ -11,8 +11,8 @@
  *   op % 8 == 0  a MAD: the next 256 bytes (fewer are padded with zeros); with bit 3 of op
  *                set, the comm IDs at the message's start are patched to a connection's
  *                local ID (chosen by the op's top bits) so the fuzzer reaches live state
- *   1            listen on port op >> 3 (backlog 2)
- *   2            connect to the peer on port op >> 3
+ *   1            listen on port op >> 3 (backlog 2), in the UDP port space when it is odd
+ *   2            connect to the peer on port op >> 3, the same way (a SIDR_REQ for UDP)
  *   3..6         accept, reject, establish, disconnect the connection chosen by op >> 3
  *   7            a step chosen by op >> 3: fire a connection's timer, destroy one, or the
  *                client goes away (its channels, listeners and connections ended)
@@ -48,7 +48,7 @@ static const uint8_t dev_mac[6] = { 2, 0, 0, 0, 0, 2 };
 static uint8_t peer_gid[16] = { [10] = 0xff, [11] = 0xff, 198, 18, 0, 1 };
 static struct dev dev;
 static struct owner owner;
-static struct qp *qp;
+static struct qp *qp, *udqp;
 static uint8_t *tx_frame;
 static int events[2];
 
@@ -123,6 +123,10 @@ static void setup(void)
 	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000 };
 	qp = qp_create(&owner, &req, fds, &err);
 	MUST(qp);
+	close(fds[0]);
+	req.qp_type = IBV_QPT_UD;
+	udqp = qp_create(&owner, &req, fds, &err);
+	MUST(udqp);
 	close(fds[0]);
 	tx_frame = malloc(DEV_FRAME_MAX);
 	MUST(tx_frame);
@@ -210,15 +214,19 @@ static void client_op(uint8_t op)
 
 	switch (op & 7) {
 	case 1: {
+		/* odd ports in the UDP space (SIDR), even ones in TCP's */
 		struct proto_cm_listen m = { .channel = channel, .backlog = 2,
-					     .service_id = 0x01060000u | (op >> 3) };
+					     .service_id = (op & 8 ? 0x01110000u : 0x01060000u) |
+							   (op >> 3) };
 
 		cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err));
 		break;
 	}
 	case 2: {
-		struct proto_cm_connect m = { .channel = channel, .qpn = qp->qpn,
-					      .service_id = 0x01060000u | (op >> 3),
+		struct proto_cm_connect m = { .channel = channel,
+					      .qpn = op & 8 ? udqp->qpn : qp->qpn,
+					      .service_id = (op & 8 ? 0x01110000u : 0x01060000u) |
+							    (op >> 3),
 					      .src_port = 40000, .retry_count = 7 };
 
 		memcpy(m.sgid, dev.port.gids[0].raw, 16);
@@ -227,7 +235,8 @@ static void client_op(uint8_t op)
 		break;
 	}
 	case 3: {
-		struct proto_cm_accept m = { .conn = conn, .channel = channel, .qpn = qp->qpn,
+		struct proto_cm_accept m = { .conn = conn, .channel = channel,
+					     .qpn = c && c->state == CM_SIDR_REQ_RCVD ? udqp->qpn : qp->qpn,
 					     .responder_resources = 1, .initiator_depth = 1 };
 
 		cm_accept(dev.cm, &owner, &m, err, sizeof(err));
@@ -328,6 +337,27 @@ static void write_seeds(const char *dir)
 	n += seed_msg(b + n, CM_ATTR_DREP);
 	b[n++] = 7;
 	write_seed(dir, "active", b, n);
+	/* SIDR: listen on UDP port 9, a SIDR_REQ, accept; a connect to UDP port 9, its REP */
+	{
+		struct cm_mad m = { .hdr = { .attr_id = CM_ATTR_SIDR_REQ, .tid = 7 } };
+		struct cm_cma_hdr cma = { .ip_version = 4, .src_port = 40000 };
+
+		n = 0;
+		b[n++] = 1 | 9 << 3;
+		m.sidr_req.request_id = 0x77;
+		m.sidr_req.service_id = 0x01110009u;
+		memcpy(cma.src_ip, peer_gid + 12, 4);
+		memcpy(cma.dst_ip, dev.port.gids[0].raw + 12, 4);
+		cm_cma_build(&cma, m.sidr_req.private_data);
+		n += put_mad(b + n, 0, &m);
+		b[n++] = 3;
+		b[n++] = 2 | 9 << 3;
+		memset(&m, 0, sizeof(m));
+		m.hdr.attr_id = CM_ATTR_SIDR_REP;
+		m.sidr_rep.qkey = CM_UDP_QKEY;
+		n += put_mad(b + n, 0, &m);
+		write_seed(dir, "sidr", b, n);
+	}
 	/* a REQ to nobody, and a REJ to our REQ */
 	n = seed_req(b, 9);
 	b[n++] = 2 | 3 << 3;
