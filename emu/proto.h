@@ -459,7 +459,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(cm_mads_sent, "CM MADs sent (REQ, REP, RTU, REJ, DREQ, DREP, MRA)")            \
 	X(cm_mads_rcvd, "CM MADs received whole and parsed")                             \
 	X(cm_resent, "CM MADs sent again after their timeout")                           \
-	X(cm_drop_malformed, "CM: dropped a MAD that does not parse, or not one the CM takes") \
+	X(cm_drop_malformed, "CM: dropped a MAD that does not parse, or one the CM does not take") \
 	X(cm_drop_bad_icrc, "CM: dropped a MAD to QP 1 with an ICRC mismatch")           \
 	X(cm_drop_stale, "CM: dropped a MAD for a comm ID unknown or in another state")   \
 	X(cm_dup_req, "CM: duplicate REQs (answered again when answered)")               \
