@@ -35,8 +35,9 @@ static bool listener_takes(const struct cm_listener *l, const struct cm_cma_hdr 
 	return !l->any_family || l->any_family == cma->ip_version;
 }
 
-/* The listener for the REQ: the service ID's, whose address takes the CMA header's
- * destination. *service_known says whether anyone listens on the service ID at all. */
+/* The listener for the REQ: the service ID's, on the address the REQ came to (or on any
+ * of the CMA header's IP version). *service_known says whether anyone listens on the
+ * service ID at all. */
 static struct cm_listener *find_listener(struct cm *cm, const struct cm_req *req,
 					 const struct cm_cma_hdr *cma, const uint8_t dst_gid[16],
 					 bool *service_known)
@@ -64,6 +65,12 @@ static void reject_req(struct cm *cm, const struct cm_mad *in, const struct mad_
 	cm->dev->cnt.cm_rej_sent++;
 }
 
+/* A peer may name up to 255 READs in flight; a QP here takes QP_MAX_RD_ATOMIC. */
+static uint8_t rd_atomic(uint8_t v)
+{
+	return v < QP_MAX_RD_ATOMIC ? v : QP_MAX_RD_ATOMIC;
+}
+
 static void fill_from_req(struct cm_conn *c, const struct cm_mad *in, const struct mad_src *src,
 			  const struct cm_cma_hdr *cma)
 {
@@ -85,8 +92,8 @@ static void fill_from_req(struct cm_conn *c, const struct cm_mad *in, const stru
 	c->tos = req->primary.traffic_class;
 	c->ack_timeout = req->primary.local_ack_timeout;
 	/* from the passive side: the peer's depth is what we serve, and the reverse */
-	c->responder_resources = req->initiator_depth;
-	c->initiator_depth = req->responder_resources;
+	c->responder_resources = rd_atomic(req->initiator_depth);
+	c->initiator_depth = rd_atomic(req->responder_resources);
 	c->retry_count = req->retry_count;
 	c->rnr_retry_count = req->rnr_retry_count;
 	c->peer_cm_timeout = req->local_cm_response_timeout;
@@ -197,8 +204,8 @@ static void on_rep(struct cm *cm, const struct cm_mad *in)
 	c->remote_id = rep->local_comm_id;
 	c->remote_qpn = rep->local_qpn;
 	c->remote_psn = rep->starting_psn;
-	c->responder_resources = rep->initiator_depth;
-	c->initiator_depth = rep->responder_resources;
+	c->responder_resources = rd_atomic(rep->initiator_depth);
+	c->initiator_depth = rd_atomic(rep->responder_resources);
 	c->rnr_retry_count = rep->rnr_retry_count;
 	ev.peer_qpn = c->remote_qpn;
 	ev.responder_resources = c->responder_resources;
