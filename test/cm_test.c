@@ -323,6 +323,10 @@ START_TEST(test_passive_connection_lives_and_ends)
 	drep = next_mad(CM_ATTR_DREP);
 	ck_assert_uint_eq(drep.hdr.tid, PEER_TID + 1);
 	ck_assert_uint_eq(drep.drep.remote_comm_id, PEER_COMM_ID);
+	/* the same REQ again while in TimeWait is stale */
+	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
+	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_STALE_CONN);
+	expect_no_event();
 	fire_timer(conn);
 	next_event(CM_EV_TIMEWAIT_EXIT);
 	ck_assert_int_eq(cm_destroy(dev.cm, &owner, conn), 0);

@@ -126,12 +126,26 @@ static void tell_connect_request(struct cm_conn *c, const struct cm_listener *l,
 	cm_event_to(c->cm, l->ch, &ev);
 }
 
-/* A REQ already seen: the answer sent is sent again; one still to come is left to come. */
-static void duplicate_req(struct cm_conn *c)
+/* A REQ already seen: the answer sent is sent again; one still to come is left to come. A
+ * REQ for a connection in TimeWait is stale, as the kernel's cm answers it (REJ 10). */
+static void duplicate_req(struct cm_conn *c, const struct cm_mad *in, const struct mad_src *src)
 {
+	struct cm_mad mad;
+
 	c->cm->dev->cnt.cm_dup_req++;
-	if (c->state == CM_REP_SENT && c->last_attr == CM_ATTR_REP)
+	if (c->state == CM_REP_SENT && c->last_attr == CM_ATTR_REP) {
 		conn_resend_last(c);
+		return;
+	}
+	if (c->state != CM_TIMEWAIT)
+		return;
+	conn_mad_hdr(&mad, CM_ATTR_REJ, in->hdr.tid);
+	mad.rej.local_comm_id = c->local_id;
+	mad.rej.remote_comm_id = in->req.local_comm_id;
+	mad.rej.message_rejected = CM_MSG_REQ;
+	mad.rej.reason = CM_REJ_STALE_CONN;
+	cm_send_to(c->cm, src->dst_gid, src->src_gid, src->mac, &mad);
+	c->cm->dev->cnt.cm_rej_sent++;
 }
 
 static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
@@ -142,7 +156,7 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	bool service_known;
 
 	if (c) {
-		duplicate_req(c);
+		duplicate_req(c, in, src);
 		return;
 	}
 	/* rdma_cm's listeners are found by service ID, then by the CMA header's address:
