@@ -203,6 +203,16 @@ else
 	failed "no listener, rping: REJECTED, error 8"
 fi
 
+# an address nobody answers ARP for: the kernel's rdma_cm reports ADDR_ERROR, -ETIMEDOUT
+nobody=${ADDR_B%.*}.$(( ${ADDR_B##*.} + 100 ))
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" rping -c -a "$nobody" -C 1 2>&1)
+if grep -q 'RDMA_CM_EVENT_ADDR_ERROR, error -110' <<<"$out"; then
+	passed "no neighbour at $nobody, rping: $(grep 'ADDR_ERROR' <<<"$out")"
+else
+	echo "  | $out"
+	failed "no neighbour at $nobody: ADDR_ERROR, error -110"
+fi
+
 # ---- 100 connections in a row, and nothing left behind ----
 
 PORT=$((9000 + RANDOM % 1000))

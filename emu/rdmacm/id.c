@@ -279,6 +279,9 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	rcm_id_bind_device(id, d);
 	rcm_addr_gid(dst_addr, m.dgid);
 	err = rcm_request(d, &m, sizeof(m), NULL, 0, -1);
+	/* a neighbour that never answered is a timeout, as the kernel's addr.c reports it */
+	if (err == EHOSTUNREACH)
+		err = ETIMEDOUT;
 	err = rcm_post_local(id, err ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
 			     err ? -err : 0);
 	if (err)
