@@ -471,7 +471,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(cm_rej_rcvd, "CM: REJs received")                                              \
 	X(cm_timeouts, "CM: connections given up after their MAD's retries (unreachable)") \
 	X(cm_established, "CM: connections established")                                \
-	X(cm_events_lost, "CM: events a client's channel had no room for")
+	X(cm_events_lost, "CM: events lost: a client's channel closed, or 8192 waiting for it to read")
 
 #define PROTO_COUNT_ONE(name, help) +1
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };

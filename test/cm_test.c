@@ -689,6 +689,40 @@ START_TEST(test_sidr_active)
 }
 END_TEST
 
+/* A client slow to read: what its socket has no room for waits in the daemon, and comes
+ * once the socket drains, none lost. */
+START_TEST(test_slow_client_keeps_its_events)
+{
+	struct proto_cm_listen m = { .backlog = 1000, .cookie = COOKIE,
+				     .service_id = SERVICE_ID, .any_family = 4 };
+	char err[PROTO_ERRMSG];
+	int sv[2], small = 4096;
+	unsigned got = 0;
+	uint32_t h;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv), 0);
+	ck_assert_int_eq(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	ck_assert_int_eq(cm_channel_open(dev.cm, &owner, sv[1], &m.channel), 0);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), 0);
+	for (uint32_t i = 0; i < 500; i++)
+		arrive(peer_req(0x60000000u + i, SERVICE_ID));
+	ck_assert_uint_gt(LIST_FIRST(&dev.cm->channels)->backlog_len, 400);
+	for (int spins = 0; got < 500 && spins < 100000; spins++) {
+		struct proto_cm_event ev;
+
+		if (recv(sv[0], &ev, sizeof(ev), 0) == (ssize_t)sizeof(ev)) {
+			ck_assert_uint_eq(ev.event, CM_EV_CONNECT_REQUEST);
+			got++;
+		} else {
+			ev_run(dev.loop, EVRUN_NOWAIT);
+		}
+	}
+	ck_assert_uint_eq(got, 500);
+	ck_assert_uint_eq(dev.cnt.cm_events_lost, 0);
+	close(sv[0]);
+}
+END_TEST
+
 START_TEST(test_a_client_is_bounded)
 {
 	struct proto_cm_listen m = { .channel = channel, .backlog = 1 };
@@ -742,6 +776,7 @@ int main(void)
 	tcase_add_test(tc, test_a_client_is_bounded);
 	tcase_add_test(tc, test_req_flood_is_bounded);
 	tcase_add_test(tc, test_sidr_passive);
+	tcase_add_test(tc, test_slow_client_keeps_its_events);
 	tcase_add_test(tc, test_sidr_active);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

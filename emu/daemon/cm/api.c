@@ -31,8 +31,11 @@ int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle)
 	ch = calloc(1, sizeof(*ch));
 	if (!ch)
 		return -ENOMEM;
+	ch->cm = cm;
 	ch->own = own;
 	ch->fd = fd;
+	STAILQ_INIT(&ch->backlog);
+	ev_init(&ch->watcher, NULL);
 	ch->handle = cm->next_handle++;
 	LIST_INSERT_HEAD(&cm->channels, ch, link);
 	cm->nchannels++;
@@ -54,8 +57,7 @@ static void forget_channel(struct cm *cm, struct cm_channel *ch)
 			c->ch = NULL;
 	LIST_REMOVE(ch, link);
 	cm->nchannels--;
-	close(ch->fd);
-	free(ch);
+	cm_channel_free(ch);
 }
 
 int cm_channel_close(struct cm *cm, struct owner *own, uint32_t handle)

@@ -36,12 +36,28 @@ enum cm_event_type {
 	CM_EV_MULTICAST_JOIN, CM_EV_MULTICAST_ERROR, CM_EV_ADDR_CHANGE, CM_EV_TIMEWAIT_EXIT
 };
 
+#define CM_CHANNEL_BACKLOG 8192   /* events held for a client whose socket is full */
+
+/* An event waiting for room in its channel's socket. */
+struct cm_pending_event {
+	struct proto_cm_event ev;
+	STAILQ_ENTRY(cm_pending_event) link;
+};
+
 struct cm_channel {
+	struct cm *cm;
 	struct owner *own;
 	uint32_t handle;
 	int fd;
+	/* events the socket had no room for, sent in order when it has (watcher) */
+	STAILQ_HEAD(, cm_pending_event) backlog;
+	uint32_t backlog_len;
+	ev_io watcher;
 	LIST_ENTRY(cm_channel) link;
 };
+
+/* conn.c: a channel's end */
+void cm_channel_free(struct cm_channel *ch);
 
 struct cm_listener {
 	struct owner *own;

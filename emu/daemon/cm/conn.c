@@ -73,8 +73,7 @@ void cm_free(struct cm *cm)
 	}
 	while ((ch = LIST_FIRST(&cm->channels))) {
 		LIST_REMOVE(ch, link);
-		close(ch->fd);
-		free(ch);
+		cm_channel_free(ch);
 	}
 	free(cm);
 }
@@ -222,15 +221,80 @@ void conn_resend_last(struct cm_conn *c)
 		send_mad_bytes(c->cm, c->local_gid, c->peer_gid, c->peer_mac, c->tos, c->last_mad);
 }
 
+/* Sends what waits, in order, until the socket is full again. */
+static void channel_drain(struct cm_channel *ch)
+{
+	struct cm_pending_event *p;
+
+	while ((p = STAILQ_FIRST(&ch->backlog))) {
+		if (send(ch->fd, &p->ev, sizeof(p->ev), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		    (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
+			return;
+		STAILQ_REMOVE_HEAD(&ch->backlog, link);
+		ch->backlog_len--;
+		free(p);
+	}
+	ev_io_stop(ch->cm->dev->loop, &ch->watcher);
+}
+
+static void channel_writable_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	channel_drain(w->data);
+}
+
+/* A client slow to read keeps its events, up to CM_CHANNEL_BACKLOG, in order. */
+static void channel_hold(struct cm *cm, struct cm_channel *ch, const struct proto_cm_event *ev)
+{
+	struct cm_pending_event *p = ch->backlog_len < CM_CHANNEL_BACKLOG ? malloc(sizeof(*p)) :
+				     NULL;
+
+	if (!p) {
+		cm->dev->cnt.cm_events_lost++;
+		log_limited("CM: an event for client pid %d was lost: %u wait already",
+			    ch->own ? (int)ch->own->pid : 0, ch->backlog_len);
+		return;
+	}
+	p->ev = *ev;
+	STAILQ_INSERT_TAIL(&ch->backlog, p, link);
+	ch->backlog_len++;
+	if (!ev_is_active(&ch->watcher)) {
+		ev_io_init(&ch->watcher, channel_writable_cb, ch->fd, EV_WRITE);
+		ch->watcher.data = ch;
+		ev_io_start(cm->dev->loop, &ch->watcher);
+	}
+}
+
 void cm_event_to(struct cm *cm, struct cm_channel *ch, struct proto_cm_event *ev)
 {
 	if (!ch)
 		return;
-	if (send(ch->fd, ev, sizeof(*ev), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*ev)) {
-		cm->dev->cnt.cm_events_lost++;
-		log_limited("CM: an event for client pid %d was lost: %s",
-			    ch->own ? (int)ch->own->pid : 0, strerror(errno));
+	if (ch->backlog_len) {
+		channel_hold(cm, ch, ev);
+		return;
 	}
+	if (send(ch->fd, ev, sizeof(*ev), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*ev))
+		return;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+		channel_hold(cm, ch, ev);
+		return;
+	}
+	/* the client closed its end: nobody is left to tell */
+	cm->dev->cnt.cm_events_lost++;
+}
+
+void cm_channel_free(struct cm_channel *ch)
+{
+	struct cm_pending_event *p;
+
+	ev_io_stop(ch->cm->dev->loop, &ch->watcher);
+	while ((p = STAILQ_FIRST(&ch->backlog))) {
+		STAILQ_REMOVE_HEAD(&ch->backlog, link);
+		free(p);
+	}
+	close(ch->fd);
+	free(ch);
 }
 
 void conn_event(struct cm_conn *c, struct proto_cm_event *ev)
