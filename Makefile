@@ -27,6 +27,7 @@ LIB_ROCEMU := $(BUILD)/librocemu.a
 # The daemon's lower layers as libraries, for the unit tests that drive them without root.
 LIB_PORT      := $(BUILD)/libport.a
 LIB_TRANSPORT := $(BUILD)/libtransport.a
+LIB_CM        := $(BUILD)/libcm.a
 EV_LIBS    := -lev
 
 TOOLS_COMMON := $(patsubst %.c,$(BUILD)/%.o,tools/decode.c tools/ctl_client.c)
@@ -35,7 +36,7 @@ TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/me
                 $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test \
                 $(BUILD)/test/cm_mad_test
 # Unit tests that need neither root nor the network, seconds in all: `make unit`.
-UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test
+UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test $(BUILD)/test/cm_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
@@ -58,6 +59,7 @@ $(LIB_MEMREG): $(call module_objs,memreg)
 $(LIB_ROCEMU): $(call module_objs,emu/lib)
 $(LIB_PORT): $(call module_objs,emu/daemon/port)
 $(LIB_TRANSPORT): $(call module_objs,emu/daemon/transport)
+$(LIB_CM): $(call module_objs,emu/daemon/cm)
 $(BUILD)/lib%.a:
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -66,7 +68,7 @@ $(BUILD)/rocemuctl: $(BUILD)/tools/rocemuctl.o $(TOOLS_COMMON) $(LIB_WIRE) $(LIB
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) $(ISAL_LIBS)
 
 # The daemon: emu/daemon composes memreg and wire, in layers (port, transport, control).
-DAEMON_DIRS := emu/daemon emu/daemon/port emu/daemon/transport emu/daemon/control
+DAEMON_DIRS := emu/daemon emu/daemon/port emu/daemon/transport emu/daemon/cm emu/daemon/control
 $(BUILD)/rocemud: $(foreach d,$(DAEMON_DIRS),$(call module_objs,$(d))) $(LIB_MEMREG) $(LIB_WIRE) \
                   $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(EV_LIBS) $(PCAP_LIBS) $(ISAL_LIBS)
@@ -81,7 +83,7 @@ IBVERBS_SO      := $(firstword $(wildcard /usr/lib/*/libibverbs.so.1 /usr/lib/li
 IBVERBS_PRIVATE := $(or $(shell objdump -T $(IBVERBS_SO) 2>/dev/null | \
                      awk '$$NF == "ibv_query_gid_type" { print $$(NF-1); exit }'),IBVERBS_PRIVATE_34)
 VERBS_SO        := $(BUILD)/librocemu-verbs.so
-VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/lib/*.c))
+VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/rdmacm/*.c emu/lib/*.c))
 $(BUILD)/librocemu-verbs.map: scripts/librocemu-verbs.map.in
 	@mkdir -p $(dir $@)
 	sed 's/@PRIVATE@/$(IBVERBS_PRIVATE)/' $< >$@
@@ -105,6 +107,11 @@ $(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/transpo
 $(BUILD)/test/transport_test: $(BUILD)/test/transport_test.o $(BUILD)/test/port_stub.o \
                               $(TEST_COMMON) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
                               $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
+# The CM on the transport, driven with CM MADs the same way (test/port_stub.c below).
+$(BUILD)/test/cm_test: $(BUILD)/test/cm_test.o $(BUILD)/test/port_stub.o $(TEST_COMMON) \
+                       $(LIB_CM) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
+                       $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
@@ -156,11 +163,16 @@ $(BUILD)/test/uc_peer: test/uc_peer.c $(PEER_LINK)
 $(BUILD)/test/mw_peer: test/mw_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
+# rdmacm.test.sh: refused connections and connect/disconnect cycles through rdma_cm, a plain
+# librdmacm program (rocemu-run answers its librdmacm calls as it does libibverbs').
+$(BUILD)/test/cm_peer: test/cm_peer.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -lrdmacm -libverbs
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
-             $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer
+             $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer $(BUILD)/test/cm_peer
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
@@ -192,6 +204,9 @@ build/fuzz/obj/%.o: %.c
 # rx_fuzz: the transport whole, memreg, and the port's address helpers.
 build/fuzz/rx_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/transport/*.c memreg/*.c) \
                     emu/daemon/port/addr.c)
+# cm_fuzz: the CM with the transport's receive path in front of it.
+build/fuzz/cm_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/cm/*.c emu/daemon/transport/*.c \
+                    memreg/*.c) emu/daemon/port/addr.c)
 # txpath_fuzz: the port's transmit path and fault stages; its sendmmsg is the harness's.
 build/fuzz/txpath_fuzz: $(call fuzz_objs,emu/daemon/port/netpath.c emu/daemon/port/fault.c \
                         emu/daemon/port/loopq.c emu/daemon/port/addr.c emu/daemon/port/txmsg.c)

@@ -15,8 +15,9 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 14
-#define PROTO_MAX_MSG 1536
+#define PROTO_VERSION 15
+/* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
+#define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
  * queues here too. A WQE's slot in its ring holds only what its queue was made for
  * (proto_swqe_stride, proto_rwqe_stride): a queue of 2^20 one-SGE WQEs is not 2^20 of
@@ -53,6 +54,24 @@ enum proto_op {
 			      * the new ring's memfd (the completions not yet polled moved in) */
 	PROTO_ALLOC_MW,      /* request: proto_alloc_mw; reply: proto_alloc_mw_reply */
 	PROTO_DEALLOC_MW,    /* request: proto_handle */
+	/* RDMA CM (the daemon's CM layer); events go to a channel's socket, not in replies */
+	PROTO_CM_CHANNEL,    /* request: proto_handle + 1 fd, the socket the daemon writes the
+			      * channel's proto_cm_event messages to; reply: proto_handle_reply */
+	PROTO_CM_CLOSE_CHANNEL, /* request: proto_handle */
+	PROTO_CM_LISTEN,     /* request: proto_cm_listen; reply: proto_handle_reply */
+	PROTO_CM_UNLISTEN,   /* request: proto_handle (the listener) */
+	PROTO_CM_RESOLVE,    /* request: proto_cm_resolve: the neighbour of a GID is known (the
+			      * reply may wait for it; the loop does not) */
+	PROTO_CM_CONNECT,    /* request: proto_cm_connect (sends a REQ); reply:
+			      * proto_handle_reply, the connection's handle (its local comm ID) */
+	PROTO_CM_ACCEPT,     /* request: proto_cm_accept (sends a REP) */
+	PROTO_CM_REJECT,     /* request: proto_cm_reject (sends a REJ, consumer defined) */
+	PROTO_CM_ESTABLISH,  /* request: proto_handle (sends the RTU after a REP) */
+	PROTO_CM_DISCONNECT, /* request: proto_handle (sends a DREQ, or the DREP a DREQ awaits) */
+	PROTO_CM_DESTROY,    /* request: proto_handle: the client forgets the connection; the CM
+			      * ends it as the kernel's does (REJ, DREQ or DREP) */
+	PROTO_CM_MIGRATE,    /* request: proto_cm_migrate: a connection's or listener's events
+			      * go to another of the client's channels */
 	PROTO_OP_COUNT
 };
 
@@ -282,6 +301,111 @@ struct proto_query_qp_reply {
 	struct proto_qp_attr attr;
 };
 
+/* RDMA CM. A connection's handle is its local comm ID; a listener's and a channel's are
+ * the CM's own numbers. cookie is the library's name for its rdma_cm_id, returned in every
+ * event about it. Addresses are GIDs (::ffff:a.b.c.d for IPv4); ports in host order. */
+#define PROTO_CM_REQ_PRIVATE 56      /* a REQ's 92 bytes less the CMA header's 36 */
+#define PROTO_CM_PRIVATE_MAX 224     /* the most any CM message carries (RTU, DREP) */
+
+struct proto_cm_listen {
+	struct proto_hdr hdr;
+	uint32_t channel;
+	uint32_t backlog;            /* CONNECT_REQUESTs not yet accepted or rejected */
+	uint64_t cookie;
+	uint64_t service_id;         /* port space << 16 | port */
+	uint8_t gid[16];             /* the address listened on; all zeros: any */
+	uint8_t any_family;          /* with a zero gid: 4 or 6 only (AFONLY), 0 both */
+	uint8_t pad[7];
+};
+
+struct proto_cm_resolve {
+	struct proto_hdr hdr;
+	uint8_t dgid[16];
+};
+
+struct proto_cm_connect {
+	struct proto_hdr hdr;
+	uint32_t channel;
+	uint32_t qpn;                /* one of this client's QPs */
+	uint64_t cookie;
+	uint64_t service_id;
+	uint8_t sgid[16];            /* the source address: one of the daemon's */
+	uint8_t dgid[16];
+	uint16_t src_port;           /* the active side's rdma_cm port (the CMA header's) */
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint8_t flow_control;
+	uint8_t srq;
+	uint8_t tos;
+	uint8_t ack_timeout;         /* 0: the CM's (from the packet lifetime) */
+	uint8_t private_len;
+	uint8_t pad[5];
+	uint8_t private_data[PROTO_CM_REQ_PRIVATE];
+};
+
+struct proto_cm_accept {
+	struct proto_hdr hdr;
+	uint32_t conn;
+	uint32_t channel;            /* the new id's channel */
+	uint64_t cookie;             /* the new id */
+	uint32_t qpn;
+	uint8_t responder_resources;
+	uint8_t initiator_depth;
+	uint8_t rnr_retry_count;
+	uint8_t flow_control;
+	uint8_t srq;
+	uint8_t private_len;
+	uint8_t pad[6];
+	uint8_t private_data[196];   /* a REP's */
+};
+
+struct proto_cm_migrate {
+	struct proto_hdr hdr;
+	uint32_t handle;             /* a connection, or with listener set a listener */
+	uint32_t channel;
+	uint32_t listener;
+	uint32_t pad;
+};
+
+struct proto_cm_reject {
+	struct proto_hdr hdr;
+	uint32_t conn;
+	uint8_t private_len;
+	uint8_t pad[3];
+	uint8_t private_data[148];   /* a REJ's */
+};
+
+/* The QP attributes a connection gives, as the kernel's rdma_init_qp_attr: the RTR and
+ * RTS fields of proto_qp_attr filled, the state left to the caller. */
+
+/* One event, as the CM writes it to a channel's socket (SOCK_SEQPACKET, one a message).
+ * event and status are librdmacm's (enum rdma_cm_event_type; a REJ's reason, or a
+ * negative errno). */
+struct proto_cm_event {
+	uint32_t event;
+	int32_t status;
+	uint64_t cookie;             /* CONNECT_REQUEST: the listener's */
+	uint32_t conn;
+	uint32_t peer_qpn;
+	uint8_t responder_resources; /* as the receiver sees them (the peer's swapped) */
+	uint8_t initiator_depth;
+	uint8_t retry_count;
+	uint8_t rnr_retry_count;
+	uint8_t flow_control;
+	uint8_t srq;
+	uint8_t ip_version;          /* CONNECT_REQUEST: the CMA header's */
+	uint8_t pad;
+	uint16_t local_port;         /* CONNECT_REQUEST: the listener's port */
+	uint16_t peer_port;          /* ... and the active side's */
+	uint8_t local_gid[16];
+	uint8_t peer_gid[16];
+	uint32_t private_len;
+	uint8_t private_data[PROTO_CM_PRIVATE_MAX];
+	struct proto_qp_attr qp;     /* CONNECT_REQUEST, CONNECT_RESPONSE: RTR and RTS */
+};
+
 /* A QP state (enum ibv_qp_state) as verbs and rdma-core print it. */
 static inline const char *proto_qp_state_name(uint32_t state)
 {
@@ -347,7 +471,23 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(fault_duplicated, "injected: frames duplicated")                               \
 	X(fault_corrupted, "injected: frames with a bit flipped after the ICRC")         \
 	X(fault_reordered, "injected: frames held back behind the next one")             \
-	X(fault_delayed, "injected: frames delayed")
+	X(fault_delayed, "injected: frames delayed")                                     \
+	X(cm_mads_sent, "CM MADs sent (REQ, REP, RTU, REJ, DREQ, DREP, MRA)")            \
+	X(cm_mads_rcvd, "CM MADs received whole and parsed")                             \
+	X(cm_resent, "CM MADs sent again after their timeout")                           \
+	X(cm_drop_malformed, "CM: dropped a MAD that does not parse, or one the CM does not take") \
+	X(cm_drop_bad_icrc, "CM: dropped a MAD to QP 1 with an ICRC mismatch")           \
+	X(cm_drop_stale, "CM: dropped a MAD for a comm ID unknown or in another state")   \
+	X(cm_dup_req, "CM: duplicate REQs (answered again when answered)")               \
+	X(cm_dup_rep, "CM: duplicate REPs (the RTU sent again)")                         \
+	X(cm_rej_no_listener, "CM: REQs rejected with reason 8: nobody listens on the service ID") \
+	X(cm_rej_backlog, "CM: REQs rejected: the listener's backlog is full")           \
+	X(cm_rej_too_many, "CM: REQs rejected: the daemon holds its most connections")   \
+	X(cm_rej_sent, "CM: REJs sent, every reason")                                    \
+	X(cm_rej_rcvd, "CM: REJs received")                                              \
+	X(cm_timeouts, "CM: connections given up after their MAD's retries (unreachable)") \
+	X(cm_established, "CM: connections established")                                \
+	X(cm_events_lost, "CM: events lost: a client's channel closed, or 8192 waiting for it to read")
 
 #define PROTO_COUNT_ONE(name, help) +1
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
@@ -452,7 +592,7 @@ struct proto_status_reply {
 };
 
 /* LIST: one page of the daemon's clients, MRs or QPs, from item number start on. */
-enum proto_list_kind { PROTO_LIST_CLIENTS = 1, PROTO_LIST_MRS, PROTO_LIST_QPS };
+enum proto_list_kind { PROTO_LIST_CLIENTS = 1, PROTO_LIST_MRS, PROTO_LIST_QPS, PROTO_LIST_CM };
 
 struct proto_list {
 	struct proto_hdr hdr;
@@ -495,6 +635,18 @@ struct proto_qp_entry {
 	uint16_t last_failure;  /* enum proto_failure: why its last send request failed */
 };
 
+/* A CM connection or listener (state "LISTEN"). */
+struct proto_cm_entry {
+	uint32_t pid;        /* 0: its client is gone, the CM ends it */
+	char state[12];
+	uint32_t local_comm_id;
+	uint32_t remote_comm_id;
+	uint32_t local_qpn;
+	uint32_t remote_qpn;
+	uint64_t service_id;
+	uint8_t peer_gid[16];
+};
+
 #define PROTO_LIST_BYTES 768
 struct proto_list_reply {
 	struct proto_reply r;
@@ -506,6 +658,7 @@ struct proto_list_reply {
 		struct proto_client_entry clients[PROTO_LIST_BYTES / sizeof(struct proto_client_entry)];
 		struct proto_mr_entry mrs[PROTO_LIST_BYTES / sizeof(struct proto_mr_entry)];
 		struct proto_qp_entry qps[PROTO_LIST_BYTES / sizeof(struct proto_qp_entry)];
+		struct proto_cm_entry cms[PROTO_LIST_BYTES / sizeof(struct proto_cm_entry)];
 	} u;
 };
 #define PROTO_LIST_MAX(member) (sizeof(((struct proto_list_reply *)0)->u.member) / \

@@ -223,6 +223,12 @@ const char *rocemu_wc_status_str(enum ibv_wc_status status);
 void rocemu_gid_from_ipv4(union ibv_gid *gid, uint32_t ipv4);
 uint32_t rocemu_gid_to_ipv4(const union ibv_gid *gid);
 
+/* RDMA CM (the verbs layer's rdma_cm calls): one request of emu/proto.h's PROTO_CM_* ops,
+ * with fd (or -1) beside it, and its reply of reply_len bytes (NULL: a bare reply). 0 or an
+ * errno, as every call here. */
+int rocemu_cm_request(struct rocemu_context *ctx, void *req, size_t req_len, void *reply,
+		      size_t reply_len, int fd);
+
 #ifdef __cplusplus
 }
 #endif

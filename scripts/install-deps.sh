@@ -22,6 +22,8 @@ packages=(
 	libev-dev                    # the daemon's event loop
 	libibverbs-dev               # <infiniband/verbs.h> and libibverbs.so.1, which the verbs layer answers for
 	ibverbs-utils perftest       # unmodified verbs programs the tests run under rocemu-run
+	librdmacm-dev                # <rdma/rdma_cma.h> and librdmacm.so.1, which the rdma_cm layer answers for
+	rdmacm-utils                 # unmodified rdma_cm programs (rping, ucmatose, rdma_server) the tests run
 	python3-pyverbs              # rdma-core's own test suite, run under rocemu-run
 	ucx-utils                    # UCX's ucx_info and ucx_perftest, run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC

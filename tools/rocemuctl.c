@@ -316,6 +316,26 @@ static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 	       reason_name(failure_names, PROTO_NFAILURES, e->last_failure));
 }
 
+/* A CM listener ("LISTEN": its address, all zeros for any) or connection. */
+static void print_cm(const struct proto_list_reply *r, uint32_t i, bool json)
+{
+	const struct proto_cm_entry *e = &r->u.cms[i];
+	static const uint8_t any[16];
+	char ip[INET6_ADDRSTRLEN];
+
+	if (!memcmp(e->peer_gid, any, sizeof(any)))
+		snprintf(ip, sizeof(ip), "*");
+	else
+		peer_text(e->peer_gid, ip, sizeof(ip));
+	printf(json ? "{\"pid\":%u,\"state\":\"%.12s\",\"local_comm_id\":%u,"
+		      "\"remote_comm_id\":%u,\"qpn\":%u,\"remote_qpn\":%u,"
+		      "\"service_id\":\"0x%016" PRIx64 "\",\"%s\":\"%s\"}" :
+		      "pid %u state %.12s local_comm_id 0x%08x remote_comm_id 0x%08x qpn %u "
+		      "remote_qpn %u service_id 0x%016" PRIx64 " %s %s\n",
+	       e->pid, e->state, e->local_comm_id, e->remote_comm_id, e->local_qpn, e->remote_qpn,
+	       e->service_id, strncmp(e->state, "LISTEN", 6) ? "peer" : "address", ip);
+}
+
 typedef void (*print_entry_fn)(const struct proto_list_reply *r, uint32_t i, bool json);
 
 /* Every page of one list, printed as it comes: a JSON array, or one line per entry. */
@@ -377,6 +397,11 @@ static int cmd_qp(int argc, char **argv)
 	return cmd_list("qp", PROTO_LIST_QPS, print_qp, argc, argv);
 }
 
+static int cmd_cm(int argc, char **argv)
+{
+	return cmd_list("cm", PROTO_LIST_CM, print_cm, argc, argv);
+}
+
 static const struct verb verbs[] = {
 	{ "status", "[--json]", "the port: state, MTU, GID table, address, totals",
 	  cmd_status },
@@ -385,6 +410,8 @@ static const struct verb verbs[] = {
 	{ "mr", "[--json]", "memory regions: owner, PD, lkey, rkey, iova, length, access",
 	  cmd_mr },
 	{ "qp", "[--json]", "queue pairs: owner, QPN, state, peer, PSNs, path MTU", cmd_qp },
+	{ "cm", "[--json]", "RDMA CM listeners and connections: state, comm IDs, QPNs, peer",
+	  cmd_cm },
 	{ "stats", "[--json]", "the device's counters (rxe's hw_counters names first)",
 	  cmd_stats },
 	{ "fault", "SPEC | off", "inject faults at run time (see rocemud --fault)", cmd_fault },

@@ -16,6 +16,7 @@
 
 struct ah;
 struct client;
+struct cm;
 struct cq;
 struct owner;
 struct qp;
@@ -37,6 +38,10 @@ struct dev_transport {
 	/* The address handle a UD work request names, or NULL: control's table, reached
 	 * through main.c. */
 	const struct ah *(*find_ah)(struct owner *owner, uint32_t handle);
+	/* A frame to the GSI QP 1 (a CM MAD, admitted: to an address served, ICRC good): the
+	 * CM's, reached through main.c so the transport calls nothing above it. */
+	void (*on_gsi)(void *ctx, const uint8_t *frame, const struct wire_pkt *pkt);
+	void *gsi_ctx;
 };
 
 /* The control socket and its clients (control/). */
@@ -54,6 +59,7 @@ struct dev {
 	struct dev_transport tp;
 	struct dev_control ctl;
 	struct mr_table *mrs;
+	struct cm *cm;                       /* the CM on QP 1 (cm/), which control calls */
 	struct dev_counters cnt;
 	uint64_t refused[PROTO_NREFUSALS];   /* requests the responders refused, by reason */
 	uint64_t failed[PROTO_NFAILURES];    /* send requests the completers failed, by reason */

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "emu/daemon/cm/cm.h"
 #include "emu/daemon/control/control.h"
 #include "emu/daemon/log.h"
 #include "emu/rocemu.h"
@@ -317,6 +318,18 @@ static void join_layers(struct dev *dev)
 	dev->tp.find_ah = ah_find;
 }
 
+/* The CM on QP 1 takes the frames the receive path diverts to it; it needs the port open
+ * (its CA GUID is the interface's MAC). */
+static int join_cm(struct dev *dev)
+{
+	dev->cm = cm_new(dev);
+	if (!dev->cm)
+		return -1;
+	dev->tp.on_gsi = cm_on_frame;
+	dev->tp.gsi_ctx = dev->cm;
+	return 0;
+}
+
 static int dev_start(struct dev *dev, const struct options *o)
 {
 	char err[256], path[108];
@@ -324,6 +337,10 @@ static int dev_start(struct dev *dev, const struct options *o)
 	dev->port.gso_off = o->no_gso;
 	if (net_open(&dev->port, o->ifname, o->addrs, o->naddrs, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
+		return -1;
+	}
+	if (join_cm(dev) < 0) {
+		fprintf(stderr, "rocemud: cannot create the CM: %s\n", strerror(errno));
 		return -1;
 	}
 	dcqcn_defaults(&dev->tp.cc, net_line_rate(&dev->port));
@@ -380,6 +397,8 @@ static void dev_stop(struct dev *dev)
 	while (!LIST_EMPTY(&dev->ctl.clients))
 		ctl_client_destroy(LIST_FIRST(&dev->ctl.clients));
 	ctl_close(dev);
+	cm_free(dev->cm);
+	dev->cm = NULL;
 	net_close(&dev->port);
 	if (dev->mrs)
 		mr_table_free(dev->mrs);

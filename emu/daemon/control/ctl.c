@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "emu/daemon/cm/cm.h"
 #include "emu/daemon/control/ctl.h"
 #include "emu/daemon/control/control.h"
 #include "emu/rocemu.h"
@@ -54,6 +55,18 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_RESIZE_CQ] = { sizeof(struct proto_resize_cq), sizeof(struct proto_create_cq_reply), false, op_resize_cq },
 	[PROTO_ALLOC_MW] = { sizeof(struct proto_alloc_mw), sizeof(struct proto_alloc_mw_reply), false, op_alloc_mw },
 	[PROTO_DEALLOC_MW] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_dealloc_mw },
+	[PROTO_CM_CHANNEL] = { sizeof(struct proto_handle), sizeof(struct proto_handle_reply), true, op_cm_channel },
+	[PROTO_CM_CLOSE_CHANNEL] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_close_channel },
+	[PROTO_CM_LISTEN] = { sizeof(struct proto_cm_listen), sizeof(struct proto_handle_reply), false, op_cm_listen },
+	[PROTO_CM_UNLISTEN] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_unlisten },
+	[PROTO_CM_RESOLVE] = { sizeof(struct proto_cm_resolve), sizeof(struct proto_reply), false, op_cm_resolve },
+	[PROTO_CM_CONNECT] = { sizeof(struct proto_cm_connect), sizeof(struct proto_handle_reply), false, op_cm_connect },
+	[PROTO_CM_ACCEPT] = { sizeof(struct proto_cm_accept), sizeof(struct proto_reply), false, op_cm_accept },
+	[PROTO_CM_REJECT] = { sizeof(struct proto_cm_reject), sizeof(struct proto_reply), false, op_cm_reject },
+	[PROTO_CM_ESTABLISH] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_establish },
+	[PROTO_CM_DISCONNECT] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_disconnect },
+	[PROTO_CM_DESTROY] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_destroy },
+	[PROTO_CM_MIGRATE] = { sizeof(struct proto_cm_migrate), sizeof(struct proto_reply), false, op_cm_migrate },
 };
 
 static void send_reply(struct client *c, struct ctl_reply *rep)
@@ -375,6 +388,7 @@ void ctl_client_destroy(struct client *c)
 
 	neigh_stop(&c->own.neigh);
 	free(c->deferred);
+	cm_owner_gone(c->own.dev->cm, &c->own);
 	for (uint32_t h = 1; h < c->qps.cap; h++)
 		if (c->qps.items[h])
 			qp_destroy(c->qps.items[h]);

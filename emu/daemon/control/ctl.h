@@ -49,6 +49,19 @@ int op_query_srq(struct client *c, const struct ctl_request *req, struct ctl_rep
 int op_destroy_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_destroy_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+/* cm_ops.c: RDMA CM */
+int op_cm_channel(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_close_channel(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_listen(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_unlisten(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_resolve(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_connect(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_accept(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_reject(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_establish(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_disconnect(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_destroy(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_cm_migrate(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 /* views.c */
 int op_stats(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_set_fault(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "emu/daemon/cm/cm.h"
 #include "emu/daemon/control/ctl.h"
 #include "emu/daemon/log.h"
 
@@ -197,11 +198,15 @@ int op_list(struct client *c, const struct ctl_request *req, struct ctl_reply *r
 	const struct proto_list *m = REQ(proto_list);
 	struct proto_list_reply *r = REP(proto_list_reply);
 
-	if (m->kind < PROTO_LIST_CLIENTS || m->kind > PROTO_LIST_QPS) {
+	if (m->kind < PROTO_LIST_CLIENTS || m->kind > PROTO_LIST_CM) {
 		op_error(rep, "no list of kind %u", m->kind);
 		return -EINVAL;
 	}
 	r->kind = m->kind;
+	if (m->kind == PROTO_LIST_CM) {
+		r->count = cm_list(c->own.dev->cm, m->start, r->u.cms, PROTO_LIST_MAX(cms), &r->next);
+		return 0;
+	}
 	list_walk(c->own.dev, r, m->start);
 	return 0;
 }

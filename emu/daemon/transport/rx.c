@@ -7,6 +7,7 @@
 #include "emu/daemon/transport/transport.h"
 
 #define PKEY_FULL_MASK 0x7fff
+#define WIRE_GSI_QPN 1         /* the General Services Interface: the CM's MADs */
 
 static bool is_response(const struct wire_opcode_info *op)
 {
@@ -90,6 +91,24 @@ static struct qp *admit(struct dev *dev, const uint8_t *frame, const struct wire
 	return qp;
 }
 
+/* QP 1 is the GSI's: its MADs go to the CM, once admitted as any packet (an address served,
+ * the ICRC good). */
+static void gsi_frame(struct dev *dev, const uint8_t *frame, const struct wire_pkt *pkt)
+{
+	uint8_t dst[16];
+
+	addr_gid(dst, pkt->ip_version, pkt->dst_ip);
+	if (addr_find(&dev->port, dst) < 0) {
+		dev->cnt.drop_not_ours++;
+		return;
+	}
+	if (!wire_icrc_ok(frame, pkt)) {
+		dev->cnt.cm_drop_bad_icrc++;
+		return;
+	}
+	dev->tp.on_gsi(dev->tp.gsi_ctx, frame, pkt);
+}
+
 void rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 {
 	struct wire_pkt pkt;
@@ -99,6 +118,10 @@ void rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 	if (st != WIRE_OK) {
 		/* icrc-bad and malformed frames are counted, never acted on */
 		dev->cnt.drop_malformed++;
+		return;
+	}
+	if (pkt.bth.dest_qp == WIRE_GSI_QPN && dev->tp.on_gsi) {
+		gsi_frame(dev, frame, &pkt);
 		return;
 	}
 	qp = admit(dev, frame, &pkt);

@@ -1,0 +1,158 @@
+/* Inside the CM: its objects, shared by conn.c (objects, sending, timers, events), recv.c
+ * (what a peer's MAD does) and api.c (what a client asks). */
+#ifndef ROCEMU_DAEMON_CM_INT_H
+#define ROCEMU_DAEMON_CM_INT_H
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "emu/daemon/cm/cm.h"
+#include "emu/daemon/transport/transport.h"
+#include "wire/cm_mad.h"
+
+/* rdma_cm's constants for RoCE (the captures' REQs and the kernel's cma.c and cm.c) */
+#define CM_RESPONSE_TIMEOUT 20     /* 4.096 us * 2^20: about 4 s to answer a MAD */
+#define CM_MAX_CM_RETRIES 15
+#define CM_PACKET_LIFETIME 18      /* the path's; the ACK timeout is one more */
+#define CM_HASH_BUCKETS 1024
+
+enum cm_state {
+	CM_REQ_SENT, CM_REQ_RCVD, CM_REP_SENT, CM_REP_RCVD, CM_ESTABLISHED, CM_DREQ_SENT,
+	CM_DREQ_RCVD, CM_TIMEWAIT,
+	/* the UDP port space: a SIDR_REQ asks for a UD QP's number and Q_Key, one SIDR_REP
+	 * answers; the connection ends with the answer */
+	CM_SIDR_REQ_SENT, CM_SIDR_REQ_RCVD, CM_NSTATES
+};
+
+#define CM_UDP_QKEY 0x01234567u    /* rdma_cm's Q_Key for the UDP port space */
+
+/* librdmacm's event numbers (enum rdma_cm_event_type), which the events carry */
+enum cm_event_type {
+	CM_EV_ADDR_RESOLVED, CM_EV_ADDR_ERROR, CM_EV_ROUTE_RESOLVED, CM_EV_ROUTE_ERROR,
+	CM_EV_CONNECT_REQUEST, CM_EV_CONNECT_RESPONSE, CM_EV_CONNECT_ERROR, CM_EV_UNREACHABLE,
+	CM_EV_REJECTED, CM_EV_ESTABLISHED, CM_EV_DISCONNECTED, CM_EV_DEVICE_REMOVAL,
+	CM_EV_MULTICAST_JOIN, CM_EV_MULTICAST_ERROR, CM_EV_ADDR_CHANGE, CM_EV_TIMEWAIT_EXIT
+};
+
+#define CM_CHANNEL_BACKLOG 8192   /* events held for a client whose socket is full */
+
+/* An event waiting for room in its channel's socket. */
+struct cm_pending_event {
+	struct proto_cm_event ev;
+	STAILQ_ENTRY(cm_pending_event) link;
+};
+
+struct cm_channel {
+	struct cm *cm;
+	struct owner *own;
+	uint32_t handle;
+	int fd;
+	/* events the socket had no room for, sent in order when it has (watcher) */
+	STAILQ_HEAD(, cm_pending_event) backlog;
+	uint32_t backlog_len;
+	ev_io watcher;
+	LIST_ENTRY(cm_channel) link;
+};
+
+/* conn.c: a channel's end */
+void cm_channel_free(struct cm_channel *ch);
+
+struct cm_listener {
+	struct owner *own;
+	uint32_t handle;
+	struct cm_channel *ch;
+	uint64_t cookie;
+	uint64_t service_id;
+	uint8_t gid[16];
+	uint8_t any_family;
+	uint32_t backlog;
+	uint32_t pending;            /* connections in REQ_RCVD it was told of */
+	LIST_ENTRY(cm_listener) link;
+};
+
+struct cm_conn {
+	struct cm *cm;
+	enum cm_state state;
+	struct owner *own;           /* NULL once the client forgot it: the CM ends it */
+	struct cm_channel *ch;
+	uint64_t cookie;
+	struct cm_listener *listener; /* REQ_RCVD: counted in its backlog */
+	uint32_t local_id, remote_id;
+	uint64_t tid;                /* the transaction the next answer belongs to */
+	uint64_t service_id;
+	uint32_t local_qpn, remote_qpn;
+	uint32_t local_psn, remote_psn;
+	uint8_t local_gid[16], peer_gid[16];
+	uint8_t peer_mac[6];
+	uint16_t local_port, peer_port;
+	uint8_t mtu;                 /* enum ibv_mtu */
+	uint8_t tos;
+	uint8_t ack_timeout;
+	/* what this side's QP takes: the kernel's cm_id fields */
+	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
+	uint8_t peer_cm_timeout;     /* the peer's CM response timeout (REQ) */
+	uint8_t max_retries, retries_left;
+	ev_tstamp timeout;           /* between resends of last_mad */
+	bool has_last;
+	uint8_t last_mad[CM_MAD_LEN]; /* the MAD resent on a timeout or a duplicate */
+	uint8_t last_attr;           /* ... and which (CM_ATTR_*), 0 for none */
+	ev_timer timer;
+	struct cm_conn *hnext;       /* the hash chain by local_id */
+	LIST_ENTRY(cm_conn) link;
+};
+
+struct cm {
+	struct dev *dev;
+	LIST_HEAD(, cm_channel) channels;
+	LIST_HEAD(, cm_listener) listeners;
+	LIST_HEAD(, cm_conn) conns;
+	struct cm_conn *by_id[CM_HASH_BUCKETS];
+	uint32_t nconns, nchannels;
+	uint32_t next_handle;
+	uint32_t next_id, id_operand;
+	uint32_t tid_hi;
+	uint32_t psn;                /* QP 1's BTH PSN */
+	uint64_t ca_guid;
+};
+
+/* conn.c */
+const char *cm_state_name(enum cm_state s);
+struct cm_conn *conn_new(struct cm *cm);
+void conn_free(struct cm_conn *c);
+struct cm_conn *conn_find(struct cm *cm, uint32_t local_id);
+struct cm_conn *conn_find_remote(struct cm *cm, uint32_t remote_id, const uint8_t gid[16]);
+/* Sends the MAD (kept for resends when resend is true, with its timer and retries). */
+void conn_send(struct cm_conn *c, const struct cm_mad *mad, bool resend);
+/* A reply that belongs to no connection: to the frame's sender, from the address it came to. */
+void cm_send_to(struct cm *cm, const uint8_t sgid[16], const uint8_t dgid[16],
+		const uint8_t mac[6], const struct cm_mad *mad);
+void conn_stop_timer(struct cm_conn *c);
+/* The last MAD kept, sent again (a duplicate asked for it). */
+void conn_resend_last(struct cm_conn *c);
+void conn_enter_timewait(struct cm_conn *c);
+/* The event, to the connection's channel; ev's conn and cookie are filled in. */
+void conn_event(struct cm_conn *c, struct proto_cm_event *ev);
+void cm_event_to(struct cm *cm, struct cm_channel *ch, struct proto_cm_event *ev);
+/* The attributes the connection gives its QP (rdma_init_qp_attr's RTR and RTS). */
+void conn_qp_attr(const struct cm_conn *c, struct proto_qp_attr *a);
+void conn_mad_hdr(struct cm_mad *mad, uint16_t attr, uint64_t tid);
+uint64_t cm_new_tid(struct cm *cm, uint32_t local_id);
+/* A REJ for the connection (its last answer), the connection then freed. */
+void conn_reject(struct cm_conn *c, uint16_t reason, uint8_t msg, const void *priv,
+		 size_t len);
+void conn_send_dreq(struct cm_conn *c);
+void conn_send_drep(struct cm_conn *c);
+void conn_release_listener(struct cm_conn *c);
+/* The SIDR_REP of a SIDR_REQ received (status CM_SIDR_*); the connection then freed. */
+void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
+		     size_t len);
+
+static inline ev_tstamp cm_time_s(uint8_t iba_time)
+{
+	/* 4.096 us * 2^t, as the kernel's cm_convert_to_ms rounds it: 2^(t-8) ms */
+	return (iba_time > 8 ? (double)(1u << (iba_time - 8)) : 1.0) / 1000.0;
+}
+
+#endif

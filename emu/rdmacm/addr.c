@@ -1,0 +1,121 @@
+/* Socket addresses as rdma_cm takes them, GIDs as the daemon does, and the picks the
+ * kernel's rdma_cm makes: a source address by the routes, an ephemeral port. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "emu/rdmacm/rdmacm.h"
+
+void rcm_addr_gid(const struct sockaddr *sa, uint8_t gid[16])
+{
+	memset(gid, 0, 16);
+	if (sa->sa_family == AF_INET) {
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		memcpy(gid, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	}
+}
+
+static bool gid_is_v4(const uint8_t gid[16])
+{
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	return !memcmp(gid, prefix, 12);
+}
+
+/* family 0: the GID's own (IPv4-mapped: AF_INET) */
+void rcm_gid_addr(const uint8_t gid[16], uint16_t port, int family, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (!family)
+		family = gid_is_v4(gid) ? AF_INET : AF_INET6;
+	if (family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, gid + 12, 4);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		memcpy(&sin6->sin6_addr, gid, 16);
+	}
+}
+
+uint16_t rcm_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
+void rcm_set_port(struct sockaddr *sa, uint16_t port)
+{
+	if (sa->sa_family == AF_INET)
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
+	else if (sa->sa_family == AF_INET6)
+		((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+}
+
+socklen_t rcm_addr_len(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return sizeof(struct sockaddr_in);
+	if (sa->sa_family == AF_INET6)
+		return sizeof(struct sockaddr_in6);
+	return 0;
+}
+
+bool rcm_addr_any(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+	return true;
+}
+
+/* The kernel's rdma_cm picks a port of ip_local_port_range at random. */
+uint16_t rcm_ephemeral_port(void)
+{
+	unsigned lo = 32768, hi = 60999;
+	uint32_t r = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2 || lo > hi || hi > 65535)
+			lo = 32768, hi = 60999;
+		fclose(f);
+	}
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (uint32_t)getpid() * 2654435761u;
+	return (uint16_t)(lo + r % (hi - lo + 1));
+}
+
+/* A UDP socket connected to dst: the kernel picks the source address its routes give,
+ * without a packet leaving. */
+int rcm_route_source(const struct sockaddr *dst, struct sockaddr_storage *src)
+{
+	socklen_t len = sizeof(*src);
+	int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage to;
+	int err = 0;
+
+	if (fd < 0)
+		return errno;
+	memcpy(&to, dst, rcm_addr_len(dst));
+	rcm_set_port((struct sockaddr *)&to, 9);   /* connect() wants a port, any */
+	if (connect(fd, (struct sockaddr *)&to, rcm_addr_len(dst)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)src, &len) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}

@@ -1,0 +1,93 @@
+/* Event channels: a local socket pair whose read end the program polls (poll, epoll and
+ * O_NONBLOCK work on it as on any socket), and whose write end each daemon an id of the
+ * channel talks to holds a copy of. No /dev/infiniband/rdma_cm is needed. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "emu/rdmacm/rdmacm.h"
+
+#define RCM_CHANNEL_BYTES (4 << 20)  /* room for the events of thousands of connections */
+
+struct rcm_channel *rcm_channel_new(void)
+{
+	struct rcm_channel *c = calloc(1, sizeof(*c));
+	int sv[2], bytes = RCM_CHANNEL_BYTES;
+
+	if (!c)
+		return NULL;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		free(c);
+		return NULL;
+	}
+	/* the writers' sends fail rather than block when the program reads nothing: give
+	 * them room (the forced size where allowed) */
+	if (setsockopt(sv[1], SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) < 0)
+		setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+	c->ch.fd = sv[0];
+	c->wr = sv[1];
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+void rcm_channel_free(struct rcm_channel *c)
+{
+	struct rcm_device *devs;
+	int n = rcm_devices(&devs);
+
+	for (int i = 0; i < n; i++) {
+		struct proto_handle m = { .hdr.op = PROTO_CM_CLOSE_CHANNEL, .handle = c->handle[i] };
+
+		if (c->handle[i])
+			rcm_request(&devs[i], &m, sizeof(m), NULL, 0, -1);
+	}
+	close(c->ch.fd);
+	close(c->wr);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int rcm_channel_at(struct rcm_channel *c, struct rcm_device *d, uint32_t *handle)
+{
+	struct rcm_device *devs;
+	int idx, err = 0;
+
+	rcm_devices(&devs);
+	idx = (int)(d - devs);
+	pthread_mutex_lock(&c->lock);
+	if (!c->handle[idx]) {
+		struct proto_handle m = { .hdr.op = PROTO_CM_CHANNEL };
+		struct proto_handle_reply r;
+
+		err = rcm_request(d, &m, sizeof(m), &r, sizeof(r), c->wr);
+		if (!err)
+			c->handle[idx] = r.handle;
+	}
+	*handle = c->handle[idx];
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int rcm_post_local(struct rcm_id *id, uint32_t event, int32_t status)
+{
+	struct proto_cm_event ev = { .event = event, .status = status, .cookie = id->cookie };
+
+	if (send(id->chan->wr, &ev, sizeof(ev), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(ev))
+		return errno;
+	return 0;
+}
+
+struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct rcm_channel *c = rcm_channel_new();
+
+	return c ? &c->ch : NULL;
+}
+
+void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	if (channel)
+		rcm_channel_free((struct rcm_channel *)channel);
+}

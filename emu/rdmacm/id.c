@@ -1,0 +1,640 @@
+/* rdma_cm ids: made and destroyed, bound to an address and so to the device serving it,
+ * listening, resolving, and each step of a connection, with librdmacm's checks and errnos.
+ * The connection itself is the daemon's (PROTO_CM_*). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/rdmacm/rdmacm.h"
+
+static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
+static LIST_HEAD(, rcm_id) ids = LIST_HEAD_INITIALIZER(ids);
+static uint64_t next_cookie = 1;
+
+static int fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_port_space ps,
+			  enum ibv_qp_type qp_type)
+{
+	struct rcm_id *id = calloc(1, sizeof(*id));
+
+	if (!id)
+		return NULL;
+	id->chan = chan;
+	id->id.channel = &chan->ch;
+	id->id.context = context;
+	id->id.ps = ps;
+	id->id.qp_type = qp_type;
+	pthread_cond_init(&id->acked, NULL);
+	id->responder_resources = RDMA_MAX_RESP_RES;
+	id->initiator_depth = RDMA_MAX_INIT_DEPTH;
+	pthread_mutex_lock(&ids_lock);
+	id->cookie = next_cookie++;
+	LIST_INSERT_HEAD(&ids, id, link);
+	pthread_mutex_unlock(&ids_lock);
+	return id;
+}
+
+void rcm_id_reported(struct rcm_id *id)
+{
+	pthread_mutex_lock(&ids_lock);
+	id->events_reported++;
+	pthread_mutex_unlock(&ids_lock);
+}
+
+void rcm_id_acked(struct rcm_id *id)
+{
+	pthread_mutex_lock(&ids_lock);
+	id->events_acked++;
+	pthread_cond_broadcast(&id->acked);
+	pthread_mutex_unlock(&ids_lock);
+}
+
+struct rcm_id *rcm_id_find(uint64_t cookie)
+{
+	struct rcm_id *id;
+
+	pthread_mutex_lock(&ids_lock);
+	LIST_FOREACH(id, &ids, link)
+		if (id->cookie == cookie)
+			break;
+	pthread_mutex_unlock(&ids_lock);
+	return id;
+}
+
+void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d)
+{
+	id->dev = d;
+	id->id.verbs = d ? d->verbs : NULL;
+	id->id.pd = d ? d->pd : NULL;
+	id->id.port_num = d ? 1 : 0;
+}
+
+/* The QP type of a port space, as librdmacm gives it: UD for UDP, RC for TCP and IB; 0
+ * for a space not served (IPoIB). */
+static enum ibv_qp_type ps_qp_type(enum rdma_port_space ps)
+{
+	switch (ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_IB:
+		return IBV_QPT_RC;
+	case RDMA_PS_UDP:
+		return IBV_QPT_UD;
+	default:
+		return 0;
+	}
+}
+
+int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
+		   enum rdma_port_space ps)
+{
+	struct rcm_channel *chan = (struct rcm_channel *)channel;
+	bool sync = !channel;
+	struct rcm_id *new;
+
+	if (!id)
+		return fail(EINVAL);
+	/* IPoIB's port space is not served */
+	if (!ps_qp_type(ps))
+		return fail(EPROTONOSUPPORT);
+	if (sync) {
+		chan = rcm_channel_new();
+		if (!chan)
+			return -1;
+	}
+	new = rcm_id_new(chan, context, ps, ps_qp_type(ps));
+	if (!new) {
+		if (sync)
+			rcm_channel_free(chan);
+		return fail(ENOMEM);
+	}
+	new->sync = sync;
+	*id = &new->id;
+	return 0;
+}
+
+static void unlisten(struct rcm_id *id)
+{
+	struct rcm_device *devs;
+	int n = rcm_devices(&devs);
+
+	for (int i = 0; i < n; i++) {
+		struct proto_handle m = { .hdr.op = PROTO_CM_UNLISTEN, .handle = id->listener[i] };
+
+		if (id->listener[i])
+			rcm_request(&devs[i], &m, sizeof(m), NULL, 0, -1);
+		id->listener[i] = 0;
+	}
+}
+
+static void forget_conn(struct rcm_id *id)
+{
+	struct proto_handle m = { .hdr.op = PROTO_CM_DESTROY, .handle = id->conn };
+
+	if (id->conn && id->dev)
+		rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	id->conn = 0;
+}
+
+int rdma_destroy_id(struct rdma_cm_id *cmid)
+{
+	struct rcm_id *id = rcm_id(cmid);
+
+	if (!cmid)
+		return fail(EINVAL);
+	if (id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
+	}
+	pthread_mutex_lock(&ids_lock);
+	LIST_REMOVE(id, link);
+	while (id->events_acked != id->events_reported)
+		pthread_cond_wait(&id->acked, &ids_lock);
+	pthread_mutex_unlock(&ids_lock);
+	unlisten(id);
+	forget_conn(id);
+	pthread_cond_destroy(&id->acked);
+	if (id->sync)
+		rcm_channel_free(id->chan);
+	free(id->ep_qp_attr);
+	free(id);
+	return 0;
+}
+
+int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct sockaddr *src = &cmid->route.addr.src_addr;
+
+	if (!cmid || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+		return fail(EINVAL);
+	if (src->sa_family)
+		return fail(EINVAL);    /* bound already */
+	if (!rcm_addr_any(addr)) {
+		struct rcm_device *d = rcm_device_of(addr);
+
+		if (!d)
+			return fail(EADDRNOTAVAIL);
+		rcm_id_bind_device(id, d);
+	}
+	memcpy(&cmid->route.addr.src_storage, addr, rcm_addr_len(addr));
+	if (!rcm_port(src))
+		rcm_set_port(src, rcm_ephemeral_port());
+	return 0;
+}
+
+static uint64_t service_id(const struct rcm_id *id, uint16_t port)
+{
+	return (uint64_t)id->id.ps << 16 | port;
+}
+
+static int listen_on(struct rcm_id *id, struct rcm_device *d, int idx, int backlog)
+{
+	const struct sockaddr *src = &id->id.route.addr.src_addr;
+	struct proto_cm_listen m = { .hdr.op = PROTO_CM_LISTEN };
+	struct proto_handle_reply r;
+	int err = rcm_channel_at(id->chan, d, &m.channel);
+
+	if (err)
+		return err;
+	m.cookie = id->cookie;
+	m.backlog = backlog > 0 ? (uint32_t)backlog : 0;
+	m.service_id = service_id(id, rcm_port(src));
+	if (!rcm_addr_any(src))
+		rcm_addr_gid(src, m.gid);
+	else if (src->sa_family == AF_INET || id->afonly)
+		m.any_family = src->sa_family == AF_INET ? 4 : 6;
+	err = rcm_request(d, &m, sizeof(m), &r, sizeof(r), -1);
+	if (!err)
+		id->listener[idx] = r.handle;
+	return err;
+}
+
+int rdma_listen(struct rdma_cm_id *cmid, int backlog)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct rcm_device *devs;
+	int n, err = 0, listening = 0;
+
+	if (!cmid)
+		return fail(EINVAL);
+	if (!cmid->route.addr.src_addr.sa_family) {
+		struct sockaddr_in any = { .sin_family = AF_INET };
+
+		if (rdma_bind_addr(cmid, (struct sockaddr *)&any))
+			return -1;
+	}
+	n = rcm_devices(&devs);
+	for (int i = 0; i < n && !err; i++) {
+		if (id->dev && id->dev != &devs[i])
+			continue;
+		err = listen_on(id, &devs[i], i, backlog);
+		listening += !err;
+	}
+	if (err) {
+		unlisten(id);
+		return fail(err);
+	}
+	return listening ? 0 : fail(ENODEV);
+}
+
+/* The address is resolved when the daemon serving the source knows the peer's MAC: the
+ * daemon waits for the kernel's neighbour table, never blocking its loop. */
+int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
+		      struct sockaddr *dst_addr, int timeout_ms)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct proto_cm_resolve m = { .hdr.op = PROTO_CM_RESOLVE };
+	struct sockaddr_storage src;
+	struct rcm_device *d;
+	int err;
+
+	(void)timeout_ms;
+	if (!cmid || !dst_addr || (dst_addr->sa_family != AF_INET &&
+				   dst_addr->sa_family != AF_INET6))
+		return fail(EINVAL);
+	if (src_addr && src_addr->sa_family)
+		memcpy(&src, src_addr, rcm_addr_len(src_addr));
+	else if (cmid->route.addr.src_addr.sa_family &&
+		 !rcm_addr_any(&cmid->route.addr.src_addr))
+		memcpy(&src, &cmid->route.addr.src_storage, sizeof(src));
+	else if ((err = rcm_route_source(dst_addr, &src)))
+		return fail(err);
+	if (src.ss_family != dst_addr->sa_family)
+		return fail(EINVAL);
+	d = rcm_device_of((struct sockaddr *)&src);
+	if (!d)
+		return fail(EADDRNOTAVAIL);
+	if (!rcm_port(&cmid->route.addr.src_addr))
+		rcm_set_port((struct sockaddr *)&src, rcm_ephemeral_port());
+	else
+		rcm_set_port((struct sockaddr *)&src, rcm_port(&cmid->route.addr.src_addr));
+	memcpy(&cmid->route.addr.src_storage, &src, sizeof(src));
+	memcpy(&cmid->route.addr.dst_storage, dst_addr, rcm_addr_len(dst_addr));
+	rcm_id_bind_device(id, d);
+	rcm_addr_gid(dst_addr, m.dgid);
+	err = rcm_request(d, &m, sizeof(m), NULL, 0, -1);
+	/* a neighbour that never answered is a timeout, as the kernel's addr.c reports it */
+	if (err == EHOSTUNREACH)
+		err = ETIMEDOUT;
+	err = rcm_post_local(id, err ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
+			     err ? -err : 0);
+	if (err)
+		return fail(err);
+	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ADDR_RESOLVED) ? -1 : 0;
+}
+
+int rdma_resolve_route(struct rdma_cm_id *cmid, int timeout_ms)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	int err;
+
+	(void)timeout_ms;
+	if (!cmid || !id->dev || !cmid->route.addr.dst_addr.sa_family)
+		return fail(EINVAL);
+	rcm_fill_path(id);
+	err = rcm_post_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+	if (err)
+		return fail(err);
+	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ROUTE_RESOLVED) ? -1 : 0;
+}
+
+/* librdmacm's checks of the depths asked: above the device's is EINVAL, RDMA_MAX_*
+ * the device's. */
+static int take_depths(struct rcm_id *id, const struct rdma_conn_param *p)
+{
+	uint32_t max = rcm_max_rd_atomic(id->dev);
+
+	if (!p)
+		return 0;
+	if ((p->responder_resources != RDMA_MAX_RESP_RES && p->responder_resources > max) ||
+	    (p->initiator_depth != RDMA_MAX_INIT_DEPTH && p->initiator_depth > max))
+		return EINVAL;
+	if (p->responder_resources != RDMA_MAX_RESP_RES)
+		id->responder_resources = p->responder_resources;
+	if (p->initiator_depth != RDMA_MAX_INIT_DEPTH)
+		id->initiator_depth = p->initiator_depth;
+	return 0;
+}
+
+static uint8_t depth(const struct rcm_id *id, uint8_t v)
+{
+	uint32_t max = rcm_max_rd_atomic(id->dev);
+
+	return v == RDMA_MAX_RESP_RES || v > max ? (uint8_t)(max > 255 ? 255 : max) : v;
+}
+
+int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct proto_cm_connect m = { .hdr.op = PROTO_CM_CONNECT };
+	struct proto_handle_reply r;
+	int err;
+
+	if (!cmid || !id->dev || !cmid->route.addr.dst_addr.sa_family || id->conn)
+		return fail(EINVAL);
+	err = take_depths(id, p);
+	if (!err && p && p->private_data_len > PROTO_CM_REQ_PRIVATE)
+		err = EINVAL;
+	if (!err && !cmid->qp && !p)
+		err = EINVAL;
+	if (!err)
+		err = rcm_channel_at(id->chan, id->dev, &m.channel);
+	if (err)
+		return fail(err);
+	m.cookie = id->cookie;
+	m.qpn = cmid->qp ? cmid->qp->qp_num : p->qp_num;
+	m.service_id = service_id(id, rcm_port(&cmid->route.addr.dst_addr));
+	rcm_addr_gid(&cmid->route.addr.src_addr, m.sgid);
+	rcm_addr_gid(&cmid->route.addr.dst_addr, m.dgid);
+	m.src_port = rcm_port(&cmid->route.addr.src_addr);
+	m.responder_resources = depth(id, id->responder_resources);
+	m.initiator_depth = depth(id, id->initiator_depth);
+	m.retry_count = p ? p->retry_count : 7;
+	m.rnr_retry_count = p ? p->rnr_retry_count : 7;
+	m.flow_control = p ? p->flow_control : 1;
+	m.srq = cmid->srq || (p && p->srq);
+	m.tos = id->tos;
+	m.ack_timeout = id->ack_timeout;
+	if (p && p->private_data_len) {
+		m.private_len = p->private_data_len;
+		memcpy(m.private_data, p->private_data, p->private_data_len);
+	}
+	err = rcm_request(id->dev, &m, sizeof(m), &r, sizeof(r), -1);
+	if (err)
+		return fail(err);
+	id->conn = r.handle;
+	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
+}
+
+/* The UDP port space's answer (a SIDR_REP): the UD QP's number; nothing to wait for. */
+static int accept_ud(struct rcm_id *id, const struct rdma_conn_param *p)
+{
+	struct proto_cm_accept m = { .hdr.op = PROTO_CM_ACCEPT };
+	int err = rcm_channel_at(id->chan, id->dev, &m.channel);
+
+	if (err)
+		return fail(err);
+	m.conn = id->conn;
+	m.cookie = id->cookie;
+	m.qpn = id->id.qp ? id->id.qp->qp_num : p->qp_num;
+	if (p && p->private_data_len) {
+		m.private_len = p->private_data_len;
+		memcpy(m.private_data, p->private_data, p->private_data_len);
+	}
+	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	if (err)
+		return fail(err);
+	id->conn = 0;   /* a SIDR exchange ends with its answer */
+	return 0;
+}
+
+int rdma_accept(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct proto_cm_accept m = { .hdr.op = PROTO_CM_ACCEPT };
+	uint8_t resp, init;
+	int err;
+
+	if (!cmid || !id->conn || !id->dev || (!cmid->qp && !p))
+		return fail(EINVAL);
+	if (p && p->private_data_len > sizeof(m.private_data))
+		return fail(EINVAL);
+	resp = id->responder_resources;
+	init = id->initiator_depth;
+	if (p) {
+		uint32_t max = rcm_max_rd_atomic(id->dev);
+
+		if ((p->responder_resources != RDMA_MAX_RESP_RES && p->responder_resources > max) ||
+		    (p->initiator_depth != RDMA_MAX_INIT_DEPTH && p->initiator_depth > max))
+			return fail(EINVAL);
+		if (p->responder_resources != RDMA_MAX_RESP_RES)
+			resp = p->responder_resources;
+		/* no deeper than the peer serves */
+		if (p->initiator_depth != RDMA_MAX_INIT_DEPTH && p->initiator_depth < init)
+			init = p->initiator_depth;
+	}
+	resp = depth(id, resp);
+	init = depth(id, init);
+	if (cmid->qp_type == IBV_QPT_UD)
+		return accept_ud(id, p);
+	if (cmid->qp) {
+		err = rcm_qp_init(id, true);
+		if (!err)
+			err = rcm_qp_rtr(id, resp);
+		if (!err)
+			err = rcm_qp_rts(id, init);
+		if (err)
+			return fail(err);
+	}
+	err = rcm_channel_at(id->chan, id->dev, &m.channel);
+	if (err)
+		return fail(err);
+	m.conn = id->conn;
+	m.cookie = id->cookie;
+	m.qpn = cmid->qp ? cmid->qp->qp_num : p->qp_num;
+	m.responder_resources = resp;
+	m.initiator_depth = init;
+	m.rnr_retry_count = p ? p->rnr_retry_count : 7;
+	m.flow_control = p ? p->flow_control : 1;
+	m.srq = cmid->srq || (p && p->srq);
+	if (p && p->private_data_len) {
+		m.private_len = p->private_data_len;
+		memcpy(m.private_data, p->private_data, p->private_data_len);
+	}
+	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	if (err)
+		return fail(err);
+	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
+}
+
+int rdma_reject(struct rdma_cm_id *cmid, const void *private_data, uint8_t private_data_len)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct proto_cm_reject m = { .hdr.op = PROTO_CM_REJECT };
+	int err;
+
+	if (!cmid || !id->conn || !id->dev || private_data_len > sizeof(m.private_data))
+		return fail(EINVAL);
+	m.conn = id->conn;
+	m.private_len = private_data_len;
+	if (private_data && private_data_len)
+		memcpy(m.private_data, private_data, private_data_len);
+	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	if (err)
+		return fail(err);
+	id->conn = 0;
+	return 0;
+}
+
+int rdma_establish(struct rdma_cm_id *cmid)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct proto_handle m = { .hdr.op = PROTO_CM_ESTABLISH };
+	int err;
+
+	if (!cmid || !id->conn || !id->dev)
+		return fail(EINVAL);
+	m.handle = id->conn;
+	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	return err ? fail(err) : 0;
+}
+
+int rdma_disconnect(struct rdma_cm_id *cmid)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct proto_handle m = { .hdr.op = PROTO_CM_DISCONNECT };
+	int err;
+
+	if (!cmid || !id->dev)
+		return fail(EINVAL);
+	if (!id->conn)
+		return fail(EINVAL);
+	rcm_qp_error(id);
+	m.handle = id->conn;
+	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	return err ? fail(err) : 0;
+}
+
+/* The first packet on the QP before the RTU: the connection counts as established. The
+ * daemon's RTU (or the REP's retries) settle it on its own, so there is nothing to do. */
+int rdma_notify(struct rdma_cm_id *cmid, enum ibv_event_type event)
+{
+	if (!cmid)
+		return fail(EINVAL);
+	if (event != IBV_EVENT_COMM_EST)
+		return fail(EINVAL);
+	return 0;
+}
+
+/* The daemon sends the id's events to the new channel from now on. */
+static int migrate_at_daemons(struct rcm_id *id, struct rcm_channel *to)
+{
+	struct rcm_device *devs;
+	int n = rcm_devices(&devs), err = 0;
+
+	for (int i = 0; i < n && !err; i++) {
+		struct proto_cm_migrate m = { .hdr.op = PROTO_CM_MIGRATE, .handle = id->listener[i],
+					      .listener = 1 };
+
+		if (!id->listener[i])
+			continue;
+		err = rcm_channel_at(to, &devs[i], &m.channel);
+		if (!err)
+			err = rcm_request(&devs[i], &m, sizeof(m), NULL, 0, -1);
+	}
+	if (!err && id->conn && id->dev) {
+		struct proto_cm_migrate m = { .hdr.op = PROTO_CM_MIGRATE, .handle = id->conn };
+
+		err = rcm_channel_at(to, id->dev, &m.channel);
+		if (!err)
+			err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+		/* a request not accepted yet moves when it is accepted */
+		if (err == EINVAL)
+			err = 0;
+	}
+	return err;
+}
+
+int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct rcm_channel *to = (struct rcm_channel *)channel;
+	bool sync = !channel;
+	int err;
+
+	if (!cmid)
+		return fail(EINVAL);
+	if (sync) {
+		to = rcm_channel_new();
+		if (!to)
+			return -1;
+	}
+	err = migrate_at_daemons(id, to);
+	if (err) {
+		if (sync)
+			rcm_channel_free(to);
+		return fail(err);
+	}
+	/* events of the id already written to the old channel stay there (the kernel moves
+	 * them); those the program holds it acks as before */
+	if (id->sync)
+		rcm_channel_free(id->chan);
+	id->chan = to;
+	id->sync = sync;
+	cmid->channel = &to->ch;
+	return 0;
+}
+
+int rdma_set_option(struct rdma_cm_id *cmid, int level, int optname, void *optval,
+		    size_t optlen)
+{
+	struct rcm_id *id = rcm_id(cmid);
+
+	if (!cmid || !optval)
+		return fail(EINVAL);
+	if (level != RDMA_OPTION_ID)
+		return fail(ENOSYS);
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+		if (optlen != sizeof(uint8_t))
+			return fail(EINVAL);
+		id->tos = *(uint8_t *)optval;
+		return 0;
+	case RDMA_OPTION_ID_REUSEADDR:
+		if (optlen != sizeof(int))
+			return fail(EINVAL);
+		id->reuseaddr = *(int *)optval;
+		return 0;
+	case RDMA_OPTION_ID_AFONLY:
+		if (optlen != sizeof(int))
+			return fail(EINVAL);
+		id->afonly = *(int *)optval;
+		return 0;
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		if (optlen != sizeof(uint8_t))
+			return fail(EINVAL);
+		id->ack_timeout = *(uint8_t *)optval;
+		return 0;
+	default:
+		return fail(ENOSYS);
+	}
+}
+
+__be16 rdma_get_src_port(struct rdma_cm_id *cmid)
+{
+	return htons(rcm_port(&cmid->route.addr.src_addr));
+}
+
+__be16 rdma_get_dst_port(struct rdma_cm_id *cmid)
+{
+	return htons(rcm_port(&cmid->route.addr.dst_addr));
+}
+
+int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
+{
+	struct rdma_cm_event *ev;
+	int err;
+
+	if (id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
+	}
+	err = rcm_read_event(id->chan, &ev);
+	if (err)
+		return (errno = err);
+	id->id.event = ev;
+	if (ev->status) {
+		err = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED :
+		      ev->status < 0 ? -ev->status : ev->status;
+		return (errno = err);
+	}
+	if (ev->event != expected)
+		return (errno = EINVAL);
+	return 0;
+}

@@ -1,0 +1,328 @@
+/* An id's QP: made on the id's device (its default PD and new CQs when none are given, as
+ * librdmacm makes them), taken to INIT at once and to RTR and RTS at the connection's
+ * events with the attributes the daemon's CM gave, as librdmacm does with the kernel's
+ * rdma_init_qp_attr. */
+#include <errno.h>
+#include <string.h>
+
+#include "emu/rdmacm/rdmacm.h"
+
+static int fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+static int modify(struct rcm_id *id, struct ibv_qp_attr *a, int mask)
+{
+	return ibv_modify_qp(id->id.qp, a, mask) ? errno : 0;
+}
+
+int rcm_qp_init(struct rcm_id *id, bool with_access)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0 };
+
+	if (!id->id.qp)
+		return 0;
+	/* before a connection the kernel's cma gives no remote access; the CM's INIT does */
+	if (with_access && id->have_qp_attr)
+		a.qp_access_flags = id->qp_attr.access;
+	return modify(id, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS);
+}
+
+static void fill_ah(const struct rcm_id *id, struct ibv_ah_attr *ah)
+{
+	const struct proto_qp_attr *q = &id->qp_attr;
+
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = 1;
+	memcpy(ah->grh.dgid.raw, q->dest_gid, 16);
+	ah->grh.sgid_index = q->sgid_index;
+	ah->grh.hop_limit = q->hop_limit;
+	ah->grh.traffic_class = q->traffic_class;
+	ah->grh.flow_label = q->flow_label;
+}
+
+int rcm_qp_rtr(struct rcm_id *id, uint8_t responder_resources)
+{
+	const struct proto_qp_attr *q = &id->qp_attr;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+
+	if (!id->id.qp || !id->have_qp_attr)
+		return id->id.qp ? EINVAL : 0;
+	a.path_mtu = q->path_mtu;
+	a.dest_qp_num = q->dest_qpn;
+	a.rq_psn = q->rq_psn;
+	a.max_dest_rd_atomic = responder_resources == RDMA_MAX_RESP_RES ? q->max_dest_rd_atomic :
+			       responder_resources;
+	a.min_rnr_timer = q->min_rnr_timer;
+	fill_ah(id, &a.ah_attr);
+	return modify(id, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+int rcm_qp_rts(struct rcm_id *id, uint8_t initiator_depth)
+{
+	const struct proto_qp_attr *q = &id->qp_attr;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+
+	if (!id->id.qp || !id->have_qp_attr)
+		return id->id.qp ? EINVAL : 0;
+	a.sq_psn = q->sq_psn;
+	a.timeout = q->timeout;
+	a.retry_cnt = q->retry_cnt;
+	a.rnr_retry = q->rnr_retry;
+	a.max_rd_atomic = initiator_depth == RDMA_MAX_INIT_DEPTH ? q->max_rd_atomic :
+			  initiator_depth;
+	return modify(id, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int rcm_qp_error(struct rcm_id *id)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+	return id->id.qp ? modify(id, &a, IBV_QP_STATE) : 0;
+}
+
+/* A UD QP goes to RTS at once, with rdma_cm's Q_Key for the UDP port space, as librdmacm
+ * takes it. */
+static int ud_ready(struct rcm_id *id)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
+				 .qkey = RDMA_UDP_QKEY };
+	int err = modify(id, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+
+	a.qp_state = IBV_QPS_RTR;
+	if (!err)
+		err = modify(id, &a, IBV_QP_STATE);
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	if (!err)
+		err = modify(id, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	return err;
+}
+
+/* librdmacm makes the CQs a QP is created without, each with its completion channel. */
+static int make_cqs(struct rcm_id *id, uint32_t send_size, uint32_t recv_size)
+{
+	struct rdma_cm_id *c = &id->id;
+
+	if (recv_size) {
+		c->recv_cq_channel = ibv_create_comp_channel(c->verbs);
+		c->recv_cq = c->recv_cq_channel ? ibv_create_cq(c->verbs, (int)recv_size, c,
+								 c->recv_cq_channel, 0) : NULL;
+		if (!c->recv_cq)
+			return errno ? errno : ENOMEM;
+	}
+	if (send_size) {
+		c->send_cq_channel = ibv_create_comp_channel(c->verbs);
+		c->send_cq = c->send_cq_channel ? ibv_create_cq(c->verbs, (int)send_size, c,
+								 c->send_cq_channel, 0) : NULL;
+		if (!c->send_cq)
+			return errno ? errno : ENOMEM;
+	}
+	return 0;
+}
+
+static void free_cqs(struct rdma_cm_id *c)
+{
+	if (c->recv_cq)
+		ibv_destroy_cq(c->recv_cq);
+	if (c->recv_cq_channel)
+		ibv_destroy_comp_channel(c->recv_cq_channel);
+	if (c->send_cq && c->send_cq != c->recv_cq)
+		ibv_destroy_cq(c->send_cq);
+	if (c->send_cq_channel)
+		ibv_destroy_comp_channel(c->send_cq_channel);
+	c->recv_cq = c->send_cq = NULL;
+	c->recv_cq_channel = c->send_cq_channel = NULL;
+}
+
+int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	struct ibv_qp_init_attr init;
+	struct ibv_qp *qp;
+	int err;
+
+	if (!cmid || !attr || !cmid->verbs || cmid->qp)
+		return fail(EINVAL);
+	/* a type left 0 is the id's, as librdmacm takes it from rdma_getaddrinfo's answer */
+	if (!attr->qp_type)
+		attr->qp_type = cmid->qp_type;
+	/* the TCP port space connects RC QPs, the UDP one UD QPs */
+	if (attr->qp_type != cmid->qp_type)
+		return fail(EINVAL);
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd)
+		attr->pd = cmid->pd;
+	if (!attr->pd || attr->pd->context != cmid->verbs)
+		return fail(EINVAL);
+	err = make_cqs(id, attr->send_cq ? 0 : attr->cap.max_send_wr,
+		       attr->recv_cq ? 0 : attr->cap.max_recv_wr);
+	if (err) {
+		free_cqs(cmid);
+		return fail(err);
+	}
+	memset(&init, 0, sizeof(init));
+	init.qp_context = attr->qp_context;
+	init.send_cq = attr->send_cq ? attr->send_cq : cmid->send_cq;
+	init.recv_cq = attr->recv_cq ? attr->recv_cq : cmid->recv_cq;
+	init.srq = attr->srq ? attr->srq : cmid->srq;
+	init.cap = attr->cap;
+	init.qp_type = attr->qp_type;
+	init.sq_sig_all = attr->sq_sig_all;
+	qp = ibv_create_qp(attr->pd, &init);
+	if (!qp) {
+		err = errno;
+		free_cqs(cmid);
+		return fail(err);
+	}
+	attr->cap = init.cap;
+	attr->send_cq = init.send_cq;
+	attr->recv_cq = init.recv_cq;
+	cmid->qp = qp;
+	err = qp->qp_type == IBV_QPT_UD ? ud_ready(id) : rcm_qp_init(id, id->have_qp_attr);
+	if (err) {
+		ibv_destroy_qp(qp);
+		cmid->qp = NULL;
+		free_cqs(cmid);
+		return fail(err);
+	}
+	return 0;
+}
+
+int rdma_create_qp(struct rdma_cm_id *cmid, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	int rc;
+
+	if (!attr)
+		return fail(EINVAL);
+	memset(&ex, 0, sizeof(ex));
+	ex.qp_context = attr->qp_context;
+	ex.send_cq = attr->send_cq;
+	ex.recv_cq = attr->recv_cq;
+	ex.srq = attr->srq;
+	ex.cap = attr->cap;
+	ex.qp_type = attr->qp_type;
+	ex.sq_sig_all = attr->sq_sig_all;
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	rc = rdma_create_qp_ex(cmid, &ex);
+	if (!rc) {
+		attr->cap = ex.cap;
+		attr->send_cq = ex.send_cq;
+		attr->recv_cq = ex.recv_cq;
+	}
+	return rc;
+}
+
+void rdma_destroy_qp(struct rdma_cm_id *cmid)
+{
+	if (!cmid || !cmid->qp)
+		return;
+	ibv_destroy_qp(cmid->qp);
+	cmid->qp = NULL;
+	free_cqs(cmid);
+}
+
+/* As the kernel's rdma_init_qp_attr: the state asked, with what the connection gives it. */
+int rdma_init_qp_attr(struct rdma_cm_id *cmid, struct ibv_qp_attr *a, int *mask)
+{
+	struct rcm_id *id = rcm_id(cmid);
+	const struct proto_qp_attr *q = &id->qp_attr;
+	enum ibv_qp_state state;
+
+	if (!cmid || !a || !mask)
+		return fail(EINVAL);
+	state = a->qp_state;
+	memset(a, 0, sizeof(*a));
+	a->qp_state = state;
+	switch (state) {
+	case IBV_QPS_INIT:
+		a->port_num = 1;
+		if (cmid->qp_type == IBV_QPT_UD) {
+			a->qkey = RDMA_UDP_QKEY;
+			*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+			return 0;
+		}
+		a->qp_access_flags = id->have_qp_attr ? q->access : 0;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+		return 0;
+	case IBV_QPS_RTR:
+		if (!id->have_qp_attr)
+			return fail(EINVAL);
+		a->path_mtu = q->path_mtu;
+		a->dest_qp_num = q->dest_qpn;
+		a->rq_psn = q->rq_psn;
+		a->max_dest_rd_atomic = q->max_dest_rd_atomic;
+		a->min_rnr_timer = q->min_rnr_timer;
+		fill_ah(id, &a->ah_attr);
+		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		return 0;
+	case IBV_QPS_RTS:
+		if (!id->have_qp_attr)
+			return fail(EINVAL);
+		a->sq_psn = q->sq_psn;
+		a->timeout = q->timeout;
+		a->retry_cnt = q->retry_cnt;
+		a->rnr_retry = q->rnr_retry;
+		a->max_rd_atomic = q->max_rd_atomic;
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		return 0;
+	default:
+		return fail(EINVAL);
+	}
+}
+
+int rdma_create_srq_ex(struct rdma_cm_id *cmid, struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibv_srq_init_attr init;
+	struct ibv_srq *srq;
+
+	if (!cmid || !attr || !cmid->verbs || cmid->srq)
+		return fail(EINVAL);
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)
+		return fail(EOPNOTSUPP);
+	memset(&init, 0, sizeof(init));
+	init.srq_context = attr->srq_context;
+	init.attr = attr->attr;
+	srq = ibv_create_srq((attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd :
+			     cmid->pd, &init);
+	if (!srq)
+		return -1;
+	attr->attr = init.attr;
+	cmid->srq = srq;
+	return 0;
+}
+
+int rdma_create_srq(struct rdma_cm_id *cmid, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex ex;
+	int rc;
+
+	if (!attr)
+		return fail(EINVAL);
+	memset(&ex, 0, sizeof(ex));
+	ex.srq_context = attr->srq_context;
+	ex.attr = attr->attr;
+	ex.comp_mask = IBV_SRQ_INIT_ATTR_PD;
+	ex.pd = pd;
+	rc = rdma_create_srq_ex(cmid, &ex);
+	if (!rc)
+		attr->attr = ex.attr;
+	return rc;
+}
+
+void rdma_destroy_srq(struct rdma_cm_id *cmid)
+{
+	if (!cmid || !cmid->srq)
+		return;
+	ibv_destroy_srq(cmid->srq);
+	cmid->srq = NULL;
+}

@@ -1,0 +1,124 @@
+/* The rdma_cm layer: librdmacm's calls (Debian 12, rdma-core 44) answered for programs under
+ * rocemu-run, beside the verbs layer in the same preloaded library. The CM itself runs in
+ * the daemon (emu/daemon/cm/); this layer keeps the ids and channels, talks to each
+ * device's daemon through its verbs context, and moves the QPs through INIT, RTR and RTS
+ * at the events, with the attributes the daemon's CM computes, as librdmacm does with the
+ * kernel's rdma_init_qp_attr.
+ *
+ * An event channel is a local SOCK_SEQPACKET socket pair: the program polls the read end;
+ * each daemon an id of the channel talks to holds a copy of the write end and writes its
+ * events there, and this layer writes the ones it makes itself (address and route
+ * resolved). Events name ids by a number (cookie), never a pointer, so an event for an id
+ * destroyed meanwhile is dropped.
+ *
+ * It may call the verbs layer's calls (ibv_*) and its internals (verbs_int.h) and the
+ * CM requests of librocemu. Calls return as librdmacm's: -1 with errno, or NULL with
+ * errno. Nothing is printed unless ROCEMU_DEBUG=1 (through the verbs layer's report). */
+#ifndef ROCEMU_RDMACM_H
+#define ROCEMU_RDMACM_H
+
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "emu/proto.h"
+#include "emu/verbs/verbs_int.h"
+
+#define RCM_MAX_DEVICES 8
+
+/* An opened rocemu device, kept for the process's life as librdmacm keeps its devices. */
+struct rcm_device {
+	struct ibv_context *verbs;
+	struct rv_context *rv;
+	struct ibv_pd *pd;           /* the ids' default PD (rdma_create_ep, a NULL pd) */
+};
+
+struct rcm_channel {
+	struct rdma_event_channel ch;   /* ch.fd: the read end the program polls */
+	int wr;                         /* the write end the daemons and we write events to */
+	pthread_mutex_t lock;
+	uint32_t handle[RCM_MAX_DEVICES]; /* each device's name for it, 0 until it has one */
+};
+
+struct rcm_id {
+	struct rdma_cm_id id;        /* first: the program's pointer is ours */
+	uint64_t cookie;
+	struct rcm_channel *chan;
+	bool sync;                   /* made without a channel: calls wait for their event */
+	struct rcm_device *dev;      /* bound to, NULL before */
+	uint32_t listener[RCM_MAX_DEVICES];
+	uint32_t conn;               /* the daemon's connection, 0 for none */
+	struct ibv_sa_path_rec path;
+	/* rdma_conn_param's depths for this id (RDMA_MAX_*: the device's) */
+	uint8_t responder_resources, initiator_depth;
+	bool have_qp_attr;
+	struct proto_qp_attr qp_attr;   /* the connection's, from the last event that gave it */
+	uint8_t tos;
+	uint8_t ack_timeout;
+	int reuseaddr, afonly;
+	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep(passive): rdma_get_request's QP */
+	/* events handed to the program and acked: rdma_destroy_id waits for the acks, as
+	 * librdmacm's does (a program's event thread is done with the id then) */
+	uint32_t events_reported, events_acked;
+	pthread_cond_t acked;
+	LIST_ENTRY(rcm_id) link;
+};
+
+static inline struct rcm_id *rcm_id(struct rdma_cm_id *id)
+{
+	return (struct rcm_id *)id;
+}
+
+/* device.c: every rocemu device, opened once; the one serving an address */
+int rcm_devices(struct rcm_device **devs);
+struct rcm_device *rcm_device_of(const struct sockaddr *addr);
+struct rcm_device *rcm_device_of_gid(const uint8_t gid[16]);
+/* A daemon request through the device's context (its lock held): 0 or an errno. */
+int rcm_request(struct rcm_device *d, void *req, size_t len, void *reply, size_t reply_len,
+		int fd);
+uint32_t rcm_max_rd_atomic(const struct rcm_device *d);
+
+/* addr.c: socket addresses and GIDs */
+void rcm_addr_gid(const struct sockaddr *sa, uint8_t gid[16]);
+void rcm_gid_addr(const uint8_t gid[16], uint16_t port, int family, struct sockaddr_storage *ss);
+uint16_t rcm_port(const struct sockaddr *sa);
+void rcm_set_port(struct sockaddr *sa, uint16_t port);
+socklen_t rcm_addr_len(const struct sockaddr *sa);
+bool rcm_addr_any(const struct sockaddr *sa);
+uint16_t rcm_ephemeral_port(void);
+/* The source address the kernel's routes pick for dst (no packet is sent). */
+int rcm_route_source(const struct sockaddr *dst, struct sockaddr_storage *src);
+
+/* channel.c */
+struct rcm_channel *rcm_channel_new(void);
+void rcm_channel_free(struct rcm_channel *c);
+/* The channel's handle at the device's daemon, registered at first use: 0 or an errno. */
+int rcm_channel_at(struct rcm_channel *c, struct rcm_device *d, uint32_t *handle);
+/* An event this layer makes (address or route resolution). */
+int rcm_post_local(struct rcm_id *id, uint32_t event, int32_t status);
+
+/* id.c: the id registry */
+struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_port_space ps,
+			  enum ibv_qp_type qp_type);
+struct rcm_id *rcm_id_find(uint64_t cookie);
+/* Counts an event handed out for the id, and its ack. */
+void rcm_id_reported(struct rcm_id *id);
+void rcm_id_acked(struct rcm_id *id);
+void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d);
+/* A sync id's call waits for its event; 0, or the errno librdmacm gives its failure. */
+int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected);
+/* The QP through INIT, RTR and RTS with the connection's attributes. */
+int rcm_qp_init(struct rcm_id *id, bool with_access);
+int rcm_qp_rtr(struct rcm_id *id, uint8_t responder_resources);
+int rcm_qp_rts(struct rcm_id *id, uint8_t initiator_depth);
+int rcm_qp_error(struct rcm_id *id);
+
+/* event.c: the id's route as librdmacm reports it (one path, the port's MTU) */
+void rcm_fill_path(struct rcm_id *id);
+/* event.c: an event read from the channel, handled as librdmacm handles it */
+int rcm_read_event(struct rcm_channel *chan, struct rdma_cm_event **out);
+
+#endif

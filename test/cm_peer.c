@@ -1,0 +1,286 @@
+/* cm_peer: an rdma_cm program for rdmacm.test.sh, built against librdmacm alone and run
+ * under rocemu-run (or on the kernel's rdma_cm: it is a plain librdmacm program).
+ *
+ *   cm_peer reject-server PORT N        listens, rejects N requests with private data
+ *   cm_peer reject-client ADDR PORT     connects; prints the event it gets instead
+ *   cm_peer cycle-server PORT N         accepts N connections one after another, each
+ *                                       with an RC QP, until its peer disconnects
+ *   cm_peer cycle-client ADDR PORT N    connects, sends one message, disconnects, N times;
+ *                                       prints the rate
+ * Exit 0 when every step gave the event expected; each failure is printed. */
+#include <errno.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REJECT_DATA "not today"
+#define EVENT_TIMEOUT_MS 20000
+
+static struct rdma_event_channel *channel;
+
+static int die(const char *what)
+{
+	fprintf(stderr, "cm_peer: %s: %s\n", what, strerror(errno));
+	return 1;
+}
+
+/* The next event, which must be of the type expected (its status 0); NULL otherwise. */
+static struct rdma_cm_event *expect(enum rdma_cm_event_type type)
+{
+	struct rdma_cm_event *ev;
+
+	if (rdma_get_cm_event(channel, &ev)) {
+		die("rdma_get_cm_event");
+		return NULL;
+	}
+	if (ev->event != type || ev->status) {
+		fprintf(stderr, "cm_peer: expected %s, got %s (status %d)\n", rdma_event_str(type),
+			rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+static int addr_of(const char *host, const char *port, struct sockaddr_storage *ss)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai;
+	int rc = getaddrinfo(host, port, &hints, &ai);
+
+	if (rc) {
+		fprintf(stderr, "cm_peer: %s: %s\n", host ? host : "(any)", gai_strerror(rc));
+		return -1;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static struct rdma_cm_id *listen_on(const char *port)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+
+	if (addr_of(NULL, port, &ss) || rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
+		return NULL;
+	if (rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 16)) {
+		die("bind/listen");
+		return NULL;
+	}
+	return id;
+}
+
+static int reject_server(const char *port, int n)
+{
+	struct rdma_cm_id *listen = listen_on(port);
+
+	if (!listen)
+		return 1;
+	printf("listening\n");
+	fflush(stdout);
+	for (int i = 0; i < n; i++) {
+		struct rdma_cm_event *ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+		struct rdma_cm_id *id;
+
+		if (!ev)
+			return 1;
+		id = ev->id;
+		rdma_ack_cm_event(ev);
+		if (rdma_reject(id, REJECT_DATA, sizeof(REJECT_DATA)))
+			return die("rdma_reject");
+		rdma_destroy_id(id);
+	}
+	rdma_destroy_id(listen);
+	return 0;
+}
+
+/* An id resolved to ADDR:PORT, with an RC QP when qp is set. */
+static struct rdma_cm_id *resolved(const char *addr, const char *port, bool qp)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct sockaddr_storage dst;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
+		return NULL;
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, EVENT_TIMEOUT_MS)) {
+		die("rdma_resolve_addr");
+		return NULL;
+	}
+	if (!(ev = expect(RDMA_CM_EVENT_ADDR_RESOLVED)))
+		return NULL;
+	rdma_ack_cm_event(ev);
+	if (rdma_resolve_route(id, EVENT_TIMEOUT_MS)) {
+		die("rdma_resolve_route");
+		return NULL;
+	}
+	if (!(ev = expect(RDMA_CM_EVENT_ROUTE_RESOLVED)))
+		return NULL;
+	rdma_ack_cm_event(ev);
+	if (qp && rdma_create_qp(id, NULL, &attr)) {
+		die("rdma_create_qp");
+		return NULL;
+	}
+	return id;
+}
+
+static int reject_client(const char *addr, const char *port)
+{
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+					 .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *id = resolved(addr, port, true);
+	struct rdma_cm_event *ev;
+
+	if (!id)
+		return 1;
+	if (rdma_connect(id, &param))
+		return die("rdma_connect");
+	if (rdma_get_cm_event(channel, &ev))
+		return die("rdma_get_cm_event");
+	printf("%s status %d private_data_len %u private_data '%.*s'\n",
+	       rdma_event_str(ev->event), ev->status, ev->param.conn.private_data_len,
+	       ev->param.conn.private_data ? (int)strnlen(ev->param.conn.private_data,
+							  ev->param.conn.private_data_len) : 0,
+	       ev->param.conn.private_data ? (const char *)ev->param.conn.private_data : "");
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
+static int cycle_server(const char *port, int n)
+{
+	struct rdma_cm_id *listen = listen_on(port);
+	static char buf[64];
+
+	if (!listen)
+		return 1;
+	printf("listening\n");
+	fflush(stdout);
+	for (int i = 0; i < n; i++) {
+		struct rdma_cm_event *ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+		struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+						 .rnr_retry_count = 7 };
+		/* anew each time: rdma_create_qp writes the CQs it made back into it */
+		struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+						 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+							  .max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_recv_wr wr = { 0 }, *bad;
+		struct ibv_sge sge;
+		struct ibv_mr *mr;
+		struct rdma_cm_id *id;
+
+		if (!ev)
+			return 1;
+		id = ev->id;
+		rdma_ack_cm_event(ev);
+		if (rdma_create_qp(id, NULL, &attr))
+			return die("rdma_create_qp");
+		mr = ibv_reg_mr(id->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+		if (!mr)
+			return die("ibv_reg_mr");
+		sge = (struct ibv_sge){ (uintptr_t)buf, sizeof(buf), mr->lkey };
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		if (ibv_post_recv(id->qp, &wr, &bad) || rdma_accept(id, &param))
+			return die("post_recv/accept");
+		if (!(ev = expect(RDMA_CM_EVENT_ESTABLISHED)))
+			return 1;
+		rdma_ack_cm_event(ev);
+		if (!(ev = expect(RDMA_CM_EVENT_DISCONNECTED)))
+			return 1;
+		rdma_ack_cm_event(ev);
+		rdma_disconnect(id);
+		rdma_destroy_qp(id);
+		ibv_dereg_mr(mr);
+		rdma_destroy_id(id);
+	}
+	rdma_destroy_id(listen);
+	return 0;
+}
+
+static int send_one(struct rdma_cm_id *id)
+{
+	static char msg[16] = "hello";
+	struct ibv_sge sge = { (uintptr_t)msg, sizeof(msg), 0 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	int n;
+
+	if (ibv_post_send(id->qp, &wr, &bad))
+		return die("ibv_post_send");
+	for (long spins = 0; (n = ibv_poll_cq(id->send_cq, 1, &wc)) == 0; spins++)
+		if (spins > 200000000)
+			break;
+	if (n != 1 || wc.status != IBV_WC_SUCCESS) {
+		fprintf(stderr, "cm_peer: the SEND completed %s\n",
+			n == 1 ? ibv_wc_status_str(wc.status) : "never");
+		return 1;
+	}
+	return 0;
+}
+
+static int cycle_client(const char *addr, const char *port, int n)
+{
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+					 .retry_count = 7, .rnr_retry_count = 7 };
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++) {
+		struct rdma_cm_id *id = resolved(addr, port, true);
+		struct rdma_cm_event *ev;
+
+		if (!id)
+			return 1;
+		if (rdma_connect(id, &param))
+			return die("rdma_connect");
+		if (!(ev = expect(RDMA_CM_EVENT_ESTABLISHED)))
+			return 1;
+		rdma_ack_cm_event(ev);
+		if (send_one(id))
+			return 1;
+		if (rdma_disconnect(id))
+			return die("rdma_disconnect");
+		if (!(ev = expect(RDMA_CM_EVENT_DISCONNECTED)))
+			return 1;
+		rdma_ack_cm_event(ev);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%d connections (connect, one SEND, disconnect) in %.2f s: %.0f per second\n", n,
+	       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+	       n / ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = 2;
+
+	channel = rdma_create_event_channel();
+	if (!channel)
+		return die("rdma_create_event_channel");
+	if (argc == 4 && !strcmp(argv[1], "reject-server"))
+		rc = reject_server(argv[2], atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "reject-client"))
+		rc = reject_client(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "cycle-server"))
+		rc = cycle_server(argv[2], atoi(argv[3]));
+	else if (argc == 5 && !strcmp(argv[1], "cycle-client"))
+		rc = cycle_client(argv[2], argv[3], atoi(argv[4]));
+	else
+		fprintf(stderr, "usage: cm_peer reject-server PORT N | reject-client ADDR PORT |\n"
+			"               cycle-server PORT N | cycle-client ADDR PORT N\n");
+	rdma_destroy_event_channel(channel);
+	return rc;
+}

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# RDMA CM: unmodified librdmacm programs from Debian's packages under rocemu-run, between two
+# daemons in two network namespaces, each a row: rping -C 100 -v (verified) over IPv4 and
+# IPv6, ucmatose with 10 connections, with rdma_migrate_id (-m) and with TOS and ACK
+# timeout options, rdma_server/rdma_client and rdma_xserver/rdma_xclient (synchronous ids,
+# rdma_create_ep), udaddy over IPv4 and IPv6 (the UDP port space: SIDR), perftest over
+# rdma_cm (ib_write_bw -R, -R -q 4 and --rdma_cm, ib_send_bw -R, ib_read_lat -R), cmtime
+# with 50 connections at once. Then what the kernel's rdma_cm reports: a server that rejects gives
+# REJECTED with status 28 (consumer defined) and its private data; a port nobody listens
+# on, REJECTED with status 8 (invalid service ID), as a kernel passive side answers; 100
+# connect/SEND/disconnect cycles leave both daemons' QPs and MRs where they started and,
+# after TimeWait, no CM state at all; rocemuctl cm shows a listener; the daemons still
+# serve.
+# In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
+set -u
+source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
+require_root
+
+PEER=$BUILD/test/cm_peer
+for p in rping ucmatose udaddy cmtime rdma_server rdma_client rdma_xserver ib_write_bw ib_send_bw \
+	ib_read_lat; do
+	command -v "$p" >/dev/null ||
+		skip "$p is missing: scripts/install-deps.sh installs rdmacm-utils and perftest"
+done
+[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+[ -x "$PEER" ] || fail "$PEER is missing (make $PEER)"
+unset ROCEMU_DEBUG
+T=${CM_TIMEOUT:-40}
+
+NETNS_IPV6=1 topology_up netns
+
+# listeners SIDE: how many rdma_cm listeners the side's daemon has
+listeners() {
+	local sock=$SOCK_A
+	[ "$1" = b ] && sock=$SOCK_B
+	"$BUILD/rocemuctl" -s "$sock" cm 2>/dev/null | grep -c 'state LISTEN'
+}
+
+# cm_pair NAME SERVER... -- CLIENT...: the server in host b (waited for until its daemon has
+# one more listener), the client in host a; OUT_S and OUT_C hold their output, 0 when both
+# exit 0.
+cm_pair() {
+	local name=$1 before server status
+	local -a s=()
+	shift
+	while [ "$1" != -- ]; do s+=("$1"); shift; done
+	shift
+	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+	before=$(listeners b)
+	"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" "${s[@]}" >"$OUT_S" 2>&1 </dev/null &
+	server=$!
+	PIDS+=($server)
+	for _ in $(seq 100); do
+		[ "$(listeners b)" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
+		sleep 0.05
+	done
+	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
+	status=$?
+	wait "$server" || status=$?
+	return $status
+}
+
+rping_verified() {
+	local name=$1 addr=$2 count=$3 got
+	if cm_pair "$name" rping -s -a "$addr" -C "$count" -v -- rping -c -a "$addr" -C "$count" -v &&
+		got=$(grep -c '^ping data: rdma-ping-' "$OUT_C") && [ "$got" -eq "$count" ] &&
+		[ "$(grep -c '^server ping data: rdma-ping-' "$OUT_S")" -eq "$count" ]; then
+		passed "$name: rping -C $count -v to $addr: $got pings verified on both ends"
+	else
+		show_both
+		failed "$name: rping -C $count -v to $addr"
+	fi
+}
+
+status_of() {
+	local sock=$SOCK_A
+	[ "$1" = b ] && sock=$SOCK_B
+	"$BUILD/rocemuctl" -s "$sock" status | awk '$1 == "qps:" || $1 == "mrs:" {printf "%s%s ", $1, $2}'
+}
+START_A=$(status_of a) START_B=$(status_of b)
+
+# ---- the programs ----
+
+rping_verified rping-ipv4 "$ADDR_B" 100
+rping_verified rping-ipv6 "$ADDR6_B" 20
+
+if cm_pair ucmatose ucmatose -c 10 -- ucmatose -s "$ADDR_B" -c 10 &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S" &&
+	grep -q 'data transfers complete' "$OUT_C"; then
+	passed "ucmatose -c 10: 10 connections, data transfers complete, status 0 on both ends"
+else
+	show_both
+	failed "ucmatose -c 10"
+fi
+
+if cm_pair ucmatose-m ucmatose -c 4 -m -- ucmatose -s "$ADDR_B" -c 4 -m &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S" &&
+	grep -q 'migrating to new event channel' "$OUT_C"; then
+	passed "ucmatose -c 4 -m: rdma_migrate_id to a new channel after the transfers, status 0"
+else
+	show_both
+	failed "ucmatose -c 4 -m"
+fi
+
+if cm_pair ucmatose-tos ucmatose -c 2 -t 32 -a 18 -- ucmatose -s "$ADDR_B" -c 2 -t 32 -a 18 &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S"; then
+	passed "ucmatose -t 32 -a 18: rdma_set_option TOS and ACK timeout, status 0"
+else
+	show_both
+	failed "ucmatose -t 32 -a 18"
+fi
+
+# the UDP port space: SIDR_REQ and SIDR_REP, then UD datagrams both ways
+if cm_pair udaddy udaddy -- udaddy -s "$ADDR_B" &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S" &&
+	grep -q 'data transfers complete' "$OUT_C"; then
+	passed "udaddy (UDP port space, SIDR): data transfers complete, status 0 on both ends"
+else
+	show_both
+	failed "udaddy"
+fi
+if cm_pair udaddy-ipv6 udaddy -b "$ADDR6_B" -- udaddy -s "$ADDR6_B" &&
+	grep -q 'return status 0' "$OUT_C" && grep -q 'return status 0' "$OUT_S"; then
+	passed "udaddy over IPv6 to $ADDR6_B: status 0 on both ends"
+else
+	show_both
+	failed "udaddy over IPv6"
+fi
+
+PORT=$((7000 + RANDOM % 1000))
+if cm_pair rdma_xserver rdma_xserver -p "$PORT" -- rdma_xclient -s "$ADDR_B" -p "$PORT" &&
+	grep -q 'rdma_xclient: end 0' "$OUT_C" && grep -q 'rdma_xserver: end 0' "$OUT_S"; then
+	passed "rdma_xserver/rdma_xclient -p $PORT (RC): end 0 on both"
+else
+	show_both
+	failed "rdma_xserver/rdma_xclient"
+fi
+
+PORT=$((7000 + RANDOM % 1000))
+if cm_pair rdma_server rdma_server -p "$PORT" -- rdma_client -s "$ADDR_B" -p "$PORT" &&
+	grep -q 'rdma_client: end 0' "$OUT_C" && grep -q 'rdma_server: end 0' "$OUT_S"; then
+	passed "rdma_server/rdma_client -p $PORT: end 0 on both (rdma_create_ep, synchronous ids)"
+else
+	show_both
+	failed "rdma_server/rdma_client"
+fi
+
+# perftest: -R exchanges its QPs' numbers through rdma_cm, --rdma_cm connects them with it
+for args in "ib_write_bw -R" "ib_send_bw -R" "ib_read_lat -R" "ib_write_bw --rdma_cm" \
+	"ib_write_bw -R -q 4"; do
+	read -ra cmd <<<"$args"
+	# (perftest gives up when it cannot fit its clock on a noisy machine: once more, then)
+	cm_pair "${cmd[0]}" "${cmd[@]}" -- "${cmd[@]}" "$ADDR_B" ||
+		{ grep -q 'Correlation coefficient r^2' "$OUT_C" "$OUT_S" &&
+		  cm_pair "${cmd[0]}" "${cmd[@]}" -- "${cmd[@]}" "$ADDR_B"; }
+	if [ $? -eq 0 ] && rows=$(table_rows "$OUT_C") && [ "$rows" -eq 1 ]; then
+		last=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { l = $0 } END { print l }' "$OUT_C")
+		passed "$args (perftest over rdma_cm):$(tr -s ' \t' ' ' <<<"$last" | cut -c1-60)"
+	else
+		show_both
+		failed "$args"
+	fi
+done
+
+# cmtime's server serves until it is stopped: the client's table is the row
+"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" cmtime -c 50 >"$WORK/cmtime.server" 2>&1 </dev/null &
+server=$!
+PIDS+=($server)
+for _ in $(seq 100); do
+	[ "$(listeners b)" -gt 0 ] && break
+	sleep 0.05
+done
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" cmtime -s "$ADDR_B" -c 50 2>&1)
+status=$?
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+if [ $status -eq 0 ] && line=$(grep -E '^connect +:' <<<"$out"); then
+	passed "cmtime -c 50 (connect all, then disconnect all): $(tr -s ' ' <<<"$line")"
+else
+	printf '%s\n' "$out" | tail -n 12 | sed 's/^/  | /'
+	failed "cmtime -c 50"
+fi
+
+# ---- what the kernel's rdma_cm reports ----
+
+PORT=$((8000 + RANDOM % 1000))
+if cm_pair reject "$PEER" reject-server "$PORT" 1 -- "$PEER" reject-client "$ADDR_B" "$PORT" &&
+	grep -q "^RDMA_CM_EVENT_REJECTED status 28 private_data_len 148 private_data 'not today'" \
+		"$OUT_C"; then
+	passed "a server that rejects: $(head -n 1 "$OUT_C")"
+else
+	show_both
+	failed "a server that rejects: REJECTED, status 28, its private data"
+fi
+
+before=$(counter b cm_rej_no_listener)
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$PEER" reject-client "$ADDR_B" 9 2>&1)
+after=$(counter b cm_rej_no_listener)
+if grep -q '^RDMA_CM_EVENT_REJECTED status 8 ' <<<"$out" && [ "$after" -eq $((before + 1)) ]; then
+	passed "no listener: $out (cm_rej_no_listener $before -> $after)"
+else
+	echo "  | $out"
+	failed "no listener: REJECTED with status 8 (cm_rej_no_listener $before -> $after)"
+fi
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" rping -c -a "$ADDR_B" -p 9 -C 1 2>&1)
+if grep -q 'RDMA_CM_EVENT_REJECTED, error 8' <<<"$out"; then
+	passed "no listener, rping: $(grep 'REJECTED' <<<"$out")"
+else
+	echo "  | $out"
+	failed "no listener, rping: REJECTED, error 8"
+fi
+
+# an address nobody answers ARP for: the kernel's rdma_cm reports ADDR_ERROR, -ETIMEDOUT
+nobody=${ADDR_B%.*}.$(( ${ADDR_B##*.} + 100 ))
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" rping -c -a "$nobody" -C 1 2>&1)
+if grep -q 'RDMA_CM_EVENT_ADDR_ERROR, error -110' <<<"$out"; then
+	passed "no neighbour at $nobody, rping: $(grep 'ADDR_ERROR' <<<"$out")"
+else
+	echo "  | $out"
+	failed "no neighbour at $nobody: ADDR_ERROR, error -110"
+fi
+
+# ---- 100 connections in a row, and nothing left behind ----
+
+PORT=$((9000 + RANDOM % 1000))
+"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" "$PEER" cycle-server "$PORT" 100 >"$WORK/cycles.server" 2>&1 &
+server=$!
+PIDS+=($server)
+for _ in $(seq 100); do
+	[ "$(listeners b)" -gt 0 ] && break
+	sleep 0.05
+done
+cmview=$("$BUILD/rocemuctl" -s "$SOCK_B" cm)
+sid=$(printf '0x%016x' $((0x01060000 + PORT)))
+if grep -qE "state LISTEN .* service_id $sid address \*" <<<"$cmview"; then
+	passed "rocemuctl cm: the listener on port $PORT (service ID $sid)"
+else
+	echo "  | $cmview"
+	failed "rocemuctl cm: no listener with service ID $sid"
+fi
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$PEER" cycle-client "$ADDR_B" "$PORT" 100 2>&1)
+status=$?
+wait "$server" || status=$?
+if [ $status -eq 0 ] && grep -q '^100 connections' <<<"$out"; then
+	passed "cm_peer: $out"
+else
+	echo "  | $out"
+	sed 's/^/  server| /' "$WORK/cycles.server"
+	failed "100 connect/SEND/disconnect cycles"
+fi
+# TimeWait is the ACK timeout (2^19 * 4.096 us, 2 s): then no connection is left
+for _ in $(seq 40); do
+	left=$("$BUILD/rocemuctl" -s "$SOCK_A" cm; "$BUILD/rocemuctl" -s "$SOCK_B" cm)
+	[ -z "$left" ] && break
+	sleep 0.1
+done
+if [ -z "$left" ] && [ "$(status_of a)" = "$START_A" ] && [ "$(status_of b)" = "$START_B" ]; then
+	passed "after it all: $(status_of a)on a, $(status_of b)on b as at the start; no CM state left"
+else
+	printf '%s\n' "$left" | head -n 5 | sed 's/^/  | /'
+	failed "left behind: a $(status_of a)(was $START_A), b $(status_of b)(was $START_B)"
+fi
+
+for side in a b; do
+	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
+		failed "rocemud $side died"
+done
+
+finish "rdma_cm"
