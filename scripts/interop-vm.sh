@@ -32,7 +32,7 @@ VM_WORK=
 
 # The modules the guest needs; vm_initramfs adds what they depend on, in order.
 # rxe asks the crypto API for "crc32" (its ICRC), which is a module here.
-VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe veth 8021q"
+VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe veth 8021q rdma_ucm"
 
 vm_say() { echo "interop-vm: $*" >&2; }
 

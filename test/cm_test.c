@@ -288,7 +288,9 @@ START_TEST(test_passive_connection_lives_and_ends)
 	ck_assert_uint_eq(ev.peer_port, 40000);
 	ck_assert_uint_eq(ev.local_port, SERVICE_PORT);
 	ck_assert_uint_eq(ev.qp.dest_qpn, PEER_QPN);
-	ck_assert_uint_eq(ev.qp.rq_psn, PEER_PSN);
+	/* the peer's REQ PSN is what this side sends with (Linux's cm.c), its own REP's
+	 * what it receives with */
+	ck_assert_uint_eq(ev.qp.sq_psn, PEER_PSN);
 	ck_assert_uint_eq(ev.qp.path_mtu, IBV_MTU_1024);
 	ck_assert_uint_eq(ev.qp.retry_cnt, 6);
 	ck_assert_uint_eq(ev.qp.rnr_retry, 5);
@@ -302,7 +304,7 @@ START_TEST(test_passive_connection_lives_and_ends)
 	ck_assert_uint_eq(rep.rep.local_comm_id, conn);
 	ck_assert_uint_eq(rep.rep.remote_comm_id, PEER_COMM_ID);
 	ck_assert_uint_eq(rep.rep.local_qpn, qp->qpn);
-	ck_assert_uint_eq(rep.rep.starting_psn, ev.qp.sq_psn);
+	ck_assert_uint_eq(rep.rep.starting_psn, ev.qp.rq_psn);
 	ck_assert_uint_eq(rep.rep.responder_resources, 3);
 	ck_assert_int_eq(memcmp(rep.rep.private_data, "rep!", 4), 0);
 
@@ -408,8 +410,8 @@ START_TEST(test_active_connection_and_duplicate_rep)
 	arrive(rep);
 	ev = next_event(CM_EV_CONNECT_RESPONSE);
 	ck_assert_uint_eq(ev.qp.dest_qpn, PEER_QPN);
-	ck_assert_uint_eq(ev.qp.rq_psn, PEER_PSN);
-	ck_assert_uint_eq(ev.qp.sq_psn, req.req.starting_psn);
+	ck_assert_uint_eq(ev.qp.sq_psn, PEER_PSN);
+	ck_assert_uint_eq(ev.qp.rq_psn, req.req.starting_psn);
 	ck_assert_uint_eq(ev.qp.max_dest_rd_atomic, 2);
 	ck_assert_uint_eq(ev.qp.max_rd_atomic, 1);
 	ck_assert_uint_eq(ev.qp.rnr_retry, 3);

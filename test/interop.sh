@@ -238,6 +238,24 @@ uc_pingpong() {
 	fi
 }
 
+# cm_pair NAME ROCEMU_SIDE SERVER CLIENT: an rdma_cm program of Debian's between the two, the
+# kernel's rdma_cm in the guest and rocemud's CM here (@OWN@: the server's own address,
+# which rping binds; @PEER@: the server's, for the client); passes when both exit 0 and the
+# client's output matches PATTERN (a grep -E) at least COUNT times.
+cm_pair() {
+	local name=$1 side=$2 server=$3 client=$4 pattern=$5 count=$6 own seen
+	[ "$side" = client ] && own=$ADDR_X || own=$ADDR_R
+	run_pair "$name" "$side" "${server//@OWN@/$own}" "$client"
+	seen=$(grep -cE "$pattern" "$CLIENT_OUT")
+	if [ "$RC_HOST" -eq 0 ] && [ "$RC_GUEST" -eq 0 ] && [ "$seen" -ge "$count" ]; then
+		passed "$name: rocemu $side through rdma_cm: ${client%% *} ($seen of '$pattern')"
+	else
+		sed 's/^/  rocemu| /' "$WORK/$name.host" | tail -n 8
+		sed 's/^/  rxe   | /' "$WORK/$name.guest" | tail -n 8
+		failed "$name: rocemu $side through rdma_cm: ${client%% *} (rocemu exit $RC_HOST, rxe exit $RC_GUEST, $seen of $count)"
+	fi
+}
+
 # The rest of the matrix (make interop, not the short form): loss, MTU 4096, mixed MTUs.
 # Loss, duplication and reordering, injected by rocemud on both directions while it talks
 # to rxe: each side's retransmissions (rxe's on a timeout or a sequence NAK from us; ours on
@@ -338,6 +356,11 @@ for side in client server; do
 	perf "atomic-cas-$side" $side ib_atomic_bw -A CMP_AND_SWAP -n 200
 	ud_pingpong "ud-pingpong-$side" $side -s 1024 -n 200
 	uc_pingpong "uc-pingpong-$side" $side -s 4096 -n 200
+	cm_pair "rping-$side" $side "rping -s -a @OWN@ -C 10 -v" "rping -c -a @PEER@ -C 10 -v" \
+		'ping data: rdma-ping-' 10
+	cm_pair "udaddy-$side" $side "udaddy" "udaddy -s @PEER@" 'data transfers complete' 1
+	cm_pair "write-bw-cm-$side" $side "ib_write_bw -R -s 65536 -n 50" \
+		"ib_write_bw -R -s 65536 -n 50 @PEER@" '^ *65536 +50 ' 1
 	# memory windows (test/mw_peer), served by rocemu to rxe's client only: rxe 6.1 as the
 	# server checks an MW access against the MR's bounds alone and would take the WRITE
 	# past the window that mw_peer expects refused

@@ -314,8 +314,12 @@ void conn_qp_attr(const struct cm_conn *c, struct proto_qp_attr *a)
 	memset(a, 0, sizeof(*a));
 	a->path_mtu = c->mtu;
 	a->dest_qpn = c->remote_qpn;
-	a->rq_psn = c->remote_psn;
-	a->sq_psn = c->local_psn;
+	/* The starting PSN of a REQ or REP is the PSN its sender receives from, the one the
+	 * peer sends with: Linux's cm.c keeps each side's own as its rq_psn and the peer's as
+	 * its sq_psn (the other reading of IBA's words connects rocemu to rocemu, and every
+	 * first packet to the kernel's rxe is NAKed as out of sequence). */
+	a->rq_psn = c->local_psn;
+	a->sq_psn = c->remote_psn;
 	/* cm.c's INIT: remote writes always, reads and atomics when it serves any */
 	a->access = IBV_ACCESS_REMOTE_WRITE;
 	if (c->responder_resources)
