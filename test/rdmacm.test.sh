@@ -56,20 +56,23 @@ cm_pair() {
 		sleep 0.05
 	done
 	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
-	status=$?
-	wait "$server" || status=$?
+	RC_C=$?
+	wait "$server"
+	RC_S=$?
+	status=$((RC_C | RC_S))
 	return $status
 }
 
 rping_verified() {
-	local name=$1 addr=$2 count=$3 got
+	local name=$1 addr=$2 count=$3 got=
 	if cm_pair "$name" rping -s -a "$addr" -C "$count" -v -- rping -c -a "$addr" -C "$count" -v &&
 		got=$(grep -c '^ping data: rdma-ping-' "$OUT_C") && [ "$got" -eq "$count" ] &&
 		[ "$(grep -c '^server ping data: rdma-ping-' "$OUT_S")" -eq "$count" ]; then
 		passed "$name: rping -C $count -v to $addr: $got pings verified on both ends"
 	else
 		show_both
-		failed "$name: rping -C $count -v to $addr"
+		grep -v 'ping data' "$OUT_C" "$OUT_S" | head -n 6 | sed 's/^/  | /'
+		failed "$name: rping -C $count -v to $addr (client exit $RC_C, server exit $RC_S, ${got:-?} pings)"
 	fi
 }
 
