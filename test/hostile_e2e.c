@@ -944,7 +944,8 @@ static const struct hcase cases[] = {
 	{ "destination QP: our slot, another generation", ONLY333,
 	  M(m_dest_qp, QPN_OTHER_GEN), DROPPED(drop_unknown_qp) },
 	{ "destination QP 0", ONLY333, M(m_dest_qp, 0), DROPPED(drop_unknown_qp) },
-	{ "destination QP 1 (GSI)", ONLY333, M(m_dest_qp, 1), DROPPED(drop_unknown_qp) },
+	/* QP 1 is the CM's: an RC SEND there is no MAD it takes */
+	{ "destination QP 1 (GSI)", ONLY333, M(m_dest_qp, 1), DROPPED(cm_drop_malformed) },
 	{ "destination QP 0xffffff", ONLY333, M(m_dest_qp, 0xffffff),
 	  DROPPED(drop_unknown_qp) },
 	{ "spoofed source: another address than the QP's peer", ONLY333,
