@@ -541,6 +541,33 @@ static int migrate_at_daemons(struct rcm_id *id, struct rcm_channel *to)
 	return err;
 }
 
+/* The events of id already written to the channel it leaves go to its new one, in order,
+ * as the kernel moves them: a program that waits on the new channel would otherwise wait
+ * for them forever. The others are written back behind any that arrive meanwhile, which
+ * the program will not see before those. */
+static void move_pending_events(struct rcm_id *id, struct rcm_channel *from,
+				struct rcm_channel *to)
+{
+	struct proto_cm_event pe, *kept = NULL;
+	size_t nkept = 0;
+
+	while (recv(from->ch.fd, &pe, sizeof(pe), MSG_DONTWAIT) == (ssize_t)sizeof(pe)) {
+		if (pe.cookie == id->cookie) {
+			(void)!send(to->wr, &pe, sizeof(pe), MSG_DONTWAIT | MSG_NOSIGNAL);
+			continue;
+		}
+		struct proto_cm_event *grown = realloc(kept, (nkept + 1) * sizeof(*kept));
+
+		if (!grown)
+			break;
+		kept = grown;
+		kept[nkept++] = pe;
+	}
+	for (size_t i = 0; i < nkept; i++)
+		(void)!send(from->wr, &kept[i], sizeof(kept[i]), MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(kept);
+}
+
 int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 {
 	struct rcm_id *id = rcm_id(cmid);
@@ -561,8 +588,8 @@ int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 			rcm_channel_free(to);
 		return fail(err);
 	}
-	/* events of the id already written to the old channel stay there (the kernel moves
-	 * them); those the program holds it acks as before */
+	/* those the program holds it acks as before */
+	move_pending_events(id, id->chan, to);
 	if (id->sync)
 		rcm_channel_free(id->chan);
 	id->chan = to;
