@@ -176,7 +176,7 @@ int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
 		}
 	}
 	*out = ev->id;
-	ev->id->event = ev;
+	rcm_event_hold(rcm_id(ev->id), ev);
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 struct rcm_event {
 	struct rdma_cm_event ev;
 	struct rcm_id *owner;        /* the id the event counts for (a request: its listener) */
+	struct rcm_id *held_by;      /* the synchronous id whose id.event it is, or NULL */
 	uint8_t private_data[PROTO_CM_PRIVATE_MAX];
 };
 
@@ -221,19 +222,19 @@ int rcm_read_event(struct rcm_channel *chan, struct rdma_cm_event **out)
 			return channel_closed(chan);
 		if (n != sizeof(pe))
 			continue;
-		id = rcm_id_find(pe.cookie);
+		id = rcm_id_take_event(pe.cookie);
 		if (!id)
 			continue;  /* its id was destroyed meanwhile */
 		e = calloc(1, sizeof(*e));
-		if (!e)
-			return ENOMEM;
-		err = handle(id, &pe, e);
-		if (err == EAGAIN) {
+		err = e ? handle(id, &pe, e) : ENOMEM;
+		if (err) {
+			rcm_id_acked(id);  /* never reported after all */
 			free(e);
-			continue;
+			if (err == EAGAIN)
+				continue;
+			return err;
 		}
 		e->owner = id;
-		rcm_id_reported(id);
 		*out = &e->ev;
 		return 0;
 	}
@@ -255,16 +256,26 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 	return 0;
 }
 
+void rcm_event_hold(struct rcm_id *id, struct rdma_cm_event *ev)
+{
+	id->id.event = ev;
+	((struct rcm_event *)ev)->held_by = id;
+}
+
+/* event->id may be a child the program destroyed before acking its CONNECT_REQUEST: only
+ * the id that holds the event (a synchronous one) and its owner are looked at. */
 int rdma_ack_cm_event(struct rdma_cm_event *event)
 {
+	struct rcm_event *e = (struct rcm_event *)event;
+
 	if (!event) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (event->id && event->id->event == event)
-		event->id->event = NULL;
-	rcm_id_acked(((struct rcm_event *)event)->owner);
-	free(event);
+	if (e->held_by && e->held_by->id.event == event)
+		e->held_by->id.event = NULL;
+	rcm_id_acked(e->owner);
+	free(e);
 	return 0;
 }
 

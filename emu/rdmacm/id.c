@@ -40,13 +40,6 @@ struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_por
 	return id;
 }
 
-void rcm_id_reported(struct rcm_id *id)
-{
-	pthread_mutex_lock(&ids_lock);
-	id->events_reported++;
-	pthread_mutex_unlock(&ids_lock);
-}
-
 void rcm_id_acked(struct rcm_id *id)
 {
 	pthread_mutex_lock(&ids_lock);
@@ -55,7 +48,9 @@ void rcm_id_acked(struct rcm_id *id)
 	pthread_mutex_unlock(&ids_lock);
 }
 
-struct rcm_id *rcm_id_find(uint64_t cookie)
+/* Counted as reported under the same lock that finds it, so rdma_destroy_id on another
+ * thread waits for this event's ack instead of freeing the id while it is handled. */
+struct rcm_id *rcm_id_take_event(uint64_t cookie)
 {
 	struct rcm_id *id;
 
@@ -63,6 +58,8 @@ struct rcm_id *rcm_id_find(uint64_t cookie)
 	LIST_FOREACH(id, &ids, link)
 		if (id->cookie == cookie)
 			break;
+	if (id)
+		id->events_reported++;
 	pthread_mutex_unlock(&ids_lock);
 	return id;
 }
@@ -655,7 +652,7 @@ int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
 	err = rcm_read_event(id->chan, &ev);
 	if (err)
 		return (errno = err);
-	id->id.event = ev;
+	rcm_event_hold(id, ev);
 	if (ev->status) {
 		err = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED :
 		      ev->status < 0 ? -ev->status : ev->status;

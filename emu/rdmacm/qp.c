@@ -184,6 +184,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 	attr->send_cq = init.send_cq;
 	attr->recv_cq = init.recv_cq;
 	cmid->qp = qp;
+	cmid->pd = qp->pd;  /* rdma_reg_msgs and the like register on the QP's PD */
 	err = qp->qp_type == IBV_QPT_UD ? ud_ready(id) : rcm_qp_init(id, id->have_qp_attr);
 	if (err) {
 		ibv_destroy_qp(qp);

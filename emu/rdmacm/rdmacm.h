@@ -99,13 +99,15 @@ void rcm_channel_free(struct rcm_channel *c);
 int rcm_channel_at(struct rcm_channel *c, struct rcm_device *d, uint32_t *handle);
 /* An event this layer makes (address or route resolution). */
 int rcm_post_local(struct rcm_id *id, uint32_t event, int32_t status);
+/* event.c: a synchronous id holds ev in id.event until the next call acks it */
+void rcm_event_hold(struct rcm_id *id, struct rdma_cm_event *ev);
 
 /* id.c: the id registry */
 struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_port_space ps,
 			  enum ibv_qp_type qp_type);
-struct rcm_id *rcm_id_find(uint64_t cookie);
-/* Counts an event handed out for the id, and its ack. */
-void rcm_id_reported(struct rcm_id *id);
+/* The id an event names, counted as reported (0 when it is gone); rcm_id_acked counts the
+ * event's ack, or undoes the count of one never handed out. */
+struct rcm_id *rcm_id_take_event(uint64_t cookie);
 void rcm_id_acked(struct rcm_id *id);
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d);
 /* A sync id's call waits for its event; 0, or the errno librdmacm gives its failure. */
