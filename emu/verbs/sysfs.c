@@ -904,17 +904,28 @@ static bool umask_strict(void)
 static int make_tree(void)
 {
 	const char *tmp = tree_parent();
+	/* getcwd and realpath give canonical paths, which paths.c maps back by the tree's
+	 * prefix: a TMPDIR with a trailing slash or a symbolic link in it must not keep them
+	 * apart (resolved before the tree has a name, so nothing is mapped here yet) */
+	char *canonical = realpath(tmp, NULL);
 	char path[PATH_MAX], lock[PATH_MAX];
+	bool named;
 	int err = 0;
 
+	if (canonical)
+		tmp = canonical;
 	sweep(tmp);
 	fix_modes = umask_strict();
 	made = calloc(MADE_SLOTS, sizeof(*made));
-	if (!made)
+	named = (size_t)snprintf(tree_root, sizeof(tree_root), "%s/%sXXXXXX", tmp, TREE_PREFIX) <
+		sizeof(tree_root);
+	free(canonical);
+	if (!made) {
+		tree_root[0] = '\0';
 		return ENOMEM;
-	if ((size_t)snprintf(tree_root, sizeof(tree_root), "%s/%sXXXXXX", tmp, TREE_PREFIX) >=
-	    sizeof(tree_root) || !mkdtemp(tree_root)) {
-		err = errno ? errno : ENAMETOOLONG;
+	}
+	if (!named || !mkdtemp(tree_root)) {
+		err = named ? errno : ENAMETOOLONG;
 		tree_root[0] = '\0';
 		free(made);
 		made = NULL;
