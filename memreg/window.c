@@ -89,11 +89,11 @@ static struct mr_mw *client_mw(struct mr_client *client, uint32_t rkey)
 	return mw && mw->rkey == rkey && mw->pd->client == client ? mw : NULL;
 }
 
-/* Whether [addr, addr + length) (zero-based: [0, length)) lies inside the MR. */
+/* Whether [addr, addr + length) lies inside the MR. A zero-based window's addr is where
+ * it starts in the MR's address space too, as verbs programs and rxe give it; only the
+ * peer's addresses count from 0 (checked here at bind, where rxe waits for the access). */
 static bool window_in_mr(const struct mr *mr, const struct mr_mw_bind *b)
 {
-	if (b->access & IBV_ACCESS_ZERO_BASED)
-		return b->length <= mr->length;
 	return mr_range_ok(mr, b->addr, b->length);
 }
 
@@ -223,7 +223,7 @@ enum mr_check mr_lookup_remote(struct mr_table *table, uint32_t key, const struc
 	if (check != MR_OK)
 		return check;
 	if (mw->access & IBV_ACCESS_ZERO_BASED)
-		*mr_va = mw->mr->iova + mw->addr + va;
+		*mr_va = mw->addr + va;
 	/* the MR's own remote rights do not matter: the window grants them (IBA 10.6.7) */
 	if (!mw->mr->valid)
 		return MR_INVALID;

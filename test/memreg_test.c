@@ -1462,7 +1462,9 @@ START_TEST(test_mw_zero_based)
 	struct mr *mr = reg(pd, buf, 4 * ps, LW | BIND);
 	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_2);
 	uint64_t va = 0;
-	uint32_t rkey = bind_ok(mw, mr, ps, 2 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A);
+	/* bound at an address of the MR, as verbs programs give it; the peer counts from 0 */
+	uint32_t rkey = bind_ok(mw, mr, (uintptr_t)buf + ps, 2 * ps, RW | IBV_ACCESS_ZERO_BASED,
+				QP_A);
 	int err;
 
 	/* offsets from the window's start, which lies ps into the MR */
@@ -1472,12 +1474,14 @@ START_TEST(test_mw_zero_based)
 	ck_assert_uint_eq(va, (uintptr_t)buf + 3 * ps - 8);
 	ck_assert_int_eq(look_remote(rkey, QP_A, RW, 2 * ps - 4, 8, NULL), MR_BOUNDS);
 	ck_assert_int_eq(mr_mw_invalidate(table, rkey, pd, QP_A), 0);
-	/* longer than the MR: refused; a start beyond it is caught by the MR's own bounds */
-	bind_mw(mw, mr, 0, 5 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A, &err);
+	/* longer than the MR, or running past its end: refused at the bind */
+	bind_mw(mw, mr, (uintptr_t)buf, 5 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A, &err);
 	ck_assert_int_eq(err, -EINVAL);
-	rkey = bind_ok(mw, mr, 3 * ps, 2 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A);
+	bind_mw(mw, mr, (uintptr_t)buf + 3 * ps, 2 * ps, RW | IBV_ACCESS_ZERO_BASED, QP_A, &err);
+	ck_assert_int_eq(err, -EINVAL);
+	rkey = bind_ok(mw, mr, (uintptr_t)buf + 3 * ps, ps, RW | IBV_ACCESS_ZERO_BASED, QP_A);
 	ck_assert_int_eq(look_remote(rkey, QP_A, RW, 0, 8, NULL), MR_OK);
-	ck_assert_int_eq(look_remote(rkey, QP_A, RW, ps, 8, NULL), MR_BOUNDS);
+	ck_assert_int_eq(look_remote(rkey, QP_A, RW, ps - 4, 8, NULL), MR_BOUNDS);
 	mr_mw_dealloc(mw);
 	ck_assert_int_eq(mr_dereg(mr), 0);
 }

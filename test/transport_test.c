@@ -2850,15 +2850,14 @@ START_TEST(test_mw_zero_based_read_and_atomic)
 {
 	struct mr_mw *mw;
 	uint32_t rkey;
-	uint64_t one = 1;
 
 	reg_bindable();
 	ck_assert_int_eq(mr_dereg(bindable), 0);
 	ck_assert_int_eq(mr_reg(pd, buf + TARGET_OFF, TARGET_LEN, target(0),
 				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, &bindable), 0);
 	mw = new_mw(MR_MW_TYPE_2);
-	/* a zero-based window's address is its offset in the MR */
-	rkey = bind_on_qp(mw, MW_OFF + ATOMIC_OFF, MW_LEN, IBV_ACCESS_REMOTE_READ |
+	/* bound at an address of the MR, as verbs programs do; the peer counts from 0 */
+	rkey = bind_on_qp(mw, target(MW_OFF + ATOMIC_OFF), MW_LEN, IBV_ACCESS_REMOTE_READ |
 			  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED);
 	peer_read(rq(0), 0, rkey, 32);
 	expect_read_response(WIRE_OP_RC_READ_RESP_ONLY, rq(0), 1,
@@ -2870,7 +2869,6 @@ START_TEST(test_mw_zero_based_read_and_atomic)
 
 		expect_bytes(TARGET_OFF + MW_OFF + ATOMIC_OFF + 8, &v, sizeof(v));
 	}
-	(void)one;
 	peer_read(rq(2), MW_LEN - 8, rkey, 16);
 	expect_ack(rq(2), WIRE_SYN_NAK_REM_ACCESS, 2);
 	expect_refused("a READ past the zero-based window", PROTO_REFUSED_rkey_bounds);
