@@ -328,6 +328,16 @@ START_TEST(test_passive_connection_lives_and_ends)
 	/* the same REQ again while in TimeWait is stale */
 	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
 	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_STALE_CONN);
+	/* its DREQ again (our DREP was lost): answered again, and TimeWait still runs out
+	 * (fire_timer checks the timer is running) */
+	{
+		struct cm_mad dreq = peer_msg(CM_ATTR_DREQ, PEER_COMM_ID, conn);
+
+		dreq.hdr.tid = PEER_TID + 1;
+		dreq.dreq.remote_qpn = qp->qpn;
+		arrive(dreq);
+	}
+	ck_assert_uint_eq(next_mad(CM_ATTR_DREP).drep.remote_comm_id, PEER_COMM_ID);
 	expect_no_event();
 	fire_timer(conn);
 	next_event(CM_EV_TIMEWAIT_EXIT);

@@ -144,6 +144,7 @@ void conn_reject(struct cm_conn *c, uint16_t reason, uint8_t msg, const void *pr
 		 size_t len);
 void conn_send_dreq(struct cm_conn *c);
 void conn_send_drep(struct cm_conn *c);
+void conn_repeat_drep(struct cm_conn *c);  /* in TimeWait: the timer keeps running */
 void conn_release_listener(struct cm_conn *c);
 /* The SIDR_REP of a SIDR_REQ received (status CM_SIDR_*); the connection then freed. */
 void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,

@@ -391,14 +391,31 @@ void conn_send_dreq(struct cm_conn *c)
 	conn_send(c, &mad, true);
 }
 
+static void drep_mad(const struct cm_conn *c, struct cm_mad *mad)
+{
+	conn_mad_hdr(mad, CM_ATTR_DREP, c->tid);
+	mad->drep.local_comm_id = c->local_id;
+	mad->drep.remote_comm_id = c->remote_id;
+}
+
 void conn_send_drep(struct cm_conn *c)
 {
 	struct cm_mad mad;
 
-	conn_mad_hdr(&mad, CM_ATTR_DREP, c->tid);
-	mad.drep.local_comm_id = c->local_id;
-	mad.drep.remote_comm_id = c->remote_id;
+	drep_mad(c, &mad);
 	conn_send(c, &mad, false);
+}
+
+/* A DREQ again during TimeWait (the peer lost our DREP) is answered again, and the
+ * TimeWait timer, which alone frees the connection, keeps running: conn_send would stop
+ * it, and a peer repeating its DREQ could keep every connection it had for ever. */
+void conn_repeat_drep(struct cm_conn *c)
+{
+	struct cm_mad mad;
+
+	drep_mad(c, &mad);
+	if (cm_mad_build(&mad, c->last_mad))
+		send_mad_bytes(c->cm, c->local_gid, c->peer_gid, c->peer_mac, c->tos, c->last_mad);
 }
 
 /* TimeWait: the comm ID stays known (a late DREQ is answered again) for the ACK timeout,

@@ -332,7 +332,7 @@ static void on_dreq(struct cm *cm, const struct cm_mad *in, const struct mad_src
 		conn_event(c, &ev);
 		return;
 	case CM_TIMEWAIT:
-		conn_send_drep(c);
+		conn_repeat_drep(c);
 		return;
 	case CM_DREQ_RCVD:
 		return;
