@@ -611,10 +611,9 @@ int rdma_set_option(struct rdma_cm_id *cmid, int level, int optname, void *optva
 		id->tos = *(uint8_t *)optval;
 		return 0;
 	case RDMA_OPTION_ID_REUSEADDR:
-		if (optlen != sizeof(int))
-			return fail(EINVAL);
-		id->reuseaddr = *(int *)optval;
-		return 0;
+		/* taken and without effect: a port is held from rdma_listen to rdma_destroy_id
+		 * only, never through a connection's TimeWait (docs/verbs.md) */
+		return optlen == sizeof(int) ? 0 : fail(EINVAL);
 	case RDMA_OPTION_ID_AFONLY:
 		if (optlen != sizeof(int))
 			return fail(EINVAL);

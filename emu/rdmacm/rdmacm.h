@@ -58,7 +58,7 @@ struct rcm_id {
 	struct proto_qp_attr qp_attr;   /* the connection's, from the last event that gave it */
 	uint8_t tos;
 	uint8_t ack_timeout;
-	int reuseaddr, afonly;
+	int afonly;
 	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep(passive): rdma_get_request's QP */
 	/* events handed to the program and acked: rdma_destroy_id waits for the acks, as
 	 * librdmacm's does (a program's event thread is done with the id then) */

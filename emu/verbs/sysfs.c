@@ -429,12 +429,26 @@ static bool is(const char *path, const char *dir, const char **rest)
 	return true;
 }
 
+/* The device whose ibdev name (or, by_dev_name, uverbs name) is rest's first component;
+ * *slash gets what follows it, NULL when nothing does. */
+static struct rv_device *named_device(const char *rest, bool by_dev_name, const char **slash)
+{
+	size_t len;
+	struct rv_device *d;
+	const char *name;
+
+	*slash = strchr(rest, '/');
+	len = *slash ? (size_t)(*slash - rest) : strlen(rest);
+	d = device(rest, len);
+	name = d ? (by_dev_name ? d->ibdev.dev_name : d->ibdev.name) : NULL;
+	return name && strlen(name) == len && !strncmp(name, rest, len) ? d : NULL;
+}
+
 /* The node at path, a canonical path of the kernel's (no "." or "..", no double slash). */
 static void describe(const char *path, struct node *n)
 {
 	const char *rest, *slash;
 	struct rv_device *d;
-	size_t len;
 
 	memset(n, 0, sizeof(*n));
 	if (!strcmp(path, "/sys") || !strcmp(path, "/sys/class") || !strcmp(path, "/sys/devices") ||
@@ -459,10 +473,8 @@ static void describe(const char *path, struct node *n)
 			n->kind = K_DIR;
 			return;
 		}
-		slash = strchr(rest, '/');
-		len = slash ? (size_t)(slash - rest) : strlen(rest);
-		d = device(rest, len);
-		if (!d || strlen(d->ibdev.name) != len || strncmp(d->ibdev.name, rest, len))
+		d = named_device(rest, false, &slash);
+		if (!d)
 			return;
 		if (!slash) {
 			n->kind = K_DIR;
@@ -478,10 +490,8 @@ static void describe(const char *path, struct node *n)
 			n->kind = K_DIR;
 			return;
 		}
-		slash = strchr(rest, '/');
-		len = slash ? (size_t)(slash - rest) : strlen(rest);
-		d = device(rest, len);
-		if (!d || strlen(d->ibdev.dev_name) != len || strncmp(d->ibdev.dev_name, rest, len))
+		d = named_device(rest, true, &slash);
+		if (!d)
 			return;
 		if (!slash) {
 			n->kind = K_DIR;
