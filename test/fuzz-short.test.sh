@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short libFuzzer run (15 s) of every harness over its committed corpus: catches
-# regressions that the corpus already knows how to reach. The long runs are `make fuzz`.
+# A short libFuzzer run (15 s) of every harness over its committed corpus, one harness per
+# core at a time: catches regressions that the corpus already knows how to reach. The long
+# runs are `make fuzz`.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 if ! command -v clang >/dev/null; then
@@ -16,21 +17,41 @@ esac
 seconds=${ROCEMU_FUZZ_SECONDS:-15}
 cd "$here"
 make -s fuzz-build || exit 1
-status=0
-for harness in build/fuzz/*_fuzz; do
-	name=$(basename "$harness")
-	work=$(mktemp -d)
-	trap 'rm -rf "$work"' EXIT
-	# run over a scratch copy so a check run never rewrites the committed corpus
-	cp -r "test/fuzz/corpus/$name/." "$work/" 2>/dev/null || true
-	if "$harness" -max_total_time="$seconds" -max_len=9100 -artifact_prefix="$work/" \
-		"$work" >"$work.log" 2>&1; then
-		echo "$name: $(grep -o 'Done [0-9]* runs' "$work.log") in ${seconds}s, no finding"
+# One harness per core at a time: each runs its full time, the check takes a fraction.
+jobs=$(nproc 2>/dev/null || echo 1)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# run_harness NAME: its time over a scratch copy of its corpus (a check run never rewrites
+# the committed corpus); its verdict line goes to $work/NAME.verdict
+run_harness() {
+	local name=$1 dir=$work/$1
+	mkdir -p "$dir/corpus"
+	cp -r "test/fuzz/corpus/$name/." "$dir/corpus/" 2>/dev/null || true
+	if "build/fuzz/$name" -max_total_time="$seconds" -max_len=9100 -artifact_prefix="$dir/" \
+		"$dir/corpus" >"$dir/log" 2>&1; then
+		echo "$name: $(grep -o 'Done [0-9]* runs' "$dir/log") in ${seconds}s, no finding" \
+			>"$work/$name.verdict"
 	else
-		echo "$name: FINDING"
-		tail -n 40 "$work.log"
+		{ echo "$name: FINDING"; tail -n 40 "$dir/log"; } >"$work/$name.verdict"
+	fi
+}
+
+names=()
+for harness in build/fuzz/*_fuzz; do
+	names+=("$(basename "$harness")")
+	run_harness "${names[-1]}" &
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+done
+wait
+status=0
+for name in "${names[@]}"; do
+	if [ -f "$work/$name.verdict" ]; then
+		cat "$work/$name.verdict"
+		grep -q "^$name: FINDING" "$work/$name.verdict" && status=1
+	else
+		echo "$name: no verdict (the harness did not finish)"
 		status=1
 	fi
-	rm -rf "$work" "$work.log"
 done
 exit $status
