@@ -186,6 +186,9 @@ fi
 	{ diff <(echo "$BEFORE") <(echo "$during") | sed 's/^/  | /'; failed "the machine changed while a program ran ($(trees) trees)"; }
 
 # A program killed leaves its tree; the next one made sweeps it away.
+# (the program itself: killing only timeout, its parent, would let it see its input end and
+# exit as usual, removing its tree)
+pkill -KILL -P "$reader" 2>/dev/null
 kill -9 "$reader" 2>/dev/null
 exec 7>&-
 wait "$reader" 2>/dev/null
