@@ -234,7 +234,7 @@ interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer 
 # Two guests on a bridge, rocemud on each one's virtio-net, beside iperf3 and rxe between
 # the same two (docs/benchmarks.md).
 .PHONY: two-vms
-two-vms: all $(BUILD)/test/pcap_icrc
+two-vms: all $(BUILD)/test/pcap_icrc $(BUILD)/test/cm_peer
 	test/two-vms.sh $(BUILD)
 
 # The fault soak: 20 seeds of docs/testing.md's fault spec, 64 MiB each, in both builds.

@@ -7,7 +7,7 @@
 # rdma_cm (ib_write_bw -R, -R -q 4 and --rdma_cm, ib_send_bw -R, ib_read_lat -R), cmtime
 # with 50 connections at once. Then what the kernel's rdma_cm reports: a server that rejects gives
 # REJECTED with status 28 (consumer defined) and its private data; a port nobody listens
-# on, REJECTED with status 8 (invalid service ID), as a kernel passive side answers; 100
+# on, REJECTED with status 8 (invalid service ID), as a kernel passive side answers; 1,000
 # connect/SEND/disconnect cycles leave both daemons' QPs and MRs where they started and,
 # after TimeWait, no CM state at all; rocemuctl cm shows a listener; the daemons still
 # serve.
@@ -224,10 +224,12 @@ else
 	failed "no neighbour at $nobody: ADDR_ERROR, error -110"
 fi
 
-# ---- 100 connections in a row, and nothing left behind ----
+# ---- 1,000 connections in a row, and nothing left behind ----
+
+CYCLES=1000
 
 PORT=$((9000 + RANDOM % 1000))
-"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" "$PEER" cycle-server "$PORT" 100 >"$WORK/cycles.server" 2>&1 &
+"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" "$PEER" cycle-server "$PORT" $CYCLES >"$WORK/cycles.server" 2>&1 &
 server=$!
 PIDS+=($server)
 for _ in $(seq 100); do
@@ -242,15 +244,15 @@ else
 	echo "  | $cmview"
 	failed "rocemuctl cm: no listener with service ID $sid"
 fi
-out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$PEER" cycle-client "$ADDR_B" "$PORT" 100 2>&1)
+out=$("${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$PEER" cycle-client "$ADDR_B" "$PORT" $CYCLES 2>&1)
 status=$?
 wait "$server" || status=$?
-if [ $status -eq 0 ] && grep -q '^100 connections' <<<"$out"; then
+if [ $status -eq 0 ] && grep -q "^$CYCLES connections" <<<"$out"; then
 	passed "cm_peer: $out"
 else
 	echo "  | $out"
 	sed 's/^/  server| /' "$WORK/cycles.server"
-	failed "100 connect/SEND/disconnect cycles"
+	failed "$CYCLES connect/SEND/disconnect cycles"
 fi
 # TimeWait is the ACK timeout (2^19 * 4.096 us, 2 s): then no connection is left
 for _ in $(seq 40); do

@@ -6,7 +6,9 @@
 # bridge inside a network namespace; KVM where it works, TCG otherwise (said at the top).
 # First rxe0 in both guests, then rxe's module unloaded and rocemud started in each.
 # Prints each row and the ratios of one run; fails only when something did not run or a
-# transfer was not verified.
+# transfer was not verified. The RDMA CM's connection rate (test/cm_peer: connect, one
+# SEND, disconnect, one after another) is measured the same way, on rxe's rdma_cm and on
+# rocemu's.
 #   test/two-vms.sh [BUILD]
 #   TWO_VMS_SHORT=1 test/two-vms.sh [BUILD]   rdma-write verified and one perftest row
 set -u
@@ -107,6 +109,22 @@ perftest() {
 }
 
 declare -A R=()
+CM_CYCLES=200
+CM_PORT=$((9000 + RANDOM % 1000))
+
+# cm_rate NAME PREFIX: CM_CYCLES connections one after another from guest a to guest b's
+# cm_peer (under PREFIX); R[NAME] gets the connections per second
+cm_rate() {
+	local peer="$2 $BUILD/test/cm_peer"
+	pair "$1" "$peer cycle-server $CM_PORT $CM_CYCLES" "$peer cycle-client @B@ $CM_PORT $CM_CYCLES"
+	R[$1]=$(sed -nE "s/^$CM_CYCLES connections .*: ([0-9]+) per second$/\1/p" "$WORK/$1.out")
+	if [ "$RC" -eq 0 ] && [ -n "${R[$1]}" ]; then
+		passed "$1: $(grep '^[0-9]* connections' "$WORK/$1.out")"
+	else
+		tail -n 8 "$WORK/$1.out" "$WORK/$1.server" | sed 's/^/  | /'
+		failed "$1: cm_peer, $CM_CYCLES connect/SEND/disconnect cycles (exit $RC)"
+	fi
+}
 ratio() { # LABEL A B: A/B to two places, or "-" when either is missing
 	if [ -n "${R[$2]:-}" ] && [ -n "${R[$3]:-}" ]; then
 		awk -v l="$1" -v a="${R[$2]}" -v b="${R[$3]}" \
@@ -130,6 +148,7 @@ if [ -z "$SHORT" ]; then
 	perftest rxe-write-1m "" "$GID_A" ib_write_bw -d rxe0 -s 1048576 -n 50; R[rxe_1m]=$ROW
 	perftest rxe-write-64 "" "$GID_A" ib_write_bw -d rxe0 -s 64 -n 5000; R[rxe_64]=$ROW
 	perftest rxe-write-lat "" "$GID_A" ib_write_lat -d rxe0 -s 64 -n 500; R[rxe_lat]=$ROW
+	cm_rate rxe-cm ""
 fi
 
 # --- rocemu: rxe unloaded (it holds UDP 4791), rocemud on each guest's eth0; what crosses
@@ -163,6 +182,7 @@ perftest rocemu-write-1m "$RUN -D $SOCK" 0 ib_write_bw -s 1048576 -n 50; R[roce_
 if [ -z "$SHORT" ]; then
 	perftest rocemu-write-64 "$RUN -D $SOCK" 0 ib_write_bw -s 64 -n 5000; R[roce_64]=$ROW
 	perftest rocemu-write-lat "$RUN -D $SOCK" 0 ib_write_lat -s 64 -n 500; R[roce_lat]=$ROW
+	cm_rate rocemu-cm "$RUN -D $SOCK"
 fi
 on a
 gso=$(vm_run 30 "$BUILD/rocemuctl -s $SOCK stats" | awk '$1 == "sent_gso_frames" || $1 == "sent_pkts" { printf "%s %s ", $1, $2 }')
@@ -177,4 +197,5 @@ ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m
 ratio "ib_write_bw 1 MiB (rocemu) / iperf3" roce_1m iperf3
 ratio "ib_write_bw 64 B: rocemu / rxe" roce_64 rxe_64
 ratio "ib_write_lat 64 B t_typical: rocemu / rxe" roce_lat rxe_lat
+ratio "CM connections per second: rocemu / rxe" rocemu-cm rxe-cm
 finish "two VMs${SHORT:+ (short)}"
