@@ -26,6 +26,7 @@ INTEROP_CACHE=${INTEROP_CACHE:-${ROCEMU_ROOT:-.}/build/interop}
 VM_TAP=${VM_TAP:-rxetap0}
 VM_MAC=${VM_MAC:-52:54:00:12:34:56}
 VM_MEM=${VM_MEM:-1024}
+VM_CPUS=${VM_CPUS:-1}
 VM_BOOT_SECONDS=${VM_BOOT_SECONDS:-180}
 VM_PID=
 VM_WORK=
@@ -145,7 +146,7 @@ EOF
 	ip netns exec "$ns" ip link set "$VM_TAP" up
 	accel=${VM_ACCEL:-$(vm_accel)}
 	vm_say "booting $VM_KVER ($accel) in $ns"
-	ip netns exec "$ns" qemu-system-x86_64 $accel -M q35 -m "$VM_MEM" -smp 1 -nographic \
+	ip netns exec "$ns" qemu-system-x86_64 $accel -M q35 -m "$VM_MEM" -smp "$VM_CPUS" -nographic \
 		-no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" -initrd "$VM_INITRD" \
 		-append "console=ttyS0 panic=-1 quiet" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \

@@ -60,8 +60,10 @@ for p in qemu-system-x86_64 ib_write_bw iperf3; do
 done
 vm_prepare || fail "cannot prepare the guests' kernel and initramfs"
 ACCEL=${VM_ACCEL:-$(vm_accel)}
+# two vCPUs, as the cloud VMs rocemu is for have at least (TWO_VMS_CPUS to change)
+export VM_CPUS=${TWO_VMS_CPUS:-2}
 export VM_ACCEL=$ACCEL
-echo "two guests, $ACCEL, 1 vCPU and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
+echo "two guests, $ACCEL, $VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
 
 ip netns add "$NS" || fail "ip netns add $NS"
 ip netns exec "$NS" ip link add "$BRIDGE" type bridge || fail "no bridge"
