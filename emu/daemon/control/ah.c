@@ -50,14 +50,8 @@ static int resolve_peer(struct client *c, const struct proto_create_ah *m, uint8
 			char *err, size_t errlen)
 {
 	char ip[INET6_ADDRSTRLEN];
-	int rc;
+	int rc = neigh_resolve(&c->own.neigh, m->dgid, mac);
 
-	/* a group's frames go to the Ethernet address the kernel maps it to, no neighbour */
-	if (addr_gid_is_multicast(m->dgid)) {
-		addr_multicast_mac(m->dgid, mac);
-		return 0;
-	}
-	rc = neigh_resolve(&c->own.neigh, m->dgid, mac);
 	if (rc == -EHOSTUNREACH)
 		snprintf(err, errlen, "no neighbour %s on %s: is the peer up and on this link?",
 			 addr_str(m->dgid, ip, sizeof(ip)), c->own.dev->port.ifname);

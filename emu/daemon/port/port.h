@@ -194,11 +194,11 @@ void capture_frame(struct port *port, const uint8_t *frame, size_t len);
 void capture_close(struct port *port);
 
 /* neigh.c: peers' MAC addresses from the kernel's neighbour table. neigh_resolve() answers
- * at once from the table (and for this port's own address, or on lo); when the table
- * does not have the address yet, it makes the kernel ask and returns -EINPROGRESS: the
- * caller's request is deferred and handled again when on_neigh_ready is called for the
- * wait's owner (the address appeared or a second passed), and then the same call returns
- * 0, or -EHOSTUNREACH. The loop never waits. */
+ * at once from the table (and for this port's own address, a multicast group, or on lo);
+ * when the table does not have the address yet, it makes the kernel ask and returns
+ * -EINPROGRESS: the caller's request is deferred and handled again when on_neigh_ready is
+ * called for the wait's owner (the address appeared or a second passed), and then the
+ * same call returns 0, or -EHOSTUNREACH. The loop never waits. */
 void neigh_init(struct neigh_wait *nw, struct port *port, void *owner);
 int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6]);
 void neigh_stop(struct neigh_wait *nw);
