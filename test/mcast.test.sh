@@ -26,7 +26,9 @@ done
 
 # maddr_has MAC: whether host b's interface has MAC among its multicast addresses
 maddr_has() {
-	"${IN_B[@]}" ip maddr show dev "$IF_B" | grep -q "link  *$1\b"
+	local out
+	out=$("${IN_B[@]}" ip maddr show dev "$IF_B")
+	grep -q "link  *$1\b" <<<"$out"
 }
 
 # mcast_row NAME GROUP MAC [-x 1]: mcast_peer in both hosts; while host b's QPs are attached
