@@ -142,8 +142,8 @@ bool mcast_wants_copy(const struct port *port, const uint8_t *frame, size_t len)
 	size_t dst_off = WIRE_ETH_LEN + (ipv6 ? 24 : 16);
 	uint8_t gid[16];
 
-	if (!port->mcast_groups || port->loopback || !(frame[0] & 1) ||
-	    len < dst_off + (ipv6 ? 16 : 4))
+	if (!port->mcast_groups || port->loopback || len < dst_off + (ipv6 ? 16 : 4) ||
+	    !(frame[0] & 1))
 		return false;
 	addr_gid(gid, ipv6 ? 6 : 4, frame + dst_off);
 	return mcast_find(port, gid) != NULL;
