@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "test/peer_link.h"
@@ -95,15 +94,6 @@ static void open_device(void)
 	ibv_free_device_list(list);
 }
 
-static uint32_t port_mtu(void)
-{
-	struct ibv_port_attr pa;
-
-	if (ibv_query_port(ctx, 1, &pa))
-		peer_die("ibv_query_port");
-	return 128u << pa.active_mtu;
-}
-
 static struct ibv_cq *make_cq(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4 * RECVS, NULL, NULL, 0);
@@ -128,16 +118,8 @@ static struct ibv_qp *make_qp(struct ibv_cq *cq, enum ibv_qp_type type)
 static struct ibv_qp *make_ud_qp(struct ibv_cq *cq)
 {
 	struct ibv_qp *qp = make_qp(cq, IBV_QPT_UD);
-	struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
 
-	if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-		peer_die("UD QP to INIT");
-	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
-	if (ibv_modify_qp(qp, &m, IBV_QP_STATE))
-		peer_die("UD QP to RTR");
-	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 0x321 };
-	if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		peer_die("UD QP to RTS");
+	peer_ud_to_rts(qp, QKEY, 0x321);
 	return qp;
 }
 
@@ -161,25 +143,6 @@ static uint32_t datagram_len(unsigned n, uint32_t mtu)
 static uint8_t pattern(unsigned n, uint32_t at)
 {
 	return (uint8_t)(n * 29 + at);
-}
-
-/* Up to want completions of cq within ms. */
-static int collect(struct ibv_cq *cq, struct ibv_wc *wcs, int want, int ms)
-{
-	struct timespec t0, t;
-	int got = 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		int n = ibv_poll_cq(cq, want - got, wcs + got);
-
-		if (n < 0)
-			peer_die("ibv_poll_cq");
-		got += n;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while (got < want &&
-		 (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
-	return got;
 }
 
 /* The GRH area: from the sender to the group, with the sender's route's TTL. */
@@ -294,7 +257,7 @@ static void serve(void)
 	struct ibv_qp *r[2] = { make_ud_qp(cq), make_ud_qp(cq) };
 	uint32_t qpns[2] = { r[0]->qp_num, r[1]->qp_num };
 	unsigned next[2] = { 0, 0 };
-	struct info self = { .mtu = port_mtu() }, client;
+	struct info self = { .mtu = peer_port_mtu(ctx) }, client;
 	const char *why = NULL;
 	int got;
 
@@ -310,18 +273,18 @@ static void serve(void)
 	peer_xfer(sock, false, &client, sizeof(client));
 	client.mtu = client.mtu < self.mtu ? client.mtu : self.mtu;
 	sync_peer(true);                 /* attached: the client may send */
-	got = collect(cq, wcs, 2 * FIRST, 10000);
+	got = peer_collect(cq, wcs, 2 * FIRST, 10000);
 	check_all(wcs, got, qpns, 2, next, &client, &why);
 	report("both attached QPs got each of 8 datagrams, checked byte for byte with the GRH "
 	       "area, src_qp and immediate", got == 2 * FIRST && !why && next[0] == FIRST &&
 	       next[1] == FIRST, why ? why : "datagrams missing");
 	sync_peer(false);                /* the client sent the one with a wrong Q_Key */
 	report("a datagram with a wrong Q_Key reached neither QP",
-	       collect(cq, wcs, 1, 500) == 0, "it was received");
+	       peer_collect(cq, wcs, 1, 500) == 0, "it was received");
 	report("the second QP detaches", attach(r[1], &group, false) == 0, "failed");
 	sync_peer(true);
-	got = collect(cq, wcs, SECOND, 3000);
-	got += collect(cq, wcs + got, 1, 300);
+	got = peer_collect(cq, wcs, SECOND, 3000);
+	got += peer_collect(cq, wcs + got, 1, 300);
 	why = NULL;
 	check_all(wcs, got, qpns, 1, next, &client, &why);
 	report("after the detach only the first QP gets the next 4 datagrams",
@@ -350,7 +313,7 @@ static bool send_one(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_ah *ah, ui
 		src[i] = pattern(n, i);
 	if (ibv_post_send(qp, &wr, &bad))
 		peer_die("ibv_post_send");
-	return collect(cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS;
+	return peer_collect(cq, &wc, 1, 5000) == 1 && wc.status == IBV_WC_SUCCESS;
 }
 
 static bool send_range(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_ah *ah, unsigned from,
@@ -367,7 +330,7 @@ static void client(const char *host)
 	static struct ibv_wc wcs[2 * RECVS];
 	struct ibv_cq *scq = make_cq(), *lcq = make_cq();
 	struct ibv_qp *sender = make_ud_qp(scq), *local = make_ud_qp(lcq);
-	struct info self = { .mtu = port_mtu() }, server;
+	struct info self = { .mtu = peer_port_mtu(ctx) }, server;
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1,
 				  .grh = { .dgid = group, .sgid_index = (uint8_t)gid_index,
 					   .hop_limit = 64 } };
@@ -398,8 +361,8 @@ static void client(const char *host)
 	sync_peer(false);                /* the server detached one QP */
 	report("4 more datagrams to the group", send_range(sender, scq, ah, FIRST,
 							   FIRST + SECOND, self.mtu), "failed");
-	got = collect(lcq, wcs, FIRST + SECOND, 3000);
-	got += collect(lcq, wcs + got, 1, 300);
+	got = peer_collect(lcq, wcs, FIRST + SECOND, 3000);
+	got += peer_collect(lcq, wcs + got, 1, 300);
 	check_all(wcs, got, &local->qp_num, 1, &next, &self, &why);
 	report("the sending host's attached QP got all 12, the wrong Q_Key's not",
 	       got == FIRST + SECOND && !why, why ? why : "a datagram is missing or extra");
