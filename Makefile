@@ -106,12 +106,12 @@ $(BUILD)/test/dcqcn_test: $(BUILD)/test/dcqcn_test.o $(BUILD)/emu/daemon/transpo
 # test/port_stub.c (frames sent are kept for the test to read), addresses are the port's own.
 $(BUILD)/test/transport_test: $(BUILD)/test/transport_test.o $(BUILD)/test/port_stub.o \
                               $(TEST_COMMON) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
-                              $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+                              $(BUILD)/emu/daemon/port/mcast.o $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
 # The CM on the transport, driven with CM MADs the same way (test/port_stub.c below).
 $(BUILD)/test/cm_test: $(BUILD)/test/cm_test.o $(BUILD)/test/port_stub.o $(TEST_COMMON) \
                        $(LIB_CM) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
-                       $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
+                       $(BUILD)/emu/daemon/port/mcast.o $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
 $(BUILD)/test/decode_test: $(BUILD)/test/decode_test.o $(TEST_COMMON) $(TOOLS_COMMON) \
                            $(LIB_WIRE) $(LIB_ICRC)
@@ -154,6 +154,11 @@ $(BUILD)/test/ud_peer: test/ud_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 
+# mcast.test.sh (and interop.sh): UD multicast, attach rules and datagrams to a group.
+$(BUILD)/test/mcast_peer: test/mcast_peer.c $(PEER_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
+
 # uc.test.sh: UC messages checked one by one, lossless and lossy.
 $(BUILD)/test/uc_peer: test/uc_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
@@ -172,7 +177,8 @@ $(BUILD)/test/cm_peer: test/cm_peer.c
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
-             $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer $(BUILD)/test/cm_peer
+             $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer $(BUILD)/test/cm_peer \
+             $(BUILD)/test/mcast_peer
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
@@ -203,13 +209,14 @@ build/fuzz/obj/%.o: %.c
 	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -MMD -MP -c -o $@ $<
 # rx_fuzz: the transport whole, memreg, and the port's address helpers.
 build/fuzz/rx_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/transport/*.c memreg/*.c) \
-                    emu/daemon/port/addr.c)
+                    emu/daemon/port/addr.c emu/daemon/port/mcast.c)
 # cm_fuzz: the CM with the transport's receive path in front of it.
 build/fuzz/cm_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/cm/*.c emu/daemon/transport/*.c \
-                    memreg/*.c) emu/daemon/port/addr.c)
+                    memreg/*.c) emu/daemon/port/addr.c emu/daemon/port/mcast.c)
 # txpath_fuzz: the port's transmit path and fault stages; its sendmmsg is the harness's.
 build/fuzz/txpath_fuzz: $(call fuzz_objs,emu/daemon/port/netpath.c emu/daemon/port/fault.c \
-                        emu/daemon/port/loopq.c emu/daemon/port/addr.c emu/daemon/port/txmsg.c)
+                        emu/daemon/port/loopq.c emu/daemon/port/addr.c emu/daemon/port/txmsg.c \
+                        emu/daemon/port/mcast.c)
 build/fuzz/txpath_fuzz: FUZZ_LDFLAGS := -Wl,--wrap=sendmmsg
 build/fuzz/%: test/fuzz/%.c $(FUZZ_LIBS_COMMON)
 	@mkdir -p $(dir $@)

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 15
+#define PROTO_VERSION 16
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -26,6 +26,12 @@
 #define PROTO_MAX_INLINE 512  /* bytes of IBV_SEND_INLINE data: the room of 32 SGEs */
 #define PROTO_MAX_RING (1u << 20)  /* entries per SQ, RQ, SRQ or CQ */
 #define PROTO_MAX_GIDS 8      /* addresses a daemon serves: its port's GID table */
+/* Multicast, rxe's limits: groups a device receives, UD QPs attached to one group, and
+ * attachments of every QP to every group together */
+#define PROTO_MAX_MCAST_GRP 8192
+#define PROTO_MAX_MCAST_QP_ATTACH 56
+#define PROTO_MAX_TOTAL_MCAST_QP_ATTACH (PROTO_MAX_MCAST_GRP * PROTO_MAX_MCAST_QP_ATTACH)
+#define PROTO_MCAST_QPN 0xffffffu  /* a multicast datagram's destination QP (IBA 9.2) */
 
 enum proto_op {
 	PROTO_HELLO = 1,
@@ -72,6 +78,8 @@ enum proto_op {
 			      * ends it as the kernel's does (REJ, DREQ or DREP) */
 	PROTO_CM_MIGRATE,    /* request: proto_cm_migrate: a connection's or listener's events
 			      * go to another of the client's channels */
+	PROTO_ATTACH_MCAST,  /* request: proto_mcast: a UD QP receives the group's datagrams */
+	PROTO_DETACH_MCAST,  /* request: proto_mcast */
 	PROTO_OP_COUNT
 };
 
@@ -289,6 +297,13 @@ struct proto_qp_attr {
 	uint32_t pad2;
 };
 
+struct proto_mcast {
+	struct proto_hdr hdr;
+	uint32_t qp;
+	uint32_t pad;
+	uint8_t gid[16];             /* the group: ::ffff:224.0.0.0/100 or ff00::/8 */
+};
+
 struct proto_modify_qp {
 	struct proto_hdr hdr;
 	uint32_t handle;
@@ -467,6 +482,9 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(drop_ud_no_recv, "dropped: UD datagram with no receive WQE posted")            \
 	X(drop_ud_too_long, "dropped: UD datagram longer than the MTU or its receive WQE") \
 	X(ud_send_too_long, "UD sends longer than the port MTU: not sent (IBA C10-93.1.1)") \
+	X(mcast_rcvd, "multicast datagrams received for a group with QPs attached")      \
+	X(mcast_copies, "... their copies placed or refused by each attached QP's checks") \
+	X(drop_mcast_no_group, "dropped: multicast datagram to a group no QP is attached to") \
 	X(fault_dropped, "injected: frames dropped")                                     \
 	X(fault_duplicated, "injected: frames duplicated")                               \
 	X(fault_corrupted, "injected: frames with a bit flipped after the ICRC")         \

@@ -179,6 +179,12 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr);
 int rocemu_destroy_qp(struct rocemu_qp *qp);
+/* As ibv_attach_mcast and ibv_detach_mcast (RoCE has no LIDs): a UD QP receives every
+ * datagram sent to the group gid (::ffff:224.0.0.0/100 or ff00::/8) until it is detached or
+ * destroyed. EINVAL for another QP type, an address that is not multicast or a detach of
+ * a group not attached; ENOMEM past the device's limits (rxe's: proto.h). */
+int rocemu_attach_mcast(struct rocemu_qp *qp, const union ibv_gid *gid);
+int rocemu_detach_mcast(struct rocemu_qp *qp, const union ibv_gid *gid);
 
 /* RDMA WRITE, WRITE WITH IMMEDIATE, SEND and SEND WITH IMMEDIATE work requests
  * (IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM]); on an RC QP also READs, atomics

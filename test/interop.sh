@@ -240,12 +240,13 @@ uc_pingpong() {
 
 # cm_pair NAME ROCEMU_SIDE SERVER CLIENT: an rdma_cm program of Debian's between the two, the
 # kernel's rdma_cm in the guest and rocemud's CM here (@OWN@: the server's own address,
-# which rping binds; @PEER@: the server's, for the client); passes when both exit 0 and the
-# client's output matches PATTERN (a grep -E) at least COUNT times.
+# which rping binds; @PEER@: the server's, for the client; @SELF@: the client's own);
+# passes when both exit 0 and the client's output matches PATTERN (a grep -E) at least
+# COUNT times.
 cm_pair() {
-	local name=$1 side=$2 server=$3 client=$4 pattern=$5 count=$6 own seen
-	[ "$side" = client ] && own=$ADDR_X || own=$ADDR_R
-	run_pair "$name" "$side" "${server//@OWN@/$own}" "$client"
+	local name=$1 side=$2 server=$3 client=$4 pattern=$5 count=$6 own self seen
+	[ "$side" = client ] && own=$ADDR_X self=$ADDR_R || own=$ADDR_R self=$ADDR_X
+	run_pair "$name" "$side" "${server//@OWN@/$own}" "${client//@SELF@/$self}"
 	seen=$(grep -cE "$pattern" "$CLIENT_OUT")
 	if [ "$RC_HOST" -eq 0 ] && [ "$RC_GUEST" -eq 0 ] && [ "$seen" -ge "$count" ]; then
 		passed "$name: rocemu $side through rdma_cm: ${client%% *} ($seen of '$pattern')"
@@ -359,6 +360,10 @@ for side in client server; do
 	cm_pair "rping-$side" $side "rping -s -a @OWN@ -C 10 -v" "rping -c -a @PEER@ -C 10 -v" \
 		'ping data: rdma-ping-' 10
 	cm_pair "udaddy-$side" $side "udaddy" "udaddy -s @PEER@" 'data transfers complete' 1
+	# multicast: the client sends 10 datagrams to the group, the server (the receiver)
+	# exits 0 only once it has all 10
+	cm_pair "mckey-$side" $side "mckey -m 239.7.7.7 -b @OWN@ -C 10" \
+		"mckey -m 239.7.7.7 -b @SELF@ -s -C 10" 'data transfers complete' 1
 	cm_pair "write-bw-cm-$side" $side "ib_write_bw -R -s 65536 -n 50" \
 		"ib_write_bw -R -s 65536 -n 50 @PEER@" '^ *65536 +50 ' 1
 	# memory windows (test/mw_peer), served by rocemu to rxe's client only: rxe 6.1 as the

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test/peer_link.h"
@@ -104,4 +105,45 @@ void peer_connect_rc(struct ibv_qp *qp, const struct peer_rc *p)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
 			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
 		peer_die("to RTS");
+}
+
+uint32_t peer_port_mtu(struct ibv_context *ctx)
+{
+	struct ibv_port_attr pa;
+
+	if (ibv_query_port(ctx, 1, &pa))
+		peer_die("ibv_query_port");
+	return 128u << pa.active_mtu;
+}
+
+void peer_ud_to_rts(struct ibv_qp *qp, uint32_t qkey, uint32_t sq_psn)
+{
+	struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey };
+
+	if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		peer_die("UD QP to INIT");
+	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
+	if (ibv_modify_qp(qp, &m, IBV_QP_STATE))
+		peer_die("UD QP to RTR");
+	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = sq_psn };
+	if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		peer_die("UD QP to RTS");
+}
+
+int peer_collect(struct ibv_cq *cq, struct ibv_wc *wcs, int want, int ms)
+{
+	struct timespec t0, t;
+	int got = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		int n = ibv_poll_cq(cq, want - got, wcs + got);
+
+		if (n < 0)
+			peer_die("ibv_poll_cq");
+		got += n;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (got < want &&
+		 (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+	return got;
 }

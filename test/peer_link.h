@@ -37,4 +37,13 @@ struct peer_rc {
  * retry_cnt and rnr_retry 7, one READ or atomic each way. */
 void peer_connect_rc(struct ibv_qp *qp, const struct peer_rc *p);
 
+/* The port's active MTU in bytes. */
+uint32_t peer_port_mtu(struct ibv_context *ctx);
+
+/* A UD QP through INIT (qkey), RTR and RTS (sq_psn), or peer_die. */
+void peer_ud_to_rts(struct ibv_qp *qp, uint32_t qkey, uint32_t sq_psn);
+
+/* Up to want completions of cq within ms; how many landed in wcs. */
+int peer_collect(struct ibv_cq *cq, struct ibv_wc *wcs, int want, int ms);
+
 #endif

@@ -3,7 +3,8 @@
 # daemons in two network namespaces, each a row: rping -C 100 -v (verified) over IPv4 and
 # IPv6, ucmatose with 10 connections, with rdma_migrate_id (-m) and with TOS and ACK
 # timeout options, rdma_server/rdma_client and rdma_xserver/rdma_xclient (synchronous ids,
-# rdma_create_ep), udaddy over IPv4 and IPv6 (the UDP port space: SIDR), perftest over
+# rdma_create_ep), udaddy over IPv4 and IPv6 (the UDP port space: SIDR), mckey over IPv4
+# and IPv6 (multicast: two receivers, one sender), perftest over
 # rdma_cm (ib_write_bw -R, -R -q 4 and --rdma_cm, ib_send_bw -R, ib_read_lat -R), cmtime
 # with 50 connections at once. Then what the kernel's rdma_cm reports: a server that rejects gives
 # REJECTED with status 28 (consumer defined) and its private data; a port nobody listens
@@ -18,7 +19,7 @@ source "$(dirname "$0")/pairs.sh"
 require_root
 
 PEER=$BUILD/test/cm_peer
-for p in rping ucmatose udaddy cmtime rdma_server rdma_client rdma_xserver ib_write_bw ib_send_bw \
+for p in rping ucmatose udaddy mckey cmtime rdma_server rdma_client rdma_xserver ib_write_bw ib_send_bw \
 	ib_read_lat; do
 	command -v "$p" >/dev/null ||
 		skip "$p is missing: scripts/install-deps.sh installs rdmacm-utils and perftest"
@@ -130,6 +131,51 @@ else
 	show_both
 	failed "udaddy over IPv6"
 fi
+
+# multicast: two mckey receivers in host b joined to the group, one sender in host a; each
+# receiver must count every message (it waits for them all), and while they are joined
+# host b's kernel holds the group at the IP level (IGMP, MLD: what a snooping switch
+# sees), and not after
+# ip_member GROUP: whether host b's kernel holds GROUP on its interface
+ip_member() {
+	local out
+	out=$("${IN_B[@]}" ip maddr show dev "$IF_B")
+	grep -qE "inet6? +$1( |$)" <<<"$out"
+}
+
+mckey_row() {
+	local name=$1 group=$2 bind_a=$3 bind_b=$4 mgid=$5 i joined in_kernel=no r1 r2 s
+	local -a pids=()
+	for i in 1 2; do
+		"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" stdbuf -oL mckey -m "$group" -b "$bind_b" \
+			-C 20 >"$WORK/$name.recv$i" 2>&1 </dev/null &
+		pids+=($!)
+		PIDS+=($!)
+	done
+	for _ in $(seq 200); do
+		joined=$(cat "$WORK/$name.recv1" "$WORK/$name.recv2" | grep -c "joined dgid: $mgid ")
+		[ "$joined" -eq 2 ] && break
+		sleep 0.05
+	done
+	ip_member "$group" && in_kernel=yes
+	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" mckey -m "$group" -b "$bind_a" -s -C 20 \
+		>"$WORK/$name.send" 2>&1 </dev/null
+	s=$?
+	wait "${pids[0]}"; r1=$?
+	wait "${pids[1]}"; r2=$?
+	if [ $s -eq 0 ] && [ $r1 -eq 0 ] && [ $r2 -eq 0 ] &&
+		[ "$(grep -l 'data transfers complete' "$WORK/$name".* | wc -l)" -eq 3 ]; then
+		passed "$name: mckey -m $group -C 20: both receivers got all 20, joined as $mgid"
+	else
+		tail -n 5 "$WORK/$name".* | sed 's/^/  | /'
+		failed "$name: mckey -m $group (sender exit $s, receivers $r1 $r2)"
+	fi
+	[ $in_kernel = yes ] && ! ip_member "$group" &&
+		passed "$name: $group in host b's IP multicast memberships while joined, not after" ||
+		failed "$name: $group in host b's IP memberships while joined: $in_kernel, or still after"
+}
+mckey_row mckey 239.1.1.1 "$ADDR_A" "$ADDR_B" ::ffff:239.1.1.1
+mckey_row mckey-ipv6 ff0e::1:1 "$ADDR6_A" "$ADDR6_B" ff0e::1:1
 
 PORT=$((7000 + RANDOM % 1000))
 if cm_pair rdma_xserver rdma_xserver -p "$PORT" -- rdma_xclient -s "$ADDR_B" -p "$PORT" &&

@@ -2171,6 +2171,183 @@ START_TEST(test_ud_send_wrong_opcode)
 }
 END_TEST
 
+/* ======== UD multicast (attach.c) ======== */
+
+#define GROUP_IPV4 0xef010203u   /* 239.1.2.3 */
+
+static void group_gid(uint8_t gid[16], uint32_t ipv4)
+{
+	uint32_t be = htonl(ipv4);
+
+	memset(gid, 0, 16);
+	gid[10] = gid[11] = 0xff;
+	memcpy(gid + 12, &be, 4);
+}
+
+/* A UD QP of the test's in RTS with qkey. */
+static struct qp *ud_qp_with(uint32_t qkey)
+{
+	struct qp *q = new_qp(IBV_QPT_UD);
+	char err[PROTO_ERRMSG];
+
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE | IBV_QP_QKEY,
+				   &(struct proto_qp_attr){ .state = IBV_QPS_INIT, .qkey = qkey },
+				   err, sizeof(err)), 0);
+	ck_assert_int_eq(qp_modify(q, IBV_QP_STATE,
+				   &(struct proto_qp_attr){ .state = IBV_QPS_RTR }, err,
+				   sizeof(err)), 0);
+	return q;
+}
+
+static int attach(struct qp *q, uint32_t group)
+{
+	uint8_t gid[16];
+	char err[PROTO_ERRMSG];
+
+	group_gid(gid, group);
+	return attach_qp(q, gid, err, sizeof(err));
+}
+
+static int detach(struct qp *q, uint32_t group)
+{
+	uint8_t gid[16];
+	char err[PROTO_ERRMSG];
+
+	group_gid(gid, group);
+	return attach_detach(q, gid, err, sizeof(err));
+}
+
+/* A datagram from the peer to the IPv4 address to (a group, or not), destination QP
+ * dest_qp; corrupt flips a payload bit after the ICRC was computed. */
+static void datagram_to(uint32_t to, uint32_t dest_qp, uint8_t op, uint32_t qkey, size_t n,
+			bool corrupt)
+{
+	struct wire_path path = peer_path;
+	struct wire_bth bth = { .opcode = op, .pkey = 0xffff, .dest_qp = dest_qp, .psn = 7 };
+	struct wire_ext ext = { .deth = { qkey, UD_PEER_QPN } };
+	uint8_t frame[DEV_FRAME_MAX];
+	size_t len;
+
+	path.dst_ip = htonl(to);
+	len = wire_build(frame, sizeof(frame), &path, peer_ip_id++, &bth, &ext, data, n);
+	ck_assert_uint_gt(len, 0);
+	if (corrupt)
+		frame[len - 8] ^= 1;
+	arrive_raw(frame, len);
+	pump();
+}
+
+START_TEST(test_mcast_attach_rules)
+{
+	uint8_t unicast[16];
+	char err[PROTO_ERRMSG];
+
+	ck_assert_int_eq(attach(qp, GROUP_IPV4), -EINVAL);           /* an RC QP */
+	group_gid(unicast, 0xc6120002u);
+	ck_assert_int_eq(attach_qp(udqp, unicast, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(attach(udqp, GROUP_IPV4), 0);
+	ck_assert_int_eq(attach(udqp, GROUP_IPV4), 0);                /* again: nothing new */
+	ck_assert_uint_eq(dev.tp.mcast_attached, 1);
+	ck_assert_uint_eq(dev.port.mcast_groups, 1);
+	ck_assert_int_eq(detach(udqp, GROUP_IPV4 + 1), -EINVAL);     /* not attached there */
+	ck_assert_int_eq(detach(udqp, GROUP_IPV4), 0);
+	ck_assert_int_eq(detach(udqp, GROUP_IPV4), -EINVAL);
+	ck_assert_uint_eq(dev.tp.mcast_attached, 0);
+	ck_assert_uint_eq(dev.port.mcast_groups, 0);
+}
+END_TEST
+
+/* Each QP attached gets its own copy, with its own Q_Key check. */
+START_TEST(test_mcast_datagram_to_each_attached_qp)
+{
+	struct qp *other = ud_qp_with(UD_QKEY), *wrong_key = ud_qp_with(UD_QKEY ^ 1);
+	struct proto_cqe a, b;
+
+	ck_assert_int_eq(attach(udqp, GROUP_IPV4), 0);
+	ck_assert_int_eq(attach(other, GROUP_IPV4), 0);
+	ck_assert_int_eq(attach(wrong_key, GROUP_IPV4), 0);
+	post_recv(udqp, recv_wqe(101, 0, 200));
+	post_recv(other, recv_wqe(102, 256, 200));
+	post_recv(wrong_key, recv_wqe(103, 512, 200));
+	datagram_to(GROUP_IPV4, PROTO_MCAST_QPN, WIRE_OP_UD_SEND_ONLY, UD_QKEY, 64, false);
+	a = next_cqe();
+	b = next_cqe();
+	expect_no_cqe();
+	ck_assert_uint_eq(a.wr_id + b.wr_id, 101 + 102);
+	ck_assert_uint_eq(a.status, IBV_WC_SUCCESS);
+	ck_assert_uint_eq(b.status, IBV_WC_SUCCESS);
+	ck_assert_uint_eq(a.qp_num + b.qp_num, udqp->qpn + other->qpn);
+	ck_assert_uint_eq(a.src_qp, UD_PEER_QPN);
+	ck_assert_uint_eq(a.byte_len, 40 + 64);
+	expect_bytes(RECV_OFF + 40, data, 64);
+	expect_bytes(RECV_OFF + 256 + 40, data, 64);
+	/* the GRH areas: the peer's IPv4 header to the group */
+	memcpy(model + RECV_OFF, buf + RECV_OFF, 40);
+	memcpy(model + RECV_OFF + 256, buf + RECV_OFF + 256, 40);
+	ck_assert_mem_eq(buf + RECV_OFF + 20 + 16, &(uint32_t){ htonl(GROUP_IPV4) }, 4);
+	ck_assert_uint_eq(dev.cnt.mcast_rcvd, 1);
+	ck_assert_uint_eq(dev.cnt.mcast_copies, 3);
+	ck_assert_uint_eq(dev.cnt.qkey_viol, 1);
+	expect_nothing_sent();
+	/* destroyed, the QPs leave: the group goes when the last does */
+	ck_assert_int_eq(qp_destroy(other), 0);
+	ck_assert_int_eq(qp_destroy(wrong_key), 0);
+	ck_assert_uint_eq(dev.tp.mcast_attached, 1);
+	ck_assert_int_eq(detach(udqp, GROUP_IPV4), 0);
+	ck_assert_uint_eq(dev.port.mcast_groups, 0);
+}
+END_TEST
+
+/* What reaches no QP: a group nobody is attached to, QPN 0xFFFFFF to a unicast address, an
+ * RC opcode, a bad ICRC, a QP detached. Nothing is written, each drop counted. */
+START_TEST(test_mcast_drops)
+{
+	post_recv(udqp, recv_wqe(104, 0, 200));
+	datagram_to(GROUP_IPV4, PROTO_MCAST_QPN, WIRE_OP_UD_SEND_ONLY, UD_QKEY, 32, false);
+	ck_assert_uint_eq(dev.cnt.drop_mcast_no_group, 1);
+	ck_assert_int_eq(attach(udqp, GROUP_IPV4), 0);
+	datagram_to(ntohl(dev.port.ipv4), PROTO_MCAST_QPN, WIRE_OP_UD_SEND_ONLY, UD_QKEY, 32,
+		    false);
+	ck_assert_uint_eq(dev.cnt.drop_mcast_no_group, 2);
+	datagram_to(GROUP_IPV4, PROTO_MCAST_QPN, WIRE_OP_RC_SEND_ONLY, UD_QKEY, 32, false);
+	ck_assert_uint_eq(dev.cnt.drop_transport, 1);
+	datagram_to(GROUP_IPV4, PROTO_MCAST_QPN, WIRE_OP_UD_SEND_ONLY, UD_QKEY, 32, true);
+	ck_assert_uint_eq(dev.cnt.drop_bad_icrc, 1);
+	ck_assert_int_eq(detach(udqp, GROUP_IPV4), 0);
+	datagram_to(GROUP_IPV4, PROTO_MCAST_QPN, WIRE_OP_UD_SEND_ONLY, UD_QKEY, 32, false);
+	ck_assert_uint_eq(dev.cnt.drop_mcast_no_group, 3);
+	ck_assert_uint_eq(dev.cnt.mcast_rcvd, 0);
+	expect_no_cqe();
+	expect_nothing_sent();
+	/* the receive is still there for a unicast datagram */
+	datagram_to(ntohl(dev.port.ipv4), udqp->qpn, WIRE_OP_UD_SEND_ONLY, UD_QKEY, 16, false);
+	expect_cqe(104, IBV_WC_SUCCESS, IBV_WC_RECV);
+	memcpy(model + RECV_OFF, buf + RECV_OFF, 40);
+	expect_bytes(RECV_OFF + 40, data, 16);
+}
+END_TEST
+
+/* rxe's limits: 56 QPs a group, ENOMEM for the 57th. */
+START_TEST(test_mcast_group_limit)
+{
+	struct qp *qps[PROTO_MAX_MCAST_QP_ATTACH];
+
+	ck_assert_int_eq(attach(udqp, GROUP_IPV4), 0);
+	for (int i = 0; i < PROTO_MAX_MCAST_QP_ATTACH - 1; i++) {
+		qps[i] = ud_qp_with(UD_QKEY);
+		ck_assert_int_eq(attach(qps[i], GROUP_IPV4), 0);
+	}
+	qps[PROTO_MAX_MCAST_QP_ATTACH - 1] = ud_qp_with(UD_QKEY);
+	ck_assert_int_eq(attach(qps[PROTO_MAX_MCAST_QP_ATTACH - 1], GROUP_IPV4), -ENOMEM);
+	ck_assert_int_eq(attach(qps[PROTO_MAX_MCAST_QP_ATTACH - 1], GROUP_IPV4 + 1), 0);
+	ck_assert_uint_eq(dev.port.mcast_groups, 2);
+	for (int i = 0; i < PROTO_MAX_MCAST_QP_ATTACH; i++)
+		ck_assert_int_eq(qp_destroy(qps[i]), 0);
+	ck_assert_uint_eq(dev.port.mcast_groups, 1);
+	ck_assert_uint_eq(dev.tp.mcast_attached, 1);
+}
+END_TEST
+
 /* ======== UC: no ACK, no NAK, no resend ======== */
 
 #define UC_RQ_PSN   0x500
@@ -2603,6 +2780,10 @@ static void add_ud_tests(Suite *s)
 	tcase_add_test(tc, test_ud_receive_in_bad_mr_fails_the_qp);
 	tcase_add_test(tc, test_ud_send);
 	tcase_add_test(tc, test_ud_send_wrong_opcode);
+	tcase_add_test(tc, test_mcast_attach_rules);
+	tcase_add_test(tc, test_mcast_datagram_to_each_attached_qp);
+	tcase_add_test(tc, test_mcast_drops);
+	tcase_add_test(tc, test_mcast_group_limit);
 }
 
 static void add_uc_tests(Suite *s)

@@ -78,32 +78,16 @@ static void open_device(void)
 	ibv_free_device_list(list);
 }
 
-static uint32_t port_mtu(void)
-{
-	struct ibv_port_attr pa;
-
-	if (ibv_query_port(ctx, 1, &pa))
-		peer_die("ibv_query_port");
-	return 128u << pa.active_mtu;
-}
-
 static struct ibv_qp *make_ud_qp(uint32_t depth)
 {
 	struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
 				      .cap = { .max_send_wr = depth, .max_recv_wr = depth,
 					       .max_send_sge = 1, .max_recv_sge = 1 } };
 	struct ibv_qp *qp = ibv_create_qp(pd, &a);
-	struct ibv_qp_attr m = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY };
 
-	if (!qp || ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				 IBV_QP_QKEY))
-		peer_die("UD QP to INIT");
-	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
-	if (ibv_modify_qp(qp, &m, IBV_QP_STATE))
-		peer_die("UD QP to RTR");
-	m = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS, .sq_psn = 0x123 };
-	if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_SQ_PSN))
-		peer_die("UD QP to RTS");
+	if (!qp)
+		peer_die("ibv_create_qp");
+	peer_ud_to_rts(qp, QKEY, 0x123);
 	return qp;
 }
 
@@ -176,25 +160,6 @@ static bool grh_ok(const uint8_t *g, const union ibv_gid *src, const union ibv_g
 	       !memcmp(g + 24, dst->raw, 16);
 }
 
-/* Up to want receive completions within ms; returns how many landed in wcs. */
-static int collect(struct ibv_wc *wcs, int want, int ms)
-{
-	struct timespec t0, t;
-	int got = 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		int n = ibv_poll_cq(cq, want - got, wcs + got);
-
-		if (n < 0)
-			peer_die("ibv_poll_cq");
-		got += n;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while (got < want &&
-		 (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
-	return got;
-}
-
 static int peer_of(const struct info *self, uint32_t qpn)
 {
 	for (int p = 0; p < PEERS; p++)
@@ -238,7 +203,7 @@ static void serve(void)
 	struct ibv_qp *qps[PEERS];
 	struct ibv_wc last[PEERS];
 	unsigned rounds[PEERS] = { 0 };
-	struct info self = { .mtu = port_mtu() }, client;
+	struct info self = { .mtu = peer_port_mtu(ctx) }, client;
 	const char *why = NULL;
 	int got, want = PEERS * ROUNDS, ok = 0;
 
@@ -255,7 +220,7 @@ static void serve(void)
 	xfer(false, &client, sizeof(client));
 	if (client.mtu < self.mtu)      /* the client sends at the smaller of the two */
 		self.mtu = client.mtu;
-	got = collect(wcs, want, 20000);
+	got = peer_collect(cq, wcs, want, 20000);
 	for (int i = 0; i < got && !why; i++) {
 		why = check_datagram(&self, &client, &wcs[i], rounds);
 		last[peer_of(&self, wcs[i].qp_num) & (PEERS - 1)] = wcs[i];
@@ -266,7 +231,7 @@ static void serve(void)
 	       why ? why : "fewer datagrams arrived than were sent");
 	xfer(false, &ok, sizeof(ok));   /* the client has sent the two that must not arrive */
 	report("server: the datagram with a wrong Q_Key and the one with no receive posted "
-	       "did not arrive", collect(wcs, 1, 500) == 0, "one of them was received");
+	       "did not arrive", peer_collect(cq, wcs, 1, 500) == 0, "one of them was received");
 	for (int p = 0; p < PEERS; p++) {
 		struct ibv_ah *ah = ibv_create_ah_from_wc(pd, &last[p],
 							   (struct ibv_grh *)(buf + last[p].wr_id * SLOT), 1);
@@ -312,7 +277,7 @@ static void client(const char *host)
 	static struct ibv_wc wcs[PEERS + 1];
 	struct ibv_qp *qp = make_ud_qp(PEERS * RECVS_PER_QP);
 	struct ibv_ah *ahs[PEERS];
-	struct info self = { .mtu = port_mtu() }, server;
+	struct info self = { .mtu = peer_port_mtu(ctx) }, server;
 	bool seen[PEERS] = { false };
 	int got, ok = 1, good = 0;
 
@@ -335,7 +300,7 @@ static void client(const char *host)
 	       send_datagram(qp, ahs[PEERS - 1], server.qpn[PEERS - 1], QKEY, 16,
 			     (PEERS - 1u) << 16 | 78, PEERS - 1, 78), "");
 	xfer(true, &ok, sizeof(ok));
-	got = collect(wcs, PEERS, 10000);
+	got = peer_collect(cq, wcs, PEERS, 10000);
 	for (int i = 0; i < got; i++) {
 		int p = (int)(ntohl(wcs[i].imm_data) & 0xffff);
 

@@ -33,6 +33,7 @@ struct dev_transport {
 	TAILQ_HEAD(, qp) credit_wait; /* requesters held back by DEV_MAX_INFLIGHT */
 	uint32_t inflight;           /* unacknowledged PSNs of every RC requester */
 	uint32_t requesters_out;     /* RC requesters with PSNs unacknowledged */
+	uint32_t mcast_attached;     /* attachments of UD QPs to multicast groups (attach.c) */
 	ev_idle serve_idle;          /* keeps the loop from sleeping while any is ready */
 	struct dcqcn_params cc;
 	/* The address handle a UD work request names, or NULL: control's table, reached

@@ -249,3 +249,27 @@ int rocemu_query_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr)
 	qp->state = attr->qp_state;
 	return 0;
 }
+
+static int mcast_op(struct rocemu_qp *qp, uint32_t op, const union ibv_gid *gid)
+{
+	struct proto_mcast req = { .hdr.op = op };
+	struct proto_reply r;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+
+	if (!qp || !gid)
+		return EINVAL;
+	req.qp = qp->handle;
+	memcpy(req.gid, gid->raw, sizeof(req.gid));
+	return rpc_call(qp->context, &in, &out);
+}
+
+int rocemu_attach_mcast(struct rocemu_qp *qp, const union ibv_gid *gid)
+{
+	return mcast_op(qp, PROTO_ATTACH_MCAST, gid);
+}
+
+int rocemu_detach_mcast(struct rocemu_qp *qp, const union ibv_gid *gid)
+{
+	return mcast_op(qp, PROTO_DETACH_MCAST, gid);
+}

@@ -180,25 +180,6 @@ int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
 	return 0;
 }
 
-int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
-{
-	(void)id; (void)addr; (void)context;
-	return fail(rv_unsupported("rdma_join_multicast", "multicast is not served yet"));
-}
-
-int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr,
-			   void *context)
-{
-	(void)id; (void)attr; (void)context;
-	return fail(rv_unsupported("rdma_join_multicast_ex", "multicast is not served yet"));
-}
-
-int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	(void)id; (void)addr;
-	return fail(rv_unsupported("rdma_leave_multicast", "multicast is not served yet"));
-}
-
 int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
 	(void)id; (void)ece;

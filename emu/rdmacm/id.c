@@ -153,6 +153,7 @@ int rdma_destroy_id(struct rdma_cm_id *cmid)
 	while (id->events_acked != id->events_reported)
 		pthread_cond_wait(&id->acked, &ids_lock);
 	pthread_mutex_unlock(&ids_lock);
+	rcm_mcast_leave_all(id);
 	unlisten(id);
 	forget_conn(id);
 	pthread_cond_destroy(&id->acked);

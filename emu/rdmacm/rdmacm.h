@@ -29,6 +29,8 @@
 
 #define RCM_MAX_DEVICES 8
 
+struct rcm_mcast;
+
 /* An opened rocemu device, kept for the process's life as librdmacm keeps its devices. */
 struct rcm_device {
 	struct ibv_context *verbs;
@@ -64,6 +66,7 @@ struct rcm_id {
 	 * librdmacm's does (a program's event thread is done with the id then) */
 	uint32_t events_reported, events_acked;
 	pthread_cond_t acked;
+	struct rcm_mcast *mcasts;    /* the groups joined (mcast.c) */
 	LIST_ENTRY(rcm_id) link;
 };
 
@@ -117,6 +120,11 @@ int rcm_qp_init(struct rcm_id *id, bool with_access);
 int rcm_qp_rtr(struct rcm_id *id, uint8_t responder_resources);
 int rcm_qp_rts(struct rcm_id *id, uint8_t initiator_depth);
 int rcm_qp_error(struct rcm_id *id);
+
+/* mcast.c: a MULTICAST_JOIN event read (0; EAGAIN: the group was left meanwhile), and
+ * every group left (rdma_destroy_id) */
+int rcm_mcast_event(struct rcm_id *id, const struct proto_cm_event *pe, struct rdma_cm_event *ev);
+void rcm_mcast_leave_all(struct rcm_id *id);
 
 /* event.c: the id's route as librdmacm reports it (one path, the port's MTU) */
 void rcm_fill_path(struct rcm_id *id);

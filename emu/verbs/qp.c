@@ -249,6 +249,35 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
+/* RoCE has no LIDs: the kernel ignores lid for an Ethernet port (is_valid_mcast_lid). */
+static int mcast_call(struct ibv_qp *ibqp, const union ibv_gid *gid, bool attach)
+{
+	struct rv_context *ctx;
+	int err;
+
+	if (!ibqp || !gid)
+		return rv_refuse(EINVAL, attach ? "ibv_attach_mcast" : "ibv_detach_mcast",
+				 "no QP or no GID");
+	ctx = rv_ctx(ibqp->context);
+	pthread_mutex_lock(&ctx->lock);
+	err = attach ? rocemu_attach_mcast(rv_qp(ibqp)->qp, gid) :
+		       rocemu_detach_mcast(rv_qp(ibqp)->qp, gid);
+	pthread_mutex_unlock(&ctx->lock);
+	return err ? rv_fail(ctx, err, attach ? "ibv_attach_mcast" : "ibv_detach_mcast") : 0;
+}
+
+int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)lid;
+	return mcast_call(qp, gid, true);
+}
+
+int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)lid;
+	return mcast_call(qp, gid, false);
+}
+
 /* The QP's own SGE limits, as rxe checks them on every post: the device's are the
  * library's. The first request over its limit is refused with everything after it. */
 static int check_send_sges(struct ibv_send_wr *wr, uint32_t max_sge, struct ibv_send_wr **bad)

@@ -1,6 +1,7 @@
 /* The device's attributes, its port, and its one GID and P_Key: what rxe reports wherever
  * rocemu has the same, the daemon's own limits elsewhere. */
 #include "emu/verbs/verbs_int.h"
+#include "emu/proto.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -42,6 +43,9 @@ static void fill_device_attr(const struct rv_context *ctx, struct ibv_device_att
 	a->max_srq_sge = (int)d->max_sge;
 	a->max_pkeys = 1;
 	a->max_ah = 32767;              /* the daemon's limit per connection */
+	a->max_mcast_grp = PROTO_MAX_MCAST_GRP;    /* rxe's, enforced by the daemon */
+	a->max_mcast_qp_attach = PROTO_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = PROTO_MAX_TOTAL_MCAST_QP_ATTACH;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = 1;
 }

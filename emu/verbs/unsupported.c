@@ -120,18 +120,6 @@ void rv_set_unsupported_ops(struct verbs_context *v)
 
 /* The exported calls of the same kind. */
 
-int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp, (void)gid, (void)lid;
-	return rv_unsupported("ibv_attach_mcast", "rocemu UD QPs send and receive unicast datagrams only");
-}
-
-int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp, (void)gid, (void)lid;
-	return rv_unsupported("ibv_detach_mcast", "rocemu UD QPs send and receive unicast datagrams only");
-}
-
 struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
 				 uint64_t iova, int fd, int access)
 {

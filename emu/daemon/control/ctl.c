@@ -67,6 +67,8 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_CM_DISCONNECT] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_disconnect },
 	[PROTO_CM_DESTROY] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_cm_destroy },
 	[PROTO_CM_MIGRATE] = { sizeof(struct proto_cm_migrate), sizeof(struct proto_reply), false, op_cm_migrate },
+	[PROTO_ATTACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_attach_mcast },
+	[PROTO_DETACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_detach_mcast },
 };
 
 static void send_reply(struct client *c, struct ctl_reply *rep)

@@ -49,6 +49,8 @@ int op_query_srq(struct client *c, const struct ctl_request *req, struct ctl_rep
 int op_destroy_srq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_destroy_ah(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_attach_mcast(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_detach_mcast(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 /* cm_ops.c: RDMA CM */
 int op_cm_channel(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_cm_close_channel(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

@@ -607,3 +607,23 @@ int op_destroy_ah(struct client *c, const struct ctl_request *req, struct ctl_re
 	ah_destroy(ah);
 	return 0;
 }
+
+int op_attach_mcast(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_mcast *m = REQ(proto_mcast);
+	struct qp *qp = find(&c->qps, m->qp, "QP", rep);
+
+	if (!qp)
+		return -EINVAL;
+	return attach_qp(qp, m->gid, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
+}
+
+int op_detach_mcast(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_mcast *m = REQ(proto_mcast);
+	struct qp *qp = find(&c->qps, m->qp, "QP", rep);
+
+	if (!qp)
+		return -EINVAL;
+	return attach_detach(qp, m->gid, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
+}

@@ -27,6 +27,25 @@ bool addr_gid_is_ipv4(const uint8_t gid[16])
 	return !memcmp(gid, v4_prefix, sizeof(v4_prefix));
 }
 
+/* rdma_is_multicast_addr's test: IPv4 224.0.0.0/4 (mapped) or IPv6 ff00::/8. */
+bool addr_gid_is_multicast(const uint8_t gid[16])
+{
+	return addr_gid_is_ipv4(gid) ? (gid[12] & 0xf0) == 0xe0 : gid[0] == 0xff;
+}
+
+/* The kernel's ip_eth_mc_map and ipv6_eth_mc_map: 01:00:5e and the group's low 23 bits,
+ * 33:33 and its low 32 bits. */
+void addr_multicast_mac(const uint8_t gid[16], uint8_t mac[6])
+{
+	if (addr_gid_is_ipv4(gid)) {
+		mac[0] = 0x01, mac[1] = 0x00, mac[2] = 0x5e;
+		mac[3] = gid[13] & 0x7f, mac[4] = gid[14], mac[5] = gid[15];
+		return;
+	}
+	mac[0] = mac[1] = 0x33;
+	memcpy(mac + 2, gid + 12, 4);
+}
+
 int addr_find(const struct port *port, const uint8_t gid[16])
 {
 	for (unsigned i = 0; i < port->ngids; i++)

@@ -164,6 +164,10 @@ int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6])
 		memset(mac, 0, 6);
 		return 0;
 	}
+	if (addr_gid_is_multicast(gid)) {  /* a group: the kernel's mapping, no neighbour */
+		addr_multicast_mac(gid, mac);
+		return 0;
+	}
 	if (addr_find(port, gid) >= 0) {   /* a QP of this daemon: loopq.c delivers it */
 		memcpy(mac, port->mac, 6);
 		return 0;

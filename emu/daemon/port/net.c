@@ -60,17 +60,20 @@ fail:
 	return rc;
 }
 
-/* Frames to UDP 4791 of any address served: "udp dst port 4791 and (dst host A or ...)". */
+/* Frames to UDP 4791 of any address served, and of any multicast group (which the
+ * transport drops unless a QP is attached to it): "udp dst port 4791 and (dst host A or
+ * ... or dst net 224.0.0.0/4 or dst net ff00::/8)". */
 static int open_rx(struct port *port, char *err, size_t errlen)
 {
-	char filter[64 + DEV_MAX_GIDS * (INET6_ADDRSTRLEN + 16)], ip[INET6_ADDRSTRLEN];
+	char filter[128 + DEV_MAX_GIDS * (INET6_ADDRSTRLEN + 16)], ip[INET6_ADDRSTRLEN];
 	size_t at = (size_t)snprintf(filter, sizeof(filter), "udp dst port %d and (",
 				     WIRE_ROCE_PORT);
 
 	for (unsigned i = 0; i < port->ngids; i++)
 		at += (size_t)snprintf(filter + at, sizeof(filter) - at, "%sdst host %s",
 				       i ? " or " : "", addr_str(port->gids[i].raw, ip, sizeof(ip)));
-	snprintf(filter + at, sizeof(filter) - at, ")");
+	snprintf(filter + at, sizeof(filter) - at, "%sdst net 224.0.0.0/4 or dst net ff00::/8)",
+		 port->ngids ? " or " : "");
 	if (rxring_open(port, filter, err, errlen) < 0)
 		return -1;
 	ev_io_init(&port->rx_watcher, net_rx_cb, port->rx.fd, EV_READ);
@@ -204,6 +207,7 @@ void net_close(struct port *port)
 			close(port->udp_guard_fd[i]);
 	free(port->tx_frames);
 	loopq_free(port);
+	mcast_free(port);
 }
 
 void net_read_ring_drops(struct port *port)

@@ -84,6 +84,8 @@ static void tx_enqueue(void *ctx, const uint8_t *frame, size_t len)
 		loopq_push(port, frame, len);
 		return;
 	}
+	if (mcast_wants_copy(port, frame, len))
+		loopq_push(port, frame, len);
 	if (slot != frame)
 		memcpy(slot, frame, len);
 	capture_frame(port, slot, len);

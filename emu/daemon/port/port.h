@@ -65,6 +65,8 @@ struct neigh_wait {
 };
 
 typedef void (*port_frame_fn)(void *ctx, const uint8_t *frame, size_t len);
+struct mcast_entry;
+typedef void (*mcast_fn)(void *ctx, const uint8_t gid[16], void *data);
 
 struct port {
 	struct ev_loop *loop;
@@ -106,6 +108,11 @@ struct port {
 	struct iovec tx_iov[2 * DEV_TX_BATCH];
 	uint8_t (*tx_frames)[DEV_FRAME_MAX];
 
+	/* the multicast groups received (mcast.c): MCAST_BUCKETS chains, allocated at the
+	 * first */
+	struct mcast_entry **mcast_buckets;
+	unsigned mcast_groups;
+
 	struct fault_cfg fault;
 	struct loopq loopq;
 	struct fault_stage fault_tx;
@@ -127,6 +134,9 @@ int addr_serve(struct port *port, const char *const *addrs, unsigned naddrs, cha
 /* The GID of an IP address of version 4 or 6 (4 or 16 bytes at ip). */
 void addr_gid(uint8_t gid[16], int version, const uint8_t *ip);
 bool addr_gid_is_ipv4(const uint8_t gid[16]);
+/* An IPv4 (mapped) or IPv6 multicast address, and the Ethernet address the kernel maps it to. */
+bool addr_gid_is_multicast(const uint8_t gid[16]);
+void addr_multicast_mac(const uint8_t gid[16], uint8_t mac[6]);
 /* The index of gid in the port's table, or -1. */
 int addr_find(const struct port *port, const uint8_t gid[16]);
 /* "10.0.0.1" or "fd00::1"; buf holds INET6_ADDRSTRLEN. */
@@ -184,14 +194,25 @@ void capture_frame(struct port *port, const uint8_t *frame, size_t len);
 void capture_close(struct port *port);
 
 /* neigh.c: peers' MAC addresses from the kernel's neighbour table. neigh_resolve() answers
- * at once from the table (and for this port's own address, or on lo); when the table
- * does not have the address yet, it makes the kernel ask and returns -EINPROGRESS: the
- * caller's request is deferred and handled again when on_neigh_ready is called for the
- * wait's owner (the address appeared or a second passed), and then the same call returns
- * 0, or -EHOSTUNREACH. The loop never waits. */
+ * at once from the table (and for this port's own address, a multicast group, or on lo);
+ * when the table does not have the address yet, it makes the kernel ask and returns
+ * -EINPROGRESS: the caller's request is deferred and handled again when on_neigh_ready is
+ * called for the wait's owner (the address appeared or a second passed), and then the
+ * same call returns 0, or -EHOSTUNREACH. The loop never waits. */
 void neigh_init(struct neigh_wait *nw, struct port *port, void *owner);
 int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6]);
 void neigh_stop(struct neigh_wait *nw);
+
+/* mcast.c: the multicast groups the port receives, at most PROTO_MAX_MCAST_GRP. A group
+ * added is joined at the link layer (the interface's multicast filter) until it is deleted;
+ * data is its holder's (the transport's QPs attached to it). mcast_add: 0, -ENOMEM (the
+ * table is full, or no memory), or the kernel's refusal of the membership. mcast_foreach
+ * calls fn for every group; fn may delete the one it is given. */
+int mcast_add(struct port *port, const uint8_t gid[16], void *data);
+void mcast_del(struct port *port, const uint8_t gid[16]);
+void *mcast_find(const struct port *port, const uint8_t gid[16]);
+void mcast_foreach(struct port *port, mcast_fn fn, void *ctx);
+void mcast_free(struct port *port);
 
 /* Used only inside port/ */
 
@@ -213,5 +234,9 @@ bool loopq_wants(const struct port *port, const uint8_t *frame, size_t len);
 void loopq_push(struct port *port, const uint8_t *frame, size_t len);
 void loopq_init(struct port *port);
 void loopq_free(struct port *port);
+
+/* mcast.c: a frame sent to a group a QP of this daemon is attached to, which the loopback
+ * queue receives too (it also goes on the wire) */
+bool mcast_wants_copy(const struct port *port, const uint8_t *frame, size_t len);
 
 #endif

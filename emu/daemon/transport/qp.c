@@ -504,6 +504,7 @@ int qp_destroy(struct qp *qp)
 	ev_timer_stop(dev->loop, &qp->req.pace_timer);
 	sched_forget(qp);
 	resp_cancel_ack(qp);
+	attach_detach_all(qp);
 	/* the type 2 windows bound on it must not match a QP made later at its address */
 	if (qp->pd)
 		mr_mw_forget_qp(mr_pd_client(qp->pd), qp);

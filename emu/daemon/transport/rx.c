@@ -124,6 +124,13 @@ void rx_frame(struct dev *dev, const uint8_t *frame, size_t len)
 		gsi_frame(dev, frame, &pkt);
 		return;
 	}
+	if (pkt.bth.dest_qp == PROTO_MCAST_QPN) {
+		uint8_t dst[16];
+
+		addr_gid(dst, pkt.ip_version, pkt.dst_ip);
+		attach_deliver(dev, frame, &pkt, dst);
+		return;
+	}
 	qp = admit(dev, frame, &pkt);
 	if (!qp)
 		return;

@@ -244,6 +244,7 @@ struct qp {
 		enum proto_refusal last_refusal;
 	} resp;
 
+	uint32_t mcast_groups;       /* UD: the multicast groups it is attached to (attach.c) */
 	LIST_ENTRY(qp) client_link;
 };
 
@@ -459,6 +460,17 @@ void rto_on_expiry(struct qp *qp);
  * ud_on_datagram() places one received SEND ONLY [WITH IMMEDIATE] after its GRH area. */
 void ud_pump(struct qp *qp);
 void ud_on_datagram(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
+
+/* attach.c: UD multicast. attach_qp() attaches a UD QP to a group (0; -EINVAL for another
+ * QP type or an address that is not multicast; -ENOMEM past a limit; the port's refusal),
+ * attach_detach() takes it off (-EINVAL when it was not attached), attach_detach_all() off
+ * every group (destroy); err says why. attach_deliver() hands a datagram to dgid's QPs
+ * (rx.c, for destination QP PROTO_MCAST_QPN). */
+int attach_qp(struct qp *qp, const uint8_t gid[16], char *err, size_t errlen);
+int attach_detach(struct qp *qp, const uint8_t gid[16], char *err, size_t errlen);
+void attach_detach_all(struct qp *qp);
+void attach_deliver(struct dev *dev, const uint8_t *frame, const struct wire_pkt *pkt,
+		    const uint8_t dgid[16]);
 
 /* resp.c: responder */
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
