@@ -103,6 +103,32 @@ int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova,
  * -EINVAL while memory windows are bound to it, as on rxe (IBA 10.6.7.2.6). */
 int mr_dereg(struct mr *mr);
 
+/* What a re-registration changes (ibv_rereg_mr): flags is a set of IBV_REREG_MR_CHANGE_*,
+ * and each other field is read only when its flag is set: pd (CHANGE_PD, another PD of
+ * the MR's client), access (CHANGE_ACCESS, as mr_reg takes it), len and iova (CHANGE_
+ * TRANSLATION, with the memory given to mr_rereg or mr_rereg_fd, as to mr_reg or
+ * mr_reg_fd). */
+struct mr_rereg {
+	int flags;
+	struct mr_pd *pd;
+	int access;
+	size_t len;
+	uint64_t iova;
+};
+
+/* Re-registers mr in place: its keys stay (as mlx5's do), so a peer's rkey and the local
+ * work requests' lkey keep naming it, and every later access is checked against what it
+ * is now. A new translation is pinned before the old one is released, and the pages of
+ * the old one that no other MR holds are unlocked (an fd mapping unmapped). All or
+ * nothing: on failure mr is as it was. -EINVAL for no flags, a PD of another client, an
+ * access or translation mr_reg would refuse; -EOPNOTSUPP for unknown flags (as the
+ * kernel); -EBUSY while memory windows are bound to mr (a window was checked against the
+ * MR's PD, access and range when it was bound); the pinning errors of mr_reg. addr is
+ * read only with CHANGE_TRANSLATION. */
+int mr_rereg(struct mr *mr, const struct mr_rereg *req, void *addr);
+/* The same, the new memory being [offset, offset + req->len) of fd, as mr_reg_fd maps it. */
+int mr_rereg_fd(struct mr *mr, const struct mr_rereg *req, int fd, off_t offset);
+
 /* lkey == rkey, as in rxe: one key per MR; its access flags decide what a peer may do. */
 struct mr_keys mr_keys(const struct mr *mr);
 uint64_t mr_iova(const struct mr *mr);
