@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 15
+#define PROTO_VERSION 16
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -72,6 +72,8 @@ enum proto_op {
 			      * ends it as the kernel's does (REJ, DREQ or DREP) */
 	PROTO_CM_MIGRATE,    /* request: proto_cm_migrate: a connection's or listener's events
 			      * go to another of the client's channels */
+	PROTO_REREG_MR,      /* request: proto_rereg_mr, + 1 fd (the memfd) exactly when the
+			      * translation changes; reply: proto_reg_mr_reply */
 	PROTO_OP_COUNT
 };
 
@@ -155,6 +157,19 @@ struct proto_reg_mr_reply {
 	uint32_t lkey;
 	uint32_t rkey;
 	uint32_t pad;
+};
+
+/* ibv_rereg_mr: flags is a set of IBV_REREG_MR_CHANGE_*; pd, access and the translation
+ * (iova, length, fd_offset, as in proto_reg_mr) are read only when their flag is set. */
+struct proto_rereg_mr {
+	struct proto_hdr hdr;
+	uint32_t handle;     /* the MR */
+	uint32_t flags;
+	uint32_t pd;
+	uint32_t access;
+	uint64_t iova;
+	uint64_t length;
+	uint64_t fd_offset;
 };
 
 /* A memory window of a PD: type 1 or 2 (enum ibv_mw_type). Its rkey is the MW's key now;

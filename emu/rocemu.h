@@ -136,6 +136,13 @@ struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t le
 				     uint64_t iova, int access);
 /* EINVAL while memory windows are bound to the MR, as on rxe. */
 int rocemu_dereg_mr(struct rocemu_mr *mr);
+/* ibv_rereg_mr: flags is a set of IBV_REREG_MR_CHANGE_*, and pd (of the MR's context),
+ * [addr, addr + length) (peers address it at addr) and access are read only for their
+ * flag. The MR keeps its keys; 0, or an errno: EINVAL for no flag, a bad PD, access or
+ * range, EOPNOTSUPP for unknown flags, EBUSY while memory windows are bound to it, the
+ * errors of rocemu_reg_mr for the new memory. On failure the MR is as it was. */
+int rocemu_rereg_mr(struct rocemu_mr *mr, int flags, struct rocemu_pd *pd, void *addr,
+		    size_t length, int access);
 
 /* Memory windows of type 1 or 2 (IBV_MW_TYPE_*; another type: EINVAL). They are bound and
  * invalidated by work requests on a QP: IBV_WR_BIND_MW (bind_mw.mw->rkey names the window
@@ -153,6 +160,10 @@ int rocemu_resize_cq(struct rocemu_cq *cq, int cqe);
 /* Up to num completions into wc; returns how many (0 when empty), or -1 with errno set
  * when the daemon is gone. */
 int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc);
+/* Drops the completions of QP qp_num that are not polled yet (a QP modified to RESET, as
+ * libmlx5 cleans its CQs then); the caller keeps other pollers of cq away meanwhile.
+ * Returns how many were dropped. */
+uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num);
 /* Sleeps until the CQ has a completion or timeout_ms passes (-1: no limit); 0 when there
  * is one, ETIMEDOUT, or EPIPE when the daemon went away. */
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
