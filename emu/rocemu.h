@@ -199,6 +199,25 @@ int rocemu_destroy_qp(struct rocemu_qp *qp);
  * Q_Key); a datagram longer than the port's active MTU completes without being sent, and
  * a receive buffer gets 40 bytes of GRH area before the payload. */
 int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+/* RDMA FLUSH (rdma-core's later ibv_wr_flush; ibv_send_wr has no room for it): on an RC
+ * QP, asks the peer to make what was placed in [remote_addr, remote_addr + length) of
+ * rkey's MR (level IBV_FLUSH_RANGE, 0) or in the whole MR (IBV_FLUSH_MR, 1) visible at
+ * the placement type asked (IBV_FLUSH_GLOBAL 1, IBV_FLUSH_PERSISTENT 2, or both; the
+ * names are later rdma-core's, the values in proto.h). It counts against max_rd_atomic
+ * as a READ does and completes as IBV_WC_FLUSH (8);
+ * a peer whose QP or MR does not grant the type fails it (IBV_WC_REM_INV_REQ_ERR,
+ * IBV_WC_REM_ACCESS_ERR). EINVAL for another type or level, a length over 2^31 or a QP
+ * that is not RC; otherwise as rocemu_post_send. */
+struct rocemu_flush_wr {
+	uint64_t wr_id;
+	unsigned int send_flags;     /* IBV_SEND_SIGNALED, IBV_SEND_FENCE */
+	uint32_t rkey;
+	uint64_t remote_addr;
+	uint64_t length;
+	uint8_t type;
+	uint8_t level;
+};
+int rocemu_post_flush(struct rocemu_qp *qp, const struct rocemu_flush_wr *wr);
 /* Receive work requests: an incoming SEND is scattered through the SGEs of the next one
  * (lkeys of MRs with IBV_ACCESS_LOCAL_WRITE); WRITE WITH IMMEDIATE consumes one too. */
 int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);

@@ -37,6 +37,12 @@ enum mr_check {
 	MR_MW_UNBOUND,   /* the MW is not bound to any memory (free, or bound with length 0) */
 };
 
+/* The FLUSH rights of newer rdma-core's verbs.h (IBV_ACCESS_FLUSH_GLOBAL, _PERSISTENT),
+ * which Debian 12's lacks. An MR may grant global visibility; persistence it cannot, as
+ * rxe refuses it for memory that is not persistent (pmem), and rocemu's never is. */
+#define MR_ACCESS_FLUSH_GLOBAL (1 << 8)
+#define MR_ACCESS_FLUSH_PERSISTENT (1 << 9)
+
 struct mr_keys {
 	uint32_t lkey;
 	uint32_t rkey;
@@ -81,8 +87,8 @@ int mr_pd_dealloc(struct mr_pd *pd);
 struct mr_client *mr_pd_client(const struct mr_pd *pd);
 
 /* Registers len bytes of memory the daemon can reach at host address addr, seen by peers
- * at iova. access is a set of IBV_ACCESS_* flags; REMOTE_WRITE or REMOTE_ATOMIC without
- * LOCAL_WRITE, or unknown bits, give -EINVAL; len == 0 gives -EINVAL. mlock failure gives
+ * at iova. access is a set of IBV_ACCESS_* flags and MR_ACCESS_FLUSH_GLOBAL; REMOTE_WRITE or
+ * REMOTE_ATOMIC without LOCAL_WRITE, MR_ACCESS_FLUSH_PERSISTENT, or unknown bits, give -EINVAL; len == 0 gives -EINVAL. mlock failure gives
  * -ENOMEM (RLIMIT_MEMLOCK) or -EPERM; exceeding the client's or the table's pin cap gives
  * -EDQUOT; no free index gives -ENOSPC. iova must have the same offset within a page as
  * addr (ibv_reg_mr registers iova == addr), else -EINVAL. The memory must stay mapped

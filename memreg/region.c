@@ -8,7 +8,7 @@
 
 #define MR_ACCESS_SUPPORTED (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
-			     IBV_ACCESS_MW_BIND)
+			     IBV_ACCESS_MW_BIND | MR_ACCESS_FLUSH_GLOBAL)
 
 /* The page-rounded host span of a registration. */
 struct span {

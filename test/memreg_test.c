@@ -1772,6 +1772,30 @@ START_TEST(test_rereg_fd)
 }
 END_TEST
 
+/* FLUSH rights: global visibility an MR may grant (and a lookup asks for), persistence
+ * not: no rocemu memory is persistent, as rxe refuses it for memory that is not pmem. */
+START_TEST(test_flush_access)
+{
+	struct mr *plain = reg(pd, buf, ps, LW | RW);
+	struct mr *flushable = reg(pd, buf + ps, ps, LW | RW | MR_ACCESS_FLUSH_GLOBAL);
+	long vmlck = vmlck_kib();
+
+	ck_assert_int_eq(look(key_of(flushable), pd, MR_ACCESS_FLUSH_GLOBAL, (uintptr_t)buf + ps,
+			      ps), MR_OK);
+	ck_assert_int_eq(look(key_of(plain), pd, MR_ACCESS_FLUSH_GLOBAL, (uintptr_t)buf, 1),
+			 MR_ACCESS);
+	ck_assert_int_eq(look(key_of(flushable), pd, MR_ACCESS_FLUSH_PERSISTENT,
+			      (uintptr_t)buf + ps, 1), MR_ACCESS);
+	ck_assert_int_eq(try_reg(buf + 2 * ps, ps, (uintptr_t)buf + 2 * ps,
+				 LW | MR_ACCESS_FLUSH_PERSISTENT), -EINVAL);
+	ck_assert_int_eq(rereg(plain, NEW_ACCESS, NULL, LW | MR_ACCESS_FLUSH_PERSISTENT, NULL, 0),
+			 -EINVAL);
+	ck_assert_int_eq(vmlck_kib(), vmlck);
+	ck_assert_int_eq(rereg(plain, NEW_ACCESS, NULL, LW | MR_ACCESS_FLUSH_GLOBAL, NULL, 0), 0);
+	ck_assert_int_eq(look(key_of(plain), pd, MR_ACCESS_FLUSH_GLOBAL, (uintptr_t)buf, 1), MR_OK);
+}
+END_TEST
+
 static void add_rereg_tests(Suite *s)
 {
 	TCase *tc = add_tcase(s, "rereg");
@@ -1786,6 +1810,7 @@ static void add_rereg_tests(Suite *s)
 	tcase_add_test(tc, test_rereg_mlock_failure_keeps_old);
 	tcase_add_test(tc, test_rereg_busy_with_window);
 	tcase_add_test(tc, test_rereg_fd);
+	tcase_add_test(tc, test_flush_access);
 }
 
 static Suite *memreg_suite(void)
