@@ -96,6 +96,10 @@ struct rv_wr_slot {
 	struct rocemu_flush_wr flush;
 };
 
+/* Bits of ibv_device_attr_ex.device_cap_flags_ex that Debian 12's headers do not name. */
+#define RV_DEVICE_FLUSH_GLOBAL (1ull << 38)
+#define RV_DEVICE_ATOMIC_WRITE (1ull << 40)
+
 /* The ibv_wr_flush of rdma-core's later struct ibv_qp_ex, the member after wr_atomic_write. */
 typedef void (*rv_wr_flush_fn)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr,
 			       size_t len, uint8_t type, uint8_t level);
