@@ -87,12 +87,13 @@ int mr_pd_dealloc(struct mr_pd *pd);
 struct mr_client *mr_pd_client(const struct mr_pd *pd);
 
 /* Registers len bytes of memory the daemon can reach at host address addr, seen by peers
- * at iova. access is a set of IBV_ACCESS_* flags and MR_ACCESS_FLUSH_GLOBAL; REMOTE_WRITE or
- * REMOTE_ATOMIC without LOCAL_WRITE, MR_ACCESS_FLUSH_PERSISTENT, or unknown bits, give -EINVAL; len == 0 gives -EINVAL. mlock failure gives
- * -ENOMEM (RLIMIT_MEMLOCK) or -EPERM; exceeding the client's or the table's pin cap gives
- * -EDQUOT; no free index gives -ENOSPC. iova must have the same offset within a page as
- * addr (ibv_reg_mr registers iova == addr), else -EINVAL. The memory must stay mapped
- * until deregistration. */
+ * at iova. access is a set of IBV_ACCESS_* flags and MR_ACCESS_FLUSH_GLOBAL; REMOTE_WRITE
+ * or REMOTE_ATOMIC without LOCAL_WRITE, MR_ACCESS_FLUSH_PERSISTENT, or unknown bits, give
+ * -EINVAL; len == 0 gives -EINVAL. mlock failure gives -ENOMEM (RLIMIT_MEMLOCK) or
+ * -EPERM; exceeding the client's or the table's pin cap gives -EDQUOT; no free index
+ * gives -ENOSPC. iova must have the same offset within a page as addr (ibv_reg_mr
+ * registers iova == addr), else -EINVAL. The memory must stay mapped until
+ * deregistration. */
 int mr_reg(struct mr_pd *pd, void *addr, size_t len, uint64_t iova, int access,
 	   struct mr **out);
 

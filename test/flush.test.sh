@@ -55,10 +55,12 @@ bad=$(grep -E '^ *[0-9]+  ' <<<"$out" | grep -vcE ' icrc ok(  |$)')
 # answered: the two that succeeded
 if [ "$flushes" -eq 4 ] && [ "$whole" -eq 1 ] && [ "$persistent" -eq 1 ] &&
 	[ "$answers" -eq 2 ] && [ "$bad" -eq 0 ]; then
-	passed "rocemuctl decode: $flushes FLUSHes of a range, $whole of a whole MR, $persistent persistent, $answers empty READ RESPONSEs, every ICRC valid"
+	passed "rocemuctl decode: $flushes FLUSHes of a range, $whole of a whole MR," \
+		"$persistent persistent, $answers empty READ RESPONSEs, every ICRC valid"
 else
 	grep -E 'FLUSH|READ_RESPONSE' <<<"$out" | head -n 12 | sed 's/^/  | /'
-	failed "rocemuctl decode: $flushes range, $whole whole MR, $persistent persistent, $answers answers, $bad bad"
+	failed "rocemuctl decode: $flushes range, $whole whole MR, $persistent persistent," \
+		"$answers answers, $bad bad"
 fi
 ref=$("$BUILD/test/pcap_icrc" "$WORK/flush-b.pcap") && passed "reference ICRC: $ref" ||
 	failed "reference ICRC: $ref"

@@ -69,32 +69,7 @@ static struct ibv_cq *cq;
 static struct ibv_qp *qps[NQP];
 static struct ibv_mr *mr;
 static uint8_t *buf;
-static int gid_index;
 static int sock = -1;
-static int failures;
-
-static void report(const char *name, bool ok, const char *why)
-{
-	printf(ok ? "ok %s\n" : "FAIL %s: %s\n", name, why);
-	fflush(stdout);
-	failures += !ok;
-}
-
-static bool next_wc(struct ibv_wc *wc)
-{
-	time_t end = time(NULL) + DEADLINE_S;
-
-	while (time(NULL) < end) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			peer_die("ibv_poll_cq");
-		if (n == 1)
-			return true;
-		usleep(100);
-	}
-	return false;
-}
 
 static void expect_wc(const char *name, uint64_t wr_id, enum ibv_wc_status status,
 		      int opcode, uint32_t byte_len)
@@ -102,15 +77,15 @@ static void expect_wc(const char *name, uint64_t wr_id, enum ibv_wc_status statu
 	struct ibv_wc wc;
 	char why[160];
 
-	if (!next_wc(&wc)) {
-		report(name, false, "no completion");
+	if (!peer_next_wc(cq, DEADLINE_S, &wc)) {
+		peer_report(name, false, "no completion");
 		return;
 	}
 	snprintf(why, sizeof(why), "wr_id %llu status %s opcode %d byte_len %u, expected %llu "
 		 "%s %d %u", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status),
 		 (int)wc.opcode, wc.byte_len, (unsigned long long)wr_id,
 		 ibv_wc_status_str(status), opcode, byte_len);
-	report(name, wc.wr_id == wr_id && wc.status == status &&
+	peer_report(name, wc.wr_id == wr_id && wc.status == status &&
 		     (status != IBV_WC_SUCCESS || ((int)wc.opcode == opcode &&
 						   wc.byte_len == byte_len)), why);
 }
@@ -147,7 +122,7 @@ static void open_device(bool server)
 
 static void exchange(bool server, struct info *mine, struct info *theirs)
 {
-	if (ibv_query_gid(ctx, 1, gid_index, &mine->gid))
+	if (ibv_query_gid(ctx, 1, peer_gid_index, &mine->gid))
 		peer_die("ibv_query_gid");
 	for (int i = 0; i < NQP; i++)
 		mine->qpn[i] = qps[i]->qp_num;
@@ -158,7 +133,7 @@ static void exchange(bool server, struct info *mine, struct info *theirs)
 		peer_connect_rc(qps[i], &(struct peer_rc){ .dest_qpn = theirs->qpn[i],
 							    .rq_psn = theirs->psn, .sq_psn = mine->psn,
 							    .mtu = IBV_MTU_1024, .dgid = theirs->gid,
-							    .gid_index = gid_index });
+							    .gid_index = peer_gid_index });
 }
 
 /* ---- server ---- */
@@ -185,7 +160,7 @@ static void server_check_memory(void)
 			bad = i;
 	}
 	snprintf(why, sizeof(why), "byte %zu is 0x%02x", bad, bad < BUF_LEN ? buf[bad] : 0);
-	report("server memory: the WRITE's bytes, nothing else", bad == BUF_LEN, why);
+	peer_report("server memory: the WRITE's bytes, nothing else", bad == BUF_LEN, why);
 }
 
 static void server(void)
@@ -205,7 +180,7 @@ static void server(void)
 		peer_die("ibv_reg_mr with IBV_ACCESS_FLUSH_GLOBAL");
 	errno = 0;
 	persistent = ibv_reg_mr(pd, buf, PAGE, IBV_ACCESS_LOCAL_WRITE | ACCESS_FLUSH_PERSISTENT);
-	report("an MR cannot be persistent: EINVAL", !persistent && errno == EINVAL,
+	peer_report("an MR cannot be persistent: EINVAL", !persistent && errno == EINVAL,
 	       persistent ? "registered" : strerror(errno));
 	sock = peer_tcp_accept(PORT);
 	mine = (struct info){ .rkey = mr->rkey, .plain_rkey = plain->rkey,
@@ -217,7 +192,7 @@ static void server(void)
 	peer_xfer(sock, true, &(char){ 'k' }, 1);
 	peer_xfer(sock, false, &step, 1);
 	server_check_memory();
-	report("the MRs deregister", !ibv_dereg_mr(mr) && !ibv_dereg_mr(plain), strerror(errno));
+	peer_report("the MRs deregister", !ibv_dereg_mr(mr) && !ibv_dereg_mr(plain), strerror(errno));
 	peer_xfer(sock, true, &(char){ 'k' }, 1);
 }
 
@@ -275,7 +250,7 @@ static void client(const char *host)
 	ibv_wr_set_sge(ex, mr->lkey, (uintptr_t)buf, MSG);
 	flush(qps[0], 2, s.rkey, s.addr + AT, MSG, FLUSH_GLOBAL, FLUSH_RANGE);
 	err = ibv_wr_complete(ex);
-	report("a WRITE and a FLUSH posted in one list", err == 0, strerror(err));
+	peer_report("a WRITE and a FLUSH posted in one list", err == 0, strerror(err));
 	expect_wc("the WRITE completes", 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, MSG);
 	expect_wc("the FLUSH of its range completes as IBV_WC_FLUSH", 2, IBV_WC_SUCCESS,
 		  WC_FLUSH, MSG);
@@ -284,9 +259,9 @@ static void client(const char *host)
 	ibv_wr_start(ex);
 	flush(qps[0], 3, s.rkey, s.addr, 8, 4, FLUSH_RANGE);
 	err = ibv_wr_complete(ex);
-	report("a FLUSH of placement type 4: ibv_wr_complete says EINVAL", err == EINVAL,
+	peer_report("a FLUSH of placement type 4: ibv_wr_complete says EINVAL", err == EINVAL,
 	       strerror(err));
-	report("and nothing was posted", ibv_poll_cq(cq, 1, &wc) == 0, "a completion came");
+	peer_report("and nothing was posted", ibv_poll_cq(cq, 1, &wc) == 0, "a completion came");
 
 	post_flush("a FLUSH of an MR without IBV_ACCESS_FLUSH_GLOBAL is refused", 1,
 		   s.plain_rkey, s.plain_addr, 8, FLUSH_GLOBAL, FLUSH_RANGE, IBV_WC_REM_ACCESS_ERR);
@@ -302,23 +277,6 @@ static void client(const char *host)
 
 int main(int argc, char **argv)
 {
-	int opt;
-
 	peer_prog = "flush_peer";
-	while ((opt = getopt(argc, argv, "x:")) != -1) {
-		if (opt != 'x') {
-			fprintf(stderr, "usage: flush_peer [-x GID_INDEX] server | client ADDRESS\n");
-			return 2;
-		}
-		gid_index = atoi(optarg);
-	}
-	if (optind < argc && strcmp(argv[optind], "server") == 0)
-		server();
-	else if (optind + 1 < argc && strcmp(argv[optind], "client") == 0)
-		client(argv[optind + 1]);
-	else {
-		fprintf(stderr, "usage: flush_peer [-x GID_INDEX] server | client ADDRESS\n");
-		return 2;
-	}
-	return failures ? 1 : 0;
+	return peer_main(argc, argv, server, client);
 }

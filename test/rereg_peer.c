@@ -57,46 +57,21 @@ static struct ibv_cq *cq;
 static struct ibv_qp *qps[NQP];
 static struct ibv_mr *mr;
 static uint8_t *buf, *buf_b;
-static int gid_index;
 static int sock = -1;
-static int failures;
-
-static void report(const char *name, bool ok, const char *why)
-{
-	printf(ok ? "ok %s\n" : "FAIL %s: %s\n", name, why);
-	fflush(stdout);
-	failures += !ok;
-}
-
-static bool next_wc(struct ibv_wc *wc)
-{
-	time_t end = time(NULL) + DEADLINE_S;
-
-	while (time(NULL) < end) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			peer_die("ibv_poll_cq");
-		if (n == 1)
-			return true;
-		usleep(100);
-	}
-	return false;
-}
 
 static void expect_wc(const char *name, uint64_t wr_id, enum ibv_wc_status status)
 {
 	struct ibv_wc wc;
 	char why[160];
 
-	if (!next_wc(&wc)) {
-		report(name, false, "no completion");
+	if (!peer_next_wc(cq, DEADLINE_S, &wc)) {
+		peer_report(name, false, "no completion");
 		return;
 	}
 	snprintf(why, sizeof(why), "wr_id %llu status %s, expected %llu %s",
 		 (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status),
 		 (unsigned long long)wr_id, ibv_wc_status_str(status));
-	report(name, wc.wr_id == wr_id && wc.status == status, why);
+	peer_report(name, wc.wr_id == wr_id && wc.status == status, why);
 }
 
 static uint8_t *page_buffer(void)
@@ -130,7 +105,7 @@ static void open_device(void)
 
 static void exchange(bool server, struct info *mine, struct info *theirs)
 {
-	if (ibv_query_gid(ctx, 1, gid_index, &mine->gid))
+	if (ibv_query_gid(ctx, 1, peer_gid_index, &mine->gid))
 		peer_die("ibv_query_gid");
 	for (int i = 0; i < NQP; i++)
 		mine->qpn[i] = qps[i]->qp_num;
@@ -141,7 +116,7 @@ static void exchange(bool server, struct info *mine, struct info *theirs)
 		peer_connect_rc(qps[i], &(struct peer_rc){ .dest_qpn = theirs->qpn[i],
 							    .rq_psn = theirs->psn, .sq_psn = mine->psn,
 							    .mtu = IBV_MTU_1024, .dgid = theirs->gid,
-							    .gid_index = gid_index });
+							    .gid_index = peer_gid_index });
 }
 
 static void sync_step(char step)
@@ -164,7 +139,7 @@ static void expect_rereg(const char *name, int flags, struct ibv_pd *p, void *ad
 	rc = ibv_rereg_mr(mr, flags, p, addr, len, access);
 	snprintf(why, sizeof(why), "returned %d errno %s, expected %d %s", rc, strerror(errno),
 		 want_rc, strerror(want_errno));
-	report(name, rc == want_rc && (want_rc == 0 || errno == want_errno), why);
+	peer_report(name, rc == want_rc && (want_rc == 0 || errno == want_errno), why);
 }
 
 /* Refused before or by the daemon, each leaving the MR as it was. */
@@ -187,7 +162,7 @@ static void server_bad_inputs(void)
 	expect_rereg("REMOTE_WRITE without LOCAL_WRITE: the command fails with EINVAL",
 		     IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE,
 		     IBV_REREG_MR_ERR_CMD, EINVAL);
-	report("the refusals left the keys, address and length",
+	peer_report("the refusals left the keys, address and length",
 	       mr->lkey == lkey && mr->rkey == rkey && mr->addr == buf && mr->length == BUF_LEN,
 	       "the MR changed");
 }
@@ -245,10 +220,10 @@ static void server_check_memory(void)
 	char why[64];
 
 	snprintf(why, sizeof(why), "A's byte %zu is 0x%02x", bad_a, bad_a < BUF_LEN ? buf[bad_a] : 0);
-	report("A: the first WRITE, the last, nothing else", bad_a == BUF_LEN, why);
+	peer_report("A: the first WRITE, the last, nothing else", bad_a == BUF_LEN, why);
 	snprintf(why, sizeof(why), "B's byte %zu is 0x%02x", bad_b,
 		 bad_b < BUF_LEN ? buf_b[bad_b] : 0);
-	report("B: the WRITEs after the move, nothing else", bad_b == BUF_LEN, why);
+	peer_report("B: the WRITEs after the move, nothing else", bad_b == BUF_LEN, why);
 }
 
 static void server(void)
@@ -280,13 +255,13 @@ static void server(void)
 		if (step == 'T') {
 			expect_rereg("CHANGE_TRANSLATION onto B", IBV_REREG_MR_CHANGE_TRANSLATION,
 				     NULL, buf_b, BUF_LEN, 0, 0, 0);
-			report("the MR now shows B, the rkey kept",
+			peer_report("the MR now shows B, the rkey kept",
 			       mr->addr == buf_b && mr->length == BUF_LEN && mr->rkey == rkey,
 			       "addr, length or rkey");
 		} else if (step == 'P') {
 			expect_rereg("CHANGE_PD to another PD", IBV_REREG_MR_CHANGE_PD, other_pd,
 				     NULL, 0, 0, 0, 0);
-			report("the MR shows the new PD", mr->pd == other_pd, "mr->pd");
+			peer_report("the MR shows the new PD", mr->pd == other_pd, "mr->pd");
 		} else if (step == 'p') {
 			expect_rereg("CHANGE_PD back", IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, 0, 0, 0);
 		} else if (step == 'A') {
@@ -303,8 +278,8 @@ static void server(void)
 	}
 	server_check_memory();
 	server_window_busy();
-	report("the MR deregisters", ibv_dereg_mr(mr) == 0, strerror(errno));
-	report("so does the other PD", ibv_dealloc_pd(other_pd) == 0, strerror(errno));
+	peer_report("the MR deregisters", ibv_dereg_mr(mr) == 0, strerror(errno));
+	peer_report("so does the other PD", ibv_dealloc_pd(other_pd) == 0, strerror(errno));
 	peer_xfer(sock, true, &done, 1);
 }
 
@@ -370,30 +345,13 @@ static void client(const char *host)
 		expect_wc("and a READ (REMOTE_READ granted) brings it back", 77, IBV_WC_SUCCESS);
 		for (size_t i = 0; i < MSG; i++)
 			same &= buf[PAGE + i] == FILL(5);
-		report("the READ's bytes are the WRITE's", same, "bytes differ");
+		peer_report("the READ's bytes are the WRITE's", same, "bytes differ");
 	}
 	sync_step('E');
 }
 
 int main(int argc, char **argv)
 {
-	int opt;
-
 	peer_prog = "rereg_peer";
-	while ((opt = getopt(argc, argv, "x:")) != -1) {
-		if (opt != 'x') {
-			fprintf(stderr, "usage: rereg_peer [-x GID_INDEX] server | client ADDRESS\n");
-			return 2;
-		}
-		gid_index = atoi(optarg);
-	}
-	if (optind < argc && strcmp(argv[optind], "server") == 0)
-		server();
-	else if (optind + 1 < argc && strcmp(argv[optind], "client") == 0)
-		client(argv[optind + 1]);
-	else {
-		fprintf(stderr, "usage: rereg_peer [-x GID_INDEX] server | client ADDRESS\n");
-		return 2;
-	}
-	return failures ? 1 : 0;
+	return peer_main(argc, argv, server, client);
 }

@@ -234,6 +234,22 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	return 0;
 }
 
+/* A request of headers alone (a READ, an atomic, a FLUSH), AckReq set: it is answered. */
+static int send_header_request(struct qp *qp, uint8_t opcode, uint32_t psn,
+			       const struct wire_ext *ext)
+{
+	struct wire_bth bth = { .opcode = opcode, .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn,
+				.psn = psn, .ack_req = true };
+	uint8_t *frame = net_tx_slot(&qp->dev->port);
+	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, ext,
+				NULL, 0);
+
+	if (!len)
+		return -EFAULT;
+	net_tx_commit(&qp->dev->port, len);
+	return 0;
+}
+
 /* A READ request for its responses k on (from k = 0, or from the first one missing): the
  * RETH moves on by the bytes already placed. */
 static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k,
@@ -242,54 +258,29 @@ static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k
 	uint64_t done = (uint64_t)k * qp->pmtu;
 	struct wire_ext ext = { .reth = { w->remote_addr + done, w->rkey,
 					  (uint32_t)(w->length - done) } };
-	struct wire_bth bth = { .opcode = WIRE_OP_RC_READ_REQUEST, .pkey = 0xffff,
-				.dest_qp = qp->attr.dest_qpn, .psn = psn, .ack_req = true };
-	uint8_t *frame = net_tx_slot(&qp->dev->port);
-	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext,
-				NULL, 0);
 
-	if (!len)
-		return -EFAULT;
-	net_tx_commit(&qp->dev->port, len);
-	return 0;
+	return send_header_request(qp, WIRE_OP_RC_READ_REQUEST, psn, &ext);
 }
 
-/* A FLUSH: its FETH and RETH, AckReq set (it is answered). */
 static int send_flush_request(struct qp *qp, const struct send_wqe *w, uint32_t psn)
 {
 	struct wire_ext ext = { .feth = { w->flush_type, w->flush_level },
 				.reth = { w->remote_addr, w->rkey, (uint32_t)w->length } };
-	struct wire_bth bth = { .opcode = WIRE_OP_RC_FLUSH, .pkey = 0xffff,
-				.dest_qp = qp->attr.dest_qpn, .psn = psn, .ack_req = true };
-	uint8_t *frame = net_tx_slot(&qp->dev->port);
-	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext,
-				NULL, 0);
 
-	if (!len)
-		return -EFAULT;
-	net_tx_commit(&qp->dev->port, len);
-	return 0;
+	return send_header_request(qp, WIRE_OP_RC_FLUSH, psn, &ext);
 }
 
 static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t psn)
 {
 	struct wire_ext ext = { .atomic = { w->remote_addr, w->rkey, w->swap, w->compare_add } };
-	struct wire_bth bth = { .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn, .psn = psn,
-				.ack_req = true };
-	uint8_t *frame = net_tx_slot(&qp->dev->port);
-	size_t len;
+	bool cmp_swap = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
 
-	bth.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? WIRE_OP_RC_COMPARE_SWAP
-							     : WIRE_OP_RC_FETCH_ADD;
-	if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+	if (!cmp_swap) {
 		ext.atomic.swap_add = w->compare_add;
 		ext.atomic.compare = 0;
 	}
-	len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext, NULL, 0);
-	if (!len)
-		return -EFAULT;
-	net_tx_commit(&qp->dev->port, len);
-	return 0;
+	return send_header_request(qp, cmp_swap ? WIRE_OP_RC_COMPARE_SWAP : WIRE_OP_RC_FETCH_ADD,
+				   psn, &ext);
 }
 
 /* The interval runs from now, not from the start of this turn of the loop: a turn that
