@@ -351,7 +351,8 @@ static void wr_atomic_write(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr,
 	wr->send_flags |= IBV_SEND_INLINE;
 }
 
-/* Checked now, so that ibv_wr_complete posts all of the list or none of it. */
+/* Checked now: a FLUSH that cannot be made fails ibv_wr_complete before any of the list
+ * is posted. */
 static void wr_flush(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr, size_t len,
 		     uint8_t type, uint8_t level)
 {
