@@ -233,6 +233,25 @@ static int check_rereg_memory(const struct proto_rereg_mr *m, int fd, struct ctl
 	return check_mr_fd(fd, rep);
 }
 
+/* memreg's -EINVAL: no flag, or one of the parts asked for (each named here) refused: a PD
+ * of another client, an access an MR cannot have, a range not at the iova's page offset. */
+static void explain_rereg_inval(struct ctl_reply *rep, const struct proto_rereg_mr *m)
+{
+	char access[24] = "", range[64] = "";
+
+	if (!m->flags) {
+		op_error(rep, "no IBV_REREG_MR_CHANGE_* flag given");
+		return;
+	}
+	if (m->flags & IBV_REREG_MR_CHANGE_ACCESS)
+		snprintf(access, sizeof(access), " access %#x", m->access);
+	if (m->flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		snprintf(range, sizeof(range), " iova %#llx (+%llu)", (unsigned long long)m->iova,
+			 (unsigned long long)m->length);
+	op_error(rep, "MR %u cannot take%s%s%s", m->handle,
+		 m->flags & IBV_REREG_MR_CHANGE_PD ? " that PD" : "", access, range);
+}
+
 static void explain_rereg_error(struct ctl_reply *rep, int rc, const struct proto_rereg_mr *m)
 {
 	switch (rc) {
@@ -244,14 +263,7 @@ static void explain_rereg_error(struct ctl_reply *rep, int rc, const struct prot
 			 "_ACCESS", m->flags);
 		break;
 	case -EINVAL:
-		if (!m->flags)
-			op_error(rep, "no IBV_REREG_MR_CHANGE_* flag given");
-		else if (m->flags & IBV_REREG_MR_CHANGE_PD)
-			op_error(rep, "PD %u, access %#x or the new range is not valid for this MR",
-				 m->pd, m->access);
-		else
-			op_error(rep, "access %#x or the new range is not valid for this MR",
-				 m->access);
+		explain_rereg_inval(rep, m);
 		break;
 	default:
 		explain_reg_error(rep, rc, m->length);
