@@ -168,6 +168,14 @@ $(BUILD)/test/uc_peer: test/uc_peer.c $(PEER_LINK)
 $(BUILD)/test/mw_peer: test/mw_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
+# rereg.test.sh: ibv_rereg_mr while a peer writes into the MR.
+$(BUILD)/test/rereg_peer: test/rereg_peer.c $(PEER_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
+# flush.test.sh: RDMA FLUSH posted as a program built with later rdma-core headers posts it.
+$(BUILD)/test/flush_peer: test/flush_peer.c $(PEER_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 # rdmacm.test.sh: refused connections and connect/disconnect cycles through rdma_cm, a plain
 # librdmacm program (rocemu-run answers its librdmacm calls as it does libibverbs').
 $(BUILD)/test/cm_peer: test/cm_peer.c
@@ -178,7 +186,8 @@ $(BUILD)/test/cm_peer: test/cm_peer.c
 build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
              $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer $(BUILD)/test/cm_peer \
-             $(BUILD)/test/mcast_peer
+             $(BUILD)/test/mcast_peer \
+             $(BUILD)/test/rereg_peer $(BUILD)/test/flush_peer
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 16
+#define PROTO_VERSION 17
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -80,6 +80,8 @@ enum proto_op {
 			      * go to another of the client's channels */
 	PROTO_ATTACH_MCAST,  /* request: proto_mcast: a UD QP receives the group's datagrams */
 	PROTO_DETACH_MCAST,  /* request: proto_mcast */
+	PROTO_REREG_MR,      /* request: proto_rereg_mr, + 1 fd (the memfd) exactly when the
+			      * translation changes; reply: proto_reg_mr_reply */
 	PROTO_OP_COUNT
 };
 
@@ -163,6 +165,19 @@ struct proto_reg_mr_reply {
 	uint32_t lkey;
 	uint32_t rkey;
 	uint32_t pad;
+};
+
+/* ibv_rereg_mr: flags is a set of IBV_REREG_MR_CHANGE_*; pd, access and the translation
+ * (iova, length, fd_offset, as in proto_reg_mr) are read only when their flag is set. */
+struct proto_rereg_mr {
+	struct proto_hdr hdr;
+	uint32_t handle;     /* the MR */
+	uint32_t flags;
+	uint32_t pd;
+	uint32_t access;
+	uint64_t iova;
+	uint64_t length;
+	uint64_t fd_offset;
 };
 
 /* A memory window of a PD: type 1 or 2 (enum ibv_mw_type). Its rkey is the MW's key now;
@@ -519,8 +534,10 @@ enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };
 	X(no_remote_write, "invalid request: a WRITE to a QP without IBV_ACCESS_REMOTE_WRITE") \
 	X(no_remote_read, "invalid request: a READ to a QP without IBV_ACCESS_REMOTE_READ") \
 	X(no_remote_atomic, "invalid request: an atomic to a QP without IBV_ACCESS_REMOTE_ATOMIC") \
+	X(no_flush_access, "invalid request: a FLUSH of a placement type the QP's IBV_ACCESS_FLUSH_* do not grant") \
+	X(flush_level, "invalid request: a FLUSH's selectivity level is neither range (0) nor whole MR (1)") \
 	X(opcode_unsupported, "invalid request: an opcode the responder does not take")   \
-	X(no_rd_resources, "invalid request: a READ or atomic to a QP with max_dest_rd_atomic 0") \
+	X(no_rd_resources, "invalid request: a READ, atomic or FLUSH to a QP with max_dest_rd_atomic 0") \
 	X(no_receive, "RNR NAK: a SEND or WRITE WITH IMMEDIATE found no receive WQE posted") \
 	X(receive_ring_index, "invalid request: the client's receive ring index lies")   \
 	X(receive_malformed, "remote operational error: the receive WQE is malformed")   \
@@ -697,13 +714,28 @@ struct proto_sge {
 };
 
 /* A send work request, as the client library writes it. */
+/* RDMA FLUSH (IBA Memory Placement Extensions, rxe since Linux 6.2): Debian 12's
+ * <infiniband/verbs.h> (rdma-core 44) has none of its names, so they are spelled here with
+ * the values of rdma-core's later verbs.h. */
+#define PROTO_WR_FLUSH 14                     /* IBV_WR_FLUSH */
+#define PROTO_WC_FLUSH 8                      /* IBV_WC_FLUSH */
+#define PROTO_QP_EX_WITH_FLUSH (1u << 11)     /* IBV_QP_EX_WITH_FLUSH */
+#define PROTO_ACCESS_FLUSH_GLOBAL (1 << 8)    /* IBV_ACCESS_FLUSH_GLOBAL */
+#define PROTO_ACCESS_FLUSH_PERSISTENT (1 << 9) /* IBV_ACCESS_FLUSH_PERSISTENT */
+#define PROTO_FLUSH_GLOBAL 1                  /* IBV_FLUSH_GLOBAL: placement types */
+#define PROTO_FLUSH_PERSISTENT 2              /* IBV_FLUSH_PERSISTENT */
+#define PROTO_FLUSH_RANGE 0                   /* IBV_FLUSH_RANGE: selectivity levels */
+#define PROTO_FLUSH_MR 1                      /* IBV_FLUSH_MR */
+
 struct proto_swqe {
 	uint64_t wr_id;
 	uint32_t opcode;     /* IBV_WR_RDMA_WRITE[_WITH_IMM], IBV_WR_SEND[_WITH_IMM|_INV],
 			      * IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, _FETCH_AND_ADD,
 			      * IBV_WR_LOCAL_INV (the rkey in imm, host order, as for _INV),
 			      * IBV_WR_BIND_MW (remote_addr and compare_add: the window's address
-			      * and length; rkey: its new key; mw_rkey, mr_lkey, mw_access) */
+			      * and length; rkey: its new key; mw_rkey, mr_lkey, mw_access),
+			      * PROTO_WR_FLUSH (remote_addr, rkey, flush_len, flush_type,
+			      * flush_level; no SGE) */
 	uint32_t flags;      /* IBV_SEND_SIGNALED, _FENCE, _INLINE, _SOLICITED */
 	uint64_t remote_addr;
 	uint32_t rkey;
@@ -724,6 +756,12 @@ struct proto_swqe {
 			uint32_t mr_lkey;   /* the MR it opens onto */
 			uint32_t mw_access; /* IBV_ACCESS_* of the window */
 			uint32_t pad2;
+		};
+		struct {
+			uint32_t flush_len;   /* FLUSH: the range's bytes (level range) */
+			uint32_t flush_type;  /* PROTO_FLUSH_GLOBAL | PROTO_FLUSH_PERSISTENT */
+			uint32_t flush_level; /* PROTO_FLUSH_RANGE or PROTO_FLUSH_MR */
+			uint32_t pad3;
 		};
 	};
 	union {

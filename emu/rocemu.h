@@ -136,6 +136,13 @@ struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t le
 				     uint64_t iova, int access);
 /* EINVAL while memory windows are bound to the MR, as on rxe. */
 int rocemu_dereg_mr(struct rocemu_mr *mr);
+/* ibv_rereg_mr: flags is a set of IBV_REREG_MR_CHANGE_*, and pd (of the MR's context),
+ * [addr, addr + length) (peers address it at addr) and access are read only for their
+ * flag. The MR keeps its keys; 0, or an errno: EINVAL for no flag, a bad PD, access or
+ * range, EOPNOTSUPP for unknown flags, EBUSY while memory windows are bound to it, the
+ * errors of rocemu_reg_mr for the new memory. On failure the MR is as it was. */
+int rocemu_rereg_mr(struct rocemu_mr *mr, int flags, struct rocemu_pd *pd, void *addr,
+		    size_t length, int access);
 
 /* Memory windows of type 1 or 2 (IBV_MW_TYPE_*; another type: EINVAL). They are bound and
  * invalidated by work requests on a QP: IBV_WR_BIND_MW (bind_mw.mw->rkey names the window
@@ -153,6 +160,10 @@ int rocemu_resize_cq(struct rocemu_cq *cq, int cqe);
 /* Up to num completions into wc; returns how many (0 when empty), or -1 with errno set
  * when the daemon is gone. */
 int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc);
+/* Drops the completions of QP qp_num that are not polled yet (a QP modified to RESET, as
+ * libmlx5 cleans its CQs then); the caller keeps other pollers of cq away meanwhile.
+ * Returns how many were dropped. */
+uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num);
 /* Sleeps until the CQ has a completion or timeout_ms passes (-1: no limit); 0 when there
  * is one, ETIMEDOUT, or EPIPE when the daemon went away. */
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
@@ -194,6 +205,25 @@ int rocemu_detach_mcast(struct rocemu_qp *qp, const union ibv_gid *gid);
  * Q_Key); a datagram longer than the port's active MTU completes without being sent, and
  * a receive buffer gets 40 bytes of GRH area before the payload. */
 int rocemu_post_send(struct rocemu_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+/* RDMA FLUSH (rdma-core's later ibv_wr_flush; ibv_send_wr has no room for it): on an RC
+ * QP, asks the peer to make what was placed in [remote_addr, remote_addr + length) of
+ * rkey's MR (level IBV_FLUSH_RANGE, 0) or in the whole MR (IBV_FLUSH_MR, 1) visible at
+ * the placement type asked (IBV_FLUSH_GLOBAL 1, IBV_FLUSH_PERSISTENT 2, or both; the
+ * names are later rdma-core's, the values in proto.h). It counts against max_rd_atomic
+ * as a READ does and completes as IBV_WC_FLUSH (8);
+ * a peer whose QP or MR does not grant the type fails it (IBV_WC_REM_INV_REQ_ERR,
+ * IBV_WC_REM_ACCESS_ERR). EINVAL for another type or level, a length over 2^31 or a QP
+ * that is not RC; otherwise as rocemu_post_send. */
+struct rocemu_flush_wr {
+	uint64_t wr_id;
+	unsigned int send_flags;     /* IBV_SEND_SIGNALED, IBV_SEND_FENCE */
+	uint32_t rkey;
+	uint64_t remote_addr;
+	uint64_t length;
+	uint8_t type;
+	uint8_t level;
+};
+int rocemu_post_flush(struct rocemu_qp *qp, const struct rocemu_flush_wr *wr);
 /* Receive work requests: an incoming SEND is scattered through the SGEs of the next one
  * (lkeys of MRs with IBV_ACCESS_LOCAL_WRITE); WRITE WITH IMMEDIATE consumes one too. */
 int rocemu_post_recv(struct rocemu_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);

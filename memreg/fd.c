@@ -3,6 +3,7 @@
 #include "memreg/memreg_int.h"
 
 #include <errno.h>
+#include <infiniband/verbs.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -24,35 +25,71 @@ static int check_file(int fd, off_t offset, size_t len)
 	return 0;
 }
 
-int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova, int access,
-	      struct mr **out)
+/* Maps [offset, offset + len) of fd with iova's offset within a page; *in_page is where
+ * offset lies in the mapping's first page. */
+static int map_file(size_t page_size, int fd, off_t offset, size_t len, uint64_t iova,
+		    void **map, size_t *in_page)
 {
-	size_t page_size = pd->client->table->page_size;
-	size_t in_page, map_len;
-	void *map;
-	int err;
+	size_t map_len;
+	int err = check_file(fd, offset, len);
 
-	err = mr_check_args(iova, len, access);
-	if (!err)
-		err = check_file(fd, offset, len);
 	if (err)
 		return err;
-	in_page = (size_t)offset & (page_size - 1);
-	if ((iova & (page_size - 1)) != in_page || len > SIZE_MAX - in_page - (page_size - 1))
+	*in_page = (size_t)offset & (page_size - 1);
+	if ((iova & (page_size - 1)) != *in_page || len > SIZE_MAX - *in_page - (page_size - 1))
 		return -EINVAL;
-	map_len = (in_page + len + page_size - 1) & ~(page_size - 1);
-	map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		   offset - (off_t)in_page);
-	if (map == MAP_FAILED)
+	map_len = (*in_page + len + page_size - 1) & ~(page_size - 1);
+	*map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		    offset - (off_t)*in_page);
+	if (*map == MAP_FAILED)
 		return errno == EPERM ? -EACCES : -errno; /* EPERM would read as mlock's */
 	/* Populating shared memory a 4 KiB page at a time costs about twice what it costs
 	 * for anonymous memory, and registration's mlock is what populates; in 2 MiB pages
 	 * it costs a fraction. Only where the administrator lets shmem have huge pages on
 	 * request (transparent_hugepage/shmem_enabled "advise", or tmpfs huge=advise);
 	 * anywhere else, a kernel without them included, nothing changes. */
-	(void)madvise(map, map_len, MADV_HUGEPAGE);
+	(void)madvise(*map, map_len, MADV_HUGEPAGE);
+	return 0;
+}
+
+static void unmap_file(size_t page_size, void *map, size_t in_page, size_t len)
+{
+	munmap(map, (in_page + len + page_size - 1) & ~(page_size - 1));
+}
+
+int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova, int access,
+	      struct mr **out)
+{
+	size_t page_size = pd->client->table->page_size;
+	size_t in_page;
+	void *map;
+	int err;
+
+	err = mr_check_args(iova, len, access);
+	if (!err)
+		err = map_file(page_size, fd, offset, len, iova, &map, &in_page);
+	if (err)
+		return err;
 	err = mr_register(pd, (uintptr_t)map + in_page, len, iova, access, map, out);
 	if (err)
-		munmap(map, map_len);
+		unmap_file(page_size, map, in_page, len);
+	return err;
+}
+
+int mr_rereg_fd(struct mr *mr, const struct mr_rereg *req, int fd, off_t offset)
+{
+	size_t page_size = mr->pd->client->table->page_size;
+	size_t in_page;
+	void *map;
+	int err;
+
+	if (!(req->flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		return mr_rereg_at(mr, req, 0, NULL);
+	err = map_file(page_size, fd, offset, req->len, req->iova, &map, &in_page);
+	if (err)
+		return err;
+	err = mr_rereg_at(mr, req, (uintptr_t)map + in_page, map);
+	if (err)
+		unmap_file(page_size, map, in_page, req->len);
 	return err;
 }

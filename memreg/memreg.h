@@ -37,6 +37,12 @@ enum mr_check {
 	MR_MW_UNBOUND,   /* the MW is not bound to any memory (free, or bound with length 0) */
 };
 
+/* The FLUSH rights of newer rdma-core's verbs.h (IBV_ACCESS_FLUSH_GLOBAL, _PERSISTENT),
+ * which Debian 12's lacks. An MR may grant global visibility; persistence it cannot, as
+ * rxe refuses it for memory that is not persistent (pmem), and rocemu's never is. */
+#define MR_ACCESS_FLUSH_GLOBAL (1 << 8)
+#define MR_ACCESS_FLUSH_PERSISTENT (1 << 9)
+
 struct mr_keys {
 	uint32_t lkey;
 	uint32_t rkey;
@@ -81,12 +87,13 @@ int mr_pd_dealloc(struct mr_pd *pd);
 struct mr_client *mr_pd_client(const struct mr_pd *pd);
 
 /* Registers len bytes of memory the daemon can reach at host address addr, seen by peers
- * at iova. access is a set of IBV_ACCESS_* flags; REMOTE_WRITE or REMOTE_ATOMIC without
- * LOCAL_WRITE, or unknown bits, give -EINVAL; len == 0 gives -EINVAL. mlock failure gives
- * -ENOMEM (RLIMIT_MEMLOCK) or -EPERM; exceeding the client's or the table's pin cap gives
- * -EDQUOT; no free index gives -ENOSPC. iova must have the same offset within a page as
- * addr (ibv_reg_mr registers iova == addr), else -EINVAL. The memory must stay mapped
- * until deregistration. */
+ * at iova. access is a set of IBV_ACCESS_* flags and MR_ACCESS_FLUSH_GLOBAL; REMOTE_WRITE
+ * or REMOTE_ATOMIC without LOCAL_WRITE, MR_ACCESS_FLUSH_PERSISTENT, or unknown bits, give
+ * -EINVAL; len == 0 gives -EINVAL. mlock failure gives -ENOMEM (RLIMIT_MEMLOCK) or
+ * -EPERM; exceeding the client's or the table's pin cap gives -EDQUOT; no free index
+ * gives -ENOSPC. iova must have the same offset within a page as addr (ibv_reg_mr
+ * registers iova == addr), else -EINVAL. The memory must stay mapped until
+ * deregistration. */
 int mr_reg(struct mr_pd *pd, void *addr, size_t len, uint64_t iova, int access,
 	   struct mr **out);
 
@@ -102,6 +109,32 @@ int mr_reg_fd(struct mr_pd *pd, int fd, off_t offset, size_t len, uint64_t iova,
  * unmapped. The MR's index is not handed out again until the allocator wraps around.
  * -EINVAL while memory windows are bound to it, as on rxe (IBA 10.6.7.2.6). */
 int mr_dereg(struct mr *mr);
+
+/* What a re-registration changes (ibv_rereg_mr): flags is a set of IBV_REREG_MR_CHANGE_*,
+ * and each other field is read only when its flag is set: pd (CHANGE_PD, another PD of
+ * the MR's client), access (CHANGE_ACCESS, as mr_reg takes it), len and iova (CHANGE_
+ * TRANSLATION, with the memory given to mr_rereg or mr_rereg_fd, as to mr_reg or
+ * mr_reg_fd). */
+struct mr_rereg {
+	int flags;
+	struct mr_pd *pd;
+	int access;
+	size_t len;
+	uint64_t iova;
+};
+
+/* Re-registers mr in place: its keys stay (as mlx5's do), so a peer's rkey and the local
+ * work requests' lkey keep naming it, and every later access is checked against what it
+ * is now. A new translation is pinned before the old one is released, and the pages of
+ * the old one that no other MR holds are unlocked (an fd mapping unmapped). All or
+ * nothing: on failure mr is as it was. -EINVAL for no flags, a PD of another client, an
+ * access or translation mr_reg would refuse; -EOPNOTSUPP for unknown flags (as the
+ * kernel); -EBUSY while memory windows are bound to mr (a window was checked against the
+ * MR's PD, access and range when it was bound); the pinning errors of mr_reg. addr is
+ * read only with CHANGE_TRANSLATION. */
+int mr_rereg(struct mr *mr, const struct mr_rereg *req, void *addr);
+/* The same, the new memory being [offset, offset + req->len) of fd, as mr_reg_fd maps it. */
+int mr_rereg_fd(struct mr *mr, const struct mr_rereg *req, int fd, off_t offset);
 
 /* lkey == rkey, as in rxe: one key per MR; its access flags decide what a peer may do. */
 struct mr_keys mr_keys(const struct mr *mr);

@@ -101,6 +101,8 @@ void mr_pin_unlock(const struct mr_table *table, uintptr_t start, size_t len);
 int mr_check_args(uint64_t iova, size_t len, int access);
 int mr_register(struct mr_pd *pd, uintptr_t addr, size_t len, uint64_t iova, int access,
 		void *map, struct mr **out);
+/* mr_rereg's work once the new memory is in reach at addr (map as for mr_register). */
+int mr_rereg_at(struct mr *mr, const struct mr_rereg *req, uintptr_t addr, void *map);
 void mr_invalidate(struct mr *mr);
 void mr_destroy(struct mr *mr);
 

@@ -8,7 +8,7 @@
 
 #define MR_ACCESS_SUPPORTED (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
-			     IBV_ACCESS_MW_BIND)
+			     IBV_ACCESS_MW_BIND | MR_ACCESS_FLUSH_GLOBAL)
 
 /* The page-rounded host span of a registration. */
 struct span {
@@ -52,23 +52,38 @@ static int host_span(size_t page_size, uintptr_t addr, size_t len, uint64_t iova
 	return span->len <= UINTPTR_MAX - span->start ? 0 : -EINVAL;
 }
 
-static struct mr *mr_alloc(const struct span *span, size_t page_size)
+/* The page table of a span: the host address of each of its pages. */
+static void **span_pages(const struct span *span, size_t page_size)
 {
-	struct mr *mr = calloc(1, sizeof(*mr));
+	void **pages = calloc(span->npages, sizeof(*pages));
 
-	if (!mr)
+	if (!pages)
 		return NULL;
-	mr->pages = calloc(span->npages, sizeof(*mr->pages));
-	if (!mr->pages) {
-		free(mr);
-		return NULL;
-	}
 	for (size_t i = 0; i < span->npages; i++)
-		mr->pages[i] = (void *)(span->start + i * page_size);
+		pages[i] = (void *)(span->start + i * page_size);
+	return pages;
+}
+
+static void set_translation(struct mr *mr, const struct span *span, void **pages)
+{
+	mr->pages = pages;
 	mr->npages = span->npages;
 	mr->page_offset = span->offset;
 	mr->lock_start = span->start;
 	mr->lock_len = span->len;
+}
+
+static struct mr *mr_alloc(const struct span *span, size_t page_size)
+{
+	struct mr *mr = calloc(1, sizeof(*mr));
+	void **pages = span_pages(span, page_size);
+
+	if (!mr || !pages) {
+		free(mr);
+		free(pages);
+		return NULL;
+	}
+	set_translation(mr, span, pages);
 	return mr;
 }
 
@@ -129,6 +144,19 @@ void mr_invalidate(struct mr *mr)
 	mr->valid = false;
 }
 
+/* Releases a span an MR held: its mapping, or the locks of its pages that no published
+ * MR still holds (so the MR it was taken from is unpublished or holds another span now). */
+static void release_span(struct mr_client *client, uintptr_t start, size_t len, void *map)
+{
+	/* An fd MR's mapping is its own, so no other MR shares its pages and munmap drops the
+	 * lock with the mapping: the overlap scan of mr_pin_unlock is only for caller memory. */
+	if (map)
+		munmap(map, len);
+	else
+		mr_pin_unlock(client->table, start, len);
+	mr_pin_uncharge(client, len);
+}
+
 /* Unpublishes first, so the keys stop resolving before anything is released. */
 void mr_destroy(struct mr *mr)
 {
@@ -137,13 +165,7 @@ void mr_destroy(struct mr *mr)
 	mr_invalidate(mr);
 	mr_table_unpublish(client->table, mr);
 	LIST_REMOVE(mr, pd_link);
-	/* An fd MR's mapping is its own, so no other MR shares its pages and munmap drops the
-	 * lock with the mapping: the overlap scan of mr_pin_unlock is only for caller memory. */
-	if (mr->map)
-		munmap(mr->map, mr->lock_len);
-	else
-		mr_pin_unlock(client->table, mr->lock_start, mr->lock_len);
-	mr_pin_uncharge(client, mr->lock_len);
+	release_span(client, mr->lock_start, mr->lock_len, mr->map);
 	free(mr->pages);
 	free(mr);
 }
@@ -156,6 +178,92 @@ int mr_dereg(struct mr *mr)
 		return err;
 	mr_destroy(mr);
 	return 0;
+}
+
+#define REREG_FLAGS (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | \
+		     IBV_REREG_MR_CHANGE_ACCESS)
+
+/* The checks that need no new memory, in the kernel's order. */
+static int rereg_check(const struct mr *mr, const struct mr_rereg *req)
+{
+	bool moves = req->flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	int access = req->flags & IBV_REREG_MR_CHANGE_ACCESS ? req->access : mr->access;
+
+	if (!req->flags)
+		return -EINVAL;
+	if (req->flags & ~REREG_FLAGS)
+		return -EOPNOTSUPP;
+	if (mr->num_mw)
+		return -EBUSY;
+	if ((req->flags & IBV_REREG_MR_CHANGE_PD) &&
+	    (!req->pd || req->pd->client != mr->pd->client))
+		return -EINVAL;
+	return mr_check_args(moves ? req->iova : mr->iova, moves ? req->len : mr->length,
+			     access);
+}
+
+/* Pins the new span and swaps it in; the old one is released only once the MR no longer
+ * names it, so the unlock skips exactly the pages the new span (or another MR) holds. */
+static int move_translation(struct mr *mr, const struct mr_rereg *req, uintptr_t addr,
+			    void *map)
+{
+	struct mr_client *client = mr->pd->client;
+	struct mr_table *table = client->table;
+	uintptr_t old_start = mr->lock_start;
+	size_t old_len = mr->lock_len;
+	void **old_pages = mr->pages, **pages;
+	void *old_map = mr->map;
+	struct span span;
+	int err;
+
+	err = host_span(table->page_size, addr, req->len, req->iova, &span);
+	if (err)
+		return err;
+	/* the old span's pages are given back, so only the rest counts against the caps */
+	mr_pin_uncharge(client, old_len);
+	err = mr_pin_check(client, span.len);
+	mr_pin_charge(client, old_len);
+	if (err)
+		return err;
+	pages = span_pages(&span, table->page_size);
+	if (!pages)
+		return -ENOMEM;
+	err = mr_pin_lock(table, span.start, span.len);
+	if (err) {
+		free(pages);
+		return err;
+	}
+	set_translation(mr, &span, pages);
+	mr->map = map;
+	mr->iova = req->iova;
+	mr->length = req->len;
+	mr_pin_charge(client, span.len);
+	release_span(client, old_start, old_len, old_map);
+	free(old_pages);
+	return 0;
+}
+
+int mr_rereg_at(struct mr *mr, const struct mr_rereg *req, uintptr_t addr, void *map)
+{
+	int err = rereg_check(mr, req);
+
+	if (!err && (req->flags & IBV_REREG_MR_CHANGE_TRANSLATION))
+		err = move_translation(mr, req, addr, map);
+	if (err)
+		return err;
+	if (req->flags & IBV_REREG_MR_CHANGE_PD) {
+		LIST_REMOVE(mr, pd_link);
+		mr->pd = req->pd;
+		LIST_INSERT_HEAD(&req->pd->mrs, mr, pd_link);
+	}
+	if (req->flags & IBV_REREG_MR_CHANGE_ACCESS)
+		mr->access = req->access;
+	return 0;
+}
+
+int mr_rereg(struct mr *mr, const struct mr_rereg *req, void *addr)
+{
+	return mr_rereg_at(mr, req, (uintptr_t)addr, NULL);
 }
 
 struct mr_keys mr_keys(const struct mr *mr)

@@ -246,6 +246,7 @@ static const size_t op_size[PROTO_OP_COUNT] = {
 	[PROTO_DEALLOC_PD] = sizeof(struct proto_handle),
 	[PROTO_REG_MR] = sizeof(struct proto_reg_mr),
 	[PROTO_DEREG_MR] = sizeof(struct proto_handle),
+	[PROTO_REREG_MR] = sizeof(struct proto_rereg_mr),
 	[PROTO_CREATE_CQ] = sizeof(struct proto_create_cq),
 	[PROTO_DESTROY_CQ] = sizeof(struct proto_handle),
 	[PROTO_CREATE_QP] = sizeof(struct proto_create_qp),
@@ -880,6 +881,22 @@ static const struct msg_case msg_cases[] = {
 	  .p = SET(proto_reg_mr, pd, 0xffffffffu) },
 	{ .name = "mr: control, the same REG_MR well formed", .op = PROTO_REG_MR,
 	  .fds = FD_MEMFD, .accept = true },
+	{ .name = "rereg: CHANGE_TRANSLATION without its memfd", .op = PROTO_REREG_MR },
+	{ .name = "rereg: a memfd without CHANGE_TRANSLATION", .op = PROTO_REREG_MR,
+	  .fds = FD_MEMFD, .p = SET(proto_rereg_mr, flags, IBV_REREG_MR_CHANGE_ACCESS) },
+	{ .name = "rereg: no flag", .op = PROTO_REREG_MR, .p = SET(proto_rereg_mr, flags, 0) },
+	{ .name = "rereg: flag 0x80 (unknown)", .op = PROTO_REREG_MR,
+	  .p = SET(proto_rereg_mr, flags, 0x80) },
+	{ .name = "rereg: MR 0xffffffff", .op = PROTO_REREG_MR, .fds = FD_MEMFD,
+	  .p = SET(proto_rereg_mr, handle, 0xffffffffu) },
+	{ .name = "rereg: CHANGE_PD to PD 0xffffffff", .op = PROTO_REREG_MR,
+	  .p = SET(proto_rereg_mr, flags, IBV_REREG_MR_CHANGE_PD) },
+	{ .name = "rereg: new length 2^40 + 1", .op = PROTO_REREG_MR, .fds = FD_MEMFD,
+	  .p = SET(proto_rereg_mr, length, (1ull << 40) + 1) },
+	{ .name = "rereg: new range past the end of the file", .op = PROTO_REREG_MR,
+	  .fds = FD_MEMFD, .p = SET(proto_rereg_mr, length, MR_BYTES + 1) },
+	{ .name = "rereg: a memfd that can shrink", .op = PROTO_REREG_MR, .fds = FD_UNSEALED },
+	{ .name = "rereg: a plain file", .op = PROTO_REREG_MR, .fds = FD_FILE },
 	{ .name = "handle: DEALLOC_PD 0", .op = PROTO_DEALLOC_PD,
 	  .p = SET(proto_handle, handle, 0) },
 	{ .name = "handle: DEALLOC_PD 0xffffffff", .op = PROTO_DEALLOC_PD,
@@ -1001,6 +1018,11 @@ static void default_msg(const struct hostile *h, uint32_t op, union msgbuf *m)
 		*(struct proto_reg_mr *)m = (struct proto_reg_mr){
 			.hdr.op = op, .pd = h->pd2, .length = REG_BYTES, .iova = MR_IOVA,
 			.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE };
+	} else if (op == PROTO_REREG_MR) {
+		/* PD 0xffffffff for the CHANGE_PD case; TRANSLATION alone reads it not */
+		*(struct proto_rereg_mr *)m = (struct proto_rereg_mr){
+			.hdr.op = op, .handle = h->mr, .flags = IBV_REREG_MR_CHANGE_TRANSLATION,
+			.pd = 0xffffffffu, .length = REG_BYTES, .iova = MR_IOVA };
 	} else if (op == PROTO_CREATE_CQ) {
 		((struct proto_create_cq *)m)->cqe = 16;
 	} else if (op == PROTO_CREATE_QP) {

@@ -110,6 +110,7 @@ enum {
 	OP_SEND_MIDDLE = WIRE_OP_RC_SEND_MIDDLE,
 	OP_SEND_LAST = WIRE_OP_RC_SEND_LAST,
 	OP_READ = WIRE_OP_RC_READ_REQUEST,
+	OP_FLUSH = WIRE_OP_RC_FLUSH,
 	OP_CMP_SWAP = WIRE_OP_RC_COMPARE_SWAP,
 	OP_FETCH_ADD = WIRE_OP_RC_FETCH_ADD,
 	OP_ACK = WIRE_OP_RC_ACK,
@@ -177,7 +178,8 @@ struct hcase {
 	struct delta d[5];       /* counters that move; every other one must not */
 	uint8_t why;             /* enum proto_refusal: the reason its NAK must count */
 	uint32_t psn;            /* the QP's expected PSN; 0: a fresh one */
-	bool qp_no_write;        /* the QP itself lacks IBV_ACCESS_REMOTE_WRITE */
+	bool qp_no_write;        /* the QP itself lacks IBV_ACCESS_REMOTE_WRITE (and FLUSH's) */
+	uint8_t flush_type;      /* a FLUSH's placement type; 0: WIRE_FLUSH_GLOBAL */
 	bool to_rts;             /* to the barrier's QP: in RTS, with nothing outstanding */
 	uint32_t recv_len;       /* a receive of so many bytes is posted at the RETH's VA, in
 				  * the main MR; SEND payloads land from there */
@@ -445,6 +447,9 @@ static int put_pkt(struct env *e, const struct hcase *c, int idx, int i, uint64_
 					  c->reth.dma_len },
 				.aeth = { .syndrome = WIRE_SYN_ACK } };
 
+	/* a FLUSH asks for global visibility of its range unless the case says otherwise */
+	ext.feth.placement = c->flush_type ? c->flush_type : WIRE_FLUSH_GLOBAL;
+	ext.feth.selectivity = WIRE_FLUSH_RANGE;
 	/* an atomic names its word as a READ or WRITE names its first byte */
 	ext.atomic.va = ext.reth.va;
 	ext.atomic.rkey = ext.reth.rkey;
@@ -914,6 +919,16 @@ static const struct hcase cases[] = {
 	  NAK_ACC(0, 1) },
 	{ "READ longer than 2^31", .why = PROTO_REFUSED_length_dma, .pkts = { PA(OP_READ, 0, 0) },
 	  .reth = R(RO, 0, RO, 0x80000001u), NAK_INV(0, 1) },
+	/* FLUSH (rxe 6.2's opcode 0x1c): the QP's right for the placement type, then the MR's */
+	{ "FLUSH to a QP without IBV_ACCESS_FLUSH_GLOBAL",
+	  .why = PROTO_REFUSED_no_flush_access, .pkts = { PA(OP_FLUSH, 0, 0) },
+	  .reth = R(MR, 0, MR, 64), .qp_no_write = true, NAK_INV(0, 1) },
+	{ "FLUSH of an MR without IBV_ACCESS_FLUSH_GLOBAL",
+	  .why = PROTO_REFUSED_rkey_no_access, .pkts = { PA(OP_FLUSH, 0, 0) },
+	  .reth = R(MR, 0, MR, 64), NAK_ACC(0, 1) },
+	{ "FLUSH persistent (no rocemu MR is persistent)",
+	  .why = PROTO_REFUSED_rkey_no_access, .pkts = { PA(OP_FLUSH, 0, 0) },
+	  .reth = R(RO, 0, RO, 8), .flush_type = WIRE_FLUSH_PERSISTENT, NAK_ACC(0, 1) },
 	{ "FETCH_ADD on an MR without remote atomic",
 	  .why = PROTO_REFUSED_rkey_no_access, .pkts = { PA(OP_FETCH_ADD, 0, 0) },
 	  .reth = R(MR, 0, MR, 8), NAK_ACC(0, 1) },
@@ -1976,7 +1991,9 @@ static int dereg_late(struct env *e)
 static bool run_case(struct env *e, const struct hcase *c, int idx)
 {
 	unsigned access = c->qp_no_write ? 0 : IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						 IBV_ACCESS_REMOTE_ATOMIC;
+						 IBV_ACCESS_REMOTE_ATOMIC |
+						 PROTO_ACCESS_FLUSH_GLOBAL |
+						 PROTO_ACCESS_FLUSH_PERSISTENT;
 	uint64_t want[C_COUNT];
 
 	e2e_reset();

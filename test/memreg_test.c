@@ -1536,6 +1536,283 @@ static void add_mw_tests(Suite *s)
 	tcase_add_test(tc, test_mw_client_free_with_bound);
 }
 
+/* ---- re-registration ---- */
+
+#define MOVE IBV_REREG_MR_CHANGE_TRANSLATION
+#define NEW_PD IBV_REREG_MR_CHANGE_PD
+#define NEW_ACCESS IBV_REREG_MR_CHANGE_ACCESS
+
+/* A re-registration of mr onto [addr, addr + len) with iova == addr, as ibv_rereg_mr. */
+static int rereg(struct mr *mr, int flags, struct mr_pd *p, int access, void *addr,
+		 size_t len)
+{
+	struct mr_rereg req = { .flags = flags, .pd = p, .access = access, .len = len,
+				.iova = (uintptr_t)addr };
+
+	return mr_rereg(mr, &req, addr);
+}
+
+/* What a failed re-registration must leave: mr as registered over [addr, addr + len). */
+static void assert_unchanged(struct mr *mr, uint32_t key, void *addr, size_t len, int access,
+			     long vmlck)
+{
+	ck_assert_uint_eq(key_of(mr), key);
+	ck_assert_uint_eq(mr_iova(mr), (uintptr_t)addr);
+	ck_assert_uint_eq(mr_length(mr), len);
+	ck_assert_int_eq(mr_access(mr), access);
+	ck_assert_ptr_eq(mr_pd(mr), pd);
+	ck_assert_int_eq(look(key, pd, access & ~LW, (uintptr_t)addr, len), MR_OK);
+	ck_assert_int_eq(vmlck_kib(), vmlck);
+}
+
+START_TEST(test_rereg_translation)
+{
+	long before = vmlck_kib();
+	struct mr *mr = reg(pd, buf, 2 * ps, LW | RW);
+	uint32_t key = key_of(mr);
+	char back[6];
+
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + 4 * ps + 8, ps), 0);
+	ck_assert_uint_eq(key_of(mr), key); /* keys stay, as mlx5's */
+	ck_assert_uint_eq(mr_iova(mr), (uintptr_t)buf + 4 * ps + 8);
+	ck_assert_uint_eq(mr_length(mr), ps);
+	ck_assert_int_eq(mr_access(mr), LW | RW);
+	ck_assert_int_eq(vmlck_kib(), before + kib(2)); /* old 2 pages out, new 2 in */
+	ck_assert_uint_eq(mr_client_pinned_bytes(client), 2 * ps);
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf, 1), MR_BOUNDS);
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf + 4 * ps + 8, ps), MR_OK);
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf + 4 * ps + 8, ps + 1), MR_BOUNDS);
+	ck_assert_int_eq(mr_copy_in(mr, (uintptr_t)buf + 5 * ps, "hello", 6), 0);
+	ck_assert_str_eq(buf + 5 * ps, "hello");
+	ck_assert_int_eq(mr_copy_out(mr, (uintptr_t)buf + 5 * ps, back, 6), 0);
+	ck_assert_str_eq(back, "hello");
+	for (size_t i = 0; i < 4 * ps; i++)
+		ck_assert_int_eq((uint8_t)buf[i], CANARY);
+	mr_dereg(mr);
+	ck_assert_int_eq(vmlck_kib(), before);
+	ck_assert_uint_eq(mr_client_pinned_bytes(client), 0);
+}
+END_TEST
+
+/* The pages the old and the new span share stay locked, and so do those another MR holds. */
+START_TEST(test_rereg_translation_keeps_shared_locks)
+{
+	long before = vmlck_kib();
+	struct mr *mr = reg(pd, buf, 3 * ps, LW);
+	struct mr *other = reg(pd, buf, 10, 0);
+
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + ps, 3 * ps), 0);
+	ck_assert_int_eq(vmlck_kib(), before + kib(4)); /* page 0 (other), 1-3 (mr) */
+	mr_dereg(other);
+	ck_assert_int_eq(vmlck_kib(), before + kib(3));
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + 3 * ps, ps), 0);
+	ck_assert_int_eq(vmlck_kib(), before + kib(1));
+	mr_dereg(mr);
+	ck_assert_int_eq(vmlck_kib(), before);
+}
+END_TEST
+
+START_TEST(test_rereg_pd)
+{
+	struct mr_pd *other_pd = mr_pd_alloc(client);
+	struct mr *mr = reg(pd, buf, ps, LW | RW);
+	uint32_t key = key_of(mr);
+
+	ck_assert_int_eq(rereg(mr, NEW_PD, other_pd, 0, NULL, 0), 0);
+	ck_assert_ptr_eq(mr_pd(mr), other_pd);
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf, 1), MR_PD_MISMATCH);
+	ck_assert_int_eq(look(key, other_pd, RW, (uintptr_t)buf, 1), MR_OK);
+	ck_assert_ptr_eq(mr_find_local(client, key), mr);
+	/* the MR moved: its old PD is free, its new one busy */
+	ck_assert_int_eq(mr_pd_dealloc(other_pd), -EBUSY);
+	ck_assert_int_eq(rereg(mr, NEW_PD, pd, 0, NULL, 0), 0);
+	ck_assert_int_eq(mr_pd_dealloc(other_pd), 0);
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf, 1), MR_OK);
+}
+END_TEST
+
+START_TEST(test_rereg_access)
+{
+	struct mr *mr = reg(pd, buf, ps, LW);
+	uint32_t key = key_of(mr);
+
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf, 1), MR_ACCESS);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS, NULL, LW | RW | RR, NULL, 0), 0);
+	ck_assert_int_eq(look(key, pd, RW | RR, (uintptr_t)buf, 1), MR_OK);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS, NULL, LW, NULL, 0), 0);
+	ck_assert_int_eq(look(key, pd, RW, (uintptr_t)buf, 1), MR_ACCESS);
+	ck_assert_int_eq(look(key, pd, RR, (uintptr_t)buf, 1), MR_ACCESS);
+	ck_assert_int_eq(look(key, pd, LW, (uintptr_t)buf, 1), MR_OK);
+}
+END_TEST
+
+START_TEST(test_rereg_all_at_once)
+{
+	struct mr_pd *other_pd = mr_pd_alloc(client);
+	long before = vmlck_kib();
+	struct mr *mr = reg(pd, buf, ps, LW);
+	uint32_t key = key_of(mr);
+
+	ck_assert_int_eq(rereg(mr, MOVE | NEW_PD | NEW_ACCESS, other_pd, LW | RR,
+			       buf + 2 * ps, 2 * ps), 0);
+	ck_assert_uint_eq(key_of(mr), key);
+	ck_assert_int_eq(look(key, other_pd, RR, (uintptr_t)buf + 2 * ps, 2 * ps), MR_OK);
+	ck_assert_int_eq(look(key, pd, RR, (uintptr_t)buf + 2 * ps, 1), MR_PD_MISMATCH);
+	ck_assert_int_eq(look(key, other_pd, RR, (uintptr_t)buf, 1), MR_BOUNDS);
+	ck_assert_int_eq(vmlck_kib(), before + kib(2));
+}
+END_TEST
+
+/* Every refusal leaves the MR exactly as it was: keys, range, access, PD, locks. */
+START_TEST(test_rereg_refusals)
+{
+	struct mr_client *stranger = mr_client_new(table, 0);
+	struct mr_pd *stranger_pd = mr_pd_alloc(stranger);
+	struct mr *mr = reg(pd, buf, 2 * ps, LW | RW);
+	uint32_t key = key_of(mr);
+	struct mr_rereg odd = { .flags = MOVE, .len = ps, .iova = (uintptr_t)buf + 4 * ps + 1 };
+	long vmlck = vmlck_kib();
+
+	ck_assert_int_eq(rereg(mr, 0, NULL, 0, NULL, 0), -EINVAL);
+	ck_assert_int_eq(rereg(mr, 8, NULL, 0, NULL, 0), -EOPNOTSUPP);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS | 16, NULL, LW, NULL, 0), -EOPNOTSUPP);
+	ck_assert_int_eq(rereg(mr, NEW_PD, stranger_pd, 0, NULL, 0), -EINVAL);
+	ck_assert_int_eq(rereg(mr, NEW_PD, NULL, 0, NULL, 0), -EINVAL);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS, NULL, RW, NULL, 0), -EINVAL);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS, NULL, LW | IBV_ACCESS_ON_DEMAND, NULL, 0),
+			 -EINVAL);
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + 4 * ps, 0), -EINVAL);
+	ck_assert_int_eq(mr_rereg(mr, &odd, buf + 4 * ps), -EINVAL);
+	/* a bad part spoils the whole: the good PD change is not made either */
+	ck_assert_int_eq(rereg(mr, MOVE | NEW_PD, pd, 0, buf + 4 * ps, 0), -EINVAL);
+	assert_unchanged(mr, key, buf, 2 * ps, LW | RW, vmlck);
+}
+END_TEST
+
+START_TEST(test_rereg_pin_cap)
+{
+	struct mr_client *capped = mr_client_new(table, 3 * ps);
+	struct mr_pd *cpd = mr_pd_alloc(capped);
+	struct mr *mr = reg(cpd, buf, 2 * ps, LW);
+	long vmlck = vmlck_kib();
+
+	/* 3 pages fit once the old 2 are given back, 4 do not */
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + 4 * ps, 4 * ps), -EDQUOT);
+	ck_assert_int_eq(vmlck_kib(), vmlck);
+	ck_assert_uint_eq(mr_length(mr), 2 * ps);
+	ck_assert_uint_eq(mr_client_pinned_bytes(capped), 2 * ps);
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + 4 * ps, 3 * ps), 0);
+	ck_assert_uint_eq(mr_client_pinned_bytes(capped), 3 * ps);
+	ck_assert_int_eq(vmlck_kib(), vmlck + kib(1));
+}
+END_TEST
+
+/* mlock() failing on a hole in the new span: the old translation stays, pinned. */
+START_TEST(test_rereg_mlock_failure_keeps_old)
+{
+	char *hole = map_pages(3);
+	struct mr *mr = reg(pd, buf, ps, LW | RW);
+	uint32_t key = key_of(mr);
+	long vmlck = vmlck_kib();
+
+	ck_assert_int_eq(munmap(hole + ps, ps), 0);
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, hole, 3 * ps), -ENOMEM);
+	assert_unchanged(mr, key, buf, ps, LW | RW, vmlck);
+	munmap(hole, ps);
+	munmap(hole + 2 * ps, ps);
+}
+END_TEST
+
+/* A bound window was checked against the MR's PD, access and range: no change under it. */
+START_TEST(test_rereg_busy_with_window)
+{
+	struct mr *mr = reg(pd, buf, 2 * ps, LW | RW | BIND);
+	struct mr_mw *mw = alloc_mw(MR_MW_TYPE_1);
+	uint32_t key = key_of(mr);
+	long vmlck = vmlck_kib();
+
+	bind_ok(mw, mr, (uintptr_t)buf, ps, RW, QP_A);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS, NULL, LW, NULL, 0), -EBUSY);
+	ck_assert_int_eq(rereg(mr, MOVE, NULL, 0, buf + 4 * ps, ps), -EBUSY);
+	assert_unchanged(mr, key, buf, 2 * ps, LW | RW | BIND, vmlck);
+	mr_mw_dealloc(mw);
+	ck_assert_int_eq(rereg(mr, NEW_ACCESS, NULL, LW, NULL, 0), 0);
+}
+END_TEST
+
+START_TEST(test_rereg_fd)
+{
+	int fd_a = memfd_pages(2), fd_b = memfd_pages(4);
+	uint64_t iova = 0x40000000;
+	long before = vmlck_kib();
+	struct mr_rereg req = { .flags = MOVE, .len = 2 * ps, .iova = iova + ps };
+	struct mr_rereg access_only = { .flags = NEW_ACCESS, .access = LW };
+	struct mr *mr = NULL;
+	char *view;
+
+	ck_assert_int_eq(mr_reg_fd(pd, fd_a, 0, 2 * ps, iova, LW | RW, &mr), 0);
+	ck_assert_int_eq(mr_rereg_fd(mr, &req, fd_b, (off_t)ps), 0);
+	ck_assert_int_eq(vmlck_kib(), before + kib(2));
+	view = mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd_b, 0);
+	ck_assert_ptr_ne(view, MAP_FAILED);
+	ck_assert_int_eq(mr_copy_in(mr, iova + ps, "moved", 6), 0);
+	ck_assert_str_eq(view + ps, "moved");
+	ck_assert_int_eq(look(key_of(mr), pd, RW, iova, 1), MR_BOUNDS);
+	/* beyond fd_b's end: refused, the mapping of fd_b kept */
+	req.len = 4 * ps;
+	ck_assert_int_eq(mr_rereg_fd(mr, &req, fd_b, (off_t)ps), -EOVERFLOW);
+	ck_assert_int_eq(mr_copy_out(mr, iova + ps, view, 6), 0);
+	ck_assert_int_eq(mr_rereg_fd(mr, &access_only, -1, 0), 0);
+	ck_assert_int_eq(look(key_of(mr), pd, RW, iova + ps, 1), MR_ACCESS);
+	mr_dereg(mr);
+	ck_assert_int_eq(vmlck_kib(), before);
+	munmap(view, 4 * ps);
+	close(fd_a);
+	close(fd_b);
+}
+END_TEST
+
+/* FLUSH rights: global visibility an MR may grant (and a lookup asks for), persistence
+ * not: no rocemu memory is persistent, as rxe refuses it for memory that is not pmem. */
+START_TEST(test_flush_access)
+{
+	struct mr *plain = reg(pd, buf, ps, LW | RW);
+	struct mr *flushable = reg(pd, buf + ps, ps, LW | RW | MR_ACCESS_FLUSH_GLOBAL);
+	long vmlck = vmlck_kib();
+
+	ck_assert_int_eq(look(key_of(flushable), pd, MR_ACCESS_FLUSH_GLOBAL, (uintptr_t)buf + ps,
+			      ps), MR_OK);
+	ck_assert_int_eq(look(key_of(plain), pd, MR_ACCESS_FLUSH_GLOBAL, (uintptr_t)buf, 1),
+			 MR_ACCESS);
+	ck_assert_int_eq(look(key_of(flushable), pd, MR_ACCESS_FLUSH_PERSISTENT,
+			      (uintptr_t)buf + ps, 1), MR_ACCESS);
+	ck_assert_int_eq(try_reg(buf + 2 * ps, ps, (uintptr_t)buf + 2 * ps,
+				 LW | MR_ACCESS_FLUSH_PERSISTENT), -EINVAL);
+	ck_assert_int_eq(rereg(plain, NEW_ACCESS, NULL, LW | MR_ACCESS_FLUSH_PERSISTENT, NULL, 0),
+			 -EINVAL);
+	ck_assert_int_eq(vmlck_kib(), vmlck);
+	ck_assert_int_eq(rereg(plain, NEW_ACCESS, NULL, LW | MR_ACCESS_FLUSH_GLOBAL, NULL, 0), 0);
+	ck_assert_int_eq(look(key_of(plain), pd, MR_ACCESS_FLUSH_GLOBAL, (uintptr_t)buf, 1), MR_OK);
+}
+END_TEST
+
+static void add_rereg_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "rereg");
+
+	tcase_add_test(tc, test_rereg_translation);
+	tcase_add_test(tc, test_rereg_translation_keeps_shared_locks);
+	tcase_add_test(tc, test_rereg_pd);
+	tcase_add_test(tc, test_rereg_access);
+	tcase_add_test(tc, test_rereg_all_at_once);
+	tcase_add_test(tc, test_rereg_refusals);
+	tcase_add_test(tc, test_rereg_pin_cap);
+	tcase_add_test(tc, test_rereg_mlock_failure_keeps_old);
+	tcase_add_test(tc, test_rereg_busy_with_window);
+	tcase_add_test(tc, test_rereg_fd);
+	tcase_add_test(tc, test_flush_access);
+}
+
 static Suite *memreg_suite(void)
 {
 	Suite *s = suite_create("memreg");
@@ -1548,6 +1825,7 @@ static Suite *memreg_suite(void)
 	add_fd_tests(s);
 	add_lifetime_tests(s);
 	add_mw_tests(s);
+	add_rereg_tests(s);
 	return s;
 }
 

@@ -147,3 +147,50 @@ int peer_collect(struct ibv_cq *cq, struct ibv_wc *wcs, int want, int ms)
 		 (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
 	return got;
 }
+
+int peer_failures;
+int peer_gid_index;
+
+void peer_report(const char *name, bool ok, const char *why)
+{
+	printf(ok ? "ok %s\n" : "FAIL %s: %s\n", name, why);
+	fflush(stdout);
+	peer_failures += !ok;
+}
+
+bool peer_next_wc(struct ibv_cq *cq, int deadline_s, struct ibv_wc *wc)
+{
+	time_t end = time(NULL) + deadline_s;
+
+	while (time(NULL) < end) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n < 0)
+			peer_die("ibv_poll_cq");
+		if (n == 1)
+			return true;
+		usleep(100);
+	}
+	return false;
+}
+
+int peer_main(int argc, char **argv, void (*server)(void), void (*client)(const char *address))
+{
+	int opt;
+
+	while ((opt = getopt(argc, argv, "x:")) != -1) {
+		if (opt != 'x')
+			goto usage;
+		peer_gid_index = atoi(optarg);
+	}
+	if (optind < argc && strcmp(argv[optind], "server") == 0)
+		server();
+	else if (optind + 1 < argc && strcmp(argv[optind], "client") == 0)
+		client(argv[optind + 1]);
+	else
+		goto usage;
+	return peer_failures ? 1 : 0;
+usage:
+	fprintf(stderr, "usage: %s [-x GID_INDEX] server | client ADDRESS\n", peer_prog);
+	return 2;
+}

@@ -46,4 +46,18 @@ void peer_ud_to_rts(struct ibv_qp *qp, uint32_t qkey, uint32_t sq_psn);
 /* Up to want completions of cq within ms; how many landed in wcs. */
 int peer_collect(struct ibv_cq *cq, struct ibv_wc *wcs, int want, int ms);
 
+/* The checks of rereg_peer and flush_peer: one line each, "ok NAME" or "FAIL NAME: why";
+ * peer_failures counts the failed ones. */
+extern int peer_failures;
+void peer_report(const char *name, bool ok, const char *why);
+
+/* The next completion of cq, polled for at most deadline_s seconds; false when none came. */
+bool peer_next_wc(struct ibv_cq *cq, int deadline_s, struct ibv_wc *wc);
+
+/* A peer's main: "[-x GID_INDEX] server | client ADDRESS" (the index in peer_gid_index);
+ * runs that side and returns the exit status: 0 when every check passed, 1 when one
+ * failed, 2 for bad usage. */
+extern int peer_gid_index;
+int peer_main(int argc, char **argv, void (*server)(void), void (*client)(const char *address));
+
 #endif

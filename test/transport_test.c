@@ -200,7 +200,7 @@ static void setup_memory(void)
 	pd = mr_pd_alloc(mrc);
 	pd2 = mr_pd_alloc(mrc);
 	ck_assert(pd && pd2);
-	reg(K_TARGET, pd, TARGET_OFF, TARGET_LEN, all);
+	reg(K_TARGET, pd, TARGET_OFF, TARGET_LEN, all | PROTO_ACCESS_FLUSH_GLOBAL);
 	reg(K_RECV, pd, RECV_OFF, RECV_LEN, lw);
 	reg(K_RONLY, pd, RONLY_OFF, RONLY_LEN, IBV_ACCESS_REMOTE_READ);
 	reg(K_OTHER, pd2, OTHER_OFF, OTHER_LEN, all);
@@ -3180,6 +3180,195 @@ static void add_atomic_write_tests(Suite *s)
 	tcase_add_test(tc, test_atomic_write_requester);
 }
 
+/* ---- FLUSH ---- */
+
+static void peer_flush(uint32_t psn, uint8_t type, uint8_t level, uint64_t va, uint32_t rkey,
+		       uint32_t len)
+{
+	peer(&(struct pkt){ .opcode = WIRE_OP_RC_FLUSH, .psn = psn, .ext.feth = { type, level },
+			    .ext.reth = { va, rkey, len } });
+}
+
+static void flush_conn(struct conn *c)
+{
+	c->access |= PROTO_ACCESS_FLUSH_GLOBAL | PROTO_ACCESS_FLUSH_PERSISTENT;
+}
+
+/* Each level answered as rxe answers it, with an empty READ RESPONSE ONLY of its PSN; a
+ * duplicate is answered again from its responder resource, not executed again. Nothing
+ * in the memory changes. */
+START_TEST(test_flush_is_answered_with_an_empty_read_response)
+{
+	reconnect(flush_conn);
+	peer_flush(rq(0), WIRE_FLUSH_GLOBAL, WIRE_FLUSH_RANGE, target(8), keys[K_TARGET], 100);
+	expect_read_response(WIRE_OP_RC_READ_RESP_ONLY, rq(0), 1, data, 0);
+	/* the whole MR: the RETH's address and length are not looked at */
+	peer_flush(rq(1), WIRE_FLUSH_GLOBAL, WIRE_FLUSH_MR, 0, keys[K_TARGET], 0x7fffffff);
+	expect_read_response(WIRE_OP_RC_READ_RESP_ONLY, rq(1), 2, data, 0);
+	peer_flush(rq(0), WIRE_FLUSH_GLOBAL, WIRE_FLUSH_RANGE, target(8), keys[K_TARGET], 100);
+	expect_read_response(WIRE_OP_RC_READ_RESP_ONLY, rq(0), 2, data, 0);
+	ck_assert_uint_eq(dev.cnt.duplicate_request, 1);
+	/* and the QP goes on: a WRITE after it is placed */
+	peer_write(WIRE_OP_RC_WRITE_ONLY, rq(2), target(0), keys[K_TARGET], 8, 0, 8);
+	expect_ack(rq(2), WIRE_SYN_ACK, 3);
+	expect_bytes(TARGET_OFF, data, 8);
+	for (int i = 0; i < PROTO_NREFUSALS; i++)
+		ck_assert_uint_eq(dev.refused[i], 0);
+}
+END_TEST
+
+/* rxe's checks, each NAKed, the QP ended and memory unchanged: the MR's rights for the
+ * placement type (global: an MR without it; persistent: no rocemu MR has it), the range
+ * at level range, the key; and rocemu's own, a level rxe has no name for. */
+START_TEST(test_flush_refusals)
+{
+	static const struct {
+		size_t off;
+		enum key_sel key;
+		uint8_t type, level;
+		uint32_t len;
+		uint8_t syndrome;
+		enum proto_refusal why;
+	} cases[] = {
+		{ RONLY_OFF, K_RONLY, WIRE_FLUSH_GLOBAL, WIRE_FLUSH_RANGE, 8,
+		  WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_no_access },
+		{ TARGET_OFF, K_TARGET, WIRE_FLUSH_PERSISTENT, WIRE_FLUSH_MR, 8,
+		  WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_no_access },
+		{ TARGET_OFF + TARGET_LEN - 4, K_TARGET, WIRE_FLUSH_GLOBAL, WIRE_FLUSH_RANGE, 8,
+		  WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_bounds },
+		{ DEAD_OFF, K_DEAD, WIRE_FLUSH_GLOBAL, WIRE_FLUSH_MR, 0,
+		  WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_unknown },
+		{ OTHER_OFF, K_OTHER, WIRE_FLUSH_GLOBAL, WIRE_FLUSH_MR, 0,
+		  WIRE_SYN_NAK_REM_ACCESS, PROTO_REFUSED_rkey_other_pd },
+		{ TARGET_OFF, K_TARGET, WIRE_FLUSH_GLOBAL, 2, 8,
+		  WIRE_SYN_NAK_INV_REQ, PROTO_REFUSED_flush_level },
+	};
+
+	reconnect(flush_conn);
+	peer_flush(rq(0), cases[_i].type, cases[_i].level, iova(cases[_i].off),
+		   keys[cases[_i].key], cases[_i].len);
+	expect_ack(rq(0), cases[_i].syndrome, 0);
+	expect_refused("FLUSH", cases[_i].why);
+	ck_assert_int_eq(qp->state, IBV_QPS_ERR);
+}
+END_TEST
+
+/* The QP's own rights come first: the fixture's QP grants no FLUSH (and the MR's right
+ * does not stand in for it); a QP with global only refuses a persistent FLUSH. */
+START_TEST(test_flush_needs_the_qp_s_right)
+{
+	peer_flush(rq(0), WIRE_FLUSH_GLOBAL, WIRE_FLUSH_RANGE, target(0), keys[K_TARGET], 8);
+	expect_ack(rq(0), WIRE_SYN_NAK_INV_REQ, 0);
+	expect_refused("FLUSH to a QP without FLUSH_GLOBAL", PROTO_REFUSED_no_flush_access);
+}
+END_TEST
+
+static void flush_global_conn(struct conn *c)
+{
+	c->access |= PROTO_ACCESS_FLUSH_GLOBAL;
+}
+
+START_TEST(test_flush_persistent_needs_the_qp_s_right)
+{
+	reconnect(flush_global_conn);
+	peer_flush(rq(0), WIRE_FLUSH_GLOBAL | WIRE_FLUSH_PERSISTENT, WIRE_FLUSH_MR, 0,
+		   keys[K_TARGET], 0);
+	expect_ack(rq(0), WIRE_SYN_NAK_INV_REQ, 0);
+	expect_refused("persistent FLUSH to a QP with FLUSH_GLOBAL only",
+		       PROTO_REFUSED_no_flush_access);
+}
+END_TEST
+
+static struct proto_swqe flush_swqe(uint64_t wr_id, uint32_t type, uint32_t level,
+				    uint32_t len)
+{
+	struct proto_swqe w = swqe(wr_id, PROTO_WR_FLUSH, 0, 0);
+
+	w.num_sge = 0;
+	w.flush_type = type;
+	w.flush_level = level;
+	w.flush_len = len;
+	return w;
+}
+
+/* The requester: FETH and RETH, AckReq, no payload; complete on the empty READ RESPONSE
+ * ONLY as IBV_WC_FLUSH with the range's length; a NAK fails it. */
+START_TEST(test_flush_requester)
+{
+	const struct stub_frame *f;
+
+	post_and_ring(flush_swqe(90, PROTO_FLUSH_GLOBAL, PROTO_FLUSH_RANGE, 4096));
+	f = expect_packet(WIRE_OP_RC_FLUSH, sq(0));
+	ck_assert_uint_eq(f->pkt.ext.feth.placement, WIRE_FLUSH_GLOBAL);
+	ck_assert_uint_eq(f->pkt.ext.feth.selectivity, WIRE_FLUSH_RANGE);
+	ck_assert_uint_eq(f->pkt.ext.reth.va, REMOTE_VA);
+	ck_assert_uint_eq(f->pkt.ext.reth.rkey, REMOTE_RKEY);
+	ck_assert_uint_eq(f->pkt.ext.reth.length, 4096);
+	ck_assert(f->pkt.bth.ack_req);
+	ck_assert_uint_eq(f->pkt.payload_len, 0);
+	/* an ACK of its PSN says its answer was lost: it is asked again */
+	peer_ack(sq(0), WIRE_SYN_ACK);
+	expect_no_cqe();
+	expect_packet(WIRE_OP_RC_FLUSH, sq(0));
+	peer_read_response(WIRE_OP_RC_READ_RESP_ONLY, sq(0), 0, 0);
+	ck_assert_uint_eq(expect_cqe(90, IBV_WC_SUCCESS, PROTO_WC_FLUSH).byte_len, 4096);
+	post_and_ring(flush_swqe(91, PROTO_FLUSH_GLOBAL, PROTO_FLUSH_MR, 0));
+	f = expect_packet(WIRE_OP_RC_FLUSH, sq(1));
+	ck_assert_uint_eq(f->pkt.ext.feth.selectivity, WIRE_FLUSH_MR);
+	peer_ack(sq(1), WIRE_SYN_NAK_REM_ACCESS);
+	expect_cqe(91, IBV_WC_REM_ACCESS_ERR, PROTO_WC_FLUSH);
+	expect_failed("FLUSH refused by the peer", PROTO_FAILED_nak_remote_access);
+}
+END_TEST
+
+/* An answer with bytes in it is none a FLUSH can take. */
+START_TEST(test_flush_answered_with_data_is_bad)
+{
+	post_and_ring(flush_swqe(92, PROTO_FLUSH_GLOBAL, PROTO_FLUSH_RANGE, 64));
+	expect_packet(WIRE_OP_RC_FLUSH, sq(0));
+	peer_read_response(WIRE_OP_RC_READ_RESP_ONLY, sq(0), 0, 8);
+	expect_cqe(92, IBV_WC_BAD_RESP_ERR, PROTO_WC_FLUSH);
+	expect_failed("FLUSH answered with data", PROTO_FAILED_response_unexpected);
+}
+END_TEST
+
+/* Refused before it is sent: a type or level that does not exist. */
+START_TEST(test_flush_requester_refusals)
+{
+	post_and_ring(flush_swqe(93, 4, PROTO_FLUSH_RANGE, 64));
+	expect_nothing_sent();
+	expect_cqe(93, IBV_WC_LOC_QP_OP_ERR, PROTO_WC_FLUSH);
+	expect_failed("FLUSH of an unknown type", PROTO_FAILED_local_opcode);
+}
+END_TEST
+
+/* rxe (6.2 on) answers an ATOMIC WRITE with an empty READ RESPONSE ONLY: taken as its ACK. */
+START_TEST(test_atomic_write_answered_as_rxe_answers)
+{
+	struct proto_swqe w = swqe(94, IBV_WR_ATOMIC_WRITE, 0, 0);
+
+	w.num_sge = 0;
+	post_and_ring(w);
+	expect_packet(WIRE_OP_RC_ATOMIC_WRITE, sq(0));
+	peer_read_response(WIRE_OP_RC_READ_RESP_ONLY, sq(0), 0, 0);
+	ck_assert_uint_eq(expect_cqe(94, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE).byte_len, 8);
+}
+END_TEST
+
+static void add_flush_tests(Suite *s)
+{
+	TCase *tc = add_tcase(s, "flush");
+
+	tcase_add_test(tc, test_flush_is_answered_with_an_empty_read_response);
+	tcase_add_loop_test(tc, test_flush_refusals, 0, 6);
+	tcase_add_test(tc, test_flush_needs_the_qp_s_right);
+	tcase_add_test(tc, test_flush_persistent_needs_the_qp_s_right);
+	tcase_add_test(tc, test_flush_requester);
+	tcase_add_test(tc, test_flush_answered_with_data_is_bad);
+	tcase_add_test(tc, test_flush_requester_refusals);
+	tcase_add_test(tc, test_atomic_write_answered_as_rxe_answers);
+}
+
 int main(void)
 {
 	Suite *s = suite_create("transport");
@@ -3194,6 +3383,7 @@ int main(void)
 	add_uc_tests(s);
 	add_mw_tests(s);
 	add_atomic_write_tests(s);
+	add_flush_tests(s);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

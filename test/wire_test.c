@@ -6,6 +6,7 @@
 
 #include "test/frames.h"
 #include "test/testutil.h"
+#include "wire/bytes.h"
 #include "wire/wire.h"
 
 static uint8_t frame[9000];
@@ -39,7 +40,7 @@ START_TEST(test_opcode_table_header_sizes)
 		{ 0x12, 24, false }, { 0x13, 40, false }, { 0x0d, 16, true }, { 0x0e, 12, true },
 		{ 0x26, 28, true }, { 0x2b, 32, true }, { 0x64, 20, true }, { 0x65, 24, true },
 		{ 0x81, 28, false }, { 0x16, 16, true }, { 0x00, 12, true }, { 0x05, 16, true },
-		{ 0x1d, 28, true },
+		{ 0x1d, 28, true }, { 0x1c, 32, false },
 	};
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -54,16 +55,17 @@ END_TEST
 
 START_TEST(test_opcode_table_unknowns)
 {
-	static const uint8_t unknown[] = { 0x15, 0x18, 0x1f, 0x2c, 0x2d, 0x40, 0x4a, 0x63, 0x66,
-					   0x80, 0x82, 0xff };
+	static const uint8_t unknown[] = { 0x15, 0x18, 0x1b, 0x1e, 0x1f, 0x2c, 0x2d, 0x40, 0x4a,
+					   0x63, 0x66, 0x80, 0x82, 0xff };
 	int known = 0;
 
 	for (size_t i = 0; i < sizeof(unknown); i++)
 		ck_assert_ptr_null(wire_opcode_info(unknown[i]));
 	for (int op = 0; op < 256; op++)
 		known += wire_opcode_info((uint8_t)op) != NULL;
-	/* RC 0x00-0x14, 0x16-0x17 and ATOMIC WRITE 0x1d, UC 12, UD 2, CNP */
-	ck_assert_int_eq(known, 24 + 12 + 2 + 1);
+	/* RC 0x00-0x14, 0x16-0x17, FLUSH 0x1c and ATOMIC WRITE 0x1d, UC 12, UD 2, CNP */
+	ck_assert_int_eq(known, 25 + 12 + 2 + 1);
+	ck_assert_str_eq(wire_opcode_info(0x1c)->name, "RC_FLUSH");
 	ck_assert_str_eq(wire_opcode_info(0x1d)->name, "RC_RDMA_ATOMIC_WRITE");
 	ck_assert_str_eq(wire_opcode_info(0x0a)->name, "RC_RDMA_WRITE_ONLY");
 	ck_assert_int_eq(wire_opcode_info(0x27)->pos, WIRE_POS_MIDDLE);
@@ -115,6 +117,42 @@ START_TEST(test_write_round_trip)
 			if (pkt.op->headers & WIRE_HDR_IMMDT)
 				ck_assert_uint_eq(pkt.ext.imm, 0xdeadbeef);
 		}
+}
+END_TEST
+
+/* FLUSH: BTH, FETH, RETH, no payload. The FETH is rxe's: placement type in bits 3-0,
+ * selectivity level in bits 5-4 of a big-endian word; reserved bits are ignored. */
+START_TEST(test_flush_feth)
+{
+	struct wire_bth bth = { .opcode = WIRE_OP_RC_FLUSH, .pkey = 0xffff, .dest_qp = 0x123456,
+				.ack_req = true, .psn = 77 };
+	struct wire_ext ext = { .feth = { WIRE_FLUSH_GLOBAL | WIRE_FLUSH_PERSISTENT, WIRE_FLUSH_MR },
+				.reth = { 0x7000, 0xabcdef12, 4096 } };
+	struct wire_pkt pkt;
+	size_t len = wire_build(frame, sizeof(frame), &path, 1, &bth, &ext, NULL, 0);
+	size_t feth_off = WIRE_BASE_LEN;
+
+	ck_assert_uint_eq(len, WIRE_BASE_LEN + WIRE_FETH_LEN + WIRE_RETH_LEN + WIRE_ICRC_LEN);
+	ck_assert_uint_eq(get32(frame + feth_off), 0x13);
+	ck_assert_uint_eq(get32(frame + feth_off + WIRE_FETH_LEN + 8), 0xabcdef12);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert(wire_icrc_ok(frame, &pkt));
+	ck_assert_uint_eq(frames_reference_icrc(frame, len), pkt.icrc);
+	ck_assert_int_eq(pkt.op->kind, WIRE_KIND_FLUSH);
+	ck_assert_uint_eq(pkt.ext.feth.placement, 3);
+	ck_assert_uint_eq(pkt.ext.feth.selectivity, WIRE_FLUSH_MR);
+	ck_assert_uint_eq(pkt.ext.reth.va, 0x7000);
+	ck_assert_uint_eq(pkt.ext.reth.rkey, 0xabcdef12);
+	ck_assert_uint_eq(pkt.ext.reth.length, 4096);
+	ck_assert_uint_eq(pkt.payload_len, 0);
+	/* reserved bits set by a peer are not read as a level or a type */
+	put32(frame + feth_off, 0xffffffc1u);
+	ck_assert_int_eq(parse_exact(frame, len, &pkt), WIRE_OK);
+	ck_assert_uint_eq(pkt.ext.feth.placement, WIRE_FLUSH_GLOBAL);
+	ck_assert_uint_eq(pkt.ext.feth.selectivity, WIRE_FLUSH_RANGE);
+	/* a FLUSH carries no payload: the builder refuses one */
+	ck_assert_uint_eq(wire_build(frame, sizeof(frame), &path, 1, &bth, &ext,
+				     (const uint8_t *)"abcd", 4), 0);
 }
 END_TEST
 
@@ -643,6 +681,7 @@ int main(void)
 	tcase_add_test(tc, test_opcode_table_header_sizes);
 	tcase_add_test(tc, test_opcode_table_unknowns);
 	tcase_add_test(tc, test_write_round_trip);
+	tcase_add_test(tc, test_flush_feth);
 	tcase_add_test(tc, test_ack_and_nak);
 	tcase_add_test(tc, test_builder_refusals);
 	tcase_add_test(tc, test_ipv4_header_fields);

@@ -189,6 +189,20 @@ static void print_cm_json(FILE *out, const struct cm_view *v)
 	fputc('}', out);
 }
 
+/* A FLUSH's placement type (a set: "global", "persistent", both, or "none") and level. */
+static const char *flush_placement_name(uint8_t placement)
+{
+	static const char *const names[4] = { "none", "global", "persistent",
+					      "global+persistent" };
+
+	return placement < 4 ? names[placement] : "reserved";
+}
+
+static const char *flush_level_name(uint8_t level)
+{
+	return level == WIRE_FLUSH_RANGE ? "range" : level == WIRE_FLUSH_MR ? "mr" : "reserved";
+}
+
 static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const char *src,
 		       const char *dst, bool icrc_ok, const struct cm_view *cm)
 {
@@ -201,6 +215,9 @@ static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const 
 	if (headers & WIRE_HDR_DETH)
 		fprintf(out, "  deth qkey 0x%08x src_qp 0x%06x", pkt->ext.deth.qkey,
 			pkt->ext.deth.src_qp);
+	if (headers & WIRE_HDR_FETH)
+		fprintf(out, "  feth %s level %s", flush_placement_name(pkt->ext.feth.placement),
+			flush_level_name(pkt->ext.feth.selectivity));
 	if (headers & WIRE_HDR_RETH)
 		fprintf(out, "  reth va 0x%016" PRIx64 " rkey 0x%08x len %u", pkt->ext.reth.va,
 			pkt->ext.reth.rkey, pkt->ext.reth.length);
@@ -232,6 +249,9 @@ static void print_json(FILE *out, long frame, const struct wire_pkt *pkt, const 
 	if (headers & WIRE_HDR_DETH)
 		fprintf(out, ",\"deth\":{\"qkey\":%u,\"src_qp\":%u}", pkt->ext.deth.qkey,
 			pkt->ext.deth.src_qp);
+	if (headers & WIRE_HDR_FETH)
+		fprintf(out, ",\"feth\":{\"placement\":%u,\"selectivity\":%u}",
+			pkt->ext.feth.placement, pkt->ext.feth.selectivity);
 	if (headers & WIRE_HDR_RETH)
 		fprintf(out, ",\"reth\":{\"va\":%" PRIu64 ",\"rkey\":%u,\"length\":%u}",
 			pkt->ext.reth.va, pkt->ext.reth.rkey, pkt->ext.reth.length);

@@ -102,6 +102,10 @@ static void put_ext(uint8_t *p, unsigned headers, const struct wire_ext *ext)
 {
 	if (headers & WIRE_HDR_DETH)
 		p = put_deth(p, &ext->deth);
+	if (headers & WIRE_HDR_FETH) {
+		put32(p, (uint32_t)(ext->feth.selectivity & 0x03) << 4 | (ext->feth.placement & 0x0f));
+		p += WIRE_FETH_LEN;
+	}
 	if (headers & WIRE_HDR_RETH)
 		p = put_reth(p, &ext->reth);
 	if (headers & WIRE_HDR_ATOMICETH)

@@ -9,7 +9,8 @@
 	 (((h) & WIRE_HDR_ATOMICACKETH) ? WIRE_ATOMICACKETH_LEN : 0) +                \
 	 (((h) & WIRE_HDR_IMMDT) ? WIRE_IMMDT_LEN : 0) +                              \
 	 (((h) & WIRE_HDR_IETH) ? WIRE_IETH_LEN : 0) +                                \
-	 (((h) & WIRE_HDR_CNP) ? WIRE_CNP_LEN : 0))
+	 (((h) & WIRE_HDR_CNP) ? WIRE_CNP_LEN : 0) +                                  \
+	 (((h) & WIRE_HDR_FETH) ? WIRE_FETH_LEN : 0))
 
 #define OP(code, tr, nm, k, p, h, pl)                                                 \
 	[code] = { .name = #tr "_" nm, .transport = WIRE_##tr, .kind = WIRE_KIND_##k,  \
@@ -49,6 +50,7 @@ static const struct wire_opcode_info opcodes[256] = {
 	OP(0x14, RC, "FETCH_ADD", ATOMIC, WIRE_POS_ONLY, WIRE_HDR_ATOMICETH, false),
 	OP(0x16, RC, "SEND_LAST_WITH_INVALIDATE", SEND, WIRE_POS_LAST, WIRE_HDR_IETH, true),
 	OP(0x17, RC, "SEND_ONLY_WITH_INVALIDATE", SEND, WIRE_POS_ONLY, WIRE_HDR_IETH, true),
+	OP(0x1c, RC, "FLUSH", FLUSH, WIRE_POS_ONLY, WIRE_HDR_FETH | WIRE_HDR_RETH, false),
 	OP(0x1d, RC, "RDMA_ATOMIC_WRITE", ATOMIC_WRITE, WIRE_POS_ONLY, WIRE_HDR_RETH, true),
 	SEND_AND_WRITE(0x20, UC),
 	OP(0x64, UD, "SEND_ONLY", SEND, WIRE_POS_ONLY, WIRE_HDR_DETH, true),

@@ -161,6 +161,11 @@ static void read_ext(const uint8_t *p, unsigned headers, struct wire_ext *ext)
 		ext->deth.src_qp = get24(p + 5);
 		p += WIRE_DETH_LEN;
 	}
+	if (headers & WIRE_HDR_FETH) {
+		ext->feth.placement = p[3] & 0x0f;
+		ext->feth.selectivity = (p[3] >> 4) & 0x03;
+		p += WIRE_FETH_LEN;
+	}
 	if (headers & WIRE_HDR_RETH) {
 		ext->reth.va = get64(p);
 		ext->reth.rkey = get32(p + 8);

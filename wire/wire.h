@@ -33,6 +33,7 @@
 #define WIRE_ATOMICETH_LEN 28
 #define WIRE_ATOMICACKETH_LEN 8
 #define WIRE_IETH_LEN 4
+#define WIRE_FETH_LEN 4
 #define WIRE_CNP_LEN 16 /* reserved bytes a CNP carries after its BTH */
 #define WIRE_ICRC_LEN ICRC_LEN
 /* Ethernet + IPv4 + UDP + BTH: what every built IPv4 frame starts with (IPv6: 20 more). */
@@ -65,6 +66,7 @@ enum wire_opcode {
 	WIRE_OP_RC_FETCH_ADD = 0x14,
 	WIRE_OP_RC_SEND_LAST_INV = 0x16,
 	WIRE_OP_RC_SEND_ONLY_INV = 0x17,
+	WIRE_OP_RC_FLUSH = 0x1c,          /* FETH + RETH (IBA Memory Placement Extensions) */
 	WIRE_OP_RC_ATOMIC_WRITE = 0x1d,   /* RETH + 8 bytes, written at once; ACKed */
 	WIRE_OP_UC_BASE = 0x20,
 	WIRE_OP_UD_SEND_ONLY = 0x64,
@@ -82,6 +84,7 @@ enum wire_hdr {
 	WIRE_HDR_IMMDT = 1 << 5,
 	WIRE_HDR_IETH = 1 << 6,
 	WIRE_HDR_CNP = 1 << 7,
+	WIRE_HDR_FETH = 1 << 8,  /* before the RETH */
 };
 
 enum wire_transport { WIRE_RC, WIRE_UC, WIRE_UD, WIRE_CNP_T };
@@ -90,7 +93,7 @@ enum wire_transport { WIRE_RC, WIRE_UC, WIRE_UD, WIRE_CNP_T };
 enum wire_kind {
 	WIRE_KIND_SEND, WIRE_KIND_WRITE, WIRE_KIND_READ_REQ, WIRE_KIND_READ_RESP,
 	WIRE_KIND_ACK, WIRE_KIND_ATOMIC, WIRE_KIND_ATOMIC_ACK, WIRE_KIND_CNP,
-	WIRE_KIND_ATOMIC_WRITE,
+	WIRE_KIND_ATOMIC_WRITE, WIRE_KIND_FLUSH,
 };
 enum wire_pos { WIRE_POS_FIRST = 1, WIRE_POS_LAST = 2, WIRE_POS_ONLY = 3, WIRE_POS_MIDDLE = 4 };
 
@@ -99,7 +102,7 @@ struct wire_opcode_info {
 	uint8_t transport;  /* enum wire_transport */
 	uint8_t kind;       /* enum wire_kind */
 	uint8_t pos;        /* enum wire_pos, 0 when not part of a message */
-	uint8_t headers;    /* enum wire_hdr bits */
+	uint16_t headers;   /* enum wire_hdr bits */
 	uint8_t hdr_len;    /* bytes of those headers */
 	bool payload;       /* may carry a payload */
 };
@@ -159,6 +162,16 @@ struct wire_deth {
 	uint32_t src_qp;
 };
 
+/* FLUSH's FETH: the placement type in bits 3-0 (a set of WIRE_FLUSH_GLOBAL, _PERSISTENT,
+ * rdma-core's IBV_FLUSH_*), the selectivity level in bits 5-4 (WIRE_FLUSH_RANGE: the
+ * RETH's range; WIRE_FLUSH_MR: the whole MR), the rest reserved (ignored when read). */
+struct wire_feth {
+	uint8_t placement;
+	uint8_t selectivity;
+};
+enum { WIRE_FLUSH_GLOBAL = 1, WIRE_FLUSH_PERSISTENT = 2 };
+enum { WIRE_FLUSH_RANGE = 0, WIRE_FLUSH_MR = 1 };
+
 struct wire_atomiceth {
 	uint64_t va;
 	uint32_t rkey;
@@ -175,6 +188,7 @@ struct wire_ext {
 	uint64_t atomic_ack;
 	uint32_t imm;       /* ImmDt, host order */
 	uint32_t ieth;      /* invalidated rkey */
+	struct wire_feth feth;
 };
 
 /* How far wire_parse() got: the layers below are valid when their bit is set. */

@@ -65,6 +65,49 @@ struct rocemu_mr *rocemu_reg_mr(struct rocemu_pd *pd, void *addr, size_t length,
 	return rocemu_reg_mr_iova(pd, addr, length, (uintptr_t)addr, access);
 }
 
+/* The new buffer moves onto the arena first, as at registration; the daemon swaps it in
+ * only once it has pinned it, so a refusal leaves the MR as it was. */
+int rocemu_rereg_mr(struct rocemu_mr *pub, int flags, struct rocemu_pd *pd, void *addr,
+		    size_t length, int access)
+{
+	bool moves = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	struct proto_rereg_mr req = {
+		.hdr.op = PROTO_REREG_MR, .flags = (uint32_t)flags, .access = (uint32_t)access,
+		.iova = (uintptr_t)addr, .length = length, .fd_offset = (uintptr_t)addr,
+	};
+	struct proto_reg_mr_reply r;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+	struct mr_priv *mr;
+	int fd, err;
+
+	if (!pub || ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->ctx != to_mr(pub)->ctx)))
+		return EINVAL;
+	mr = to_mr(pub);
+	req.handle = pub->handle;
+	req.pd = flags & IBV_REREG_MR_CHANGE_PD ? pd->handle : 0;
+	if (moves) {
+		err = arena_adopt(addr, length, &fd);
+		if (err)
+			return rpc_fail(mr->ctx, err, "cannot share [%p, +%zu) with the daemon: %s",
+					addr, length, strerror(err));
+		in.fds = &fd;
+		in.nfds = 1;
+	}
+	err = rpc_call(mr->ctx, &in, &out);
+	if (err)
+		return err;
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		pub->pd = pd;
+	if (moves) {
+		pub->addr = addr;
+		pub->length = length;
+	}
+	pub->lkey = r.lkey;
+	pub->rkey = r.rkey;
+	return 0;
+}
+
 int rocemu_dereg_mr(struct rocemu_mr *pub)
 {
 	struct mr_priv *mr;

@@ -308,6 +308,54 @@ int rocemu_post_send(struct rocemu_qp *pub, struct ibv_send_wr *wr, struct ibv_s
 	return err;
 }
 
+static int check_flush_wr(struct qp_priv *qp, const struct rocemu_flush_wr *wr)
+{
+	struct rocemu_context *ctx = qp->pub.context;
+
+	if (qp->ud || qp->uc)
+		return rpc_fail(ctx, EINVAL, "a FLUSH on QP 0x%06x: RC QPs only", qp->pub.qp_num);
+	if (!wr->type || (wr->type & ~(PROTO_FLUSH_GLOBAL | PROTO_FLUSH_PERSISTENT)))
+		return rpc_fail(ctx, EINVAL, "FLUSH placement type %u: IBV_FLUSH_GLOBAL (1), "
+				"IBV_FLUSH_PERSISTENT (2) or both", wr->type);
+	if (wr->level > PROTO_FLUSH_MR)
+		return rpc_fail(ctx, EINVAL, "FLUSH selectivity level %u: IBV_FLUSH_RANGE (0) or "
+				"IBV_FLUSH_MR (1)", wr->level);
+	if (wr->length > (1ull << 31))
+		return rpc_fail(ctx, EINVAL, "FLUSH of %llu bytes: at most 2^31",
+				(unsigned long long)wr->length);
+	if (ring_full(&qp->sq))
+		return rpc_fail(ctx, ENOMEM, "the send queue is full (%u entries)", qp->sq.count);
+	return 0;
+}
+
+int rocemu_post_flush(struct rocemu_qp *pub, const struct rocemu_flush_wr *wr)
+{
+	struct qp_priv *qp;
+	int err;
+
+	if (!pub || !wr)
+		return EINVAL;
+	qp = to_qp(pub);
+	err = check_takes_sends(qp);
+	if (!err)
+		err = check_flush_wr(qp, wr);
+	if (err)
+		return err;
+	memcpy(ring_slot(&qp->sq, qp->sq.next), &(struct proto_swqe){
+		.wr_id = wr->wr_id,
+		.opcode = PROTO_WR_FLUSH,
+		.flags = wr->send_flags & (IBV_SEND_SIGNALED | IBV_SEND_FENCE),
+		.remote_addr = wr->remote_addr,
+		.rkey = wr->rkey,
+		.flush_len = (uint32_t)wr->length,
+		.flush_type = wr->type,
+		.flush_level = wr->level,
+	}, offsetof(struct proto_swqe, sge));
+	qp->sq.next++;
+	ring_doorbell(qp, &qp->sq);
+	return 0;
+}
+
 /* One receive WQE into ring r (a QP's RQ or an SRQ). */
 static int post_one_recv(struct rocemu_context *ctx, struct ring *r, uint32_t max_sge,
 			 const struct ibv_recv_wr *wr)

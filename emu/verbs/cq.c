@@ -28,6 +28,23 @@ int rv_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	return n;
 }
 
+/* A QP went to RESET: its completions not yet polled go, from the ring and from the batch
+ * an extended poll took but has not handed out. */
+void rv_cq_forget_qp(struct ibv_cq *ibcq, uint32_t qp_num)
+{
+	struct rv_cq *cq = rv_cq(ibcq);
+	int kept;
+
+	pthread_mutex_lock(&cq->lock);
+	kept = cq->batch_pos;
+	rocemu_cq_forget_qp(cq->cq, qp_num);
+	for (int i = cq->batch_pos; i < cq->batch_len; i++)
+		if (cq->batch[i].qp_num != qp_num)
+			cq->batch[kept++] = cq->batch[i];
+	cq->batch_len = kept;
+	pthread_mutex_unlock(&cq->lock);
+}
+
 int rv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct rv_cq *cq = rv_cq(ibcq);

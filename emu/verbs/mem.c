@@ -3,6 +3,7 @@
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 /* verbs.h wraps these two in macros; here they are the exported functions themselves. */
@@ -99,13 +100,67 @@ int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
-int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+/* libibverbs' own checks of the arguments, refused before any command: IBV_REREG_MR_ERR_INPUT
+ * with errno EINVAL (0 when they pass). */
+static int rereg_input_error(const struct ibv_mr *ibmr, int flags, const struct ibv_pd *pd,
+			     const void *addr, size_t length, int access)
+{
+	const char *why = NULL;
+
+	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)
+		why = "unknown flags";
+	else if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))
+		why = "IBV_REREG_MR_CHANGE_TRANSLATION needs an address and a length";
+	else if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))
+		why = "access flags given without IBV_REREG_MR_CHANGE_ACCESS";
+	else if ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || pd->context != ibmr->context))
+		why = "IBV_REREG_MR_CHANGE_PD needs a PD of the MR's context";
+	return why ? rv_refuse(EINVAL, "ibv_rereg_mr", why) : 0;
+}
+
+/* As libibverbs documents it (man ibv_rereg_mr): the keys stay, which is what a program
+ * that handed its rkey to a peer before re-registering expects (pyverbs' rereg tests do).
+ * rocemu's fork tracking cannot fail, so the DONT_FORK/DO_FORK codes never come; the
+ * daemon changes all or nothing, so after IBV_REREG_MR_ERR_CMD the MR is still as it was. */
+int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *pd, void *addr, size_t length,
 		 int access)
 {
-	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
-	/* as libibverbs answers for a device without it: the command failed, errno says why */
-	errno = rv_unsupported("ibv_rereg_mr", "deregister and register again");
-	return IBV_REREG_MR_ERR_CMD;
+	struct rv_context *ctx = rv_ctx(ibmr->context);
+	struct rv_mr *mr = (struct rv_mr *)ibmr;
+	bool moves = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	int err = rereg_input_error(ibmr, flags, pd, addr, length, access);
+
+	if (err) {
+		errno = err;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB)) {
+		errno = rv_unsupported("ibv_rereg_mr with ON_DEMAND or HUGETLB",
+				       "on-demand paging does not exist in rocemu; every MR is pinned");
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	if (moves)
+		rv_fork_track(addr, length);
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_rereg_mr(mr->mr, flags, flags & IBV_REREG_MR_CHANGE_PD ? rv_pd(pd)->pd : NULL,
+			      addr, length, access & ~IBV_ACCESS_RELAXED_ORDERING);
+	pthread_mutex_unlock(&ctx->lock);
+	if (err) {
+		if (moves)
+			rv_fork_untrack(addr, length);
+		errno = rv_fail(ctx, err, "ibv_rereg_mr");
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	if (moves) {
+		rv_fork_untrack(ibmr->addr, ibmr->length);
+		ibmr->addr = addr;
+		ibmr->length = length;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		ibmr->pd = pd;
+	ibmr->lkey = mr->mr->lkey;
+	ibmr->rkey = mr->mr->rkey;
+	return 0;
 }
 
 struct ibv_mw *rv_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)

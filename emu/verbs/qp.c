@@ -171,6 +171,17 @@ static int check_av(const struct rv_context *ctx, const struct ibv_qp_attr *attr
 	return 0;
 }
 
+/* A QP back in RESET starts afresh, and so do its CQs: its completions not yet polled
+ * (the flushed work requests of an error, say) are dropped, as libmlx5 drops them, so a
+ * program that resets a QP after an error does not poll the old errors again. */
+static void forget_completions(struct ibv_qp *ibqp)
+{
+	if (ibqp->send_cq)
+		rv_cq_forget_qp(ibqp->send_cq, ibqp->qp_num);
+	if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
+		rv_cq_forget_qp(ibqp->recv_cq, ibqp->qp_num);
+}
+
 int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct rv_context *ctx = rv_ctx(ibqp->context);
@@ -191,7 +202,11 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (!err && (mask & IBV_QP_STATE))
 		ibqp->state = attr->qp_state;
 	pthread_mutex_unlock(&ctx->lock);
-	return err ? rv_fail(ctx, err, "ibv_modify_qp") : 0;
+	if (err)
+		return rv_fail(ctx, err, "ibv_modify_qp");
+	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
+		forget_completions(ibqp);
+	return 0;
 }
 
 static void fill_init_attr(const struct rv_qp *qp, struct ibv_qp_init_attr *init)

@@ -5,17 +5,29 @@
  * with no work request open, too many SGEs, inline data too long) is remembered and
  * returned by ibv_wr_complete, which then posts nothing. */
 #include "emu/verbs/verbs_int.h"
+#include "emu/proto.h"     /* FLUSH's names, which Debian 12's verbs.h lacks */
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* rdma-core's later struct ibv_qp_ex adds wr_flush after wr_atomic_write, the last member
+ * of Debian 12's: rv_qp.wr_flush sits exactly there. Built against headers that have it
+ * already, this stops the build rather than hand out a table with a hole. */
+_Static_assert(sizeof(struct ibv_qp_ex) ==
+	       offsetof(struct ibv_qp_ex, wr_atomic_write) + sizeof(void (*)(void)),
+	       "struct ibv_qp_ex ends at wr_atomic_write no more: set ex.wr_flush instead");
+_Static_assert(offsetof(struct rv_qp, wr_flush) ==
+	       offsetof(struct rv_qp, ex) + sizeof(struct ibv_qp_ex),
+	       "rv_qp.wr_flush must follow its struct ibv_qp_ex directly");
 
 #define SUPPORTED_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 		       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
 		       IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
 		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | \
 		       IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
-		       IBV_QP_EX_WITH_ATOMIC_WRITE)
+		       IBV_QP_EX_WITH_ATOMIC_WRITE | PROTO_QP_EX_WITH_FLUSH)
 #define MAX_SGE ((int)(sizeof(((struct rv_wr_slot *)0)->sge) / \
 		       sizeof(((struct rv_wr_slot *)0)->sge[0])))
 #define MAX_INLINE sizeof(((struct rv_wr_slot *)0)->inline_data)
@@ -56,6 +68,7 @@ static struct ibv_send_wr *open_wr(struct ibv_qp_ex *ex, enum ibv_wr_opcode opco
 	}
 	slot = &qp->slots[qp->nslots++];
 	memset(&slot->wr, 0, sizeof(slot->wr));
+	slot->is_flush = false;
 	slot->wr.wr_id = ex->wr_id;
 	slot->wr.send_flags = ex->wr_flags;
 	slot->wr.opcode = opcode;
@@ -222,16 +235,38 @@ static void link_slots(struct rv_qp *qp)
 	}
 }
 
+/* The slots in order: each run of ordinary work requests as one list, each FLUSH by
+ * itself (ibv_send_wr has no room for one). */
+static int post_slots(struct rv_qp *qp)
+{
+	struct ibv_send_wr *bad;
+	unsigned i = 0;
+	int err = 0;
+
+	link_slots(qp);
+	while (i < qp->nslots && !err) {
+		unsigned run = i;
+
+		if (qp->slots[i].is_flush) {
+			err = rocemu_post_flush(qp->qp, &qp->slots[i++].flush);
+			continue;
+		}
+		while (i + 1 < qp->nslots && !qp->slots[i + 1].is_flush)
+			i++;
+		qp->slots[i].wr.next = NULL;
+		err = rocemu_post_send(qp->qp, &qp->slots[run].wr, &bad);
+		i++;
+	}
+	return err;
+}
+
 static int wr_complete(struct ibv_qp_ex *ex)
 {
 	struct rv_qp *qp = to_rv(ex);
-	struct ibv_send_wr *bad;
 	int err = qp->build_err;
 
-	if (!err && qp->nslots) {
-		link_slots(qp);
-		err = rocemu_post_send(qp->qp, &qp->slots[0].wr, &bad);
-	}
+	if (!err && qp->nslots)
+		err = post_slots(qp);
 	qp->nslots = 0;
 	pthread_mutex_unlock(&qp->send_lock);
 	return err;
@@ -316,6 +351,29 @@ static void wr_atomic_write(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr,
 	wr->send_flags |= IBV_SEND_INLINE;
 }
 
+/* Checked now: a FLUSH that cannot be made fails ibv_wr_complete before any of the list
+ * is posted. */
+static void wr_flush(struct ibv_qp_ex *ex, uint32_t rkey, uint64_t addr, size_t len,
+		     uint8_t type, uint8_t level)
+{
+	struct rv_qp *qp = to_rv(ex);
+	struct ibv_send_wr *wr = open_wr(ex, (enum ibv_wr_opcode)PROTO_WR_FLUSH);
+	struct rv_wr_slot *slot = open_slot(qp);
+
+	if (!wr || !slot)
+		return;
+	if (ex->qp_base.qp_type != IBV_QPT_RC || !type ||
+	    (type & ~(PROTO_FLUSH_GLOBAL | PROTO_FLUSH_PERSISTENT)) || level > PROTO_FLUSH_MR ||
+	    len > (1ull << 31)) {
+		fail(qp, EINVAL);
+		return;
+	}
+	slot->is_flush = true;
+	slot->flush = (struct rocemu_flush_wr){ .wr_id = wr->wr_id, .send_flags = wr->send_flags,
+						.rkey = rkey, .remote_addr = addr, .length = len,
+						.type = type, .level = level };
+}
+
 void rv_qp_ex_init(struct rv_qp *qp)
 {
 	struct ibv_qp_ex *ex = &qp->ex;
@@ -341,6 +399,7 @@ void rv_qp_ex_init(struct rv_qp *qp)
 	ex->wr_complete = wr_complete;
 	ex->wr_abort = wr_abort;
 	ex->wr_atomic_write = wr_atomic_write;
+	qp->wr_flush = wr_flush;
 }
 
 void rv_qp_ex_free(struct rv_qp *qp)

@@ -68,6 +68,11 @@ int rv_query_device_ex(struct ibv_context *ibctx, const struct ibv_query_device_
 	memset(&ex, 0, sizeof(ex));
 	fill_device_attr(rv_ctx(ibctx), &ex.orig_attr);
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+	/* the kernel's full set, as libibverbs copies it here: the flags above, and what
+	 * rdma-core 45 names IB_UVERBS_DEVICE_FLUSH_GLOBAL and _ATOMIC_WRITE (no persistence:
+	 * no rocemu memory is pmem) */
+	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags | RV_DEVICE_FLUSH_GLOBAL |
+				 RV_DEVICE_ATOMIC_WRITE;
 	memcpy(attr, &ex, attr_size < sizeof(ex) ? attr_size : sizeof(ex));
 	return 0;
 }

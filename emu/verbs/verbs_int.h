@@ -92,10 +92,23 @@ struct rv_wr_slot {
 	struct ibv_send_wr wr;
 	struct ibv_sge sge[4];
 	uint8_t inline_data[256];
+	bool is_flush;                  /* wr.opcode PROTO_WR_FLUSH: posted from flush */
+	struct rocemu_flush_wr flush;
 };
+
+/* Bits of ibv_device_attr_ex.device_cap_flags_ex that Debian 12's headers do not name. */
+#define RV_DEVICE_FLUSH_GLOBAL (1ull << 38)
+#define RV_DEVICE_ATOMIC_WRITE (1ull << 40)
+
+/* The ibv_wr_flush of rdma-core's later struct ibv_qp_ex, the member after wr_atomic_write. */
+typedef void (*rv_wr_flush_fn)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr,
+			       size_t len, uint8_t type, uint8_t level);
 
 struct rv_qp {
 	struct ibv_qp_ex ex;            /* begins as a struct ibv_qp does */
+	/* Where a program built with rdma-core's later headers finds ibv_wr_flush: right
+	 * after Debian 12's struct ibv_qp_ex ends (qp_ex.c checks the layout). */
+	rv_wr_flush_fn wr_flush;
 	struct rocemu_qp *qp;
 	pthread_mutex_t send_lock, recv_lock;
 	struct ibv_qp_cap cap;
@@ -146,6 +159,7 @@ void rv_channel_unbind(struct rv_cq *cq);
 /* cq.c */
 int rv_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+void rv_cq_forget_qp(struct ibv_cq *cq, uint32_t qp_num);
 struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *a);
 
 /* qp.c */

@@ -584,7 +584,8 @@ static void patch_bth(uint8_t *f, const struct wire_pkt *pkt, uint8_t flags, uin
 static void patch_rkey(uint8_t *f, const struct wire_pkt *pkt)
 {
 	uint8_t *reth = f + pkt->payload_off - pkt->op->hdr_len;
-	uint8_t *rkey = reth + ((pkt->op->headers & WIRE_HDR_DETH) ? WIRE_DETH_LEN : 0) + 8;
+	uint8_t *rkey = reth + ((pkt->op->headers & WIRE_HDR_DETH) ? WIRE_DETH_LEN : 0) +
+			((pkt->op->headers & WIRE_HDR_FETH) ? WIRE_FETH_LEN : 0) + 8;
 	uint32_t sel = get32(rkey) & 7;
 
 	if (sel != K_ASIS)

@@ -27,6 +27,7 @@ struct op_entry {
 	size_t rep_size;
 	bool takes_fd;
 	handler_fn fn;
+	bool fd_optional; /* the handler decides whether the request needs its descriptor */
 };
 
 static const struct op_entry ops[PROTO_OP_COUNT] = {
@@ -69,6 +70,7 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_CM_MIGRATE] = { sizeof(struct proto_cm_migrate), sizeof(struct proto_reply), false, op_cm_migrate },
 	[PROTO_ATTACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_attach_mcast },
 	[PROTO_DETACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_detach_mcast },
+	[PROTO_REREG_MR] = { sizeof(struct proto_rereg_mr), sizeof(struct proto_reg_mr_reply), false, op_rereg_mr, .fd_optional = true },
 };
 
 static void send_reply(struct client *c, struct ctl_reply *rep)
@@ -158,6 +160,11 @@ void ctl_resume(struct client *c)
 		ev_io_start(c->own.dev->loop, &c->watcher);
 }
 
+static bool fd_fits(const struct op_entry *e, int fd)
+{
+	return e->fd_optional || (fd >= 0) == e->takes_fd;
+}
+
 static void handle_request(struct client *c, const uint8_t *buf, size_t n, int fd,
 			   bool extra_fds)
 {
@@ -172,10 +179,10 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	if (!e) {
 		rep.u.r.hdr.status = -EOPNOTSUPP;
 		op_error(&rep, "unknown operation");
-	} else if (n != e->req_size || extra_fds || (fd >= 0) != e->takes_fd) {
+	} else if (n != e->req_size || extra_fds || !fd_fits(e, fd)) {
 		rep.u.r.hdr.status = -EPROTO;
 		op_error(&rep, "malformed request: %zu bytes%s", n,
-			 (fd >= 0) != e->takes_fd || extra_fds ? ", wrong descriptors" : "");
+			 !fd_fits(e, fd) || extra_fds ? ", wrong descriptors" : "");
 	} else {
 		rep.len = e->rep_size;
 		rep.u.r.hdr.status = e->fn(c, &req, &rep);

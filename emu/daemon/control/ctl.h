@@ -34,6 +34,7 @@ int op_alloc_pd(struct client *c, const struct ctl_request *req, struct ctl_repl
 int op_dealloc_pd(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_dereg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_rereg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_alloc_mw(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_dealloc_mw(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

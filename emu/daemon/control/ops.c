@@ -214,6 +214,90 @@ int op_dereg_mr(struct client *c, const struct ctl_request *req, struct ctl_repl
 	return mr_dereg(mr);
 }
 
+/* The request's new translation: present exactly when asked for, and as REG_MR's. */
+static int check_rereg_memory(const struct proto_rereg_mr *m, int fd, struct ctl_reply *rep)
+{
+	bool moves = m->flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+
+	if (moves != (fd >= 0)) {
+		op_error(rep, "a memfd comes with IBV_REREG_MR_CHANGE_TRANSLATION and only then");
+		return -EPROTO;
+	}
+	if (!moves)
+		return 0;
+	if (m->length == 0 || m->length > MAX_MR_SIZE || m->fd_offset > INT64_MAX) {
+		op_error(rep, "length %llu is not between 1 and 2^40",
+			 (unsigned long long)m->length);
+		return -EINVAL;
+	}
+	return check_mr_fd(fd, rep);
+}
+
+/* memreg's -EINVAL: no flag, or one of the parts asked for (each named here) refused: a PD
+ * of another client, an access an MR cannot have, a range not at the iova's page offset. */
+static void explain_rereg_inval(struct ctl_reply *rep, const struct proto_rereg_mr *m)
+{
+	char access[24] = "", range[64] = "";
+
+	if (!m->flags) {
+		op_error(rep, "no IBV_REREG_MR_CHANGE_* flag given");
+		return;
+	}
+	if (m->flags & IBV_REREG_MR_CHANGE_ACCESS)
+		snprintf(access, sizeof(access), " access %#x", m->access);
+	if (m->flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		snprintf(range, sizeof(range), " iova %#llx (+%llu)", (unsigned long long)m->iova,
+			 (unsigned long long)m->length);
+	op_error(rep, "MR %u cannot take%s%s%s", m->handle,
+		 m->flags & IBV_REREG_MR_CHANGE_PD ? " that PD" : "", access, range);
+}
+
+static void explain_rereg_error(struct ctl_reply *rep, int rc, const struct proto_rereg_mr *m)
+{
+	switch (rc) {
+	case -EBUSY:
+		op_error(rep, "MR %u has memory windows bound to it", m->handle);
+		break;
+	case -EOPNOTSUPP:
+		op_error(rep, "rereg flags %#x: only IBV_REREG_MR_CHANGE_TRANSLATION, _PD and "
+			 "_ACCESS", m->flags);
+		break;
+	case -EINVAL:
+		explain_rereg_inval(rep, m);
+		break;
+	default:
+		explain_reg_error(rep, rc, m->length);
+	}
+}
+
+int op_rereg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_rereg_mr *m = REQ(proto_rereg_mr);
+	struct proto_reg_mr_reply *r = REP(proto_reg_mr_reply);
+	struct mr_rereg change = { .flags = (int)m->flags, .access = (int)m->access,
+				   .len = m->length, .iova = m->iova };
+	struct mr *mr = find(&c->mrs, m->handle, "MR", rep);
+	int rc;
+
+	if (!mr)
+		return -EINVAL;
+	if ((m->flags & IBV_REREG_MR_CHANGE_PD) &&
+	    !(change.pd = find(&c->pds, m->pd, "PD", rep)))
+		return -EINVAL;
+	rc = check_rereg_memory(m, req->fd, rep);
+	if (rc)
+		return rc;
+	rc = mr_rereg_fd(mr, &change, req->fd, (off_t)m->fd_offset);
+	if (rc) {
+		explain_rereg_error(rep, rc, m);
+		return rc;
+	}
+	r->handle = m->handle;
+	r->lkey = mr_keys(mr).lkey;
+	r->rkey = mr_keys(mr).rkey;
+	return 0;
+}
+
 int op_alloc_mw(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	const struct proto_alloc_mw *m = REQ(proto_alloc_mw);

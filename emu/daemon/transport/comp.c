@@ -23,6 +23,8 @@ static enum ibv_wc_opcode wc_opcode(const struct send_wqe *w)
 		return IBV_WC_LOCAL_INV;
 	if (w->opcode == IBV_WR_ATOMIC_WRITE)
 		return IBV_WC_ATOMIC_WRITE;
+	if (wqe_is_flush(w))
+		return PROTO_WC_FLUSH;
 	if (wqe_is_send(w))
 		return IBV_WC_SEND;
 	if (wqe_is_atomic(w))
@@ -316,6 +318,21 @@ static struct send_wqe *answered_head(struct qp *qp, uint32_t psn)
 	return w;
 }
 
+/* A FLUSH is answered with an empty READ RESPONSE ONLY, as rxe (6.2 on) answers it; rxe
+ * answers an ATOMIC WRITE so too (rocemu's responder ACKs it, which rxe takes as well).
+ * Anything else in its place ends the request with IBV_WC_BAD_RESP_ERR. */
+static void on_empty_response(struct qp *qp, struct send_wqe *w, const struct wire_pkt *pkt)
+{
+	if (pkt->op->pos != WIRE_POS_ONLY || pkt->payload_len != 0 ||
+	    wire_aeth_type(pkt->ext.aeth.syndrome) != WIRE_AETH_ACK) {
+		comp_fail_head(qp, PROTO_FAILED_response_unexpected);
+		return;
+	}
+	w->answered = true;
+	ack_through(qp, pkt->bth.psn);
+	req_pump(qp);
+}
+
 /* A READ response's payload goes through the READ's own SGEs at the offset its PSN gives;
  * one that answers anything but a READ, or is of the wrong kind for its place, ends the
  * request with IBV_WC_BAD_RESP_ERR, as rxe does. */
@@ -326,6 +343,10 @@ void comp_on_read_response(struct qp *qp, const uint8_t *frame, const struct wir
 
 	if (!w)
 		return;
+	if (wqe_is_flush(w) || w->opcode == IBV_WR_ATOMIC_WRITE) {
+		on_empty_response(qp, w, pkt);
+		return;
+	}
 	k = (psn - w->first_psn) & WIRE_PSN_MASK;
 	want = k + 1 == w->npkts ? (uint32_t)(w->length - (uint64_t)k * qp->pmtu) : qp->pmtu;
 	if (!wqe_is_read(w) || !response_fits(w, k, pkt->op->pos) || pkt->payload_len != want ||

@@ -173,7 +173,8 @@ static int check_attrs(struct qp *qp, enum ibv_qp_state to, uint32_t mask,
 		return -EINVAL;
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
 	    (a->access & ~(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE))) {
+			   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE |
+			   PROTO_ACCESS_FLUSH_GLOBAL | PROTO_ACCESS_FLUSH_PERSISTENT))) {
 		snprintf(err, errlen, "unknown QP access flags 0x%x", a->access);
 		return -EINVAL;
 	}

@@ -1,4 +1,4 @@
-/* The requester of an RC or UC QP: SEND, RDMA WRITE, READ and atomic work requests from
+/* The requester of an RC or UC QP: SEND, RDMA WRITE, READ, atomic and FLUSH work requests from
  * the client's ring, checked once as they are copied out, segmented by the path MTU and
  * sent in the QP's turns, at most QP_MAX_INFLIGHT PSNs unacknowledged and max_rd_atomic
  * READs and atomics outstanding. The completer (comp.c) moves it back for a resend.
@@ -23,7 +23,7 @@ static bool qp_sends_opcode(const struct qp *qp, const struct send_wqe *w)
 {
 	if (wqe_is_local(w))
 		return true;
-	if (w->opcode == IBV_WR_ATOMIC_WRITE)
+	if (w->opcode == IBV_WR_ATOMIC_WRITE || wqe_is_flush(w))
 		return qp->type == IBV_QPT_RC;
 	if (qp->type == IBV_QPT_UC)
 		return w->opcode == IBV_WR_SEND || w->opcode == IBV_WR_SEND_WITH_IMM ||
@@ -68,6 +68,21 @@ static enum ibv_wc_status check_inline(const struct qp *qp, const struct send_wq
 	return sq_wqe_fits(qp, in, true) ? IBV_WC_SUCCESS : IBV_WC_LOC_LEN_ERR;
 }
 
+/* A FLUSH names its range (or its MR) and the placement type to reach, and no local
+ * memory: RC only, a type of the two defined and a level of the two (the client library
+ * refused anything else at post), and a READ's limits on length and max_rd_atomic. */
+static void fetch_flush(const struct qp *qp, struct send_wqe *w, const struct proto_swqe *in)
+{
+	w->num_sge = 0;
+	w->length = in->flush_len;
+	w->flush_type = (uint8_t)in->flush_type;
+	w->flush_level = (uint8_t)in->flush_level;
+	w->local_error = qp_sends_opcode(qp, w) && qp->attr.max_rd_atomic &&
+			 !(in->flush_type & ~(uint32_t)(PROTO_FLUSH_GLOBAL | PROTO_FLUSH_PERSISTENT)) &&
+			 in->flush_level <= PROTO_FLUSH_MR && in->flush_len <= MAX_MESSAGE
+				 ? IBV_WC_SUCCESS : IBV_WC_LOC_QP_OP_ERR;
+}
+
 /* Copies one entry out of the shared ring first, so the client cannot change it between
  * the checks and the use. */
 static void fetch_one(struct qp *qp, uint32_t idx)
@@ -95,6 +110,10 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 		w->mr_lkey = in.mr_lkey;
 		w->mw_access = in.mw_access;
 		w->num_sge = 0;
+		return;
+	}
+	if (wqe_is_flush(w)) {
+		fetch_flush(qp, w, &in);
 		return;
 	}
 	if (w->opcode == IBV_WR_ATOMIC_WRITE) {
@@ -215,18 +234,14 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 	return 0;
 }
 
-/* A READ request for its responses k on (from k = 0, or from the first one missing): the
- * RETH moves on by the bytes already placed. */
-static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k,
-			     uint32_t psn)
+/* A request of headers alone (a READ, an atomic, a FLUSH), AckReq set: it is answered. */
+static int send_header_request(struct qp *qp, uint8_t opcode, uint32_t psn,
+			       const struct wire_ext *ext)
 {
-	uint64_t done = (uint64_t)k * qp->pmtu;
-	struct wire_ext ext = { .reth = { w->remote_addr + done, w->rkey,
-					  (uint32_t)(w->length - done) } };
-	struct wire_bth bth = { .opcode = WIRE_OP_RC_READ_REQUEST, .pkey = 0xffff,
-				.dest_qp = qp->attr.dest_qpn, .psn = psn, .ack_req = true };
+	struct wire_bth bth = { .opcode = opcode, .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn,
+				.psn = psn, .ack_req = true };
 	uint8_t *frame = net_tx_slot(&qp->dev->port);
-	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext,
+	size_t len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, ext,
 				NULL, 0);
 
 	if (!len)
@@ -235,25 +250,37 @@ static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k
 	return 0;
 }
 
+/* A READ request for its responses k on (from k = 0, or from the first one missing): the
+ * RETH moves on by the bytes already placed. */
+static int send_read_request(struct qp *qp, const struct send_wqe *w, uint32_t k,
+			     uint32_t psn)
+{
+	uint64_t done = (uint64_t)k * qp->pmtu;
+	struct wire_ext ext = { .reth = { w->remote_addr + done, w->rkey,
+					  (uint32_t)(w->length - done) } };
+
+	return send_header_request(qp, WIRE_OP_RC_READ_REQUEST, psn, &ext);
+}
+
+static int send_flush_request(struct qp *qp, const struct send_wqe *w, uint32_t psn)
+{
+	struct wire_ext ext = { .feth = { w->flush_type, w->flush_level },
+				.reth = { w->remote_addr, w->rkey, (uint32_t)w->length } };
+
+	return send_header_request(qp, WIRE_OP_RC_FLUSH, psn, &ext);
+}
+
 static int send_atomic_request(struct qp *qp, const struct send_wqe *w, uint32_t psn)
 {
 	struct wire_ext ext = { .atomic = { w->remote_addr, w->rkey, w->swap, w->compare_add } };
-	struct wire_bth bth = { .pkey = 0xffff, .dest_qp = qp->attr.dest_qpn, .psn = psn,
-				.ack_req = true };
-	uint8_t *frame = net_tx_slot(&qp->dev->port);
-	size_t len;
+	bool cmp_swap = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
 
-	bth.opcode = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? WIRE_OP_RC_COMPARE_SWAP
-							     : WIRE_OP_RC_FETCH_ADD;
-	if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+	if (!cmp_swap) {
 		ext.atomic.swap_add = w->compare_add;
 		ext.atomic.compare = 0;
 	}
-	len = wire_build(frame, DEV_FRAME_MAX, &qp->path, qp->dev->port.ip_id++, &bth, &ext, NULL, 0);
-	if (!len)
-		return -EFAULT;
-	net_tx_commit(&qp->dev->port, len);
-	return 0;
+	return send_header_request(qp, cmp_swap ? WIRE_OP_RC_COMPARE_SWAP : WIRE_OP_RC_FETCH_ADD,
+				   psn, &ext);
 }
 
 /* The interval runs from now, not from the start of this turn of the loop: a turn that
@@ -366,7 +393,7 @@ static void start(struct qp *qp, struct send_wqe *w)
 {
 	w->started = true;
 	w->first_psn = qp->req.snd_nxt;
-	w->npkts = wqe_is_atomic(w) ? 1 : qp_packets(qp, w->length);
+	w->npkts = wqe_is_atomic(w) || wqe_is_flush(w) ? 1 : qp_packets(qp, w->length);
 	if (wqe_wants_response(w))
 		qp->req.rd_outstanding++;
 	else
@@ -390,6 +417,7 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 	uint32_t covers = wqe_is_read(w) ? w->npkts - qp->req.send_pkt : 1;
 	int rc = wqe_is_read(w)	  ? send_read_request(qp, w, qp->req.send_pkt, qp->req.snd_nxt)
 		 : wqe_is_atomic(w) ? send_atomic_request(qp, w, qp->req.snd_nxt)
+		 : wqe_is_flush(w)  ? send_flush_request(qp, w, qp->req.snd_nxt)
 				    : send_packet(qp, w, qp->req.send_pkt, qp->req.snd_nxt);
 
 	if (rc < 0)

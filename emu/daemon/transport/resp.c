@@ -1,10 +1,10 @@
-/* Responder of an RC QP for SEND, RDMA WRITE, RDMA READ and atomics: rxe's checks in
+/* Responder of an RC QP for SEND, RDMA WRITE, RDMA READ, atomics and FLUSH: rxe's checks in
  * rxe's order (PSN, opcode sequence, the QP's permission, the receive WQE or responder
  * resources, the length for the packet's place, the rkey), each with rxe's NAK and, when
  * the message holds a receive WQE, rxe's status on its completion. Only after all of them
  * does data move: a WRITE through the target MR's page table, a SEND through the receive
  * WQE's SGEs, a READ's responses out of the MR (read.c), an atomic on the MR's word
- * (atomic.c).
+ * (atomic.c), a FLUSH's fence and empty READ response (flush.c).
  *
  * A UC QP's SENDs and WRITEs go through the same checks after UC's own PSN check, and
  * nothing is answered: a refusal or a lost packet drops the rest of the message silently
@@ -20,7 +20,7 @@
 #define RNR_NAK 0x20
 
 /* What the PSN check makes of a request. */
-enum psn_verdict { PSN_EXPECTED, PSN_DROP, PSN_DUP_READ, PSN_DUP_ATOMIC };
+enum psn_verdict { PSN_EXPECTED, PSN_DROP, PSN_DUP_READ, PSN_DUP_ATOMIC, PSN_DUP_FLUSH };
 
 /* A check's verdict is a refusal (proto.h names each), PROTO_REFUSED_none to go on, or
  * DROPPED: taken silently, as if lost. */
@@ -161,6 +161,8 @@ static enum psn_verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 			return PSN_DUP_READ;
 		if (pkt->op->kind == WIRE_KIND_ATOMIC)
 			return PSN_DUP_ATOMIC;
+		if (pkt->op->kind == WIRE_KIND_FLUSH)
+			return PSN_DUP_FLUSH;
 		ack_later(qp);
 		return PSN_DROP;
 	}
@@ -186,6 +188,26 @@ static verdict check_op_seq(struct qp *qp, const struct wire_pkt *pkt)
 	return fits ? GO_ON : PROTO_REFUSED_opcode_sequence;
 }
 
+/* The IBV_ACCESS_FLUSH_* rights a FLUSH's placement type asks for (rxe reads only the two
+ * types defined; a FLUSH of neither asks for no right and is answered all the same). */
+static int flush_access(const struct wire_feth *feth)
+{
+	return (feth->placement & WIRE_FLUSH_GLOBAL ? PROTO_ACCESS_FLUSH_GLOBAL : 0) |
+	       (feth->placement & WIRE_FLUSH_PERSISTENT ? PROTO_ACCESS_FLUSH_PERSISTENT : 0);
+}
+
+/* A FLUSH needs the QP's right for each placement type it asks (rxe's check); a level
+ * other than range or whole MR rocemu refuses too, where rxe takes it for whole MR after
+ * a range check. */
+static verdict check_flush_valid(const struct qp *qp, const struct wire_feth *feth)
+{
+	uint32_t need = (uint32_t)flush_access(feth);
+
+	if ((qp->attr.access & need) != need)
+		return PROTO_REFUSED_no_flush_access;
+	return feth->selectivity <= WIRE_FLUSH_MR ? GO_ON : PROTO_REFUSED_flush_level;
+}
+
 /* 3. The QP's own permission for the operation. */
 static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 {
@@ -202,6 +224,8 @@ static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 	case WIRE_KIND_ATOMIC:
 		return qp->attr.access & IBV_ACCESS_REMOTE_ATOMIC ? GO_ON
 								  : PROTO_REFUSED_no_remote_atomic;
+	case WIRE_KIND_FLUSH:
+		return check_flush_valid(qp, &pkt->ext.feth);
 	default:
 		return PROTO_REFUSED_opcode_unsupported;
 	}
@@ -209,11 +233,12 @@ static verdict check_op_valid(struct qp *qp, const struct wire_pkt *pkt)
 
 /* 4. The receive WQE: none posted is an RNR NAK; one the client filled with nonsense is
  * taken and fails as malformed. A READ or atomic (ATOMIC WRITE too, as rxe) needs
- * responder resources (max_dest_rd_atomic). */
+ * responder resources (max_dest_rd_atomic), and so does a FLUSH, which takes one (rxe
+ * takes one as well, without this check). */
 static verdict check_resource(struct qp *qp, const struct wire_pkt *pkt)
 {
 	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC ||
-	    pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
+	    pkt->op->kind == WIRE_KIND_ATOMIC_WRITE || pkt->op->kind == WIRE_KIND_FLUSH)
 		return qp->attr.max_dest_rd_atomic ? GO_ON : PROTO_REFUSED_no_rd_resources;
 	if (!takes_recv(pkt->op))
 		return GO_ON;
@@ -261,6 +286,19 @@ static verdict check_atomic_write(struct qp *qp, const struct wire_pkt *pkt, str
 	return qp->resp.write_mr_va & 7 ? PROTO_REFUSED_atomic_unaligned : GO_ON;
 }
 
+/* A FLUSH as rxe checks it: its rkey must grant the rights its placement type asks, over
+ * the RETH's range at level range and with no range at level whole MR (a window's MR, for
+ * a window's key). */
+static verdict check_flush_rkey(struct qp *qp, const struct wire_pkt *pkt)
+{
+	const struct wire_reth *reth = &pkt->ext.reth;
+	uint64_t len = pkt->ext.feth.selectivity == WIRE_FLUSH_RANGE ? reth->length : 0;
+	uint64_t at;
+
+	return rkey_refusal(resp_lookup(qp, reth->rkey, flush_access(&pkt->ext.feth), reth->va,
+					len, NULL, &at));
+}
+
 /* 6. Memory. An atomic's rkey resolves to an MR of this QP's PD that grants remote atomic
  * and holds its 8 bytes, 8-byte aligned (else an invalid request, as rxe). A READ's, to
  * one that grants remote read and holds [va, va + length) (a READ of 0 bytes names no
@@ -284,6 +322,8 @@ static verdict check_rkey(struct qp *qp, const struct wire_pkt *pkt, struct mr *
 	}
 	if (op->kind == WIRE_KIND_ATOMIC_WRITE)
 		return check_atomic_write(qp, pkt, mr);
+	if (op->kind == WIRE_KIND_FLUSH)
+		return check_flush_rkey(qp, pkt);
 	if (op->kind == WIRE_KIND_READ_REQ)
 		return reth->length ? rkey_refusal(resp_lookup(qp, reth->rkey,
 							       IBV_ACCESS_REMOTE_READ, reth->va,
@@ -394,7 +434,8 @@ static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pk
 {
 	verdict v;
 
-	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC) {
+	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC ||
+	    pkt->op->kind == WIRE_KIND_FLUSH) {
 		/* no room to queue the answer: as if lost, the requester asks again */
 		if (!reply_reserve(qp)) {
 			qp->dev->cnt.drop_reply_full++;
@@ -407,6 +448,11 @@ static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pk
 		return read_execute(qp, pkt) < 0 ? PROTO_REFUSED_read_memory : GO_ON;
 	if (pkt->op->kind == WIRE_KIND_ATOMIC)
 		return atomic_execute(qp, pkt) < 0 ? PROTO_REFUSED_atomic_memory : GO_ON;
+	if (pkt->op->kind == WIRE_KIND_FLUSH) {
+		if (flush_execute(qp, pkt) < 0)
+			qp->dev->cnt.drop_reply_full++;
+		return GO_ON;
+	}
 	if (pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
 		v = atomic_write_execute(mr, qp->resp.write_mr_va, frame + pkt->payload_off) < 0
 			    ? PROTO_REFUSED_atomic_memory : GO_ON;
@@ -608,6 +654,9 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 		return;
 	case PSN_DUP_ATOMIC:
 		atomic_replay(qp, pkt);
+		return;
+	case PSN_DUP_FLUSH:
+		flush_replay(qp, pkt);
 		return;
 	case PSN_EXPECTED:
 		break;

@@ -90,6 +90,8 @@ struct send_wqe {
 	uint32_t mw_rkey;            /* BIND_MW: the MW as it is now, the MR, the access */
 	uint32_t mr_lkey;
 	uint32_t mw_access;
+	uint8_t flush_type;          /* FLUSH: PROTO_FLUSH_GLOBAL | _PERSISTENT, and the level */
+	uint8_t flush_level;
 	enum ibv_wc_status local_error; /* IBV_WC_SUCCESS unless the request was refused */
 	bool fence;                  /* IBV_SEND_FENCE: waits for earlier READs */
 	bool solicited;              /* IBV_SEND_SOLICITED: SE on the last packet */
@@ -105,6 +107,7 @@ struct send_wqe {
 struct rd_res {
 	bool used;
 	bool atomic;
+	bool flush;                  /* answered with an empty READ response */
 	uint64_t orig;               /* an atomic's original value, for its replay */
 	uint32_t first_psn;
 	uint32_t last_psn;
@@ -345,16 +348,23 @@ static inline bool wqe_is_atomic(const struct send_wqe *w)
 	return w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-/* READs and atomics are answered with data, and count against max_rd_atomic. */
+static inline bool wqe_is_flush(const struct send_wqe *w)
+{
+	return w->opcode == PROTO_WR_FLUSH;
+}
+
 /* BIND_MW and LOCAL_INV: executed by the requester, nothing on the wire (rxe's local ops). */
 static inline bool wqe_is_local(const struct send_wqe *w)
 {
 	return w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV;
 }
 
+/* READs and atomics are answered with data, a FLUSH with an empty READ response (its
+ * answer says the memory is placed): each counts against max_rd_atomic, as each takes a
+ * responder resource on the other side. */
 static inline bool wqe_wants_response(const struct send_wqe *w)
 {
-	return wqe_is_read(w) || wqe_is_atomic(w);
+	return wqe_is_read(w) || wqe_is_atomic(w) || wqe_is_flush(w);
 }
 
 static inline bool wqe_has_imm(const struct send_wqe *w)
@@ -561,6 +571,12 @@ void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
 /* ATOMIC WRITE: the 8 bytes at data stored at once into va of mr (checked, aligned), as
  * the word's owner and every other QP see it; -EFAULT when they no longer resolve. */
 int atomic_write_execute(struct mr *mr, uint64_t va, const uint8_t *data);
+
+/* flush.c: the responder's RDMA FLUSH, as rxe (6.2 on) does it. flush_execute() makes
+ * what was placed visible and answers with an empty READ response (0, or -ENOBUFS when
+ * the answer found no room); flush_replay() answers a duplicate again, or drops it. */
+int flush_execute(struct qp *qp, const struct wire_pkt *pkt);
+void flush_replay(struct qp *qp, const struct wire_pkt *pkt);
 
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)

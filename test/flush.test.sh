@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# RDMA FLUSH between two daemons in two network namespaces: test/flush_peer under
+# rocemu-run, which posts it as a program built with rdma-core's later headers does
+# (ibv_wr_flush after wr_atomic_write in struct ibv_qp_ex). A WRITE and a FLUSH of its
+# range in one list and a FLUSH of the whole MR complete (IBV_WC_FLUSH); a FLUSH of an MR
+# without IBV_ACCESS_FLUSH_GLOBAL, a persistent one and one past the MR's end draw a
+# remote access error, one to a QP without the FLUSH rights an invalid request, each named
+# on the receiving daemon. The receiving daemon records the wire: rocemuctl decode shows
+# the FETH of every FLUSH and every ICRC valid. (The kernel's rxe in the interop guest,
+# 6.1, has no FLUSH: there is no live peer test.)
+set -u
+source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
+require_root
+
+PEER=$BUILD/test/flush_peer
+[ -x "$PEER" ] || fail "$PEER is missing (make build-tests)"
+
+topology_up netns
+daemon_stop b
+ROCEMUD_ARGS="--pcap $WORK/flush-b.pcap" daemon_start b
+
+a0=$(counter b refused_rkey_no_access)
+b0=$(counter b refused_rkey_bounds)
+q0=$(counter b refused_no_flush_access)
+SERVER_ARGS=("$PEER" server)
+if pair flush-peer "$ADDR_B" "$PEER" client; then
+	passed "flush_peer: $(grep -c '^ok' "$OUT_C") client and $(grep -c '^ok' "$OUT_S") server checks"
+else
+	show_both
+	failed "flush_peer"
+fi
+grep -hE '^(ok|FAIL)' "$OUT_C" "$OUT_S" | sed 's/^/  /'
+unset SERVER_ARGS
+
+da=$(($(counter b refused_rkey_no_access) - a0))
+db=$(($(counter b refused_rkey_bounds) - b0))
+dq=$(($(counter b refused_no_flush_access) - q0))
+moved="rkey_no_access +$da, rkey_bounds +$db, no_flush_access +$dq"
+# the MR without the right and the persistent FLUSH; past the end; q4
+if [ "$da" -eq 2 ] && [ "$db" -eq 1 ] && [ "$dq" -eq 1 ]; then
+	passed "the receiving daemon named each refusal: $moved"
+else
+	failed "refusals on b: $moved"
+fi
+
+daemon_stop b
+out=$("$BUILD/rocemuctl" decode "$WORK/flush-b.pcap" 2>&1)
+flushes=$(grep -c 'RC_FLUSH .* feth global level range .* icrc ok' <<<"$out")
+whole=$(grep -c 'RC_FLUSH .* feth global level mr .* icrc ok' <<<"$out")
+persistent=$(grep -c 'RC_FLUSH .* feth persistent level range .* icrc ok' <<<"$out")
+answers=$(grep -c 'RC_RDMA_READ_RESPONSE_ONLY .* payload 0 .* icrc ok' <<<"$out")
+bad=$(grep -E '^ *[0-9]+  ' <<<"$out" | grep -vcE ' icrc ok(  |$)')
+# range: the WRITE's, the MR without the right, past the end, q4's; whole MR: one;
+# answered: the two that succeeded
+if [ "$flushes" -eq 4 ] && [ "$whole" -eq 1 ] && [ "$persistent" -eq 1 ] &&
+	[ "$answers" -eq 2 ] && [ "$bad" -eq 0 ]; then
+	passed "rocemuctl decode: $flushes FLUSHes of a range, $whole of a whole MR," \
+		"$persistent persistent, $answers empty READ RESPONSEs, every ICRC valid"
+else
+	grep -E 'FLUSH|READ_RESPONSE' <<<"$out" | head -n 12 | sed 's/^/  | /'
+	failed "rocemuctl decode: $flushes range, $whole whole MR, $persistent persistent," \
+		"$answers answers, $bad bad"
+fi
+ref=$("$BUILD/test/pcap_icrc" "$WORK/flush-b.pcap") && passed "reference ICRC: $ref" ||
+	failed "reference ICRC: $ref"
+
+finish flush
