@@ -961,8 +961,10 @@ static const struct hcase cases[] = {
 	{ "destination QP 0", ONLY333, M(m_dest_qp, 0), DROPPED(drop_unknown_qp) },
 	/* QP 1 is the CM's: an RC SEND there is no MAD it takes */
 	{ "destination QP 1 (GSI)", ONLY333, M(m_dest_qp, 1), DROPPED(cm_drop_malformed) },
+	/* the multicast QPN: looked up as a group by its destination, as rxe does whatever the
+	 * address, and this unicast one is none */
 	{ "destination QP 0xffffff", ONLY333, M(m_dest_qp, 0xffffff),
-	  DROPPED(drop_unknown_qp) },
+	  DROPPED(drop_mcast_no_group) },
 	{ "spoofed source: another address than the QP's peer", ONLY333,
 	  M(m_src, FROM_SPOOF), DROPPED(drop_wrong_peer) },
 	{ "spoofed source: the daemon's own address", ONLY333, M(m_src, FROM_SELF),
