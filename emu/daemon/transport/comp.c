@@ -319,7 +319,8 @@ static struct send_wqe *answered_head(struct qp *qp, uint32_t psn)
 }
 
 /* A FLUSH is answered with an empty READ RESPONSE ONLY, as rxe (6.2 on) answers it; rxe
- * answers an ATOMIC WRITE so too (rocemu's responder ACKs it, which rxe takes as well).
+ * answers an ATOMIC WRITE so too, and so does rocemu's responder (an ACK that covers it
+ * completes it as well, as rocemu's responder answered before).
  * Anything else in its place ends the request with IBV_WC_BAD_RESP_ERR. */
 static void on_empty_response(struct qp *qp, struct send_wqe *w, const struct wire_pkt *pkt)
 {

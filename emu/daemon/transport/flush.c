@@ -6,26 +6,32 @@
  * global visibility takes. Persistence no rocemu MR can grant (memreg refuses
  * MR_ACCESS_FLUSH_PERSISTENT: no memory here is pmem), so such a FLUSH never gets here.
  *
- * The answer is rxe's: an RDMA READ RESPONSE ONLY with no payload, in its turn behind
- * the READ responses queued before it. The FLUSH takes a responder resource, so a
- * duplicate is answered again (never executed twice); one whose resource was reused is
- * dropped, as rxe drops it. */
+ * The answer is rxe's, for a FLUSH and for an ATOMIC WRITE alike: an RDMA READ RESPONSE
+ * ONLY with no payload, in its turn behind the READ responses queued before it. Each takes
+ * a responder resource, so a duplicate is answered again (never executed twice); one whose
+ * resource was reused is dropped, as rxe drops it. */
 #include "emu/daemon/transport/transport.h"
 
 int flush_execute(struct qp *qp, const struct wire_pkt *pkt)
 {
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return empty_answer(qp, pkt);
+}
+
+int empty_answer(struct qp *qp, const struct wire_pkt *pkt)
+{
 	uint32_t psn = pkt->bth.psn;
 	struct rd_res *res = rd_res_take(qp);
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/* the caller made room with reply_reserve() */
-	*res = (struct rd_res){ .used = true, .flush = true, .first_psn = psn, .last_psn = psn };
+	*res = (struct rd_res){ .used = true, .empty_answer = true, .first_psn = psn,
+				.last_psn = psn };
 	qp->resp.msn = (qp->resp.msn + 1) & 0xffffff;
 	qp->resp.rcv_psn = (psn + 1) & WIRE_PSN_MASK;
 	return reply_read(qp, psn, 0, 0, 0, true);
 }
 
-void flush_replay(struct qp *qp, const struct wire_pkt *pkt)
+void empty_answer_replay(struct qp *qp, const struct wire_pkt *pkt)
 {
 	uint32_t psn = pkt->bth.psn;
 
@@ -34,7 +40,7 @@ void flush_replay(struct qp *qp, const struct wire_pkt *pkt)
 	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
 		const struct rd_res *res = &qp->resp.rd_res[i];
 
-		if (res->used && res->flush && res->first_psn == psn) {
+		if (res->used && res->empty_answer && res->first_psn == psn) {
 			if (reply_read(qp, psn, 0, 0, 0, true) < 0)
 				qp->dev->cnt.drop_reply_full++;
 			return;

@@ -54,7 +54,7 @@ void read_replay(struct qp *qp, const struct wire_pkt *pkt)
 	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
 		const struct rd_res *res = &qp->resp.rd_res[i];
 
-		if (!res->used || res->atomic || res->flush || wire_psn_diff(psn, res->first_psn) < 0 ||
+		if (!res->used || res->atomic || res->empty_answer || wire_psn_diff(psn, res->first_psn) < 0 ||
 		    wire_psn_diff(psn, res->last_psn) > 0)
 			continue;
 		if (reth->rkey != res->rkey || !within(res, reth->va, reth->length))

@@ -20,7 +20,7 @@
 #define RNR_NAK 0x20
 
 /* What the PSN check makes of a request. */
-enum psn_verdict { PSN_EXPECTED, PSN_DROP, PSN_DUP_READ, PSN_DUP_ATOMIC, PSN_DUP_FLUSH };
+enum psn_verdict { PSN_EXPECTED, PSN_DROP, PSN_DUP_READ, PSN_DUP_ATOMIC, PSN_DUP_EMPTY_ANSWER };
 
 /* A check's verdict is a refusal (proto.h names each), PROTO_REFUSED_none to go on, or
  * DROPPED: taken silently, as if lost. */
@@ -161,8 +161,8 @@ static enum psn_verdict check_psn(struct qp *qp, const struct wire_pkt *pkt)
 			return PSN_DUP_READ;
 		if (pkt->op->kind == WIRE_KIND_ATOMIC)
 			return PSN_DUP_ATOMIC;
-		if (pkt->op->kind == WIRE_KIND_FLUSH)
-			return PSN_DUP_FLUSH;
+		if (pkt->op->kind == WIRE_KIND_FLUSH || pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
+			return PSN_DUP_EMPTY_ANSWER;
 		ack_later(qp);
 		return PSN_DROP;
 	}
@@ -429,13 +429,28 @@ static void finish_message(struct qp *qp, const struct wire_pkt *pkt)
 		complete_receive(qp, pkt, IBV_WC_SUCCESS);
 }
 
+/* An ATOMIC WRITE takes a responder resource and is answered as rxe (6.2 on) answers it,
+ * with an empty READ response: a duplicate gets the answer again, never a second write. */
+static verdict atomic_write_answer(struct qp *qp, const uint8_t *frame,
+				   const struct wire_pkt *pkt, struct mr *mr)
+{
+	if (atomic_write_execute(mr, qp->resp.write_mr_va, frame + pkt->payload_off) < 0)
+		return PROTO_REFUSED_atomic_memory;
+	qp->resp.in_msg = false;
+	qp->resp.msg_kind = pkt->op->kind;
+	qp->dev->cnt.rdma_recvs++;
+	if (empty_answer(qp, pkt) < 0)
+		qp->dev->cnt.drop_reply_full++;
+	return GO_ON;
+}
+
 static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt,
 		       struct mr *mr)
 {
 	verdict v;
 
 	if (pkt->op->kind == WIRE_KIND_READ_REQ || pkt->op->kind == WIRE_KIND_ATOMIC ||
-	    pkt->op->kind == WIRE_KIND_FLUSH) {
+	    pkt->op->kind == WIRE_KIND_FLUSH || pkt->op->kind == WIRE_KIND_ATOMIC_WRITE) {
 		/* no room to queue the answer: as if lost, the requester asks again */
 		if (!reply_reserve(qp)) {
 			qp->dev->cnt.drop_reply_full++;
@@ -454,10 +469,8 @@ static verdict execute(struct qp *qp, const uint8_t *frame, const struct wire_pk
 		return GO_ON;
 	}
 	if (pkt->op->kind == WIRE_KIND_ATOMIC_WRITE)
-		v = atomic_write_execute(mr, qp->resp.write_mr_va, frame + pkt->payload_off) < 0
-			    ? PROTO_REFUSED_atomic_memory : GO_ON;
-	else
-		v = place(qp, frame, pkt, mr);
+		return atomic_write_answer(qp, frame, pkt, mr);
+	v = place(qp, frame, pkt, mr);
 	if (v != GO_ON)
 		return v;
 	if ((pkt->op->headers & WIRE_HDR_IETH) &&
@@ -655,8 +668,8 @@ void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt 
 	case PSN_DUP_ATOMIC:
 		atomic_replay(qp, pkt);
 		return;
-	case PSN_DUP_FLUSH:
-		flush_replay(qp, pkt);
+	case PSN_DUP_EMPTY_ANSWER:
+		empty_answer_replay(qp, pkt);
 		return;
 	case PSN_EXPECTED:
 		break;

@@ -107,7 +107,7 @@ struct send_wqe {
 struct rd_res {
 	bool used;
 	bool atomic;
-	bool flush;                  /* answered with an empty READ response */
+	bool empty_answer;           /* a FLUSH or ATOMIC WRITE: an empty READ response */
 	uint64_t orig;               /* an atomic's original value, for its replay */
 	uint32_t first_psn;
 	uint32_t last_psn;
@@ -572,11 +572,14 @@ void atomic_replay(struct qp *qp, const struct wire_pkt *pkt);
  * the word's owner and every other QP see it; -EFAULT when they no longer resolve. */
 int atomic_write_execute(struct mr *mr, uint64_t va, const uint8_t *data);
 
-/* flush.c: the responder's RDMA FLUSH, as rxe (6.2 on) does it. flush_execute() makes
- * what was placed visible and answers with an empty READ response (0, or -ENOBUFS when
- * the answer found no room); flush_replay() answers a duplicate again, or drops it. */
+/* flush.c: the responder's RDMA FLUSH, as rxe (6.2 on) does it, and the empty READ
+ * response that answers it and an ATOMIC WRITE. flush_execute() makes what was placed
+ * visible and answers; empty_answer() answers a request executed (both: 0, or -ENOBUFS
+ * when the answer found no room); empty_answer_replay() answers a duplicate of either
+ * again, or drops it. */
 int flush_execute(struct qp *qp, const struct wire_pkt *pkt);
-void flush_replay(struct qp *qp, const struct wire_pkt *pkt);
+int empty_answer(struct qp *qp, const struct wire_pkt *pkt);
+void empty_answer_replay(struct qp *qp, const struct wire_pkt *pkt);
 
 /* The next responder resource: the oldest is reused, as on rxe. */
 static inline struct rd_res *rd_res_take(struct qp *qp)
