@@ -108,6 +108,7 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 	id->initiator_depth = pe->initiator_depth;
 	id->tos = listen->tos;
 	rcm_gid_addr(pe->local_gid, pe->local_port, family, &id->id.route.addr.src_storage);
+	id->bound = true;
 	rcm_gid_addr(pe->peer_gid, pe->peer_port, family, &id->id.route.addr.dst_storage);
 	rcm_fill_path(id);
 	return id;

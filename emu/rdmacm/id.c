@@ -3,10 +3,27 @@
  * The connection itself is the daemon's (PROTO_CM_*). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emu/rdmacm/rdmacm.h"
+
+/* rdma-core's struct cma_id_private as far as librdmacm's own calls read it */
+struct cma_id_private_head {
+	struct rdma_cm_id id;
+	void *cma_dev;
+	void *connect;
+	size_t connect_len;
+	int events_completed;
+	int connect_error;
+	int sync;
+};
+_Static_assert(offsetof(struct rcm_id, cma_dev) == offsetof(struct cma_id_private_head, cma_dev) &&
+	       offsetof(struct rcm_id, sync) == offsetof(struct cma_id_private_head, sync),
+	       "an id's sync and cma_dev sit where librdmacm's own calls read them");
+_Static_assert(sizeof(void *) != 8 || offsetof(struct rcm_cma_device_abi, max_qpsize) == 72,
+	       "a device's max_qpsize sits where ucma_max_qpsize reads it");
 
 static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
 static LIST_HEAD(, rcm_id) ids = LIST_HEAD_INITIALIZER(ids);
@@ -67,6 +84,7 @@ struct rcm_id *rcm_id_take_event(uint64_t cookie)
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d)
 {
 	id->dev = d;
+	id->cma_dev = d ? &d->abi : NULL;
 	id->id.verbs = d ? d->verbs : NULL;
 	id->id.pd = d ? d->pd : NULL;
 	id->id.port_num = d ? 1 : 0;
@@ -170,8 +188,9 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 
 	if (!cmid || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return fail(EINVAL);
-	if (src->sa_family)
-		return fail(EINVAL);    /* bound already */
+	/* bound already (the family alone may be set: rsockets set it at rsocket()) */
+	if (id->bound)
+		return fail(EINVAL);
 	if (!rcm_addr_any(addr)) {
 		struct rcm_device *d = rcm_device_of(addr);
 
@@ -182,6 +201,7 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 	memcpy(&cmid->route.addr.src_storage, addr, rcm_addr_len(addr));
 	if (!rcm_port(src))
 		rcm_set_port(src, rcm_ephemeral_port());
+	id->bound = true;
 	return 0;
 }
 
@@ -220,9 +240,12 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 
 	if (!cmid)
 		return fail(EINVAL);
-	if (!cmid->route.addr.src_addr.sa_family) {
-		struct sockaddr_in any = { .sin_family = AF_INET };
+	if (!id->bound) {
+		/* any address of the family the id was given, else IPv4's, as the kernel binds */
+		struct sockaddr_storage any = { .ss_family = AF_INET };
 
+		if (cmid->route.addr.src_addr.sa_family == AF_INET6)
+			any.ss_family = AF_INET6;
 		if (rdma_bind_addr(cmid, (struct sockaddr *)&any))
 			return -1;
 	}
@@ -257,8 +280,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		return fail(EINVAL);
 	if (src_addr && src_addr->sa_family)
 		memcpy(&src, src_addr, rcm_addr_len(src_addr));
-	else if (cmid->route.addr.src_addr.sa_family &&
-		 !rcm_addr_any(&cmid->route.addr.src_addr))
+	else if (id->bound && !rcm_addr_any(&cmid->route.addr.src_addr))
 		memcpy(&src, &cmid->route.addr.src_storage, sizeof(src));
 	else if ((err = rcm_route_source(dst_addr, &src)))
 		return fail(err);
@@ -273,6 +295,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		rcm_set_port((struct sockaddr *)&src, rcm_port(&cmid->route.addr.src_addr));
 	memcpy(&cmid->route.addr.src_storage, &src, sizeof(src));
 	memcpy(&cmid->route.addr.dst_storage, dst_addr, rcm_addr_len(dst_addr));
+	id->bound = true;
 	rcm_id_bind_device(id, d);
 	rcm_addr_gid(dst_addr, m.dgid);
 	err = rcm_request(d, &m, sizeof(m), NULL, 0, -1);

@@ -29,8 +29,30 @@
 
 #define RCM_MAX_DEVICES 8
 
+/* librdmacm calls two of its own functions directly, never through the PLT a preload
+ * answers: rsockets' ucma_complete (which reads whether the id is synchronous) and
+ * ucma_max_qpsize (the largest queue of the id's device). Both read the id and its device
+ * as rdma-core's private struct cma_id_private and struct cma_device, whose first fields are
+ * the same from rdma-core 35 to 50 (Debian 12 has 44); so an id and a device keep those
+ * fields at the same offsets (rcm_id's sync and cma_dev, this struct's max_qpsize). */
+struct rcm_cma_device_abi {
+	void *ibv_device;
+	void *entry_next, *entry_prev;
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	void *xrcd;
+	void *port;
+	uint64_t guid;
+	int port_cnt;
+	int refcnt;
+	int max_qpsize;
+	uint8_t max_initiator_depth;
+	uint8_t max_responder_resources;
+};
+
 /* An opened rocemu device, kept for the process's life as librdmacm keeps its devices. */
 struct rcm_device {
+	struct rcm_cma_device_abi abi;  /* what librdmacm's own calls read of it */
 	struct ibv_context *verbs;
 	struct rv_context *rv;
 	struct ibv_pd *pd;           /* the ids' default PD (rdma_create_ep, a NULL pd) */
@@ -45,9 +67,16 @@ struct rcm_channel {
 
 struct rcm_id {
 	struct rdma_cm_id id;        /* first: the program's pointer is ours */
+	/* librdmacm's cma_id_private goes on so (see struct rcm_cma_device_abi) */
+	struct rcm_cma_device_abi *cma_dev;  /* the bound device's, NULL before */
+	void *abi_connect;
+	size_t abi_connect_len;
+	int abi_events_completed;
+	int abi_connect_error;
+	int sync;                    /* made without a channel: calls wait for their event */
+	bool bound;                  /* to an address (rdma_bind_addr, or by resolving) */
 	uint64_t cookie;
 	struct rcm_channel *chan;
-	bool sync;                   /* made without a channel: calls wait for their event */
 	struct rcm_device *dev;      /* bound to, NULL before */
 	uint32_t listener[RCM_MAX_DEVICES];
 	uint32_t conn;               /* the daemon's connection, 0 for none */
