@@ -456,7 +456,9 @@ static void end_conn(struct cm_conn *c)
 	c->ch = NULL;
 	switch (c->state) {
 	case CM_REQ_SENT:
-		conn_reject(c, CM_REJ_TIMEOUT, CM_MSG_REQ, NULL, 0);
+		/* as the kernel's cm_destroy_id: TIMEOUT, our CA GUID as the ARI, the message
+		 * "other" (the REJ names no comm ID of the peer's, which the REQ never got) */
+		conn_reject(c, CM_REJ_TIMEOUT, CM_MSG_OTHER, NULL, 0);
 		return;
 	case CM_REQ_RCVD:
 		conn_reject(c, CM_REJ_CONSUMER_DEFINED, CM_MSG_REQ, NULL, 0);

@@ -206,6 +206,7 @@ void conn_send(struct cm_conn *c, const struct cm_mad *mad, bool resend)
 		return;
 	c->has_last = true;
 	c->last_attr = (uint8_t)mad->hdr.attr_id;
+	c->mra_rcvd = false;
 	send_mad_bytes(cm, c->local_gid, c->peer_gid, c->peer_mac, c->tos, c->last_mad);
 	conn_stop_timer(c);
 	if (resend) {
@@ -419,12 +420,13 @@ void conn_repeat_drep(struct cm_conn *c)
 }
 
 /* TimeWait: the comm ID stays known (a late DREQ is answered again) for the ACK timeout,
- * as the kernel's cm_enter_timewait waits. */
+ * as the kernel's cm_enter_timewait waits, at most CM_MAX_PEER_TIMEOUT's (the peer's REQ
+ * names it). */
 void conn_enter_timewait(struct cm_conn *c)
 {
 	c->state = CM_TIMEWAIT;
 	conn_stop_timer(c);
-	ev_timer_set(&c->timer, cm_time_s(c->ack_timeout), 0);
+	ev_timer_set(&c->timer, cm_time_s(cm_clamp_u8(c->ack_timeout, CM_MAX_PEER_TIMEOUT)), 0);
 	ev_timer_start(c->cm->dev->loop, &c->timer);
 }
 
