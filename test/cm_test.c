@@ -948,6 +948,59 @@ START_TEST(test_peer_timeouts_are_clamped)
 }
 END_TEST
 
+/* One client holds at most CM_MAX_OWNER_CONNS connections: its next connect is ENOMEM, a
+ * REQ to its listener REJ 3, each counted; another client still connects. */
+START_TEST(test_a_client_holds_a_bounded_number_of_connections)
+{
+	struct proto_cm_connect m = { .qpn = 0, .cookie = COOKIE, .service_id = SERVICE_ID };
+	char err[PROTO_ERRMSG];
+	uint32_t conn;
+
+	for (unsigned i = 0; i < CM_MAX_OWNER_CONNS; i++)
+		connect_out();
+	ck_assert_uint_eq(dev.cm->nconns, CM_MAX_OWNER_CONNS);
+	m.channel = channel;
+	m.qpn = qp->qpn;
+	memcpy(m.sgid, our_gid, 16);
+	memcpy(m.dgid, peer_gid, 16);
+	ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err, sizeof(err)),
+			 -ENOMEM);
+	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 1);
+	listen_here(8);
+	stub_reset();
+	frames_read = 0;
+	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
+	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_NO_RESOURCES);
+	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 2);
+	expect_no_event();
+	/* another client has its own budget */
+	{
+		int fd = dup(events_fd);
+		uint32_t ch;
+		struct qp *sqp;
+		struct proto_create_qp req = { .max_send_wr = 4, .max_recv_wr = 4,
+					       .qp_type = IBV_QPT_RC, .max_send_sge = 1,
+					       .max_recv_sge = 1 };
+		int fds[2], e;
+
+		ck_assert_int_eq(cm_channel_open(dev.cm, &stranger, fd, &ch), 0);
+		sqp = qp_create(&stranger, &req, fds, &e);
+		ck_assert_ptr_nonnull(sqp);
+		close(fds[0]);
+		sqp->send_cq = sqp->recv_cq = cq;
+		cq->users += 2;
+		m.channel = ch;
+		m.qpn = sqp->qpn;
+		ck_assert_int_eq(cm_connect(dev.cm, &stranger, &m, stub_peer_mac, &conn, err,
+					    sizeof(err)), 0);
+		next_mad(CM_ATTR_REQ);
+		cm_owner_gone(dev.cm, &stranger);
+		next_mad(CM_ATTR_REJ);
+		qp_destroy(sqp);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cm");
@@ -978,6 +1031,7 @@ int main(void)
 	tcase_add_test(tc, test_mra_stretches_the_wait_once);
 	tcase_add_test(tc, test_mads_from_another_gid_are_dropped);
 	tcase_add_test(tc, test_peer_timeouts_are_clamped);
+	tcase_add_test(tc, test_a_client_holds_a_bounded_number_of_connections);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -299,12 +299,18 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 	rc = check_qpn(cm, own, m->qpn, is_udp_service(m->service_id), err, errlen);
 	if (rc)
 		return rc;
+	if (cm_owner_full(cm, own)) {
+		snprintf(err, errlen, "this client holds %u connections, the most it may",
+			 CM_MAX_OWNER_CONNS);
+		return -ENOMEM;
+	}
 	c = conn_new(cm);
 	if (!c) {
 		snprintf(err, errlen, "the CM holds %u connections, its most", CM_MAX_CONNS);
 		return -ENOMEM;
 	}
 	c->own = own;
+	c->charged = own;
 	c->ch = ch;
 	c->cookie = m->cookie;
 	c->state = CM_REQ_SENT;
@@ -533,6 +539,10 @@ void cm_owner_gone(struct cm *cm, struct owner *own)
 		if (c->own == own)
 			end_conn(c);
 	}
+	/* (what winds down after it counts against nobody: the owner is freed) */
+	LIST_FOREACH(c, &cm->conns, link)
+		if (c->charged == own)
+			c->charged = NULL;
 	for (l = LIST_FIRST(&cm->listeners); l; l = lnext) {
 		lnext = LIST_NEXT(l, link);
 		if (l->own == own)

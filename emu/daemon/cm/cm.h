@@ -28,6 +28,9 @@ struct owner;
 #define CM_MAX_CHANNELS 4096       /* channels in all */
 #define CM_MAX_OWNER_CHANNELS 256  /* ... and of one client */
 #define CM_MAX_OWNER_LISTENERS 256 /* listeners of one client */
+/* connections one client may hold, every state, those it forgot and that still wind down
+ * counted too (a REQ to its listener beyond it: REJ 3; its own connect: ENOMEM) */
+#define CM_MAX_OWNER_CONNS 1024
 
 struct cm *cm_new(struct dev *dev);
 void cm_free(struct cm *cm);

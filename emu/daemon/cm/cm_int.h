@@ -81,6 +81,7 @@ struct cm_conn {
 	struct cm *cm;
 	enum cm_state state;
 	struct owner *own;           /* NULL once the client forgot it: the CM ends it */
+	struct owner *charged;       /* the client it counts against, until that client goes */
 	struct cm_channel *ch;
 	uint64_t cookie;
 	struct cm_listener *listener; /* REQ_RCVD: counted in its backlog */
@@ -153,6 +154,8 @@ void conn_send_dreq(struct cm_conn *c);
 void conn_send_drep(struct cm_conn *c);
 void conn_repeat_drep(struct cm_conn *c);  /* in TimeWait: the timer keeps running */
 void conn_release_listener(struct cm_conn *c);
+/* Whether the client holds CM_MAX_OWNER_CONNS connections already (counted, refused). */
+bool cm_owner_full(struct cm *cm, const struct owner *own);
 /* The SIDR_REP of a SIDR_REQ received (status CM_SIDR_*); the connection then freed. */
 void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
 		     size_t len);

@@ -107,6 +107,19 @@ struct cm_conn *conn_new(struct cm *cm)
 	return c;
 }
 
+bool cm_owner_full(struct cm *cm, const struct owner *own)
+{
+	const struct cm_conn *c;
+	unsigned n = 0;
+
+	LIST_FOREACH(c, &cm->conns, link)
+		n += c->charged == own;
+	if (n < CM_MAX_OWNER_CONNS)
+		return false;
+	cm->dev->cnt.cm_rej_client_limit++;
+	return true;
+}
+
 void conn_release_listener(struct cm_conn *c)
 {
 	if (c->listener) {

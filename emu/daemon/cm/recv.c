@@ -194,6 +194,10 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 		reject_req(cm, in, src, CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
+	if (cm_owner_full(cm, l->own)) {
+		reject_req(cm, in, src, CM_REJ_NO_RESOURCES);
+		return;
+	}
 	c = conn_new(cm);
 	if (!c) {
 		cm->dev->cnt.cm_rej_too_many++;
@@ -202,6 +206,7 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	}
 	fill_from_req(c, in, src, &cma);
 	c->listener = l;
+	c->charged = l->own;
 	l->pending++;
 	tell_connect_request(c, l, &in->req, &cma);
 }
@@ -445,13 +450,17 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 	}
 	if (cm_cma_parse(req->private_data, sizeof(req->private_data), &cma))
 		l = find_listener(cm, &as_req, &cma, src->dst_gid, &service_known);
-	c = l && l->pending < l->backlog ? conn_new(cm) : NULL;
+	if (l && l->pending < l->backlog && !cm_owner_full(cm, l->own)) {
+		c = conn_new(cm);
+		if (!c)
+			cm->dev->cnt.cm_rej_too_many++;
+	}
 	if (!c) {
 		struct cm_mad mad;
 
 		if (!l)
 			cm->dev->cnt.cm_rej_no_listener++;
-		else
+		else if (l->pending >= l->backlog)
 			cm->dev->cnt.cm_rej_backlog++;
 		conn_mad_hdr(&mad, CM_ATTR_SIDR_REP, in->hdr.tid);
 		mad.sidr_rep.request_id = req->request_id;
@@ -462,6 +471,7 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 		return;
 	}
 	c->state = CM_SIDR_REQ_RCVD;
+	c->charged = l->own;
 	c->tid = in->hdr.tid;
 	c->remote_id = req->request_id;
 	c->service_id = req->service_id;
