@@ -1001,6 +1001,51 @@ START_TEST(test_a_client_holds_a_bounded_number_of_connections)
 }
 END_TEST
 
+/* The events held for a client slow to read are bounded over all its channels together:
+ * two channels nobody reads hold CM_CHANNEL_BACKLOG between them, the rest are lost and
+ * counted. */
+START_TEST(test_held_events_are_bounded_per_client)
+{
+	struct proto_cm_connect m = { .qpn = qp->qpn, .cookie = COOKIE, .service_id = SERVICE_ID };
+	char err[PROTO_ERRMSG];
+	uint32_t ch[2], held = 0, made = 0;
+	int sv[2][2], small = 4096;
+	struct cm_channel *c;
+
+	memcpy(m.sgid, our_gid, 16);
+	memcpy(m.dgid, peer_gid, 16);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv[i]), 0);
+		ck_assert_int_eq(setsockopt(sv[i][1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+				 0);
+		ck_assert_int_eq(cm_channel_open(dev.cm, &owner, sv[i][1], &ch[i]), 0);
+	}
+	/* each connection refused by the peer is one REJECTED event */
+	for (uint32_t i = 0; i < CM_CHANNEL_BACKLOG + 2000; i++) {
+		struct cm_mad rej;
+		uint32_t conn;
+
+		m.channel = ch[i % 2];
+		ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err,
+					    sizeof(err)), 0);
+		rej = peer_msg(CM_ATTR_REJ, PEER_COMM_ID, conn);
+		rej.rej.reason = CM_REJ_CONSUMER_DEFINED;
+		arrive(rej);
+		made++;
+	}
+	LIST_FOREACH(c, &dev.cm->channels, link)
+		if (c->handle == ch[0] || c->handle == ch[1])
+			held += c->backlog_len;
+	ck_assert_uint_eq(held, CM_CHANNEL_BACKLOG);
+	ck_assert_uint_gt(dev.cnt.cm_events_lost, 0);
+	ck_assert_uint_le(held + dev.cnt.cm_events_lost, made);
+	stub_reset();
+	frames_read = 0;
+	close(sv[0][0]);
+	close(sv[1][0]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cm");
@@ -1032,6 +1077,7 @@ int main(void)
 	tcase_add_test(tc, test_mads_from_another_gid_are_dropped);
 	tcase_add_test(tc, test_peer_timeouts_are_clamped);
 	tcase_add_test(tc, test_a_client_holds_a_bounded_number_of_connections);
+	tcase_add_test(tc, test_held_events_are_bounded_per_client);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -41,7 +41,9 @@ enum cm_event_type {
 	CM_EV_MULTICAST_JOIN, CM_EV_MULTICAST_ERROR, CM_EV_ADDR_CHANGE, CM_EV_TIMEWAIT_EXIT
 };
 
-#define CM_CHANNEL_BACKLOG 8192   /* events held for a client whose socket is full */
+/* events held for one client whose sockets are full, all its channels together (a client
+ * may have 256 channels: a bound per channel would let it hold 2 million, about 700 MB) */
+#define CM_CHANNEL_BACKLOG 8192
 
 /* An event waiting for room in its channel's socket. */
 struct cm_pending_event {

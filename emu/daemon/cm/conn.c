@@ -258,16 +258,28 @@ static void channel_writable_cb(struct ev_loop *loop, ev_io *w, int revents)
 	channel_drain(w->data);
 }
 
-/* A client slow to read keeps its events, up to CM_CHANNEL_BACKLOG, in order. */
+static uint32_t owner_held(const struct cm *cm, const struct owner *own)
+{
+	const struct cm_channel *ch;
+	uint32_t n = 0;
+
+	LIST_FOREACH(ch, &cm->channels, link)
+		if (ch->own == own)
+			n += ch->backlog_len;
+	return n;
+}
+
+/* A client slow to read keeps its events, in order, up to CM_CHANNEL_BACKLOG over all its
+ * channels. */
 static void channel_hold(struct cm *cm, struct cm_channel *ch, const struct proto_cm_event *ev)
 {
-	struct cm_pending_event *p = ch->backlog_len < CM_CHANNEL_BACKLOG ? malloc(sizeof(*p)) :
-				     NULL;
+	struct cm_pending_event *p = owner_held(cm, ch->own) < CM_CHANNEL_BACKLOG ?
+				     malloc(sizeof(*p)) : NULL;
 
 	if (!p) {
 		cm->dev->cnt.cm_events_lost++;
 		log_limited("CM: an event for client pid %d was lost: %u wait already",
-			    ch->own ? (int)ch->own->pid : 0, ch->backlog_len);
+			    ch->own ? (int)ch->own->pid : 0, owner_held(cm, ch->own));
 		return;
 	}
 	p->ev = *ev;
