@@ -246,6 +246,36 @@ else
 	echo "(the librspreload row is skipped: $RSPRELOAD or nc.traditional (netcat-traditional) is missing)"
 fi
 
+# ---- CM hardening ----
+# Every socket the daemon holds is close-on-exec (it spawns nft), the copies of clients'
+# event channels too: checked while a server's channel is open.
+sockets_without_cloexec() {
+	local pid=$1 f n flags
+	for f in /proc/"$pid"/fd/*; do
+		n=${f##*/}
+		[[ $(readlink "$f" 2>/dev/null) == socket:* ]] || continue
+		flags=$(awk '$1 == "flags:" {print $2}' "/proc/$pid/fdinfo/$n" 2>/dev/null)
+		[ -n "$flags" ] && (( (8#$flags & 8#2000000) == 0 )) && echo "$n"
+	done
+}
+"${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" rstream -p 7399 >"$WORK/cloexec.server" 2>&1 </dev/null &
+server=$!
+PIDS+=($server)
+for _ in $(seq 100); do
+	[ "$(listeners b)" -gt 0 ] || ! kill -0 "$server" 2>/dev/null && break
+	sleep 0.05
+done
+up=$(listeners b)
+leaky=$(sockets_without_cloexec "${DAEMON_PID[b]}")
+nsock=$(find /proc/"${DAEMON_PID[b]}"/fd -lname 'socket:*' 2>/dev/null | wc -l)
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+if [ "$up" -gt 0 ] && [ -z "$leaky" ]; then
+	passed "with a client's CM channel open, all $nsock sockets of rocemud are close-on-exec"
+else
+	failed "rocemud's sockets without close-on-exec (listening: $up): fds ${leaky:-none}"
+fi
+
 # ---- what the kernel's rdma_cm reports ----
 
 PORT=$((8000 + RANDOM % 1000))

@@ -19,14 +19,21 @@ static struct cm_channel *find_channel(struct cm *cm, struct owner *own, uint32_
 	return NULL;
 }
 
-int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle)
+uint32_t cm_owner_channels(const struct cm *cm, const struct owner *own)
 {
-	struct cm_channel *ch;
-	unsigned mine = 0;
+	const struct cm_channel *ch;
+	uint32_t mine = 0;
 
 	LIST_FOREACH(ch, &cm->channels, link)
 		mine += ch->own == own;
-	if (cm->nchannels >= CM_MAX_CHANNELS || mine >= CM_MAX_OWNER_CHANNELS)
+	return mine;
+}
+
+int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle)
+{
+	struct cm_channel *ch;
+
+	if (cm->nchannels >= CM_MAX_CHANNELS || cm_owner_channels(cm, own) >= CM_MAX_OWNER_CHANNELS)
 		return -EMFILE;
 	ch = calloc(1, sizeof(*ch));
 	if (!ch)
