@@ -321,6 +321,10 @@ struct proto_cm_listen {
 struct proto_cm_resolve {
 	struct proto_hdr hdr;
 	uint8_t dgid[16];
+	/* 1: answer at once, -EWOULDBLOCK when the neighbour is not known yet (the kernel is
+	 * asked): the caller waits on a connection of its own, not one its threads share */
+	uint8_t no_wait;
+	uint8_t reserved[7];
 };
 
 struct proto_cm_connect {

@@ -276,6 +276,33 @@ else
 	failed "rocemud's sockets without close-on-exec (listening: $up): fds ${leaky:-none}"
 fi
 
+# librdmacm's semantics the review found missing: a synchronous id's rdma_disconnect waits
+# for its event; one thread's neighbour resolution does not hold up another's calls; an id
+# destroyed takes its unread events out of the channel
+PORT=$((8000 + RANDOM % 1000))
+if T=$RS_T cm_pair sync-disconnect "$PEER" cycle-server "$PORT" 1 -- "$PEER" sync-client "$ADDR_B" "$PORT" &&
+	grep -q 'returned with RDMA_CM_EVENT_DISCONNECTED in id->event' "$OUT_C"; then
+	passed "cm_peer sync-client: $(head -n 1 "$OUT_C")"
+else
+	show_both
+	failed "a synchronous id's rdma_disconnect: DISCONNECTED in id->event"
+fi
+silent=${ADDR_B%.*}.$(( ${ADDR_B##*.} + 101 ))
+out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" parallel-resolve "$silent" "$ADDR_A" 2>&1)
+if grep -q '^rdma_listen returned before the other thread' <<<"$out"; then
+	passed "cm_peer parallel-resolve: $out"
+else
+	echo "  | $out"
+	failed "rdma_listen waited for another thread's rdma_resolve_addr"
+fi
+out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" destroy-drops "$ADDR_B" 2>&1)
+if [ "$out" = "after rdma_destroy_id the channel has nothing to read" ]; then
+	passed "cm_peer destroy-drops: $out"
+else
+	echo "  | $out"
+	failed "rdma_destroy_id left the id's events in the channel"
+fi
+
 # ---- what the kernel's rdma_cm reports ----
 
 PORT=$((8000 + RANDOM % 1000))

@@ -173,6 +173,9 @@ int rdma_destroy_id(struct rdma_cm_id *cmid)
 	pthread_mutex_unlock(&ids_lock);
 	unlisten(id);
 	forget_conn(id);
+	/* its events already in a channel others share go: nobody may be woken for them */
+	if (!id->sync)
+		rcm_channel_move_events(id->chan, id->cookie, NULL);
 	pthread_cond_destroy(&id->acked);
 	if (id->sync)
 		rcm_channel_free(id->chan);
@@ -263,13 +266,38 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 	return listening ? 0 : fail(ENODEV);
 }
 
+/* The peer's MAC known to the daemon: asked on the device's connection, which every
+ * thread's calls share, only for a look the daemon answers at once; a neighbour still to be
+ * resolved (about a second when nobody answers) is waited for on a connection of this
+ * call's own, so other threads' calls go on meanwhile. */
+static int resolve_neighbour(struct rcm_device *d, const struct sockaddr *dst)
+{
+	struct proto_cm_resolve m = { .hdr.op = PROTO_CM_RESOLVE, .no_wait = 1 };
+	struct rocemu_context *own;
+	int err;
+
+	rcm_addr_gid(dst, m.dgid);
+	pthread_mutex_lock(&d->rv->lock);
+	err = rocemu_cm_request(d->rv->rc, &m, sizeof(m), NULL, 0, -1);
+	pthread_mutex_unlock(&d->rv->lock);
+	if (err == EWOULDBLOCK) {
+		m.no_wait = 0;
+		own = rocemu_open(d->rv->dev->socket);
+		err = own ? rocemu_cm_request(own, &m, sizeof(m), NULL, 0, -1) : errno;
+		if (own)
+			rocemu_close(own);
+	}
+	if (err)
+		rv_fail(d->rv, err, "rdma_resolve_addr");
+	return err;
+}
+
 /* The address is resolved when the daemon serving the source knows the peer's MAC: the
  * daemon waits for the kernel's neighbour table, never blocking its loop. */
 int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		      struct sockaddr *dst_addr, int timeout_ms)
 {
 	struct rcm_id *id = rcm_id(cmid);
-	struct proto_cm_resolve m = { .hdr.op = PROTO_CM_RESOLVE };
 	struct sockaddr_storage src;
 	struct rcm_device *d;
 	int err;
@@ -297,8 +325,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	memcpy(&cmid->route.addr.dst_storage, dst_addr, rcm_addr_len(dst_addr));
 	id->bound = true;
 	rcm_id_bind_device(id, d);
-	rcm_addr_gid(dst_addr, m.dgid);
-	err = rcm_request(d, &m, sizeof(m), NULL, 0, -1);
+	err = resolve_neighbour(d, dst_addr);
 	/* a neighbour that never answered is a timeout, as the kernel's addr.c reports it */
 	if (err == EHOSTUNREACH)
 		err = ETIMEDOUT;
@@ -518,7 +545,12 @@ int rdma_disconnect(struct rdma_cm_id *cmid)
 	rcm_qp_error(id);
 	m.handle = id->conn;
 	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
-	return err ? fail(err) : 0;
+	if (err)
+		return fail(err);
+	/* a synchronous id waits for its next event, as librdmacm's: the DISCONNECTED its DREQ
+	 * brings, or the one already waiting when the peer disconnected first; id->event
+	 * holds it */
+	return id->sync && rcm_complete(id) ? -1 : 0;
 }
 
 /* The first packet on the QP before the RTU: the connection counts as established. The
@@ -561,33 +593,6 @@ static int migrate_at_daemons(struct rcm_id *id, struct rcm_channel *to)
 	return err;
 }
 
-/* The events of id already written to the channel it leaves go to its new one, in order,
- * as the kernel moves them: a program that waits on the new channel would otherwise wait
- * for them forever. The others are written back behind any that arrive meanwhile, which
- * the program will not see before those. */
-static void move_pending_events(struct rcm_id *id, struct rcm_channel *from,
-				struct rcm_channel *to)
-{
-	struct proto_cm_event pe, *kept = NULL;
-	size_t nkept = 0;
-
-	while (recv(from->ch.fd, &pe, sizeof(pe), MSG_DONTWAIT) == (ssize_t)sizeof(pe)) {
-		if (pe.cookie == id->cookie) {
-			(void)!send(to->wr, &pe, sizeof(pe), MSG_DONTWAIT | MSG_NOSIGNAL);
-			continue;
-		}
-		struct proto_cm_event *grown = realloc(kept, (nkept + 1) * sizeof(*kept));
-
-		if (!grown)
-			break;
-		kept = grown;
-		kept[nkept++] = pe;
-	}
-	for (size_t i = 0; i < nkept; i++)
-		(void)!send(from->wr, &kept[i], sizeof(kept[i]), MSG_DONTWAIT | MSG_NOSIGNAL);
-	free(kept);
-}
-
 int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 {
 	struct rcm_id *id = rcm_id(cmid);
@@ -609,7 +614,7 @@ int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 		return fail(err);
 	}
 	/* those the program holds it acks as before */
-	move_pending_events(id, id->chan, to);
+	rcm_channel_move_events(id->chan, id->cookie, to);
 	if (id->sync)
 		rcm_channel_free(id->chan);
 	id->chan = to;
@@ -662,7 +667,7 @@ __be16 rdma_get_dst_port(struct rdma_cm_id *cmid)
 	return htons(rcm_port(&cmid->route.addr.dst_addr));
 }
 
-int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
+int rcm_complete(struct rcm_id *id)
 {
 	struct rdma_cm_event *ev;
 	int err;
@@ -680,7 +685,16 @@ int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
 		      ev->status < 0 ? -ev->status : ev->status;
 		return (errno = err);
 	}
-	if (ev->event != expected)
+	return 0;
+}
+
+int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
+{
+	int err = rcm_complete(id);
+
+	if (err)
+		return err;
+	if (id->id.event->event != expected)
 		return (errno = EINVAL);
 	return 0;
 }

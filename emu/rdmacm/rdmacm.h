@@ -126,6 +126,10 @@ struct rcm_channel *rcm_channel_new(void);
 void rcm_channel_free(struct rcm_channel *c);
 /* The channel's handle at the device's daemon, registered at first use: 0 or an errno. */
 int rcm_channel_at(struct rcm_channel *c, struct rcm_device *d, uint32_t *handle);
+/* The events of the id named by cookie already written to from go to to, in order (the
+ * kernel moves them so at rdma_migrate_id), or nowhere when to is NULL (rdma_destroy_id);
+ * the others are written back behind any that arrived meanwhile. */
+void rcm_channel_move_events(struct rcm_channel *from, uint64_t cookie, struct rcm_channel *to);
 /* An event this layer makes (address or route resolution). */
 int rcm_post_local(struct rcm_id *id, uint32_t event, int32_t status);
 /* event.c: a synchronous id holds ev in id.event until the next call acks it */
@@ -139,7 +143,9 @@ struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_por
 struct rcm_id *rcm_id_take_event(uint64_t cookie);
 void rcm_id_acked(struct rcm_id *id);
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d);
-/* A sync id's call waits for its event; 0, or the errno librdmacm gives its failure. */
+/* A sync id's call waits for its next event (librdmacm's ucma_complete), held in id.event:
+ * 0, or the errno librdmacm gives its failure; rcm_wait wants it of the type expected. */
+int rcm_complete(struct rcm_id *id);
 int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected);
 /* The QP through INIT, RTR and RTS with the connection's attributes. */
 int rcm_qp_init(struct rcm_id *id, bool with_access);

@@ -110,24 +110,44 @@ static int check_peer(struct client *c, const uint8_t *sgid, const uint8_t dgid[
 	return 0;
 }
 
+static void no_neighbour(struct client *c, const uint8_t gid[16], struct ctl_reply *rep)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	op_error(rep, "no neighbour %s on %s", addr_str(gid, ip, sizeof(ip)),
+		 c->own.dev->port.ifname);
+}
+
 /* The peer's MAC address, waited for without stopping the loop. */
 static int resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6], struct ctl_reply *rep)
 {
-	char ip[INET6_ADDRSTRLEN];
 	int rc = neigh_resolve(&c->own.neigh, gid, mac);
 
 	if (rc == -EHOSTUNREACH)
-		op_error(rep, "no neighbour %s on %s", addr_str(gid, ip, sizeof(ip)),
-			 c->own.dev->port.ifname);
+		no_neighbour(c, gid, rep);
 	return rc;
 }
 
 int op_cm_resolve(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
+	const struct proto_cm_resolve *m = REQ(proto_cm_resolve);
 	uint8_t mac[6];
-	int rc = check_peer(c, NULL, REQ(proto_cm_resolve)->dgid, rep);
+	int rc = check_peer(c, NULL, m->dgid, rep);
 
-	return rc ? rc : resolve(c, REQ(proto_cm_resolve)->dgid, mac, rep);
+	if (rc)
+		return rc;
+	if (!m->no_wait)
+		return resolve(c, m->dgid, mac, rep);
+	rc = neigh_resolve(&c->own.neigh, m->dgid, mac);
+	if (rc == -EINPROGRESS) {
+		/* the kernel was asked; this connection waits for nothing */
+		neigh_stop(&c->own.neigh);
+		op_error(rep, "the neighbour is not known yet");
+		return -EWOULDBLOCK;
+	}
+	if (rc == -EHOSTUNREACH)
+		no_neighbour(c, m->dgid, rep);
+	return rc;
 }
 
 int op_cm_connect(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
