@@ -38,24 +38,39 @@ listeners() {
 	"$BUILD/rocemuctl" -s "$sock" cm 2>/dev/null | grep -c 'state LISTEN'
 }
 
-# cm_pair NAME SERVER... -- CLIENT...: the server in host b (waited for until its daemon has
-# one more listener), the client in host a; OUT_S and OUT_C hold their output, 0 when both
-# exit 0.
-cm_pair() {
-	local name=$1 before server status
-	local -a s=()
-	shift
-	while [ "$1" != -- ]; do s+=("$1"); shift; done
-	shift
-	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+# serve OUT ERR CMD...: CMD under rocemu-run in host b in the background ($server), for
+# at most $T seconds, its output to OUT and its errors to ERR (- for OUT too; $PRELOAD,
+# when set, is preloaded beside rocemu-run's library), waited for until its daemon has one
+# listener more or it has exited
+serve() {
+	local out=$1 err=$2 before
+	local -a run=("${IN_B[@]}" timeout "$T" env ${PRELOAD:+LD_PRELOAD="$PRELOAD"} "$RUN" -D "$SOCK_B")
+	shift 2
 	before=$(listeners b)
-	"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" "${s[@]}" >"$OUT_S" 2>&1 </dev/null &
+	if [ "$err" = - ]; then
+		"${run[@]}" "$@" >"$out" 2>&1 </dev/null &
+	else
+		"${run[@]}" "$@" >"$out" 2>"$err" </dev/null &
+	fi
 	server=$!
 	PIDS+=($server)
 	for _ in $(seq 100); do
 		[ "$(listeners b)" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
 		sleep 0.05
 	done
+}
+
+# cm_pair NAME SERVER... -- CLIENT...: the server in host b (waited for until its daemon has
+# one more listener), the client in host a; OUT_S and OUT_C hold their output, 0 when both
+# exit 0.
+cm_pair() {
+	local name=$1 server status
+	local -a s=()
+	shift
+	while [ "$1" != -- ]; do s+=("$1"); shift; done
+	shift
+	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+	serve "$OUT_S" - "${s[@]}"
 	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
 	RC_C=$?
 	wait "$server"
@@ -221,14 +236,7 @@ if [ -f "$RSPRELOAD" ] && command -v nc.traditional >/dev/null; then
 	head -c 4000000 /dev/urandom >"$WORK/nc.send"
 	port=$((5300 + RANDOM % 500))
 	pkts=$(counter b rcvd_pkts) est=$(counter b cm_established)
-	"${IN_B[@]}" timeout "$RS_T" env LD_PRELOAD="$RSPRELOAD" "$RUN" -D "$SOCK_B" \
-		nc.traditional -l -p "$port" >"$WORK/nc.recv" 2>"$WORK/nc.server" </dev/null &
-	server=$!
-	PIDS+=($server)
-	for _ in $(seq 100); do
-		[ "$(listeners b)" -gt 0 ] || ! kill -0 "$server" 2>/dev/null && break
-		sleep 0.05
-	done
+	T=$RS_T PRELOAD=$RSPRELOAD serve "$WORK/nc.recv" "$WORK/nc.server" nc.traditional -l -p "$port"
 	"${IN_A[@]}" timeout "$RS_T" env LD_PRELOAD="$RSPRELOAD" "$RUN" -D "$SOCK_A" \
 		nc.traditional -q 1 "$ADDR_B" "$port" <"$WORK/nc.send" >"$WORK/nc.client" 2>&1
 	status=$?
@@ -258,13 +266,7 @@ sockets_without_cloexec() {
 		[ -n "$flags" ] && (( (8#$flags & 8#2000000) == 0 )) && echo "$n"
 	done
 }
-"${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" rstream -p 7399 >"$WORK/cloexec.server" 2>&1 </dev/null &
-server=$!
-PIDS+=($server)
-for _ in $(seq 100); do
-	[ "$(listeners b)" -gt 0 ] || ! kill -0 "$server" 2>/dev/null && break
-	sleep 0.05
-done
+T=$RS_T serve "$WORK/cloexec.server" - rstream -p 7399
 up=$(listeners b)
 leaky=$(sockets_without_cloexec "${DAEMON_PID[b]}")
 nsock=$(find /proc/"${DAEMON_PID[b]}"/fd -lname 'socket:*' 2>/dev/null | wc -l)
