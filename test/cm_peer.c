@@ -15,6 +15,9 @@
  *                                       that resolution ends
  *   cm_peer destroy-drops ADDR          an id destroyed with an event unread in the
  *                                       channel: the channel has nothing left to read
+ *   cm_peer late-server PORT            takes a request without answering it, and expects
+ *                                       it REJECTED (the peer gave up: reason 4, timeout)
+ *   cm_peer give-up-client ADDR PORT    connects, and destroys its id before an answer
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
@@ -381,6 +384,51 @@ static int destroy_drops(const char *addr)
 	return n ? 1 : 0;
 }
 
+static int late_server(const char *port)
+{
+	struct rdma_cm_id *listen = listen_on(port), *child;
+	struct rdma_cm_event *ev = NULL;
+
+	if (!listen)
+		return 1;
+	printf("listening\n");
+	fflush(stdout);
+	if (!(ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST)))
+		return 1;
+	child = ev->id;
+	rdma_ack_cm_event(ev);
+	if (rdma_get_cm_event(channel, &ev))
+		return die("rdma_get_cm_event");
+	printf("the request not answered: %s status %d on %s\n", rdma_event_str(ev->event),
+	       ev->status, ev->id == child ? "its id" : "another id");
+	if (ev->event != RDMA_CM_EVENT_REJECTED || ev->id != child) {
+		rdma_ack_cm_event(ev);
+		return 1;
+	}
+	rdma_ack_cm_event(ev);
+	if (!rdma_accept(child, &(struct rdma_conn_param){ .qp_num = 1 }) || errno != EINVAL)
+		return die("rdma_accept of a request given up (EINVAL expected)");
+	rdma_destroy_id(child);
+	rdma_destroy_id(listen);
+	return 0;
+}
+
+static int give_up_client(const char *addr, const char *port)
+{
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+					 .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *id = resolved(addr, port, true);
+
+	if (!id)
+		return 1;
+	if (rdma_connect(id, &param))
+		return die("rdma_connect");
+	usleep(300000);               /* the REQ is there, and not answered */
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -402,11 +450,16 @@ int main(int argc, char **argv)
 		rc = parallel_resolve(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "destroy-drops"))
 		rc = destroy_drops(argv[2]);
+	else if (argc == 3 && !strcmp(argv[1], "late-server"))
+		rc = late_server(argv[2]);
+	else if (argc == 4 && !strcmp(argv[1], "give-up-client"))
+		rc = give_up_client(argv[2], argv[3]);
 	else
 		fprintf(stderr, "usage: cm_peer reject-server PORT N | reject-client ADDR PORT |\n"
 			"               cycle-server PORT N | cycle-client ADDR PORT N |\n"
 			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
-			"               destroy-drops ADDR\n");
+			"               destroy-drops ADDR | late-server PORT |\n"
+			"               give-up-client ADDR PORT\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

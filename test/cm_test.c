@@ -785,7 +785,8 @@ static struct cm_mad peer_rej_timeout(uint64_t guid)
 }
 
 /* The peer gives up on its REQ before we answer: its REJ TIMEOUT names only its own comm
- * ID and CA GUID, and still finds the request (the kernel's cm_acquire_rejected_id). */
+ * ID and CA GUID, and still finds the request (the kernel's cm_acquire_rejected_id), which
+ * the listener's client hears REJECTED. */
 START_TEST(test_rej_timeout_finds_a_request_received)
 {
 	struct cm_mad req = peer_req(PEER_COMM_ID, SERVICE_ID);
@@ -802,6 +803,14 @@ START_TEST(test_rej_timeout_finds_a_request_received)
 	arrive(peer_rej_timeout(PEER_CA_GUID));
 	ck_assert_uint_eq(dev.cm->nconns, 0);
 	ck_assert_uint_eq(dev.cnt.cm_rej_rcvd, 2);
+	/* the listener's client hears it of the request it was told of */
+	{
+		struct proto_cm_event ev = next_event(CM_EV_REJECTED);
+
+		ck_assert_uint_eq(ev.conn, a.conn);
+		ck_assert_uint_eq(ev.cookie, COOKIE);
+		ck_assert_int_eq(ev.status, CM_REJ_TIMEOUT);
+	}
 	ck_assert_int_eq(cm_accept(dev.cm, &owner, &a, err, sizeof(err)), -EINVAL);
 	/* its place in the backlog is free again */
 	arrive(peer_req(PEER_COMM_ID + 1, SERVICE_ID));

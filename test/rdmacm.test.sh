@@ -289,6 +289,16 @@ else
 	show_both
 	failed "a synchronous id's rdma_disconnect: DISCONNECTED in id->event"
 fi
+# a client that gives up on its REQ before the server answers sends REJ TIMEOUT naming only
+# its own comm ID and CA GUID: the server's request is found, and REJECTED to its id
+PORT=$((8000 + RANDOM % 1000))
+if T=$RS_T cm_pair late "$PEER" late-server "$PORT" -- "$PEER" give-up-client "$ADDR_B" "$PORT" &&
+	grep -q 'RDMA_CM_EVENT_REJECTED status 4 on its id' "$OUT_S"; then
+	passed "a REQ given up before the answer: $(grep 'not answered' "$OUT_S")"
+else
+	show_both
+	failed "a REQ given up before the answer: REJECTED, status 4, to the request's id"
+fi
 silent=${ADDR_B%.*}.$(( ${ADDR_B##*.} + 101 ))
 out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" parallel-resolve "$silent" "$ADDR_A" 2>&1)
 if grep -q '^rdma_listen returned before the other thread' <<<"$out"; then

@@ -81,6 +81,26 @@ struct rcm_id *rcm_id_take_event(uint64_t cookie)
 	return id;
 }
 
+bool rcm_id_listening(const struct rcm_id *id)
+{
+	for (int i = 0; i < RCM_MAX_DEVICES; i++)
+		if (id->listener[i])
+			return true;
+	return false;
+}
+
+struct rcm_id *rcm_id_of_conn(const struct rcm_device *d, uint32_t conn)
+{
+	struct rcm_id *id;
+
+	pthread_mutex_lock(&ids_lock);
+	LIST_FOREACH(id, &ids, link)
+		if (id->conn == conn && (!d || id->dev == d))
+			break;
+	pthread_mutex_unlock(&ids_lock);
+	return id;
+}
+
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d)
 {
 	id->dev = d;

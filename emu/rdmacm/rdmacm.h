@@ -143,6 +143,11 @@ struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_por
 struct rcm_id *rcm_id_take_event(uint64_t cookie);
 void rcm_id_acked(struct rcm_id *id);
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d);
+/* The id holding the daemon's connection conn on device d (any device for NULL: a request
+ * a wildcard listener was told of), or NULL; as an event's id, valid until the program
+ * destroys it. */
+struct rcm_id *rcm_id_of_conn(const struct rcm_device *d, uint32_t conn);
+bool rcm_id_listening(const struct rcm_id *id);
 /* A sync id's call waits for its next event (librdmacm's ucma_complete), held in id.event:
  * 0, or the errno librdmacm gives its failure; rcm_wait wants it of the type expected. */
 int rcm_complete(struct rcm_id *id);

@@ -311,18 +311,22 @@ static void on_rej(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	}
 	switch (c->state) {
 	case CM_REQ_RCVD:
-		/* the peer gave up before we answered: the request is gone, and the listener's
-		 * client, which holds it, finds it gone when it answers (EINVAL, as the
-		 * kernel's idle cm_id answers) */
-		conn_free(c);
-		return;
 	case CM_REQ_SENT:
 	case CM_REP_SENT:
 	case CM_REP_RCVD:
 		ev.status = rej->reason;
 		ev.private_len = CM_REJ_PRIVATE_LEN;
 		memcpy(ev.private_data, rej->private_data, CM_REJ_PRIVATE_LEN);
-		conn_event(c, &ev);
+		if (c->state == CM_REQ_RCVD && c->listener) {
+			/* the peer gave up before we answered: the request the listener's client
+			 * was told of is REJECTED, as the kernel's cma tells the new id (its
+			 * answer then finds no request: EINVAL) */
+			ev.conn = c->local_id;
+			ev.cookie = c->listener->cookie;
+			cm_event_to(cm, c->listener->ch, &ev);
+		} else {
+			conn_event(c, &ev);
+		}
 		conn_free(c);
 		return;
 	default:
