@@ -18,6 +18,9 @@
  *   cm_peer late-server PORT            takes a request without answering it, and expects
  *                                       it REJECTED (the peer gave up: reason 4, timeout)
  *   cm_peer give-up-client ADDR PORT    connects, and destroys its id before an answer
+ *   cm_peer channels ADDR N             listens on ADDR with up to N ids, each on a channel
+ *                                       of its own, until one fails; prints how many, then
+ *                                       holds them 2 s
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
@@ -429,6 +432,29 @@ static int give_up_client(const char *addr, const char *port)
 	return 0;
 }
 
+static int channels(const char *addr, int n)
+{
+	struct sockaddr_storage ss;
+	int i;
+
+	if (addr_of(addr, "0", &ss))
+		return 1;
+	for (i = 0; i < n; i++) {
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		struct rdma_cm_id *id;
+
+		if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+			break;
+		if (rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 1))
+			break;
+	}
+	printf("%d listeners on channels of their own, then: %s\n", i,
+	       i < n ? strerror(errno) : "none refused");
+	fflush(stdout);
+	sleep(2);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -454,12 +480,14 @@ int main(int argc, char **argv)
 		rc = late_server(argv[2]);
 	else if (argc == 4 && !strcmp(argv[1], "give-up-client"))
 		rc = give_up_client(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "channels"))
+		rc = channels(argv[2], atoi(argv[3]));
 	else
 		fprintf(stderr, "usage: cm_peer reject-server PORT N | reject-client ADDR PORT |\n"
 			"               cycle-server PORT N | cycle-client ADDR PORT N |\n"
 			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
 			"               destroy-drops ADDR | late-server PORT |\n"
-			"               give-up-client ADDR PORT\n");
+			"               give-up-client ADDR PORT | channels ADDR N\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

@@ -395,6 +395,30 @@ else
 	failed "left behind: a $(status_of a)(was $START_A), b $(status_of b)(was $START_B)"
 fi
 
+# a daemon short of descriptors (fewer than 32 left) gives a client only its first four
+# CM channels, and still serves another client
+pid=${DAEMON_PID[b]}
+limit=$(prlimit --pid "$pid" --nofile --output SOFT,HARD --noheadings | tr -s ' ' ':' | sed 's/^://')
+open_fds=$(find /proc/"$pid"/fd -mindepth 1 -maxdepth 1 | wc -l)
+prlimit --pid "$pid" --nofile=$((open_fds + 24)):"${limit#*:}"
+"${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" channels "$ADDR_B" 40 >"$WORK/channels" 2>&1 &
+holder=$!
+PIDS+=($holder)
+for _ in $(seq 100); do
+	grep -q listeners "$WORK/channels" && break
+	sleep 0.05
+done
+"$BUILD/rocemuctl" -s "$SOCK_B" status >/dev/null 2>&1 && other=served || other=refused
+wait "$holder"
+prlimit --pid "$pid" --nofile="$limit"
+if grep -q '^4 listeners on channels of their own, then: Too many open files' "$WORK/channels" &&
+	[ "$other" = served ]; then
+	passed "24 descriptors left: $(cat "$WORK/channels"); rocemuctl still served"
+else
+	sed 's/^/  | /' "$WORK/channels"
+	failed "a client short of descriptors: 4 CM channels, then EMFILE (rocemuctl $other)"
+fi
+
 for side in a b; do
 	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
 		failed "rocemud $side died"
