@@ -11,7 +11,9 @@
  * the REQ resent on its timer 15 times, then UNREACHABLE; stale comm IDs counted (a DREQ
  * still answered); a listener's backlog; a consumer's REJ with private data; malformed
  * MADs, a wrong Q_Key and a bad ICRC counted; another client cannot touch a connection;
- * a client gone ends its connection with a DREQ. */
+ * a client gone ends its connection with a DREQ. Hardening: REJs found as the kernel finds
+ * them (a TIMEOUT by comm ID and CA GUID), one MRA per MAD, MADs from another GID dropped,
+ * a peer's timeouts bounded, a client's connections and held events bounded. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
