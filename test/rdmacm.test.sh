@@ -6,10 +6,13 @@
 # rdma_create_ep), udaddy over IPv4 and IPv6 (the UDP port space: SIDR), perftest over
 # rdma_cm (ib_write_bw -R, -R -q 4 and --rdma_cm, ib_send_bw -R, ib_read_lat -R), cmtime
 # with 50 connections at once; rsockets: rstream and riostream verified over IPv4 and IPv6,
-# and netcat under librspreload moving a file intact. Then what the kernel's rdma_cm
-# reports: a server that rejects gives REJECTED with status 28 (consumer defined) and its
-# private data; a port nobody listens on, REJECTED with status 8 (invalid service ID), as a
-# kernel passive side answers; 100 connect/SEND/disconnect cycles leave both daemons' QPs
+# and netcat under librspreload moving a file intact; the CM's hardening (the daemon's
+# sockets close-on-exec, a REQ given up before its answer REJECTED to the server's id, a
+# synchronous rdma_disconnect, one thread's resolution not holding up another's calls, an
+# id destroyed taking its events, a client short of descriptors). Then what the kernel's
+# rdma_cm reports: a server that rejects gives REJECTED with status 28 (consumer defined)
+# and its private data; a port nobody listens on, REJECTED with status 8 (invalid service
+# ID), as a kernel passive side answers; 100 connect/SEND/disconnect cycles leave both daemons' QPs
 # and MRs where they started and, after TimeWait, no CM state at all; rocemuctl cm shows a
 # listener; the daemons still serve.
 # In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
