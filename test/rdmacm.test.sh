@@ -12,9 +12,9 @@
 # id destroyed taking its events, a client short of descriptors). Then what the kernel's
 # rdma_cm reports: a server that rejects gives REJECTED with status 28 (consumer defined)
 # and its private data; a port nobody listens on, REJECTED with status 8 (invalid service
-# ID), as a kernel passive side answers; 100 connect/SEND/disconnect cycles leave both daemons' QPs
-# and MRs where they started and, after TimeWait, no CM state at all; rocemuctl cm shows a
-# listener; the daemons still serve.
+# ID), as a kernel passive side answers; 100 connect/SEND/disconnect cycles leave both
+# daemons' QPs and MRs where they started and, after TimeWait, no CM state at all;
+# rocemuctl cm shows a listener; the daemons still serve.
 # In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
 set -u
 source "$(dirname "$0")/daemons.sh"
