@@ -223,10 +223,11 @@ rs_pair() {
 		failed "$what (client exit $RC_C, server exit $RC_S)"
 	fi
 }
-rs_pair rstream "rstream -S 1000 -C 200 -T v to $ADDR_B (blocking, verified)" \
-	rstream -S 1000 -C 200 -T v -- rstream -s "$ADDR_B" -S 1000 -C 200 -T v
-rs_pair rstream-64k "rstream -S 65536 -C 20 -I 4 -T n -T v (nonblocking, verified)" \
-	rstream -S 65536 -C 20 -I 4 -T n -T v -- rstream -s "$ADDR_B" -S 65536 -C 20 -I 4 -T n -T v
+# (rstream's sockets are nonblocking unless -T b: its connect then goes through rpoll)
+rs_pair rstream "rstream -S 1000 -C 200 -T b -T v to $ADDR_B (blocking, verified)" \
+	rstream -S 1000 -C 200 -T b -T v -- rstream -s "$ADDR_B" -S 1000 -C 200 -T b -T v
+rs_pair rstream-64k "rstream -S 65536 -C 20 -I 4 -T v (nonblocking, verified)" \
+	rstream -S 65536 -C 20 -I 4 -T v -- rstream -s "$ADDR_B" -S 65536 -C 20 -I 4 -T v
 rs_pair rstream-ipv6 "rstream -S 4096 -C 50 -T v to $ADDR6_B (verified)" \
 	rstream -b "$ADDR6_B" -S 4096 -C 50 -T v -- rstream -s "$ADDR6_B" -S 4096 -C 50 -T v
 rs_pair riostream "riostream -S 4096 -C 50 -T v to $ADDR_B (riomap'd, verified)" \
