@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 17
+#define PROTO_VERSION 18
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -351,6 +351,10 @@ struct proto_cm_listen {
 struct proto_cm_resolve {
 	struct proto_hdr hdr;
 	uint8_t dgid[16];
+	/* 1: answer at once, -EWOULDBLOCK when the neighbour is not known yet (the kernel is
+	 * asked): the caller waits on a connection of its own, not one its threads share */
+	uint8_t no_wait;
+	uint8_t reserved[7];
 };
 
 struct proto_cm_connect {
@@ -520,7 +524,10 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(cm_rej_rcvd, "CM: REJs received")                                              \
 	X(cm_timeouts, "CM: connections given up after their MAD's retries (unreachable)") \
 	X(cm_established, "CM: connections established")                                \
-	X(cm_events_lost, "CM: events lost: a client's channel closed, or 8192 waiting for it to read")
+	X(cm_events_lost, "CM: events lost: a client's channel closed, or too many waiting for it to read") \
+	X(cm_rej_client_limit, "CM: connections refused: the client holds its most (REQs: REJ 3)") \
+	X(cm_drop_wrong_peer, "CM: dropped a MAD for a connection, sent from another GID than its peer's") \
+	X(cm_mra_ignored, "CM: MRAs ignored: the MAD waited for was MRA'd already")
 
 #define PROTO_COUNT_ONE(name, help) +1
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };

@@ -24,6 +24,7 @@ packages=(
 	ibverbs-utils perftest       # unmodified verbs programs the tests run under rocemu-run
 	librdmacm-dev                # <rdma/rdma_cma.h> and librdmacm.so.1, which the rdma_cm layer answers for
 	rdmacm-utils                 # unmodified rdma_cm programs (rping, ucmatose, rdma_server) the tests run
+	netcat-traditional           # an unmodified TCP program the tests run over rsockets (librspreload)
 	python3-pyverbs              # rdma-core's own test suite, run under rocemu-run
 	ucx-utils                    # UCX's ucx_info and ucx_perftest, run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC

@@ -7,15 +7,32 @@
  *                                       with an RC QP, until its peer disconnects
  *   cm_peer cycle-client ADDR PORT N    connects, sends one message, disconnects, N times;
  *                                       prints the rate
+ *   cm_peer sync-client ADDR PORT       the same once with a synchronous id (no channel):
+ *                                       rdma_disconnect returns with DISCONNECTED in
+ *                                       id->event, as librdmacm's
+ *   cm_peer parallel-resolve NOBODY HERE  one thread resolves an address nobody answers
+ *                                       for; another's rdma_listen on HERE returns before
+ *                                       that resolution ends
+ *   cm_peer destroy-drops ADDR          an id destroyed with an event unread in the
+ *                                       channel: the channel has nothing left to read
+ *   cm_peer late-server PORT            takes a request without answering it, and expects
+ *                                       it REJECTED (the peer gave up: reason 4, timeout)
+ *   cm_peer give-up-client ADDR PORT    connects, and destroys its id before an answer
+ *   cm_peer channels ADDR N             listens on ADDR with up to N ids, each on a channel
+ *                                       of its own, until one fails; prints how many, then
+ *                                       holds them 2 s
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define REJECT_DATA "not today"
 #define EVENT_TIMEOUT_MS 20000
@@ -263,6 +280,181 @@ static int cycle_client(const char *addr, const char *port, int n)
 	return 0;
 }
 
+
+static int sync_client(const char *addr, const char *port)
+{
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+					 .retry_count = 7, .rnr_retry_count = 7 };
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct sockaddr_storage dst;
+	struct rdma_cm_id *id;
+	int got;
+
+	if (addr_of(addr, port, &dst))
+		return 1;
+	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
+		return die("rdma_create_id (synchronous)");
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
+	    rdma_resolve_route(id, 2000))
+		return die("rdma_resolve_addr/route");
+	if (rdma_create_qp(id, NULL, &attr))
+		return die("rdma_create_qp");
+	if (rdma_connect(id, &param))
+		return die("rdma_connect");
+	if (send_one(id))
+		return 1;
+	if (rdma_disconnect(id))
+		return die("rdma_disconnect");
+	got = id->event ? (int)id->event->event : -1;
+	if (got != RDMA_CM_EVENT_DISCONNECTED) {
+		fprintf(stderr, "cm_peer: after rdma_disconnect id->event is %s\n",
+			got < 0 ? "NULL" : rdma_event_str(got));
+		return 1;
+	}
+	printf("rdma_disconnect on a synchronous id returned with %s in id->event\n",
+	       rdma_event_str(got));
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
+static volatile int resolving, resolved_already;
+
+static void *resolve_nobody(void *arg)
+{
+	struct rdma_cm_id *id;
+
+	if (rdma_create_id(channel, &id, NULL, RDMA_PS_TCP)) {
+		die("rdma_create_id");
+		return NULL;
+	}
+	resolving = 1;
+	if (rdma_resolve_addr(id, NULL, arg, 2000))
+		die("rdma_resolve_addr");
+	resolved_already = 1;
+	return id;
+}
+
+static int parallel_resolve(const char *nobody, const char *here)
+{
+	struct sockaddr_storage dst, src;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *l, *r;
+	pthread_t t;
+	int before;
+
+	if (addr_of(nobody, "7", &dst) || addr_of(here, "0", &src))
+		return 1;
+	if (pthread_create(&t, NULL, resolve_nobody, &dst))
+		return die("pthread_create");
+	while (!resolving)
+		usleep(1000);
+	usleep(200000);               /* well into its wait for the neighbour */
+	if (rdma_create_id(channel, &l, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l, (struct sockaddr *)&src) || rdma_listen(l, 1))
+		return die("rdma_listen");
+	before = !resolved_already;
+	pthread_join(t, (void **)&r);
+	if (!r || rdma_get_cm_event(channel, &ev))
+		return die("the resolution's event");
+	printf("rdma_listen returned %s the other thread's resolution ended (%s, %d)\n",
+	       before ? "before" : "after", rdma_event_str(ev->event), ev->status);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(r);
+	rdma_destroy_id(l);
+	return before ? 0 : 1;
+}
+
+static int destroy_drops(const char *addr)
+{
+	struct sockaddr_storage dst;
+	struct pollfd pfd = { .events = POLLIN };
+	struct rdma_cm_id *id;
+	int n;
+
+	if (addr_of(addr, "7", &dst))
+		return 1;
+	if (rdma_create_id(channel, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000))
+		return die("rdma_resolve_addr");
+	usleep(100000);               /* ADDR_RESOLVED is in the channel, unread */
+	rdma_destroy_id(id);
+	pfd.fd = channel->fd;
+	n = poll(&pfd, 1, 100);
+	printf("after rdma_destroy_id the channel has %s to read\n", n ? "something" : "nothing");
+	return n ? 1 : 0;
+}
+
+static int late_server(const char *port)
+{
+	struct rdma_cm_id *listen = listen_on(port), *child;
+	struct rdma_cm_event *ev = NULL;
+
+	if (!listen)
+		return 1;
+	printf("listening\n");
+	fflush(stdout);
+	if (!(ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST)))
+		return 1;
+	child = ev->id;
+	rdma_ack_cm_event(ev);
+	if (rdma_get_cm_event(channel, &ev))
+		return die("rdma_get_cm_event");
+	printf("the request not answered: %s status %d on %s\n", rdma_event_str(ev->event),
+	       ev->status, ev->id == child ? "its id" : "another id");
+	if (ev->event != RDMA_CM_EVENT_REJECTED || ev->id != child) {
+		rdma_ack_cm_event(ev);
+		return 1;
+	}
+	rdma_ack_cm_event(ev);
+	if (!rdma_accept(child, &(struct rdma_conn_param){ .qp_num = 1 }) || errno != EINVAL)
+		return die("rdma_accept of a request given up (EINVAL expected)");
+	rdma_destroy_id(child);
+	rdma_destroy_id(listen);
+	return 0;
+}
+
+static int give_up_client(const char *addr, const char *port)
+{
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+					 .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *id = resolved(addr, port, true);
+
+	if (!id)
+		return 1;
+	if (rdma_connect(id, &param))
+		return die("rdma_connect");
+	usleep(300000);               /* the REQ is there, and not answered */
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
+static int channels(const char *addr, int n)
+{
+	struct sockaddr_storage ss;
+	int i;
+
+	if (addr_of(addr, "0", &ss))
+		return 1;
+	for (i = 0; i < n; i++) {
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		struct rdma_cm_id *id;
+
+		if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+			break;
+		if (rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 1))
+			break;
+	}
+	printf("%d listeners on channels of their own, then: %s\n", i,
+	       i < n ? strerror(errno) : "none refused");
+	fflush(stdout);
+	sleep(2);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -278,9 +470,24 @@ int main(int argc, char **argv)
 		rc = cycle_server(argv[2], atoi(argv[3]));
 	else if (argc == 5 && !strcmp(argv[1], "cycle-client"))
 		rc = cycle_client(argv[2], argv[3], atoi(argv[4]));
+	else if (argc == 4 && !strcmp(argv[1], "sync-client"))
+		rc = sync_client(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "parallel-resolve"))
+		rc = parallel_resolve(argv[2], argv[3]);
+	else if (argc == 3 && !strcmp(argv[1], "destroy-drops"))
+		rc = destroy_drops(argv[2]);
+	else if (argc == 3 && !strcmp(argv[1], "late-server"))
+		rc = late_server(argv[2]);
+	else if (argc == 4 && !strcmp(argv[1], "give-up-client"))
+		rc = give_up_client(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "channels"))
+		rc = channels(argv[2], atoi(argv[3]));
 	else
 		fprintf(stderr, "usage: cm_peer reject-server PORT N | reject-client ADDR PORT |\n"
-			"               cycle-server PORT N | cycle-client ADDR PORT N\n");
+			"               cycle-server PORT N | cycle-client ADDR PORT N |\n"
+			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
+			"               destroy-drops ADDR | late-server PORT |\n"
+			"               give-up-client ADDR PORT | channels ADDR N\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

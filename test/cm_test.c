@@ -11,7 +11,9 @@
  * the REQ resent on its timer 15 times, then UNREACHABLE; stale comm IDs counted (a DREQ
  * still answered); a listener's backlog; a consumer's REJ with private data; malformed
  * MADs, a wrong Q_Key and a bad ICRC counted; another client cannot touch a connection;
- * a client gone ends its connection with a DREQ. */
+ * a client gone ends its connection with a DREQ. Hardening: REJs found as the kernel finds
+ * them (a TIMEOUT by comm ID and CA GUID), one MRA per MAD, MADs from another GID dropped,
+ * a peer's timeouts bounded, a client's connections and held events bounded. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -766,6 +768,295 @@ START_TEST(test_a_client_is_bounded)
 }
 END_TEST
 
+
+/* ---- hardening: REJ matching, MRAs, the peer's GID, the peer's timeouts ---- */
+
+#define PEER_CA_GUID 0x0002c9fffe123456ull
+
+static struct cm_mad peer_rej_timeout(uint64_t guid)
+{
+	struct cm_mad m = peer_msg(CM_ATTR_REJ, PEER_COMM_ID, 0);
+
+	/* as the kernel's cm_destroy_id sends it from REQ_SENT: it knows no comm ID of ours */
+	m.rej.message_rejected = CM_MSG_OTHER;
+	m.rej.reason = CM_REJ_TIMEOUT;
+	m.rej.ari_length = 8;
+	for (int i = 0; i < 8; i++)
+		m.rej.ari[i] = (uint8_t)(guid >> (56 - 8 * i));
+	return m;
+}
+
+/* The peer gives up on its REQ before we answer: its REJ TIMEOUT names only its own comm
+ * ID and CA GUID, and still finds the request (the kernel's cm_acquire_rejected_id), which
+ * the listener's client hears REJECTED. */
+START_TEST(test_rej_timeout_finds_a_request_received)
+{
+	struct cm_mad req = peer_req(PEER_COMM_ID, SERVICE_ID);
+	struct proto_cm_accept a = { .channel = channel, .qpn = qp->qpn };
+	char err[PROTO_ERRMSG];
+
+	req.req.local_ca_guid = PEER_CA_GUID;
+	listen_here(1);
+	arrive(req);
+	a.conn = next_event(CM_EV_CONNECT_REQUEST).conn;
+	arrive(peer_rej_timeout(PEER_CA_GUID + 1));      /* another CA's: not this one */
+	ck_assert_uint_eq(dev.cm->nconns, 1);
+	ck_assert_uint_eq(dev.cnt.cm_drop_stale, 1);
+	arrive(peer_rej_timeout(PEER_CA_GUID));
+	ck_assert_uint_eq(dev.cm->nconns, 0);
+	ck_assert_uint_eq(dev.cnt.cm_rej_rcvd, 2);
+	/* the listener's client hears it of the request it was told of */
+	{
+		struct proto_cm_event ev = next_event(CM_EV_REJECTED);
+
+		ck_assert_uint_eq(ev.conn, a.conn);
+		ck_assert_uint_eq(ev.cookie, COOKIE);
+		ck_assert_int_eq(ev.status, CM_REJ_TIMEOUT);
+	}
+	ck_assert_int_eq(cm_accept(dev.cm, &owner, &a, err, sizeof(err)), -EINVAL);
+	/* its place in the backlog is free again */
+	arrive(peer_req(PEER_COMM_ID + 1, SERVICE_ID));
+	next_event(CM_EV_CONNECT_REQUEST);
+	expect_nothing_sent();
+}
+END_TEST
+
+/* ... and after our REP: the client hears REJECTED with the reason. */
+START_TEST(test_rej_timeout_finds_a_rep_sent)
+{
+	struct cm_mad req = peer_req(PEER_COMM_ID, SERVICE_ID);
+	struct proto_cm_event ev;
+
+	req.req.local_ca_guid = PEER_CA_GUID;
+	listen_here(1);
+	arrive(req);
+	accept_conn(next_event(CM_EV_CONNECT_REQUEST).conn);
+	next_mad(CM_ATTR_REP);
+	arrive(peer_rej_timeout(PEER_CA_GUID));
+	ev = next_event(CM_EV_REJECTED);
+	ck_assert_int_eq(ev.status, CM_REJ_TIMEOUT);
+	ck_assert_uint_eq(dev.cm->nconns, 0);
+}
+END_TEST
+
+/* A client that destroys a connection still in REQ_SENT sends what the kernel sends:
+ * TIMEOUT, message "other", its CA GUID as the ARI. */
+START_TEST(test_rej_timeout_sent_as_the_kernel_sends_it)
+{
+	uint32_t conn = connect_out();
+	struct cm_mad rej;
+	uint64_t guid = 0;
+
+	next_mad(CM_ATTR_REQ);
+	ck_assert_int_eq(cm_destroy(dev.cm, &owner, conn), 0);
+	rej = next_mad(CM_ATTR_REJ);
+	ck_assert_uint_eq(rej.rej.reason, CM_REJ_TIMEOUT);
+	ck_assert_uint_eq(rej.rej.message_rejected, CM_MSG_OTHER);
+	ck_assert_uint_eq(rej.rej.local_comm_id, conn);
+	ck_assert_uint_eq(rej.rej.remote_comm_id, 0);
+	for (int i = 0; i < 8; i++)
+		guid = guid << 8 | rej.rej.ari[i];
+	ck_assert_uint_eq(guid, dev.cm->ca_guid);
+}
+END_TEST
+
+static ev_tstamp timer_left(uint32_t conn)
+{
+	struct cm_conn *c = conn_find(dev.cm, conn);
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert(ev_is_active(&c->timer));
+	return ev_timer_remaining(dev.loop, &c->timer);
+}
+
+/* An MRA stretches the wait for the MAD it names once, by at most CM_MAX_PEER_TIMEOUT: a
+ * peer sending MRAs again and again (or one asking for 2^31 * 4.096 us) cannot keep the
+ * connection for hours. */
+START_TEST(test_mra_stretches_the_wait_once)
+{
+	uint32_t conn = connect_out();
+	struct cm_mad mra = peer_msg(CM_ATTR_MRA, PEER_COMM_ID, conn);
+	ev_tstamp base = conn_find(dev.cm, conn)->timeout, left;
+
+	next_mad(CM_ATTR_REQ);
+	mra.mra.message_mraed = CM_MSG_REQ;
+	mra.mra.service_timeout = 31;
+	arrive(mra);
+	left = timer_left(conn);
+	ck_assert_msg(left > base + cm_time_s(CM_MAX_PEER_TIMEOUT) - 1 &&
+		      left < base + cm_time_s(CM_MAX_PEER_TIMEOUT) + 1, "MRA wait %.1f s", left);
+	fire_timer(conn);                  /* the REQ again, on its own timeout */
+	next_mad(CM_ATTR_REQ);
+	arrive(mra);
+	ck_assert_uint_eq(dev.cnt.cm_mra_ignored, 1);
+	left = timer_left(conn);
+	ck_assert_msg(left < base + 1, "a second MRA stretched the wait to %.1f s", left);
+}
+END_TEST
+
+/* MADs for a connection from another host than its peer: counted and dropped, whatever
+ * comm IDs they name. */
+START_TEST(test_mads_from_another_gid_are_dropped)
+{
+	struct cm_mad dreq;
+	uint32_t conn;
+
+	listen_here(8);
+	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
+	conn = next_event(CM_EV_CONNECT_REQUEST).conn;
+	accept_conn(conn);
+	next_mad(CM_ATTR_REP);
+	peer_path.src_ip = htonl(0xc6120063);      /* 198.18.0.99 */
+	arrive(peer_msg(CM_ATTR_RTU, PEER_COMM_ID, conn));
+	dreq = peer_msg(CM_ATTR_DREQ, PEER_COMM_ID, conn);
+	dreq.dreq.remote_qpn = qp->qpn;
+	arrive(dreq);
+	{
+		struct cm_mad rej = peer_msg(CM_ATTR_REJ, PEER_COMM_ID, conn);
+
+		rej.rej.message_rejected = CM_MSG_REP;
+		arrive(rej);
+	}
+	ck_assert_uint_eq(dev.cnt.cm_drop_wrong_peer, 3);
+	expect_no_event();
+	expect_nothing_sent();
+	peer_path.src_ip = htonl(0xc6120001);
+	arrive(peer_msg(CM_ATTR_RTU, PEER_COMM_ID, conn));
+	next_event(CM_EV_ESTABLISHED);
+}
+END_TEST
+
+/* A REQ asking for the longest timeouts the fields hold (31: 2.3 hours each) gets
+ * CM_MAX_PEER_TIMEOUT's: the REP's resends and the TimeWait stay within about 35 s. */
+START_TEST(test_peer_timeouts_are_clamped)
+{
+	struct cm_mad req = peer_req(PEER_COMM_ID, SERVICE_ID), dreq;
+	ev_tstamp bound = 2 * cm_time_s(CM_PACKET_LIFETIME) + cm_time_s(CM_MAX_PEER_TIMEOUT);
+	ev_tstamp left;
+	uint32_t conn;
+
+	req.req.local_cm_response_timeout = 31;
+	req.req.primary.local_ack_timeout = 31;
+	listen_here(8);
+	arrive(req);
+	conn = next_event(CM_EV_CONNECT_REQUEST).conn;
+	accept_conn(conn);
+	next_mad(CM_ATTR_REP);
+	left = timer_left(conn);
+	ck_assert_msg(left <= bound + 0.01, "the REP is resent after %.0f s", left);
+	arrive(peer_msg(CM_ATTR_RTU, PEER_COMM_ID, conn));
+	next_event(CM_EV_ESTABLISHED);
+	dreq = peer_msg(CM_ATTR_DREQ, PEER_COMM_ID, conn);
+	dreq.dreq.remote_qpn = qp->qpn;
+	arrive(dreq);
+	next_event(CM_EV_DISCONNECTED);
+	ck_assert_int_eq(cm_disconnect(dev.cm, &owner, conn, (char[64]){ 0 }, 64), 0);
+	next_mad(CM_ATTR_DREP);
+	left = timer_left(conn);
+	ck_assert_msg(left <= cm_time_s(CM_MAX_PEER_TIMEOUT) + 0.01, "TimeWait %.0f s", left);
+	/* the QP keeps the peer's ACK timeout: only the CM's own waits are bounded */
+	ck_assert_uint_eq(conn_find(dev.cm, conn)->ack_timeout, 31);
+}
+END_TEST
+
+/* One client holds at most CM_MAX_OWNER_CONNS connections: its next connect is ENOMEM, a
+ * REQ to its listener REJ 3, each counted; another client still connects. */
+START_TEST(test_a_client_holds_a_bounded_number_of_connections)
+{
+	struct proto_cm_connect m = { .qpn = 0, .cookie = COOKIE, .service_id = SERVICE_ID };
+	char err[PROTO_ERRMSG];
+	uint32_t conn;
+
+	for (unsigned i = 0; i < CM_MAX_OWNER_CONNS; i++)
+		connect_out();
+	ck_assert_uint_eq(dev.cm->nconns, CM_MAX_OWNER_CONNS);
+	m.channel = channel;
+	m.qpn = qp->qpn;
+	memcpy(m.sgid, our_gid, 16);
+	memcpy(m.dgid, peer_gid, 16);
+	ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err, sizeof(err)),
+			 -ENOMEM);
+	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 1);
+	listen_here(8);
+	stub_reset();
+	frames_read = 0;
+	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
+	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_NO_RESOURCES);
+	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 2);
+	expect_no_event();
+	/* another client has its own budget */
+	{
+		int fd = dup(events_fd);
+		uint32_t ch;
+		struct qp *sqp;
+		struct proto_create_qp req = { .max_send_wr = 4, .max_recv_wr = 4,
+					       .qp_type = IBV_QPT_RC, .max_send_sge = 1,
+					       .max_recv_sge = 1 };
+		int fds[2], e;
+
+		ck_assert_int_eq(cm_channel_open(dev.cm, &stranger, fd, &ch), 0);
+		sqp = qp_create(&stranger, &req, fds, &e);
+		ck_assert_ptr_nonnull(sqp);
+		close(fds[0]);
+		sqp->send_cq = sqp->recv_cq = cq;
+		cq->users += 2;
+		m.channel = ch;
+		m.qpn = sqp->qpn;
+		ck_assert_int_eq(cm_connect(dev.cm, &stranger, &m, stub_peer_mac, &conn, err,
+					    sizeof(err)), 0);
+		next_mad(CM_ATTR_REQ);
+		cm_owner_gone(dev.cm, &stranger);
+		next_mad(CM_ATTR_REJ);
+		qp_destroy(sqp);
+	}
+}
+END_TEST
+
+/* The events held for a client slow to read are bounded over all its channels together:
+ * two channels nobody reads hold CM_CHANNEL_BACKLOG between them, the rest are lost and
+ * counted. */
+START_TEST(test_held_events_are_bounded_per_client)
+{
+	struct proto_cm_connect m = { .qpn = qp->qpn, .cookie = COOKIE, .service_id = SERVICE_ID };
+	char err[PROTO_ERRMSG];
+	uint32_t ch[2], held = 0, made = 0;
+	int sv[2][2], small = 4096;
+	struct cm_channel *c;
+
+	memcpy(m.sgid, our_gid, 16);
+	memcpy(m.dgid, peer_gid, 16);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv[i]), 0);
+		ck_assert_int_eq(setsockopt(sv[i][1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+				 0);
+		ck_assert_int_eq(cm_channel_open(dev.cm, &owner, sv[i][1], &ch[i]), 0);
+	}
+	/* each connection refused by the peer is one REJECTED event */
+	for (uint32_t i = 0; i < CM_CHANNEL_BACKLOG + 2000; i++) {
+		struct cm_mad rej;
+		uint32_t conn;
+
+		m.channel = ch[i % 2];
+		ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err,
+					    sizeof(err)), 0);
+		rej = peer_msg(CM_ATTR_REJ, PEER_COMM_ID, conn);
+		rej.rej.reason = CM_REJ_CONSUMER_DEFINED;
+		arrive(rej);
+		made++;
+	}
+	LIST_FOREACH(c, &dev.cm->channels, link)
+		if (c->handle == ch[0] || c->handle == ch[1])
+			held += c->backlog_len;
+	ck_assert_uint_eq(held, CM_CHANNEL_BACKLOG);
+	ck_assert_uint_gt(dev.cnt.cm_events_lost, 0);
+	ck_assert_uint_le(held + dev.cnt.cm_events_lost, made);
+	stub_reset();
+	frames_read = 0;
+	close(sv[0][0]);
+	close(sv[1][0]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cm");
@@ -790,6 +1081,14 @@ int main(void)
 	tcase_add_test(tc, test_sidr_passive);
 	tcase_add_test(tc, test_slow_client_keeps_its_events);
 	tcase_add_test(tc, test_sidr_active);
+	tcase_add_test(tc, test_rej_timeout_finds_a_request_received);
+	tcase_add_test(tc, test_rej_timeout_finds_a_rep_sent);
+	tcase_add_test(tc, test_rej_timeout_sent_as_the_kernel_sends_it);
+	tcase_add_test(tc, test_mra_stretches_the_wait_once);
+	tcase_add_test(tc, test_mads_from_another_gid_are_dropped);
+	tcase_add_test(tc, test_peer_timeouts_are_clamped);
+	tcase_add_test(tc, test_a_client_holds_a_bounded_number_of_connections);
+	tcase_add_test(tc, test_held_events_are_bounded_per_client);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

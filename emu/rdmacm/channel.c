@@ -79,6 +79,29 @@ int rcm_post_local(struct rcm_id *id, uint32_t event, int32_t status)
 	return 0;
 }
 
+void rcm_channel_move_events(struct rcm_channel *from, uint64_t cookie, struct rcm_channel *to)
+{
+	struct proto_cm_event pe, *kept = NULL;
+	size_t nkept = 0;
+
+	while (recv(from->ch.fd, &pe, sizeof(pe), MSG_DONTWAIT) == (ssize_t)sizeof(pe)) {
+		if (pe.cookie == cookie) {
+			if (to)
+				(void)!send(to->wr, &pe, sizeof(pe), MSG_DONTWAIT | MSG_NOSIGNAL);
+			continue;
+		}
+		struct proto_cm_event *grown = realloc(kept, (nkept + 1) * sizeof(*kept));
+
+		if (!grown)
+			break;
+		kept = grown;
+		kept[nkept++] = pe;
+	}
+	for (size_t i = 0; i < nkept; i++)
+		(void)!send(from->wr, &kept[i], sizeof(kept[i]), MSG_DONTWAIT | MSG_NOSIGNAL);
+	free(kept);
+}
+
 struct rdma_event_channel *rdma_create_event_channel(void)
 {
 	struct rcm_channel *c = rcm_channel_new();

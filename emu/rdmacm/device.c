@@ -31,6 +31,12 @@ static void open_all(void)
 			ibv_close_device(verbs);
 			continue;
 		}
+		d->abi.verbs = verbs;
+		d->abi.pd = d->pd;
+		d->abi.port_cnt = 1;
+		d->abi.max_qpsize = d->rv->attr.max_qp_wr;
+		d->abi.max_initiator_depth = (uint8_t)d->rv->attr.max_qp_rd_atom;
+		d->abi.max_responder_resources = (uint8_t)d->rv->attr.max_qp_rd_atom;
 		ndevices++;
 	}
 	if (list)

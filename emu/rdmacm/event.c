@@ -108,6 +108,7 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 	id->initiator_depth = pe->initiator_depth;
 	id->tos = listen->tos;
 	rcm_gid_addr(pe->local_gid, pe->local_port, family, &id->id.route.addr.src_storage);
+	id->bound = true;
 	rcm_gid_addr(pe->peer_gid, pe->peer_port, family, &id->id.route.addr.dst_storage);
 	rcm_fill_path(id);
 	return id;
@@ -157,6 +158,9 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		return 0;
 	}
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		/* the answer may come before rdma_connect, on another thread, has stored the
+		 * connection's number */
+		id->conn = pe->conn;
 		id->qp_attr = pe->qp;
 		id->have_qp_attr = true;
 		set_conn_param(e, pe);
@@ -168,6 +172,20 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		}
 		return 0;
 	case RDMA_CM_EVENT_REJECTED:
+		if (rcm_id_listening(id)) {
+			/* to a listener: a request it was told of, given up by the peer */
+			struct rcm_id *child = rcm_id_of_conn(id->dev, pe->conn);
+
+			/* (a synchronous one has its own channel: its answer finds the request
+			 * gone, EINVAL) */
+			if (!child || child->sync) {
+				if (child)
+					child->conn = 0;
+				return EAGAIN;
+			}
+			id = child;
+			e->ev.id = &child->id;
+		}
 		rcm_qp_error(id);
 		id->conn = 0;
 		set_conn_param(e, pe);

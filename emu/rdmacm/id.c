@@ -3,10 +3,27 @@
  * The connection itself is the daemon's (PROTO_CM_*). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emu/rdmacm/rdmacm.h"
+
+/* rdma-core's struct cma_id_private as far as librdmacm's own calls read it */
+struct cma_id_private_head {
+	struct rdma_cm_id id;
+	void *cma_dev;
+	void *connect;
+	size_t connect_len;
+	int events_completed;
+	int connect_error;
+	int sync;
+};
+_Static_assert(offsetof(struct rcm_id, cma_dev) == offsetof(struct cma_id_private_head, cma_dev) &&
+	       offsetof(struct rcm_id, sync) == offsetof(struct cma_id_private_head, sync),
+	       "an id's sync and cma_dev sit where librdmacm's own calls read them");
+_Static_assert(sizeof(void *) != 8 || offsetof(struct rcm_cma_device_abi, max_qpsize) == 72,
+	       "a device's max_qpsize sits where ucma_max_qpsize reads it");
 
 static pthread_mutex_t ids_lock = PTHREAD_MUTEX_INITIALIZER;
 static LIST_HEAD(, rcm_id) ids = LIST_HEAD_INITIALIZER(ids);
@@ -64,9 +81,30 @@ struct rcm_id *rcm_id_take_event(uint64_t cookie)
 	return id;
 }
 
+bool rcm_id_listening(const struct rcm_id *id)
+{
+	for (int i = 0; i < RCM_MAX_DEVICES; i++)
+		if (id->listener[i])
+			return true;
+	return false;
+}
+
+struct rcm_id *rcm_id_of_conn(const struct rcm_device *d, uint32_t conn)
+{
+	struct rcm_id *id;
+
+	pthread_mutex_lock(&ids_lock);
+	LIST_FOREACH(id, &ids, link)
+		if (id->conn == conn && (!d || id->dev == d))
+			break;
+	pthread_mutex_unlock(&ids_lock);
+	return id;
+}
+
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d)
 {
 	id->dev = d;
+	id->cma_dev = d ? &d->abi : NULL;
 	id->id.verbs = d ? d->verbs : NULL;
 	id->id.pd = d ? d->pd : NULL;
 	id->id.port_num = d ? 1 : 0;
@@ -156,6 +194,9 @@ int rdma_destroy_id(struct rdma_cm_id *cmid)
 	rcm_mcast_leave_all(id);
 	unlisten(id);
 	forget_conn(id);
+	/* its events already in a channel others share go: nobody may be woken for them */
+	if (!id->sync)
+		rcm_channel_move_events(id->chan, id->cookie, NULL);
 	pthread_cond_destroy(&id->acked);
 	if (id->sync)
 		rcm_channel_free(id->chan);
@@ -171,8 +212,9 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 
 	if (!cmid || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return fail(EINVAL);
-	if (src->sa_family)
-		return fail(EINVAL);    /* bound already */
+	/* bound already (the family alone may be set: rsockets set it at rsocket()) */
+	if (id->bound)
+		return fail(EINVAL);
 	if (!rcm_addr_any(addr)) {
 		struct rcm_device *d = rcm_device_of(addr);
 
@@ -183,6 +225,7 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 	memcpy(&cmid->route.addr.src_storage, addr, rcm_addr_len(addr));
 	if (!rcm_port(src))
 		rcm_set_port(src, rcm_ephemeral_port());
+	id->bound = true;
 	return 0;
 }
 
@@ -221,9 +264,12 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 
 	if (!cmid)
 		return fail(EINVAL);
-	if (!cmid->route.addr.src_addr.sa_family) {
-		struct sockaddr_in any = { .sin_family = AF_INET };
+	if (!id->bound) {
+		/* any address of the family the id was given, else IPv4's, as the kernel binds */
+		struct sockaddr_storage any = { .ss_family = AF_INET };
 
+		if (cmid->route.addr.src_addr.sa_family == AF_INET6)
+			any.ss_family = AF_INET6;
 		if (rdma_bind_addr(cmid, (struct sockaddr *)&any))
 			return -1;
 	}
@@ -241,13 +287,38 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 	return listening ? 0 : fail(ENODEV);
 }
 
+/* The peer's MAC known to the daemon: asked on the device's connection, which every
+ * thread's calls share, only for a look the daemon answers at once; a neighbour still to be
+ * resolved (about a second when nobody answers) is waited for on a connection of this
+ * call's own, so other threads' calls go on meanwhile. */
+static int resolve_neighbour(struct rcm_device *d, const struct sockaddr *dst)
+{
+	struct proto_cm_resolve m = { .hdr.op = PROTO_CM_RESOLVE, .no_wait = 1 };
+	struct rocemu_context *own;
+	int err;
+
+	rcm_addr_gid(dst, m.dgid);
+	pthread_mutex_lock(&d->rv->lock);
+	err = rocemu_cm_request(d->rv->rc, &m, sizeof(m), NULL, 0, -1);
+	pthread_mutex_unlock(&d->rv->lock);
+	if (err == EWOULDBLOCK) {
+		m.no_wait = 0;
+		own = rocemu_open(d->rv->dev->socket);
+		err = own ? rocemu_cm_request(own, &m, sizeof(m), NULL, 0, -1) : errno;
+		if (own)
+			rocemu_close(own);
+	}
+	if (err)
+		rv_fail(d->rv, err, "rdma_resolve_addr");
+	return err;
+}
+
 /* The address is resolved when the daemon serving the source knows the peer's MAC: the
  * daemon waits for the kernel's neighbour table, never blocking its loop. */
 int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		      struct sockaddr *dst_addr, int timeout_ms)
 {
 	struct rcm_id *id = rcm_id(cmid);
-	struct proto_cm_resolve m = { .hdr.op = PROTO_CM_RESOLVE };
 	struct sockaddr_storage src;
 	struct rcm_device *d;
 	int err;
@@ -258,8 +329,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		return fail(EINVAL);
 	if (src_addr && src_addr->sa_family)
 		memcpy(&src, src_addr, rcm_addr_len(src_addr));
-	else if (cmid->route.addr.src_addr.sa_family &&
-		 !rcm_addr_any(&cmid->route.addr.src_addr))
+	else if (id->bound && !rcm_addr_any(&cmid->route.addr.src_addr))
 		memcpy(&src, &cmid->route.addr.src_storage, sizeof(src));
 	else if ((err = rcm_route_source(dst_addr, &src)))
 		return fail(err);
@@ -274,9 +344,9 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		rcm_set_port((struct sockaddr *)&src, rcm_port(&cmid->route.addr.src_addr));
 	memcpy(&cmid->route.addr.src_storage, &src, sizeof(src));
 	memcpy(&cmid->route.addr.dst_storage, dst_addr, rcm_addr_len(dst_addr));
+	id->bound = true;
 	rcm_id_bind_device(id, d);
-	rcm_addr_gid(dst_addr, m.dgid);
-	err = rcm_request(d, &m, sizeof(m), NULL, 0, -1);
+	err = resolve_neighbour(d, dst_addr);
 	/* a neighbour that never answered is a timeout, as the kernel's addr.c reports it */
 	if (err == EHOSTUNREACH)
 		err = ETIMEDOUT;
@@ -496,7 +566,12 @@ int rdma_disconnect(struct rdma_cm_id *cmid)
 	rcm_qp_error(id);
 	m.handle = id->conn;
 	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
-	return err ? fail(err) : 0;
+	if (err)
+		return fail(err);
+	/* a synchronous id waits for its next event, as librdmacm's: the DISCONNECTED its DREQ
+	 * brings, or the one already waiting when the peer disconnected first; id->event
+	 * holds it */
+	return id->sync && rcm_complete(id) ? -1 : 0;
 }
 
 /* The first packet on the QP before the RTU: the connection counts as established. The
@@ -539,33 +614,6 @@ static int migrate_at_daemons(struct rcm_id *id, struct rcm_channel *to)
 	return err;
 }
 
-/* The events of id already written to the channel it leaves go to its new one, in order,
- * as the kernel moves them: a program that waits on the new channel would otherwise wait
- * for them forever. The others are written back behind any that arrive meanwhile, which
- * the program will not see before those. */
-static void move_pending_events(struct rcm_id *id, struct rcm_channel *from,
-				struct rcm_channel *to)
-{
-	struct proto_cm_event pe, *kept = NULL;
-	size_t nkept = 0;
-
-	while (recv(from->ch.fd, &pe, sizeof(pe), MSG_DONTWAIT) == (ssize_t)sizeof(pe)) {
-		if (pe.cookie == id->cookie) {
-			(void)!send(to->wr, &pe, sizeof(pe), MSG_DONTWAIT | MSG_NOSIGNAL);
-			continue;
-		}
-		struct proto_cm_event *grown = realloc(kept, (nkept + 1) * sizeof(*kept));
-
-		if (!grown)
-			break;
-		kept = grown;
-		kept[nkept++] = pe;
-	}
-	for (size_t i = 0; i < nkept; i++)
-		(void)!send(from->wr, &kept[i], sizeof(kept[i]), MSG_DONTWAIT | MSG_NOSIGNAL);
-	free(kept);
-}
-
 int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 {
 	struct rcm_id *id = rcm_id(cmid);
@@ -587,7 +635,7 @@ int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 		return fail(err);
 	}
 	/* those the program holds it acks as before */
-	move_pending_events(id, id->chan, to);
+	rcm_channel_move_events(id->chan, id->cookie, to);
 	if (id->sync)
 		rcm_channel_free(id->chan);
 	id->chan = to;
@@ -640,7 +688,7 @@ __be16 rdma_get_dst_port(struct rdma_cm_id *cmid)
 	return htons(rcm_port(&cmid->route.addr.dst_addr));
 }
 
-int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
+int rcm_complete(struct rcm_id *id)
 {
 	struct rdma_cm_event *ev;
 	int err;
@@ -658,7 +706,16 @@ int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
 		      ev->status < 0 ? -ev->status : ev->status;
 		return (errno = err);
 	}
-	if (ev->event != expected)
+	return 0;
+}
+
+int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected)
+{
+	int err = rcm_complete(id);
+
+	if (err)
+		return err;
+	if (id->id.event->event != expected)
 		return (errno = EINVAL);
 	return 0;
 }

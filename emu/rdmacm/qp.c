@@ -127,6 +127,8 @@ static int make_cqs(struct rcm_id *id, uint32_t send_size, uint32_t recv_size)
 	return 0;
 }
 
+/* A program may give the id one CQ and one channel for both (rsockets do): each is
+ * destroyed once. */
 static void free_cqs(struct rdma_cm_id *c)
 {
 	if (c->recv_cq)
@@ -135,7 +137,7 @@ static void free_cqs(struct rdma_cm_id *c)
 		ibv_destroy_comp_channel(c->recv_cq_channel);
 	if (c->send_cq && c->send_cq != c->recv_cq)
 		ibv_destroy_cq(c->send_cq);
-	if (c->send_cq_channel)
+	if (c->send_cq_channel && c->send_cq_channel != c->recv_cq_channel)
 		ibv_destroy_comp_channel(c->send_cq_channel);
 	c->recv_cq = c->send_cq = NULL;
 	c->recv_cq_channel = c->send_cq_channel = NULL;

@@ -30,9 +30,30 @@
 #define RCM_MAX_DEVICES 8
 
 struct rcm_mcast;
+/* librdmacm calls two of its own functions directly, never through the PLT a preload
+ * answers: rsockets' ucma_complete (which reads whether the id is synchronous) and
+ * ucma_max_qpsize (the largest queue of the id's device). Both read the id and its device
+ * as rdma-core's private struct cma_id_private and struct cma_device, whose first fields are
+ * the same from rdma-core 35 to 50 (Debian 12 has 44); so an id and a device keep those
+ * fields at the same offsets (rcm_id's sync and cma_dev, this struct's max_qpsize). */
+struct rcm_cma_device_abi {
+	void *ibv_device;
+	void *entry_next, *entry_prev;
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	void *xrcd;
+	void *port;
+	uint64_t guid;
+	int port_cnt;
+	int refcnt;
+	int max_qpsize;
+	uint8_t max_initiator_depth;
+	uint8_t max_responder_resources;
+};
 
 /* An opened rocemu device, kept for the process's life as librdmacm keeps its devices. */
 struct rcm_device {
+	struct rcm_cma_device_abi abi;  /* what librdmacm's own calls read of it */
 	struct ibv_context *verbs;
 	struct rv_context *rv;
 	struct ibv_pd *pd;           /* the ids' default PD (rdma_create_ep, a NULL pd) */
@@ -47,9 +68,16 @@ struct rcm_channel {
 
 struct rcm_id {
 	struct rdma_cm_id id;        /* first: the program's pointer is ours */
+	/* librdmacm's cma_id_private goes on so (see struct rcm_cma_device_abi) */
+	struct rcm_cma_device_abi *cma_dev;  /* the bound device's, NULL before */
+	void *abi_connect;
+	size_t abi_connect_len;
+	int abi_events_completed;
+	int abi_connect_error;
+	int sync;                    /* made without a channel: calls wait for their event */
+	bool bound;                  /* to an address (rdma_bind_addr, or by resolving) */
 	uint64_t cookie;
 	struct rcm_channel *chan;
-	bool sync;                   /* made without a channel: calls wait for their event */
 	struct rcm_device *dev;      /* bound to, NULL before */
 	uint32_t listener[RCM_MAX_DEVICES];
 	uint32_t conn;               /* the daemon's connection, 0 for none */
@@ -100,6 +128,10 @@ struct rcm_channel *rcm_channel_new(void);
 void rcm_channel_free(struct rcm_channel *c);
 /* The channel's handle at the device's daemon, registered at first use: 0 or an errno. */
 int rcm_channel_at(struct rcm_channel *c, struct rcm_device *d, uint32_t *handle);
+/* The events of the id named by cookie already written to from go to to, in order (the
+ * kernel moves them so at rdma_migrate_id), or nowhere when to is NULL (rdma_destroy_id);
+ * the others are written back behind any that arrived meanwhile. */
+void rcm_channel_move_events(struct rcm_channel *from, uint64_t cookie, struct rcm_channel *to);
 /* An event this layer makes (address or route resolution). */
 int rcm_post_local(struct rcm_id *id, uint32_t event, int32_t status);
 /* event.c: a synchronous id holds ev in id.event until the next call acks it */
@@ -113,7 +145,14 @@ struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_por
 struct rcm_id *rcm_id_take_event(uint64_t cookie);
 void rcm_id_acked(struct rcm_id *id);
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d);
-/* A sync id's call waits for its event; 0, or the errno librdmacm gives its failure. */
+/* The id holding the daemon's connection conn on device d (any device for NULL: a request
+ * a wildcard listener was told of), or NULL; as an event's id, valid until the program
+ * destroys it. */
+struct rcm_id *rcm_id_of_conn(const struct rcm_device *d, uint32_t conn);
+bool rcm_id_listening(const struct rcm_id *id);
+/* A sync id's call waits for its next event (librdmacm's ucma_complete), held in id.event:
+ * 0, or the errno librdmacm gives its failure; rcm_wait wants it of the type expected. */
+int rcm_complete(struct rcm_id *id);
 int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected);
 /* The QP through INIT, RTR and RTS with the connection's attributes. */
 int rcm_qp_init(struct rcm_id *id, bool with_access);

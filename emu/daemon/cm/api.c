@@ -19,14 +19,21 @@ static struct cm_channel *find_channel(struct cm *cm, struct owner *own, uint32_
 	return NULL;
 }
 
-int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle)
+uint32_t cm_owner_channels(const struct cm *cm, const struct owner *own)
 {
-	struct cm_channel *ch;
-	unsigned mine = 0;
+	const struct cm_channel *ch;
+	uint32_t mine = 0;
 
 	LIST_FOREACH(ch, &cm->channels, link)
 		mine += ch->own == own;
-	if (cm->nchannels >= CM_MAX_CHANNELS || mine >= CM_MAX_OWNER_CHANNELS)
+	return mine;
+}
+
+int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle)
+{
+	struct cm_channel *ch;
+
+	if (cm->nchannels >= CM_MAX_CHANNELS || cm_owner_channels(cm, own) >= CM_MAX_OWNER_CHANNELS)
 		return -EMFILE;
 	ch = calloc(1, sizeof(*ch));
 	if (!ch)
@@ -299,12 +306,18 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 	rc = check_qpn(cm, own, m->qpn, is_udp_service(m->service_id), err, errlen);
 	if (rc)
 		return rc;
+	if (cm_owner_full(cm, own)) {
+		snprintf(err, errlen, "this client holds %u connections, the most it may",
+			 CM_MAX_OWNER_CONNS);
+		return -ENOMEM;
+	}
 	c = conn_new(cm);
 	if (!c) {
 		snprintf(err, errlen, "the CM holds %u connections, its most", CM_MAX_CONNS);
 		return -ENOMEM;
 	}
 	c->own = own;
+	c->charged = own;
 	c->ch = ch;
 	c->cookie = m->cookie;
 	c->state = CM_REQ_SENT;
@@ -456,7 +469,9 @@ static void end_conn(struct cm_conn *c)
 	c->ch = NULL;
 	switch (c->state) {
 	case CM_REQ_SENT:
-		conn_reject(c, CM_REJ_TIMEOUT, CM_MSG_REQ, NULL, 0);
+		/* as the kernel's cm_destroy_id: TIMEOUT, our CA GUID as the ARI, the message
+		 * "other" (the REJ names no comm ID of the peer's, which the REQ never got) */
+		conn_reject(c, CM_REJ_TIMEOUT, CM_MSG_OTHER, NULL, 0);
 		return;
 	case CM_REQ_RCVD:
 		conn_reject(c, CM_REJ_CONSUMER_DEFINED, CM_MSG_REQ, NULL, 0);
@@ -531,6 +546,10 @@ void cm_owner_gone(struct cm *cm, struct owner *own)
 		if (c->own == own)
 			end_conn(c);
 	}
+	/* (what winds down after it counts against nobody: the owner is freed) */
+	LIST_FOREACH(c, &cm->conns, link)
+		if (c->charged == own)
+			c->charged = NULL;
 	for (l = LIST_FIRST(&cm->listeners); l; l = lnext) {
 		lnext = LIST_NEXT(l, link);
 		if (l->own == own)

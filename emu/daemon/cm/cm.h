@@ -28,6 +28,9 @@ struct owner;
 #define CM_MAX_CHANNELS 4096       /* channels in all */
 #define CM_MAX_OWNER_CHANNELS 256  /* ... and of one client */
 #define CM_MAX_OWNER_LISTENERS 256 /* listeners of one client */
+/* connections one client may hold, every state, those it forgot and that still wind down
+ * counted too (a REQ to its listener beyond it: REJ 3; its own connect: ENOMEM) */
+#define CM_MAX_OWNER_CONNS 1024
 
 struct cm *cm_new(struct dev *dev);
 void cm_free(struct cm *cm);
@@ -38,6 +41,7 @@ void cm_on_frame(void *cm, const uint8_t *frame, const struct wire_pkt *pkt);
 /* Channels: the socket the CM writes a client's events to (the CM owns fd after 0). */
 int cm_channel_open(struct cm *cm, struct owner *own, int fd, uint32_t *handle);
 int cm_channel_close(struct cm *cm, struct owner *own, uint32_t handle);
+uint32_t cm_owner_channels(const struct cm *cm, const struct owner *own);
 
 int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 	      uint32_t *handle, char *err, size_t errlen);

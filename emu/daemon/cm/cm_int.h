@@ -16,6 +16,11 @@
 #define CM_RESPONSE_TIMEOUT 20     /* 4.096 us * 2^20: about 4 s to answer a MAD */
 #define CM_MAX_CM_RETRIES 15
 #define CM_PACKET_LIFETIME 18      /* the path's; the ACK timeout is one more */
+/* The longest wait a peer may ask for, in the same 4.096 us * 2^t units (about 33 s, 8
+ * times rdma_cm's own 20): its CM response timeout and an MRA's service timeout, and the
+ * TimeWait its ACK timeout makes. The fields allow 31 (2.3 hours, as the kernel takes
+ * them), which 16 sends make into days of a connection held. */
+#define CM_MAX_PEER_TIMEOUT 23
 #define CM_HASH_BUCKETS 1024
 
 enum cm_state {
@@ -36,7 +41,9 @@ enum cm_event_type {
 	CM_EV_MULTICAST_JOIN, CM_EV_MULTICAST_ERROR, CM_EV_ADDR_CHANGE, CM_EV_TIMEWAIT_EXIT
 };
 
-#define CM_CHANNEL_BACKLOG 8192   /* events held for a client whose socket is full */
+/* events held for one client whose sockets are full, all its channels together (a client
+ * may have 256 channels: a bound per channel would let it hold 2 million, about 700 MB) */
+#define CM_CHANNEL_BACKLOG 8192
 
 /* An event waiting for room in its channel's socket. */
 struct cm_pending_event {
@@ -76,10 +83,12 @@ struct cm_conn {
 	struct cm *cm;
 	enum cm_state state;
 	struct owner *own;           /* NULL once the client forgot it: the CM ends it */
+	struct owner *charged;       /* the client it counts against, until that client goes */
 	struct cm_channel *ch;
 	uint64_t cookie;
 	struct cm_listener *listener; /* REQ_RCVD: counted in its backlog */
 	uint32_t local_id, remote_id;
+	uint64_t remote_ca_guid;     /* the peer's, from its REQ or REP (a REJ TIMEOUT names it) */
 	uint64_t tid;                /* the transaction the next answer belongs to */
 	uint64_t service_id;
 	uint32_t local_qpn, remote_qpn;
@@ -94,6 +103,7 @@ struct cm_conn {
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
 	uint8_t peer_cm_timeout;     /* the peer's CM response timeout (REQ) */
 	uint8_t max_retries, retries_left;
+	bool mra_rcvd;               /* the MAD resent now was MRA'd already (once each) */
 	ev_tstamp timeout;           /* between resends of last_mad */
 	bool has_last;
 	uint8_t last_mad[CM_MAD_LEN]; /* the MAD resent on a timeout or a duplicate */
@@ -146,9 +156,16 @@ void conn_send_dreq(struct cm_conn *c);
 void conn_send_drep(struct cm_conn *c);
 void conn_repeat_drep(struct cm_conn *c);  /* in TimeWait: the timer keeps running */
 void conn_release_listener(struct cm_conn *c);
+/* Whether the client holds CM_MAX_OWNER_CONNS connections already (counted, refused). */
+bool cm_owner_full(struct cm *cm, const struct owner *own);
 /* The SIDR_REP of a SIDR_REQ received (status CM_SIDR_*); the connection then freed. */
 void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
 		     size_t len);
+
+static inline uint8_t cm_clamp_u8(uint8_t v, uint8_t max)
+{
+	return v < max ? v : max;
+}
 
 static inline ev_tstamp cm_time_s(uint8_t iba_time)
 {

@@ -107,6 +107,19 @@ struct cm_conn *conn_new(struct cm *cm)
 	return c;
 }
 
+bool cm_owner_full(struct cm *cm, const struct owner *own)
+{
+	const struct cm_conn *c;
+	unsigned n = 0;
+
+	LIST_FOREACH(c, &cm->conns, link)
+		n += c->charged == own;
+	if (n < CM_MAX_OWNER_CONNS)
+		return false;
+	cm->dev->cnt.cm_rej_client_limit++;
+	return true;
+}
+
 void conn_release_listener(struct cm_conn *c)
 {
 	if (c->listener) {
@@ -206,6 +219,7 @@ void conn_send(struct cm_conn *c, const struct cm_mad *mad, bool resend)
 		return;
 	c->has_last = true;
 	c->last_attr = (uint8_t)mad->hdr.attr_id;
+	c->mra_rcvd = false;
 	send_mad_bytes(cm, c->local_gid, c->peer_gid, c->peer_mac, c->tos, c->last_mad);
 	conn_stop_timer(c);
 	if (resend) {
@@ -244,16 +258,28 @@ static void channel_writable_cb(struct ev_loop *loop, ev_io *w, int revents)
 	channel_drain(w->data);
 }
 
-/* A client slow to read keeps its events, up to CM_CHANNEL_BACKLOG, in order. */
+static uint32_t owner_held(const struct cm *cm, const struct owner *own)
+{
+	const struct cm_channel *ch;
+	uint32_t n = 0;
+
+	LIST_FOREACH(ch, &cm->channels, link)
+		if (ch->own == own)
+			n += ch->backlog_len;
+	return n;
+}
+
+/* A client slow to read keeps its events, in order, up to CM_CHANNEL_BACKLOG over all its
+ * channels. */
 static void channel_hold(struct cm *cm, struct cm_channel *ch, const struct proto_cm_event *ev)
 {
-	struct cm_pending_event *p = ch->backlog_len < CM_CHANNEL_BACKLOG ? malloc(sizeof(*p)) :
-				     NULL;
+	struct cm_pending_event *p = owner_held(cm, ch->own) < CM_CHANNEL_BACKLOG ?
+				     malloc(sizeof(*p)) : NULL;
 
 	if (!p) {
 		cm->dev->cnt.cm_events_lost++;
 		log_limited("CM: an event for client pid %d was lost: %u wait already",
-			    ch->own ? (int)ch->own->pid : 0, ch->backlog_len);
+			    ch->own ? (int)ch->own->pid : 0, owner_held(cm, ch->own));
 		return;
 	}
 	p->ev = *ev;
@@ -419,12 +445,13 @@ void conn_repeat_drep(struct cm_conn *c)
 }
 
 /* TimeWait: the comm ID stays known (a late DREQ is answered again) for the ACK timeout,
- * as the kernel's cm_enter_timewait waits. */
+ * as the kernel's cm_enter_timewait waits, at most CM_MAX_PEER_TIMEOUT's (the peer's REQ
+ * names it). */
 void conn_enter_timewait(struct cm_conn *c)
 {
 	c->state = CM_TIMEWAIT;
 	conn_stop_timer(c);
-	ev_timer_set(&c->timer, cm_time_s(c->ack_timeout), 0);
+	ev_timer_set(&c->timer, cm_time_s(cm_clamp_u8(c->ack_timeout, CM_MAX_PEER_TIMEOUT)), 0);
 	ev_timer_start(c->cm->dev->loop, &c->timer);
 }
 

@@ -15,6 +15,16 @@ struct mad_src {
 	uint8_t mac[6];
 };
 
+/* A MAD for a connection counts only from the connection's peer: another host naming its
+ * comm IDs (guessed, or seen) is counted and dropped. */
+static bool from_peer(struct cm *cm, const struct cm_conn *c, const struct mad_src *src)
+{
+	if (!memcmp(c->peer_gid, src->src_gid, 16))
+		return true;
+	cm->dev->cnt.cm_drop_wrong_peer++;
+	return false;
+}
+
 static struct cm_listener *find_service(struct cm *cm, uint64_t service_id)
 {
 	struct cm_listener *l;
@@ -80,6 +90,7 @@ static void fill_from_req(struct cm_conn *c, const struct cm_mad *in, const stru
 	c->state = CM_REQ_RCVD;
 	c->tid = in->hdr.tid;
 	c->remote_id = req->local_comm_id;
+	c->remote_ca_guid = req->local_ca_guid;
 	c->service_id = req->service_id;
 	c->remote_qpn = req->local_qpn;
 	c->remote_psn = req->starting_psn;
@@ -96,8 +107,8 @@ static void fill_from_req(struct cm_conn *c, const struct cm_mad *in, const stru
 	c->initiator_depth = rd_atomic(req->responder_resources);
 	c->retry_count = req->retry_count;
 	c->rnr_retry_count = req->rnr_retry_count;
-	c->peer_cm_timeout = req->local_cm_response_timeout;
-	c->max_retries = req->max_cm_retries;
+	c->peer_cm_timeout = cm_clamp_u8(req->local_cm_response_timeout, CM_MAX_PEER_TIMEOUT);
+	c->max_retries = cm_clamp_u8(req->max_cm_retries, CM_MAX_CM_RETRIES);
 	c->timeout = 2 * cm_time_s(CM_PACKET_LIFETIME) + cm_time_s(c->peer_cm_timeout);
 }
 
@@ -183,6 +194,10 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 		reject_req(cm, in, src, CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
+	if (cm_owner_full(cm, l->own)) {
+		reject_req(cm, in, src, CM_REJ_NO_RESOURCES);
+		return;
+	}
 	c = conn_new(cm);
 	if (!c) {
 		cm->dev->cnt.cm_rej_too_many++;
@@ -191,16 +206,19 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	}
 	fill_from_req(c, in, src, &cma);
 	c->listener = l;
+	c->charged = l->own;
 	l->pending++;
 	tell_connect_request(c, l, &in->req, &cma);
 }
 
-static void on_rep(struct cm *cm, const struct cm_mad *in)
+static void on_rep(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
 {
 	const struct cm_rep *rep = &in->rep;
 	struct cm_conn *c = conn_find(cm, rep->remote_comm_id);
 	struct proto_cm_event ev = { .event = CM_EV_CONNECT_RESPONSE };
 
+	if (c && !from_peer(cm, c, src))
+		return;
 	if (c && (c->state == CM_REP_RCVD || c->state == CM_ESTABLISHED) &&
 	    c->remote_id == rep->local_comm_id) {
 		/* our RTU was lost: the REP comes again, and so does the RTU */
@@ -216,6 +234,7 @@ static void on_rep(struct cm *cm, const struct cm_mad *in)
 	conn_stop_timer(c);
 	c->state = CM_REP_RCVD;
 	c->remote_id = rep->local_comm_id;
+	c->remote_ca_guid = rep->local_ca_guid;
 	c->remote_qpn = rep->local_qpn;
 	c->remote_psn = rep->starting_psn;
 	c->responder_resources = rd_atomic(rep->initiator_depth);
@@ -233,11 +252,13 @@ static void on_rep(struct cm *cm, const struct cm_mad *in)
 	conn_event(c, &ev);
 }
 
-static void on_rtu(struct cm *cm, const struct cm_mad *in)
+static void on_rtu(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
 {
 	struct cm_conn *c = conn_find(cm, in->rtu.remote_comm_id);
 	struct proto_cm_event ev = { .event = CM_EV_ESTABLISHED };
 
+	if (c && !from_peer(cm, c, src))
+		return;
 	if (!c || c->state != CM_REP_SENT || c->remote_id != in->rtu.local_comm_id) {
 		cm->dev->cnt.cm_drop_stale++;
 		return;
@@ -248,39 +269,95 @@ static void on_rtu(struct cm *cm, const struct cm_mad *in)
 	conn_event(c, &ev);
 }
 
-static void on_rej(struct cm *cm, const struct cm_mad *in)
+/* The connection a REJ is for, found as the kernel's cm_acquire_rejected_id finds it: a
+ * TIMEOUT names the sender's comm ID and, in its ARI, its CA GUID (it may never have
+ * learnt ours: a REQ it gave up on); a REJ of a REQ names our comm ID, and we know none
+ * of the peer's yet; any other names both. */
+static struct cm_conn *rejected_conn(struct cm *cm, const struct cm_rej *rej)
+{
+	struct cm_conn *c;
+
+	if (rej->reason == CM_REJ_TIMEOUT) {
+		uint64_t guid = 0;
+
+		for (int i = 0; i < 8; i++)
+			guid = guid << 8 | rej->ari[i];
+		LIST_FOREACH(c, &cm->conns, link)
+			if (c->remote_id == rej->local_comm_id && c->remote_ca_guid == guid &&
+			    c->remote_id)
+				return c;
+		return NULL;
+	}
+	c = conn_find(cm, rej->remote_comm_id);
+	if (!c)
+		return NULL;
+	if (rej->message_rejected == CM_MSG_REQ)
+		return c->remote_id == 0 ? c : NULL;
+	return c->remote_id == rej->local_comm_id ? c : NULL;
+}
+
+static void on_rej(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
 {
 	const struct cm_rej *rej = &in->rej;
-	struct cm_conn *c = conn_find(cm, rej->remote_comm_id);
+	struct cm_conn *c = rejected_conn(cm, rej);
 	struct proto_cm_event ev = { .event = CM_EV_REJECTED };
 
 	cm->dev->cnt.cm_rej_rcvd++;
-	/* a REJ to our REQ knows no comm ID of the peer's yet */
-	if (!c || (c->state != CM_REQ_SENT && c->state != CM_REP_SENT &&
-		   c->state != CM_REP_RCVD) ||
-	    (c->state != CM_REQ_SENT && rej->local_comm_id != c->remote_id)) {
+	if (c && !from_peer(cm, c, src))
+		return;
+	if (!c) {
 		cm->dev->cnt.cm_drop_stale++;
 		return;
 	}
-	ev.status = rej->reason;
-	ev.private_len = CM_REJ_PRIVATE_LEN;
-	memcpy(ev.private_data, rej->private_data, CM_REJ_PRIVATE_LEN);
-	conn_event(c, &ev);
-	conn_free(c);
+	switch (c->state) {
+	case CM_REQ_RCVD:
+	case CM_REQ_SENT:
+	case CM_REP_SENT:
+	case CM_REP_RCVD:
+		ev.status = rej->reason;
+		ev.private_len = CM_REJ_PRIVATE_LEN;
+		memcpy(ev.private_data, rej->private_data, CM_REJ_PRIVATE_LEN);
+		if (c->state == CM_REQ_RCVD && c->listener) {
+			/* the peer gave up before we answered: the request the listener's client
+			 * was told of is REJECTED, as the kernel's cma tells the new id (its
+			 * answer then finds no request: EINVAL) */
+			ev.conn = c->local_id;
+			ev.cookie = c->listener->cookie;
+			cm_event_to(cm, c->listener->ch, &ev);
+		} else {
+			conn_event(c, &ev);
+		}
+		conn_free(c);
+		return;
+	default:
+		cm->dev->cnt.cm_drop_stale++;
+		return;
+	}
 }
 
-static void on_mra(struct cm *cm, const struct cm_mad *in)
+static void on_mra(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
 {
 	struct cm_conn *c = conn_find(cm, in->mra.remote_comm_id);
 
+	if (c && !from_peer(cm, c, src))
+		return;
 	if (!c || !((c->state == CM_REQ_SENT && in->mra.message_mraed == CM_MSG_REQ) ||
 		    (c->state == CM_REP_SENT && in->mra.message_mraed == CM_MSG_REP))) {
 		cm->dev->cnt.cm_drop_stale++;
 		return;
 	}
-	/* the peer needs longer: wait its service timeout, as many times as before */
+	/* the peer needs longer: one wait of its service timeout (bounded) more for the MAD
+	 * sent, as the kernel's cm takes one MRA per message (MRA_REQ_RCVD, MRA_REP_RCVD) and
+	 * counts the others as duplicates: a peer repeating MRAs cannot keep it for ever */
+	if (c->mra_rcvd) {
+		cm->dev->cnt.cm_mra_ignored++;
+		return;
+	}
+	c->mra_rcvd = true;
 	conn_stop_timer(c);
-	ev_timer_set(&c->timer, c->timeout + cm_time_s(in->mra.service_timeout), 0);
+	ev_timer_set(&c->timer,
+		     c->timeout + cm_time_s(cm_clamp_u8(in->mra.service_timeout, CM_MAX_PEER_TIMEOUT)),
+		     0);
 	ev_timer_start(cm->dev->loop, &c->timer);
 }
 
@@ -301,6 +378,8 @@ static void on_dreq(struct cm *cm, const struct cm_mad *in, const struct mad_src
 	struct cm_conn *c = conn_find(cm, in->dreq.remote_comm_id);
 	struct proto_cm_event ev = { .event = CM_EV_DISCONNECTED };
 
+	if (c && !from_peer(cm, c, src))
+		return;
 	if (!c || c->remote_id != in->dreq.local_comm_id) {
 		cm->dev->cnt.cm_drop_stale++;
 		drep_unknown(cm, in, src);
@@ -342,11 +421,13 @@ static void on_dreq(struct cm *cm, const struct cm_mad *in, const struct mad_src
 	}
 }
 
-static void on_drep(struct cm *cm, const struct cm_mad *in)
+static void on_drep(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
 {
 	struct cm_conn *c = conn_find(cm, in->drep.remote_comm_id);
 	struct proto_cm_event ev = { .event = CM_EV_DISCONNECTED };
 
+	if (c && !from_peer(cm, c, src))
+		return;
 	if (!c || c->state != CM_DREQ_SENT || c->remote_id != in->drep.local_comm_id) {
 		cm->dev->cnt.cm_drop_stale++;
 		return;
@@ -373,13 +454,17 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 	}
 	if (cm_cma_parse(req->private_data, sizeof(req->private_data), &cma))
 		l = find_listener(cm, &as_req, &cma, src->dst_gid, &service_known);
-	c = l && l->pending < l->backlog ? conn_new(cm) : NULL;
+	if (l && l->pending < l->backlog && !cm_owner_full(cm, l->own)) {
+		c = conn_new(cm);
+		if (!c)
+			cm->dev->cnt.cm_rej_too_many++;
+	}
 	if (!c) {
 		struct cm_mad mad;
 
 		if (!l)
 			cm->dev->cnt.cm_rej_no_listener++;
-		else
+		else if (l->pending >= l->backlog)
 			cm->dev->cnt.cm_rej_backlog++;
 		conn_mad_hdr(&mad, CM_ATTR_SIDR_REP, in->hdr.tid);
 		mad.sidr_rep.request_id = req->request_id;
@@ -390,6 +475,7 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 		return;
 	}
 	c->state = CM_SIDR_REQ_RCVD;
+	c->charged = l->own;
 	c->tid = in->hdr.tid;
 	c->remote_id = req->request_id;
 	c->service_id = req->service_id;
@@ -417,12 +503,14 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 
 /* The answer to our SIDR_REQ: the peer's UD QP (ESTABLISHED), or UNREACHABLE with the
  * status as the kernel's cma reports it. */
-static void on_sidr_rep(struct cm *cm, const struct cm_mad *in)
+static void on_sidr_rep(struct cm *cm, const struct cm_mad *in, const struct mad_src *src)
 {
 	const struct cm_sidr_rep *rep = &in->sidr_rep;
 	struct cm_conn *c = conn_find(cm, rep->request_id);
 	struct proto_cm_event ev = { .event = CM_EV_ESTABLISHED };
 
+	if (c && !from_peer(cm, c, src))
+		return;
 	if (!c || c->state != CM_SIDR_REQ_SENT) {
 		cm->dev->cnt.cm_drop_stale++;
 		return;
@@ -467,14 +555,14 @@ void cm_on_frame(void *ctx, const uint8_t *frame, const struct wire_pkt *pkt)
 	memcpy(src.mac, frame + 6, 6);
 	switch (mad.hdr.attr_id) {
 	case CM_ATTR_REQ: on_req(cm, &mad, &src); break;
-	case CM_ATTR_REP: on_rep(cm, &mad); break;
-	case CM_ATTR_RTU: on_rtu(cm, &mad); break;
-	case CM_ATTR_REJ: on_rej(cm, &mad); break;
-	case CM_ATTR_MRA: on_mra(cm, &mad); break;
+	case CM_ATTR_REP: on_rep(cm, &mad, &src); break;
+	case CM_ATTR_RTU: on_rtu(cm, &mad, &src); break;
+	case CM_ATTR_REJ: on_rej(cm, &mad, &src); break;
+	case CM_ATTR_MRA: on_mra(cm, &mad, &src); break;
 	case CM_ATTR_DREQ: on_dreq(cm, &mad, &src); break;
-	case CM_ATTR_DREP: on_drep(cm, &mad); break;
+	case CM_ATTR_DREP: on_drep(cm, &mad, &src); break;
 	case CM_ATTR_SIDR_REQ: on_sidr_req(cm, &mad, &src); break;
-	case CM_ATTR_SIDR_REP: on_sidr_rep(cm, &mad); break;
+	case CM_ATTR_SIDR_REP: on_sidr_rep(cm, &mad, &src); break;
 	default:
 		cm->dev->cnt.cm_drop_malformed++;
 		break;

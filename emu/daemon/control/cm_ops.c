@@ -2,6 +2,7 @@
  * handed to the CM (cm/cm.h). A connect whose peer's MAC address the kernel does not know
  * yet waits for it as an address handle does (-EINPROGRESS: the request is made again). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,6 +29,11 @@ static bool is_seqpacket(int fd)
 	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
 }
 
+#define FEW_CHANNELS 4
+
+/* The daemon keeps a copy of the channel's socket (close-on-exec, as every descriptor it
+ * holds: it spawns nft); a client that holds a few channels already may not take the last
+ * FD_RESERVE descriptors. */
 int op_cm_channel(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	uint32_t handle;
@@ -37,7 +43,13 @@ int op_cm_channel(struct client *c, const struct ctl_request *req, struct ctl_re
 		op_error(rep, "a CM channel is a SOCK_SEQPACKET socket");
 		return -EINVAL;
 	}
-	fd = dup(req->fd);
+	if (cm_owner_channels(c->own.dev->cm, &c->own) >= FEW_CHANNELS &&
+	    ctl_free_descriptors() < FD_RESERVE) {
+		op_error(rep, "rocemud is short of file descriptors (raise its LimitNOFILE); "
+			 "this client holds %u CM channels", cm_owner_channels(c->own.dev->cm, &c->own));
+		return -EMFILE;
+	}
+	fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return fail(rep, -errno, "");
 	rc = cm_channel_open(c->own.dev->cm, &c->own, fd, &handle);
@@ -98,24 +110,44 @@ static int check_peer(struct client *c, const uint8_t *sgid, const uint8_t dgid[
 	return 0;
 }
 
+static void no_neighbour(struct client *c, const uint8_t gid[16], struct ctl_reply *rep)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	op_error(rep, "no neighbour %s on %s", addr_str(gid, ip, sizeof(ip)),
+		 c->own.dev->port.ifname);
+}
+
 /* The peer's MAC address, waited for without stopping the loop. */
 static int resolve(struct client *c, const uint8_t gid[16], uint8_t mac[6], struct ctl_reply *rep)
 {
-	char ip[INET6_ADDRSTRLEN];
 	int rc = neigh_resolve(&c->own.neigh, gid, mac);
 
 	if (rc == -EHOSTUNREACH)
-		op_error(rep, "no neighbour %s on %s", addr_str(gid, ip, sizeof(ip)),
-			 c->own.dev->port.ifname);
+		no_neighbour(c, gid, rep);
 	return rc;
 }
 
 int op_cm_resolve(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
+	const struct proto_cm_resolve *m = REQ(proto_cm_resolve);
 	uint8_t mac[6];
-	int rc = check_peer(c, NULL, REQ(proto_cm_resolve)->dgid, rep);
+	int rc = check_peer(c, NULL, m->dgid, rep);
 
-	return rc ? rc : resolve(c, REQ(proto_cm_resolve)->dgid, mac, rep);
+	if (rc)
+		return rc;
+	if (!m->no_wait)
+		return resolve(c, m->dgid, mac, rep);
+	rc = neigh_resolve(&c->own.neigh, m->dgid, mac);
+	if (rc == -EINPROGRESS) {
+		/* the kernel was asked; this connection waits for nothing */
+		neigh_stop(&c->own.neigh);
+		op_error(rep, "the neighbour is not known yet");
+		return -EWOULDBLOCK;
+	}
+	if (rc == -EHOSTUNREACH)
+		no_neighbour(c, m->dgid, rep);
+	return rc;
 }
 
 int op_cm_connect(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)

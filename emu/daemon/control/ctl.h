@@ -28,6 +28,12 @@ struct ctl_request {
 
 void op_error(struct ctl_reply *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Descriptors the daemon may still open: its soft RLIMIT_NOFILE less those open now. The
+ * last FD_RESERVE go only to clients that hold few (queues, CM channels): one greedy client
+ * cannot lock every other out. */
+#define FD_RESERVE 32
+long ctl_free_descriptors(void);
+
 int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_query_port(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_alloc_pd(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

@@ -15,7 +15,6 @@
 #include "emu/daemon/log.h"
 
 #define MAX_MR_SIZE (1ull << 40)
-#define FD_RESERVE 32   /* descriptors kept for connections that hold few queues */
 #define FEW_QUEUES 4
 
 void op_error(struct ctl_reply *rep, const char *fmt, ...)
@@ -336,8 +335,7 @@ int op_dealloc_mw(struct client *c, const struct ctl_request *req, struct ctl_re
 	return 0;
 }
 
-/* Descriptors the daemon may still open: its soft RLIMIT_NOFILE less those open now. */
-static long free_descriptors(void)
+long ctl_free_descriptors(void)
 {
 	struct rlimit rl;
 	DIR *d = opendir("/proc/self/fd");
@@ -364,7 +362,7 @@ static bool too_many_queues(struct client *c, struct ctl_reply *rep)
 			 CLIENT_MAX_QUEUES);
 		return true;
 	}
-	if (held >= FEW_QUEUES && free_descriptors() < FD_RESERVE) {
+	if (held >= FEW_QUEUES && ctl_free_descriptors() < FD_RESERVE) {
 		op_error(rep, "rocemud is short of file descriptors (raise its LimitNOFILE); "
 			 "this connection holds %u CQs and QPs", held);
 		return true;
