@@ -20,29 +20,10 @@ topology_up netns
 daemon_stop b
 ROCEMUD_ARGS="--pcap $WORK/flush-b.pcap" daemon_start b
 
-a0=$(counter b refused_rkey_no_access)
-b0=$(counter b refused_rkey_bounds)
-q0=$(counter b refused_no_flush_access)
-SERVER_ARGS=("$PEER" server)
-if pair flush-peer "$ADDR_B" "$PEER" client; then
-	passed "flush_peer: $(grep -c '^ok' "$OUT_C") client and $(grep -c '^ok' "$OUT_S") server checks"
-else
-	show_both
-	failed "flush_peer"
-fi
-grep -hE '^(ok|FAIL)' "$OUT_C" "$OUT_S" | sed 's/^/  /'
-unset SERVER_ARGS
-
-da=$(($(counter b refused_rkey_no_access) - a0))
-db=$(($(counter b refused_rkey_bounds) - b0))
-dq=$(($(counter b refused_no_flush_access) - q0))
-moved="rkey_no_access +$da, rkey_bounds +$db, no_flush_access +$dq"
+mark_refusals b rkey_no_access rkey_bounds no_flush_access
+peer_pair flush-peer "$PEER"
 # the MR without the right and the persistent FLUSH; past the end; q4
-if [ "$da" -eq 2 ] && [ "$db" -eq 1 ] && [ "$dq" -eq 1 ]; then
-	passed "the receiving daemon named each refusal: $moved"
-else
-	failed "refusals on b: $moved"
-fi
+refusals_moved b rkey_no_access=2 rkey_bounds=1 no_flush_access=1
 
 daemon_stop b
 out=$("$BUILD/rocemuctl" decode "$WORK/flush-b.pcap" 2>&1)

@@ -16,37 +16,10 @@ PEER=$BUILD/test/mw_peer
 
 topology_up netns
 
-refusals() {
-	local name
-	for name in rkey_bounds rkey_no_access rkey_other_qp rkey_mw_unbound rkey_stale; do
-		eval "R_$name=$(counter b refused_$name)"
-	done
-}
-
-refusals
-b0=$R_rkey_bounds a0=$R_rkey_no_access q0=$R_rkey_other_qp u0=$R_rkey_mw_unbound s0=$R_rkey_stale
-SERVER_ARGS=("$PEER" server)
-if pair mw-peer "$ADDR_B" "$PEER" client; then
-	passed "mw_peer: $(grep -c '^ok' "$OUT_C") client and $(grep -c '^ok' "$OUT_S") server checks"
-else
-	show_both
-	failed "mw_peer"
-fi
-grep -hE '^(ok|FAIL)' "$OUT_C" "$OUT_S" | sed 's/^/  /'
-unset SERVER_ARGS
-
-refusals
-moved="rkey_bounds +$((R_rkey_bounds - b0)), rkey_no_access +$((R_rkey_no_access - a0)),"
-moved+=" rkey_other_qp +$((R_rkey_other_qp - q0)), rkey_mw_unbound +$((R_rkey_mw_unbound - u0)),"
-moved+=" rkey_stale +$((R_rkey_stale - s0))"
+mark_refusals b rkey_bounds rkey_no_access rkey_other_qp rkey_mw_unbound rkey_stale
+peer_pair mw-peer "$PEER"
 # past the window; the read-only window; another QP's window; invalidated twice; the key a
 # type 1 window had before its bind of length 0
-if [ $((R_rkey_bounds - b0)) -eq 1 ] && [ $((R_rkey_no_access - a0)) -eq 1 ] &&
-	[ $((R_rkey_other_qp - q0)) -eq 1 ] && [ $((R_rkey_mw_unbound - u0)) -eq 2 ] &&
-	[ $((R_rkey_stale - s0)) -eq 1 ]; then
-	passed "the receiving daemon named each refusal: $moved"
-else
-	failed "refusals on b: $moved"
-fi
+refusals_moved b rkey_bounds=1 rkey_no_access=1 rkey_other_qp=1 rkey_mw_unbound=2 rkey_stale=1
 
 finish mw

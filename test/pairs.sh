@@ -11,6 +11,10 @@
 #                               more when perftest could not fit its clock
 #   write_verified SIZE TO      rdma-write -s SIZE -n 10 --verify from host a to TO, host b's
 #                               address: byte-exact on both ends
+#   peer_pair NAME PEER         a test peer (test/*_peer: "server" in host b, "client" in
+#                               host a): passes when both exit 0; prints their check lines
+#   mark_refusals HOST NAME...  remembers those refused_NAME counters of HOST; then
+#   refusals_moved HOST NAME=N...  passes when each moved by exactly N since
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
 RUN=$BUILD/rocemu-run
 RW_PORT=$((30000 + RANDOM % 5000))
@@ -105,5 +109,43 @@ perf() {
 	else
 		show_both
 		failed "$name: $* (table rows ${got:-none}, wanted $rows)"
+	fi
+}
+
+peer_pair() {
+	local name=$1 peer=$2
+	SERVER_ARGS=("$peer" server)
+	if pair "$name" "$ADDR_B" "$peer" client; then
+		passed "$name: $(grep -c '^ok' "$OUT_C") client and $(grep -c '^ok' "$OUT_S") server checks"
+	else
+		show_both
+		failed "$name"
+	fi
+	grep -hE '^(ok|FAIL)' "$OUT_C" "$OUT_S" | sed 's/^/  /'
+	unset SERVER_ARGS
+}
+
+declare -A REFUSALS_MARK=()
+mark_refusals() {
+	local host=$1 name
+	shift
+	for name; do
+		REFUSALS_MARK[$host.$name]=$(counter "$host" "refused_$name")
+	done
+}
+
+refusals_moved() {
+	local host=$1 kv name want got moved= ok=true
+	shift
+	for kv; do
+		name=${kv%=*} want=${kv#*=}
+		got=$(($(counter "$host" "refused_$name") - ${REFUSALS_MARK[$host.$name]:-0}))
+		moved+="${moved:+, }$name +$got"
+		[ "$got" -eq "$want" ] || ok=false
+	done
+	if $ok; then
+		passed "daemon $host named each refusal: $moved"
+	else
+		failed "refusals on $host: $moved"
 	fi
 }

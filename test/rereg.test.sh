@@ -16,28 +16,9 @@ PEER=$BUILD/test/rereg_peer
 
 topology_up netns
 
-b0=$(counter b refused_rkey_bounds)
-p0=$(counter b refused_rkey_other_pd)
-a0=$(counter b refused_rkey_no_access)
-SERVER_ARGS=("$PEER" server)
-if pair rereg-peer "$ADDR_B" "$PEER" client; then
-	passed "rereg_peer: $(grep -c '^ok' "$OUT_C") client and $(grep -c '^ok' "$OUT_S") server checks"
-else
-	show_both
-	failed "rereg_peer"
-fi
-grep -hE '^(ok|FAIL)' "$OUT_C" "$OUT_S" | sed 's/^/  /'
-unset SERVER_ARGS
-
-db=$(($(counter b refused_rkey_bounds) - b0))
-dp=$(($(counter b refused_rkey_other_pd) - p0))
-da=$(($(counter b refused_rkey_no_access) - a0))
-moved="rkey_bounds +$db, rkey_other_pd +$dp, rkey_no_access +$da"
+mark_refusals b rkey_bounds rkey_other_pd rkey_no_access
+peer_pair rereg-peer "$PEER"
 # the old address; the other PD; LOCAL_WRITE alone
-if [ "$db" -eq 1 ] && [ "$dp" -eq 1 ] && [ "$da" -eq 1 ]; then
-	passed "the receiving daemon named each refusal: $moved"
-else
-	failed "refusals on b: $moved"
-fi
+refusals_moved b rkey_bounds=1 rkey_other_pd=1 rkey_no_access=1
 
 finish rereg

@@ -38,15 +38,7 @@ perf ib_send_lat-ud-all 12 "$ADDR_B" ib_send_lat -c UD -a -n 100
 
 # One QP to 16, the datagrams checked one by one, two that must be dropped and counted.
 viol0=$(counter b qkey_viol) norecv0=$(counter b drop_ud_no_recv)
-SERVER_ARGS=("$PEER" server)
-if pair ud-peer "$ADDR_B" "$PEER" client; then
-	passed "ud_peer: $(grep -c '^ok' "$OUT_C") client and $(grep -c '^ok' "$OUT_S") server checks"
-else
-	show_both
-	failed "ud_peer"
-fi
-grep -hE '^(ok|FAIL)' "$OUT_C" "$OUT_S" | sed 's/^/  /'
-unset SERVER_ARGS
+peer_pair ud-peer "$PEER"
 viol=$(( $(counter b qkey_viol) - viol0 )) norecv=$(( $(counter b drop_ud_no_recv) - norecv0 ))
 [ "$viol" -eq 1 ] && [ "$norecv" -eq 1 ] &&
 	passed "counters: qkey_viol +1 and drop_ud_no_recv +1 on the receiving daemon" ||
