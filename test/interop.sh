@@ -243,13 +243,18 @@ uc_pingpong() {
 # kernel's rdma_cm in the guest and rocemud's CM here (@OWN@: the server's own address,
 # which rping binds; @PEER@: the server's, for the client; @SELF@: the client's own);
 # passes when both exit 0 and the client's output matches PATTERN (a grep -E) at least
-# COUNT times.
+# COUNT times. With V6=1 the addresses are the IPv6 ones.
 cm_pair() {
 	local name=$1 side=$2 server=$3 client=$4 pattern=$5 count=$6 own self seen
-	[ "$side" = client ] && own=$ADDR_X self=$ADDR_R || own=$ADDR_R self=$ADDR_X
+	if [ -n "${V6:-}" ]; then
+		[ "$side" = client ] && own=$ADDR6_X self=$ADDR6_R || own=$ADDR6_R self=$ADDR6_X
+	else
+		[ "$side" = client ] && own=$ADDR_X self=$ADDR_R || own=$ADDR_R self=$ADDR_X
+	fi
+	client=${client//@SELF@/$self}
 	# Debian's programs, not ours: their leaks are not counted in the sanitizer build
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
-		run_pair "$name" "$side" "${server//@OWN@/$own}" "${client//@SELF@/$self}"
+		run_pair "$name" "$side" "${server//@OWN@/$own}" "${client//@PEER@/$own}"
 	seen=$(grep -cE "$pattern" "$CLIENT_OUT")
 	if [ "$RC_HOST" -eq 0 ] && [ "$RC_GUEST" -eq 0 ] && [ "$seen" -ge "$count" ]; then
 		passed "$name: rocemu $side through rdma_cm: ${client%% *} ($seen of '$pattern')"
@@ -370,6 +375,10 @@ for side in client server; do
 	# exits 0 only once it has all 10
 	cm_pair "mckey-$side" $side "mckey -m 239.7.7.7 -b @OWN@ -C 10" \
 		"mckey -m 239.7.7.7 -b @SELF@ -s -C 10" 'data transfers complete' 1
+	cm_pair "ucmatose-$side" $side "ucmatose -c 4" "ucmatose -s @PEER@ -c 4" \
+		'data transfers complete' 1
+	V6=1 cm_pair "v6-rping-$side" $side "rping -s -a @OWN@ -C 10 -v" \
+		"rping -c -a @PEER@ -C 10 -v" 'ping data: rdma-ping-' 10
 	# memory windows (test/mw_peer), served by rocemu to rxe's client only: rxe 6.1 as the
 	# server checks an MW access against the MR's bounds alone and would take the WRITE
 	# past the window that mw_peer expects refused
