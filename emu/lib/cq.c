@@ -1,6 +1,8 @@
-/* Completion queues: a ring the daemon fills and we drain, and a pipe the daemon
- * signals after making completions visible. Checking the ring before sleeping on the
- * pipe therefore never misses a wakeup. */
+/* Completion queues: a ring the daemon fills and we drain, and a pipe the daemon writes
+ * after making completions visible, only while we ask it to (PROTO_RING_WAKE in the
+ * ring's cons_flags: a client that polls costs the daemon no write). Whoever sleeps sets
+ * the flag, fences, then looks at the ring: the daemon publishes, fences, then reads the
+ * flag, so one of the two sees the other and no wakeup is lost. */
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
@@ -146,6 +148,14 @@ int rocemu_destroy_cq(struct rocemu_cq *cq)
 	return err;
 }
 
+/* Asks the daemon to write the pipe for the completions it adds from now on. It clears
+ * the flag when it writes: every sleep sets it again, before its last look. */
+static void cq_want_wakeup(struct rocemu_cq *cq)
+{
+	__atomic_store_n(&cq->ring.ctl->cons_flags, PROTO_RING_WAKE, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 static uint32_t cq_ready(const struct rocemu_cq *cq)
 {
 	return ring_load(&cq->ring.ctl->prod) - cq->ring.next;
@@ -260,6 +270,7 @@ int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only)
 		return rpc_gone(cq->ctx);
 	cq->armed = true;
 	cq->armed_solicited = solicited_only != 0;
+	cq_want_wakeup(cq);
 	cq->armed_at = ring_load(&cq->ring.ctl->prod);
 	return 0;
 }
@@ -292,6 +303,7 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 	/* At least one look at the pipe and the socket, so that a timeout of 0 still empties
 	 * the one and notices a hang-up on the other. */
 	for (bool slept = false;; slept = true) {
+		cq_want_wakeup(cq);
 		if (event_due(cq)) {
 			cq->armed = false;
 			return 0;
@@ -320,6 +332,7 @@ int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 	do {
+		cq_want_wakeup(cq);
 		if (cq_ready(cq))
 			return 0;
 		if (cq->ctx->dead)

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The wakeup handshakes between clients and the daemon (test/doorbell_e2e.c): while a daemon
+# polls after work (--poll-budget, on by default) its clients skip their doorbells, and it
+# writes a CQ's pipe only for a client asleep on it. Thousands of small WRITEs and SENDs in
+# bursts, with pauses around the poll budget and every way of waiting for a completion,
+# must all complete in order with their bytes in place: a lost doorbell or wakeup would
+# leave one waiting (the program gives up after 5 s). Both paths must have been taken
+# (rocemuctl stats: doorbells and polled_posts); with --poll-budget 0 no post skips its
+# doorbell; and after the traffic the polling daemons go back to sleep (no CPU when idle).
+set -u
+source "$(dirname "$0")/daemons.sh"
+require_root
+
+E2E=$BUILD/doorbell_e2e
+[ -x "$E2E" ] || fail "$E2E is missing (make $E2E)"
+HZ=$(getconf CLK_TCK)
+
+cpu_ticks() { # PID: utime + stime, counted after the command name (which may hold spaces)
+	local stat
+	stat=$(cat "/proc/$1/stat")
+	stat=${stat##*) }
+	set -- $stat
+	echo $((${12} + ${13}))
+}
+
+stress() { # ROUNDS LABEL
+	local out
+	out=$("${IN_A[@]}" timeout 120 "$E2E" "$SOCK_A" "$SOCK_B" "$1" 2>&1)
+	local rc=$?
+	printf '%s\n' "$out" | sed "s/^/  $2: /"
+	[ $rc -eq 0 ] || fail "doorbell_e2e ($2) exited $rc"
+}
+
+topology_up netns
+stress 3000 default
+rang=$(counter a doorbells) polled=$(counter a polled_posts) woke=$(counter a cq_wakeups)
+echo "doorbell: default daemons: $rang doorbells, $polled posts found polling, $woke CQ wakeups"
+[ "$rang" -gt 0 ] && [ "$polled" -gt 0 ] ||
+	fail "one path was not taken: $rang doorbells, $polled posts found by polling"
+[ "$woke" -gt 0 ] || fail "no CQ wakeup was written, though the client slept on its CQ"
+
+sleep 0.5
+a0=$(cpu_ticks "${DAEMON_PID[a]}") b0=$(cpu_ticks "${DAEMON_PID[b]}")
+sleep 2
+used_a=$(( $(cpu_ticks "${DAEMON_PID[a]}") - a0 )) used_b=$(( $(cpu_ticks "${DAEMON_PID[b]}") - b0 ))
+# a tenth of a CPU-second in two idle seconds would mean the poll never ended
+[ $used_a -lt $((HZ / 10)) ] && [ $used_b -lt $((HZ / 10)) ] ||
+	fail "idle daemons still polling: a used $used_a and b $used_b ticks of $HZ/s in 2 s"
+echo "doorbell: idle for 2 s afterwards, the daemons used $used_a and $used_b ticks (HZ $HZ)"
+
+daemon_stop a
+daemon_stop b
+ROCEMUD_ARGS="--poll-budget 0"
+daemon_start a
+daemon_start b
+stress 1000 "--poll-budget 0"
+polled=$(counter a polled_posts)
+[ "$polled" -eq 0 ] || fail "--poll-budget 0: $polled posts skipped their doorbell"
+echo "doorbell: --poll-budget 0: every post rang ($(counter a doorbells) doorbells)"
+! grep -qE 'Sanitizer|runtime error' "$WORK"/rocemud-*.log ||
+	fail "rocemud's sanitizers reported errors"
+echo "doorbell: PASS"
