@@ -262,6 +262,20 @@ static int ms_left(int64_t deadline)
 	return left > 0 ? (int)left : 0;
 }
 
+void cq_nap(struct rocemu_cq *cq, unsigned usec)
+{
+	struct pollfd p = { .fd = cq->notify_fd, .events = POLLIN };
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)usec * 1000 };
+	uint64_t count;
+
+	cq_want_wakeup(cq);
+	if (cq_ready(cq) || cq->ctx->dead)
+		return;
+	if (ppoll(&p, 1, &ts, NULL) > 0 && (p.revents & POLLIN))
+		while (read(cq->notify_fd, &count, sizeof(count)) < 0 && errno == EINTR)
+			;
+}
+
 int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only)
 {
 	if (!cq)
