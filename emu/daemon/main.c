@@ -359,22 +359,23 @@ static uint64_t work_done(const struct dev *dev)
  * daemon awake, and its clients post without a doorbell meanwhile. Idle, it sleeps. */
 static void poll_or_sleep(struct ev_loop *loop, struct dev *dev)
 {
-	poll_rings(dev);
-	if (work_done(dev) != dev->poll_work && ev_now(loop) >= dev->poll_off_until) {
+	ev_tstamp now = ev_now(loop);
+	/* what posts taken here built (frames, completions) goes out at the next turn's
+	 * prepare: the loop must turn once more before it sleeps */
+	bool took = poll_rings(dev) > 0;
+
+	if (work_done(dev) != dev->poll_work && now >= dev->poll_off_until) {
 		dev->poll_work = work_done(dev);
-		dev->poll_until = ev_now(loop) + dev->poll_budget;
+		dev->poll_until = now + dev->poll_budget;
+	}
+	if (took || now < dev->poll_until) {
 		ev_idle_start(loop, &dev->poll_idle);
 		return;
 	}
-	if (ev_now(loop) < dev->poll_until)
-		return;
 	ev_idle_stop(loop, &dev->poll_idle);
-	/* a post that came as the flags went: take it, and poll on */
-	if (poll_release(dev)) {
-		dev->poll_work = work_done(dev);
-		dev->poll_until = ev_now(loop) + dev->poll_budget;
+	/* a post that came as the flags went: taken, and out at the next turn */
+	if (poll_release(dev))
 		ev_idle_start(loop, &dev->poll_idle);
-	}
 }
 
 static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
