@@ -74,6 +74,7 @@ struct dev {
 	ev_tstamp poll_until;        /* when the loop may sleep, if no work comes first */
 	uint64_t poll_work;          /* frames, doorbells and polled posts when last looked */
 	ev_tstamp poll_off_until;    /* no polling before: a yield found the CPU contended */
+	bool poll_always;            /* --busy-poll: contended or not */
 	/* --realtime: the SCHED_FIFO priority (0: off), whether the daemon holds it now, and
 	 * the watchdog's clock (ev_check after each wait) */
 	ev_check wake_watcher;

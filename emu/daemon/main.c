@@ -283,8 +283,9 @@ static void on_poll_idle(struct ev_loop *loop, ev_idle *w, int revents)
 	(void)revents;
 	sched_yield();
 	/* someone else wanted this CPU: a poll on a shared core only delays them (and us,
-	 * behind them), so the loop sleeps, and a wakeup finds it sooner */
-	if (ev_time() - before > POLL_CONTENDED_S) {
+	 * behind them), so the loop sleeps, and a wakeup finds it sooner. --busy-poll was
+	 * asked to keep a CPU busy, and does. */
+	if (!dev->poll_always && ev_time() - before > POLL_CONTENDED_S) {
 		dev->cnt.poll_yielded++;
 		dev->poll_until = ev_now(loop);
 		dev->poll_off_until = ev_now(loop) + POLL_OFF_S;
@@ -339,11 +340,10 @@ static void on_rt_restore(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* Before the loop may sleep: under --realtime it sleeps under SCHED_FIFO, unless it
  * polls or steps down. */
-static void policy_for_wait(struct ev_loop *loop, struct dev *dev)
+static void policy_for_wait(struct dev *dev)
 {
 	if (dev->rt_priority)
 		take_policy(dev, !ev_is_active(&dev->poll_idle) && ev_time() >= dev->rt_off_until);
-	(void)loop;
 	dev->wait_began = ev_time();
 }
 
@@ -388,7 +388,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	sched_send(dev);
 	if (dev->poll_budget > 0)
 		poll_or_sleep(loop, dev);
-	policy_for_wait(loop, dev);
+	policy_for_wait(dev);
 }
 
 /* The default cap on pinned memory: enough for any test, short of locking the host up. */
@@ -605,6 +605,7 @@ int main(int argc, char **argv)
 	loopq_init(&dev.port);
 	dev.poll_budget = o.poll_us * 1e-6;
 	dev.tp.poll_rings = o.poll_us > 0;
+	dev.poll_always = o.busy_poll;
 	if (o.busy_poll)
 		log_info("busy-polling for %u us after traffic", o.poll_us);
 	else if (o.poll_us)
