@@ -75,6 +75,10 @@ struct dev {
 	uint64_t poll_work;          /* frames, doorbells and polled posts when last looked */
 	ev_tstamp poll_off_until;    /* no polling before: a yield found the CPU contended */
 	bool poll_always;            /* --busy-poll: contended or not */
+	int loadavg_fd;              /* /proc/loadavg: how many tasks are runnable */
+	unsigned long ncpus;
+	ev_tstamp cpu_looked;        /* when it was last read */
+	bool cpu_spare;              /* then: no more runnable tasks than CPUs */
 	/* --realtime: the SCHED_FIFO priority (0: off), whether the daemon holds it now, and
 	 * the watchdog's clock (ev_check after each wait) */
 	ev_check wake_watcher;
