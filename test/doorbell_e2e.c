@@ -77,6 +77,14 @@ static bool side_open(struct side *s, const char *sock)
 	return true;
 }
 
+/* Everything the context holds goes with it; the buffer after its MR. */
+static void side_close(struct side *s)
+{
+	if (s->ctx)
+		rocemu_close(s->ctx);
+	free(s->buf);
+}
+
 static bool side_connect(struct side *s, const struct side *peer)
 {
 	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1,
@@ -259,11 +267,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!side_open(&a, argv[1]) || !side_open(&b, argv[2]) || !side_connect(&a, &b) ||
-	    !side_connect(&b, &a))
-		return e2e_report("setup", NULL) | 1;
-	writes(&a, &b, rounds);
-	failed |= e2e_report("writes", NULL);
-	sends(&a, &b, rounds / 4);
-	failed |= e2e_report("sends", NULL);
+	    !side_connect(&b, &a)) {
+		failed = e2e_report("setup", NULL) | 1;
+	} else {
+		writes(&a, &b, rounds);
+		failed |= e2e_report("writes", NULL);
+		sends(&a, &b, rounds / 4);
+		failed |= e2e_report("sends", NULL);
+	}
+	side_close(&a);
+	side_close(&b);
 	return failed;
 }
