@@ -60,6 +60,8 @@ int cq_resize(struct cq *cq, uint32_t cqe, int *fd)
 		ring[i & (entries - 1)] = cq->ring[i & (cq->entries - 1)];
 	ctl->prod = prod;
 	ctl->cons = cons;
+	/* a client asleep on the CQ asked to be woken: the new ring says so too */
+	ctl->cons_flags = __atomic_load_n(&cq->ctl->cons_flags, __ATOMIC_RELAXED);
 	munmap(cq->ctl, cq->ring_bytes);
 	cq->ctl = ctl;
 	cq->ring = ring;
