@@ -33,9 +33,10 @@ struct side {
 	struct rocemu_mr *mr;
 };
 
-/* Pauses in microseconds: none, shorter than the default poll budget (50 us), around it,
- * and longer, so the daemon is caught polling, going to sleep, and asleep. */
-static const unsigned pauses_us[] = { 0, 0, 0, 5, 20, 40, 50, 60, 90, 200, 1500 };
+/* Pauses in microseconds: none, shorter than the poll budgets the test runs with (100 us
+ * and the default 200 us), around them, and longer, so the daemon is caught polling, going
+ * to sleep, and asleep. */
+static const unsigned pauses_us[] = { 0, 0, 0, 5, 20, 50, 90, 110, 150, 190, 210, 300, 1500 };
 
 static uint32_t rnd_state = 12345;
 

@@ -20,7 +20,7 @@
 #define PCAP_MAX_DEFAULT (64ull << 20)
 /* How long the loop polls after work before it sleeps (--poll-budget), chosen by
  * measurement: docs/benchmarks.md, "Adaptive polling". */
-#define POLL_BUDGET_DEFAULT_US 50
+#define POLL_BUDGET_DEFAULT_US 200
 /* A yield that took this long gave the CPU to someone: polling on costs them the core. */
 #define POLL_CONTENDED_S 20e-6
 /* --realtime's guard besides the kernel's RT throttling: a loop that ran this long without

@@ -227,6 +227,38 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Hybrid polling: a wait looks at the ring for WAIT_SPIN_NS before it sleeps, so a
+ * completion due within a round trip is taken without a sleep and a wakeup, which cost
+ * tens of microseconds on a VM whose CPU went idle (docs/benchmarks.md). */
+#define WAIT_SPIN_NS 30000
+
+static bool spin_for(const struct rocemu_cq *cq, bool (*ready)(const struct rocemu_cq *))
+{
+	uint64_t end = now_ns() + WAIT_SPIN_NS;
+
+	do {
+		if (ready(cq))
+			return true;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	} while (now_ns() < end);
+	return false;
+}
+
+static bool has_completions(const struct rocemu_cq *cq)
+{
+	return cq_ready(cq) != 0;
+}
+
 /* Sleeps until the notify pipe or the socket has something, or ms passes: 0 (look again),
  * ETIMEDOUT, or an errno. */
 static int cq_sleep(struct rocemu_cq *cq, int ms)
@@ -314,6 +346,8 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 	if (!cq || !cq->armed)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	if (timeout_ms != 0)
+		spin_for(cq, event_due);
 	/* At least one look at the pipe and the socket, so that a timeout of 0 still empties
 	 * the one and notices a hang-up on the other. */
 	for (bool slept = false;; slept = true) {
@@ -345,6 +379,8 @@ int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)
 	if (!cq)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	if (timeout_ms != 0 && spin_for(cq, has_completions))
+		return 0;
 	do {
 		cq_want_wakeup(cq);
 		if (cq_ready(cq))
