@@ -6,6 +6,7 @@
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -237,7 +238,9 @@ static uint64_t now_ns(void)
 
 /* Hybrid polling: a wait looks at the ring for WAIT_SPIN_NS before it sleeps, so a
  * completion due within a round trip is taken without a sleep and a wakeup, which cost
- * tens of microseconds on a VM whose CPU went idle (docs/benchmarks.md). */
+ * tens of microseconds on a VM whose CPU went idle (docs/benchmarks.md). Each look yields
+ * the CPU: the daemon that will add the completion may be waiting for this one (a spin
+ * that did not yield made --busy-poll's round trip 42 us instead of 9). */
 #define WAIT_SPIN_NS 30000
 
 static bool spin_for(const struct rocemu_cq *cq, bool (*ready)(const struct rocemu_cq *))
@@ -247,9 +250,7 @@ static bool spin_for(const struct rocemu_cq *cq, bool (*ready)(const struct roce
 	do {
 		if (ready(cq))
 			return true;
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
+		sched_yield();
 	} while (now_ns() < end);
 	return false;
 }

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -136,6 +137,7 @@ static struct rv_cq *spin_for_due(struct rv_channel *c, int *err)
 		cq = due_cq(c, err);
 		if (cq || *err)
 			return cq;
+		sched_yield();      /* the daemon that will add it may be waiting for this CPU */
 	} while (now_ns() < end);
 	return NULL;
 }
