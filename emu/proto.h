@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 18
+#define PROTO_VERSION 19
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -497,6 +497,11 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(credit_waits, "times a QP waited for the daemon's unacknowledged-packet limit")  \
 	X(drop_reply_full, "dropped: READ, atomic or ACK with the QP's responses queue full") \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
+	X(doorbells, "doorbells that woke the daemon (a client's post while it slept)")   \
+	X(polled_posts, "posts the daemon found polling, the client's doorbell skipped")  \
+	X(cq_wakeups, "completion wakeups written to a client asleep on its CQ")         \
+	X(poll_yielded, "polls ended early: a yield found the CPU wanted by others")      \
+	X(rt_backoffs, "--realtime: SCHED_FIFO dropped after running 10 ms without sleeping") \
 	X(qkey_viol, "dropped: UD datagram whose Q_Key is not the QP's")                \
 	X(drop_ud_no_recv, "dropped: UD datagram with no receive WQE posted")            \
 	X(drop_ud_too_long, "dropped: UD datagram longer than the MTU or its receive WQE") \
@@ -706,12 +711,22 @@ struct proto_list_reply {
 #define PROTO_LIST_MAX(member) (sizeof(((struct proto_list_reply *)0)->u.member) / \
 				sizeof(((struct proto_list_reply *)0)->u.member[0]))
 
-/* Ring control block: each index on its own cache line, written by one side only. */
+/* Ring control block: each index on its own cache line, written by one side only. The
+ * consumer's line also holds what it tells the producer about wakeups (cons_flags):
+ *   PROTO_RING_POLLED  the consumer polls this ring now: the producer may skip its write
+ *                      to the channel (a send or receive queue: no doorbell needed);
+ *   PROTO_RING_WAKE    the consumer sleeps (or is about to) on the channel: the producer
+ *                      must write to it (a CQ: wake the client).
+ * Either side stores its index or flag, then a full fence, then loads the other's: of two
+ * racing sides at least one sees the other's store, so no wakeup is lost. */
+#define PROTO_RING_POLLED 1u
+#define PROTO_RING_WAKE   2u
 struct proto_ring_ctl {
 	uint32_t prod;
 	uint8_t pad0[60];
 	uint32_t cons;
-	uint8_t pad1[60];
+	uint32_t cons_flags;
+	uint8_t pad1[56];
 };
 
 struct proto_sge {

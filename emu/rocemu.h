@@ -173,9 +173,11 @@ int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
  * arm it again for the next), ETIMEDOUT, EINVAL when not armed, or EPIPE. */
 int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only);
 int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
-/* A pipe the daemon writes after adding completions to the CQ (and that hangs up when the
- * daemon goes away): poll/epoll it for POLLIN to sleep on several CQs at once, then call
- * rocemu_get_cq_event or rocemu_poll_cq, which empty it. Never close it. */
+/* A pipe the daemon writes after adding completions to an armed CQ (and that hangs up
+ * when the daemon goes away): arm the CQ with rocemu_req_notify_cq, poll/epoll the pipe
+ * for POLLIN to sleep on several CQs at once, then call rocemu_get_cq_event, which empties
+ * it. A CQ nobody armed or waits on costs the daemon no write: it stays quiet. Never
+ * close it. */
 int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 
 /* On success attr's max_send_wr and max_recv_wr hold the queues' sizes: at least what was

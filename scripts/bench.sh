@@ -10,8 +10,9 @@
 #      with the client polling its CQ as ib_write_lat does, and sleeping on it as with -e),
 #      CPU seconds per GB of each daemon, registering 1 GiB against mlock, the daemon's own
 #      memory with 1,000 MRs and 1,000 QPs; and the other operations: 1 MiB READ and SEND
-#      goodput next to WRITE's in the same run, the FETCH_ADD rate and the 64-byte SEND
-#      round trip (test/bench/regcost.c ops);
+#      goodput next to WRITE's in the same run, the FETCH_ADD and 64-byte WRITE rates at
+#      depth 8 and the 64-byte SEND round trip (test/bench/regcost.c ops); the daemons' CPU
+#      seconds idle and under a 64-byte ping-pong;
 #   3. a report: a table on stdout with each target's ratio, BUILD/bench/
 #      results.json, and BUILD/bench/goodput.png.
 # Each figure is the median of REPS runs (5 for the figures the targets use, 3 for the rest).
@@ -369,6 +370,26 @@ for rep in $(seq "$REPS"); do
 	out=$(rdma_write 1048576 "$n" --tx-depth 128) || continue
 	a1=$(cpu_ticks "$DAEMON_A") b1=$(cpu_ticks "$DAEMON_B")
 	record cpu "{\"run\": $out, \"hz\": $HZ, \"ticks_a\": $((a1 - a0)), \"ticks_b\": $((b1 - b0))}"
+done
+
+# The daemons' CPU (default daemons, adaptive polling): idle they must sleep, and under a
+# 64-byte ping-pong (the client polling its CQ) what their polling costs.
+IDLE_S=10
+[ "$QUICK" = 1 ] && IDLE_S=3
+say "daemons' CPU seconds: ${IDLE_S} s idle, then a 3 s ping-pong of 64-byte WRITEs (client polls)"
+for rep in $(seq "$REPS"); do
+	sleep 0.5
+	a0=$(cpu_ticks "$DAEMON_A") b0=$(cpu_ticks "$DAEMON_B")
+	sleep "$IDLE_S"
+	a1=$(cpu_ticks "$DAEMON_A") b1=$(cpu_ticks "$DAEMON_B")
+	record cpu_idle "{\"seconds\": $IDLE_S, \"hz\": $HZ, \"ticks_a\": $((a1 - a0)), \"ticks_b\": $((b1 - b0))}"
+	a0=$(cpu_ticks "$DAEMON_A") b0=$(cpu_ticks "$DAEMON_B") t0=$(date +%s.%N)
+	out=$("${IN_A[@]}" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" -n 1000000 -t 3 \
+		--busy) || { say "regcost lat (CPU under a ping-pong) failed"; continue; }
+	t1=$(date +%s.%N)
+	a1=$(cpu_ticks "$DAEMON_A") b1=$(cpu_ticks "$DAEMON_B")
+	record cpu_pingpong "{\"run\": $out, \"seconds\": $(calc "$t1 - $t0"), \"hz\": $HZ,
+		\"ticks_a\": $((a1 - a0)), \"ticks_b\": $((b1 - b0))}"
 done
 
 for side in a b; do
@@ -766,7 +787,36 @@ for name, val, op, lim in targets19:
     tres.append({"target": name, "value": val, "need": f"{op} {lim}",
                  "status": "n/a" if met is None else "met" if met else "missed"})
 res["rocemu"]["ops"] = {k: ops_med(k) for k in ("write_mbps", "read_mbps", "send_mbps",
-                                                "fetch_add_per_s", "send_rtt_median_us")}
+                                                "fetch_add_per_s", "write64_per_s",
+                                                "send_rtt_median_us")}
+# issue 31, latency and the CPU: each ratio in this run
+ci, cpp = kind("cpu_idle"), kind("cpu_pingpong")
+def cpu_s(rows, side, per_second=False):
+    return med([x[f"ticks_{side}"] / x["hz"] / (x["seconds"] if per_second else 1)
+                for x in rows])
+cpu = res["rocemu"]["cpu"] = {
+    "idle_seconds": ci[0]["seconds"] if ci else None,
+    "idle_a_s": cpu_s(ci, "a"), "idle_b_s": cpu_s(ci, "b"),
+    "pingpong_a_per_s": cpu_s(cpp, "a", True), "pingpong_b_per_s": cpu_s(cpp, "b", True),
+    "pingpong_median_us": med([x["run"]["median_us"] for x in cpp])}
+idle_total = (None if cpu["idle_a_s"] is None or cpu["idle_b_s"] is None
+              else cpu["idle_a_s"] + cpu["idle_b_s"])
+targets31 = [
+    ("64 B post-to-completion, client polls, default daemons / UDP blocking RTT",
+     ratio(lc["median_us"], ub["median_us"]), "<=", 2.0),
+    ("the same, client asleep on its CQ / the client polling",
+     ratio(lb["median_us"], lc["median_us"]), "<=", 1.25),
+    ("the same, rocemud --busy-poll, client polls / UDP busy-polling RTT",
+     ratio(ldc["median_us"], us["median_us"]), "<=", 1.5),
+    ("FETCH_ADD rate / 64 B WRITE rate, 8 in flight each (same run)",
+     ops_med("fetch_add_vs_write64") if ops and all("fetch_add_vs_write64" in o for o in ops)
+     else None, ">=", 0.5),
+    ("both daemons' CPU seconds over %s s idle" % cpu["idle_seconds"], idle_total, "<=", 0.1),
+]
+for name, val, op, lim in targets31:
+    met = None if val is None else (val >= lim if op == ">=" else val <= lim)
+    tres.append({"target": name, "value": val, "need": f"{op} {lim}",
+                 "status": "n/a" if met is None else "met" if met else "missed"})
 res["targets"] = tres
 json.dump(res, open(f"{out}/results.json", "w"), indent=1)
 
@@ -840,8 +890,15 @@ P("rocemu: READ, SEND and atomics (regcost ops: 1 MiB, 8 in flight, client sleep
 P("  %-52s WRITE %s, READ %s, SEND %s MB/s" % ("1 MiB goodput", fmt(o["write_mbps"]),
                                                fmt(o["read_mbps"]), fmt(o["send_mbps"])))
 P("  %-52s %s /s" % ("8-byte FETCH_ADD rate, 8 in flight", fmt(o["fetch_add_per_s"], "%.0f")))
+P("  %-52s %s /s" % ("64-byte WRITE rate, 8 in flight", fmt(o["write64_per_s"], "%.0f")))
 P("  %-52s median %s us" % ("64 B SEND answered by a 64 B SEND (RTT)",
                              fmt(o["send_rtt_median_us"])))
+P("rocemu: the daemons' CPU (default daemons: adaptive polling)")
+P("  %-52s a %s s, b %s s" % ("CPU seconds over %s s idle" % cpu["idle_seconds"],
+                               fmt(cpu["idle_a_s"]), fmt(cpu["idle_b_s"])))
+P("  %-52s a %s, b %s (median RTT %s us)" % ("CPU seconds per second, 64 B ping-pong",
+    fmt(cpu["pingpong_a_per_s"]), fmt(cpu["pingpong_b_per_s"]),
+    fmt(cpu["pingpong_median_us"])))
 P("unmodified perftest under rocemu-run, same daemons, same run")
 P("  %-52s ib_write_bw %s, rdma-write %s MB/s" % ("1 MiB WRITE goodput, tx-depth 128",
     fmt(verbs["ib_write_bw_1MiB_mbps"]), fmt(verbs["rdma_write_1MiB_mbps"])))

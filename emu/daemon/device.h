@@ -35,6 +35,8 @@ struct dev_transport {
 	uint32_t requesters_out;     /* RC requesters with PSNs unacknowledged */
 	uint32_t mcast_attached;     /* attachments of UD QPs to multicast groups (attach.c) */
 	ev_idle serve_idle;          /* keeps the loop from sleeping while any is ready */
+	TAILQ_HEAD(, qp) polled;     /* QPs whose rings the loop polls (poll.c) */
+	bool poll_rings;             /* main.c polls after work: adopt QPs that ring */
 	struct dcqcn_params cc;
 	/* The address handle a UD work request names, or NULL: control's table, reached
 	 * through main.c. */
@@ -65,13 +67,28 @@ struct dev {
 	uint64_t refused[PROTO_NREFUSALS];   /* requests the responders refused, by reason */
 	uint64_t failed[PROTO_NFAILURES];    /* send requests the completers failed, by reason */
 
-	/* main.c's: the batch goes out before the loop sleeps; --busy-poll polls instead of
-	 * sleeping for busy_window seconds after frames moved */
+	/* main.c's: the batch goes out before the loop sleeps; after work the loop polls
+	 * instead of sleeping for poll_budget seconds (--poll-budget, --busy-poll) */
 	ev_prepare flush_watcher;
-	ev_idle busy_idle;
-	ev_tstamp busy_window;
-	ev_tstamp busy_since;        /* when frames last moved */
-	uint64_t busy_frames;        /* frames sent + received when last looked */
+	ev_idle poll_idle;
+	ev_tstamp poll_budget;
+	ev_tstamp poll_until;        /* when the loop may sleep, if no work comes first */
+	uint64_t poll_work;          /* frames, doorbells and polled posts when last looked */
+	ev_tstamp poll_off_until;    /* no polling before: a yield found the CPU contended */
+	bool poll_always;            /* --busy-poll: contended or not */
+	int loadavg_fd;              /* /proc/loadavg: how many tasks are runnable */
+	unsigned long ncpus;
+	ev_tstamp cpu_looked;        /* when it was last read */
+	bool cpu_spare;              /* then: no more runnable tasks than CPUs */
+	/* --realtime: the SCHED_FIFO priority (0: off), whether the daemon holds it now, and
+	 * the watchdog's clock (ev_check after each wait) */
+	ev_check wake_watcher;
+	ev_timer rt_restore;         /* the end of a step down */
+	int rt_priority;
+	bool rt_now;
+	ev_tstamp wait_began;        /* when the loop last went into its wait */
+	ev_tstamp awake_since;       /* when it last came out of a sleep */
+	ev_tstamp rt_off_until;      /* stepped down from SCHED_FIFO until then */
 };
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,6 +18,26 @@
 #include "emu/rocemu.h"
 
 #define PCAP_MAX_DEFAULT (64ull << 20)
+/* How long the loop polls after work before it sleeps (--poll-budget), chosen by
+ * measurement: docs/benchmarks.md, "Adaptive polling". */
+#define POLL_BUDGET_DEFAULT_US 200
+/* A yield that took this long gave the CPU to someone: polling on costs them the core. */
+#define POLL_CONTENDED_S 20e-6
+/* --realtime's guard besides the kernel's RT throttling: a loop that ran this long without
+ * sleeping goes on at --nice for RT_BACKOFF_MS. */
+#define RT_RUN_MAX_MS 10
+#define RT_BACKOFF_MS 100
+/* A wait longer than this was a sleep, not a look. */
+#define SLEPT_S 50e-6
+/* After a contended yield the loop sleeps at once for this long: polling is for a spare
+ * core. */
+#define POLL_OFF_S 50e-3
+/* How often a poll about to start looks whether the machine has a core to spare, and how
+ * many runnable tasks more than CPUs still let it poll: one, the program that spins
+ * beside the two daemons of a ping-pong (verbs programs yield the CPU on an empty poll, and
+ * a contended yield stops the polls for POLL_OFF_S anyway). */
+#define CPU_LOOK_S 10e-3
+#define CPU_OVERCOMMIT 1
 
 struct options {
 	const char *ifname;
@@ -30,8 +51,10 @@ struct options {
 	uint64_t pin_total;
 	const char *pcap;
 	uint64_t pcap_max;
-	uint32_t busy_poll_us;
+	uint32_t poll_us;
+	bool busy_poll;              /* poll_us came from --busy-poll */
 	int nice;
+	int rt_priority;             /* --realtime: SCHED_FIFO at this priority, 0: off */
 	bool no_ingress_drop;
 	bool no_gso;
 	bool foreground;
@@ -43,8 +66,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: rocemud -i IFACE [-a ADDRESS]... [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
-		"               [--busy-poll USEC] [--no-ingress-drop] [--no-gso] [--cc SPEC]\n"
-		"               [--nice N]\n"
+		"               [--poll-budget USEC] [--busy-poll USEC] [--no-ingress-drop]\n"
+		"               [--no-gso] [--cc SPEC] [--nice N] [--realtime PRIO]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a ADDRESS an interface address to serve, IPv4 or IPv6; again for more (up to %d:\n"
 		"             GIDs 0, 1, ... in this order; default: the first IPv4 address and\n"
@@ -62,8 +85,12 @@ static void usage(FILE *out)
 		"  --pcap FILE  record every RoCE frame sent and received (libpcap savefile)\n"
 		"  --pcap-max BYTES  at this size FILE becomes FILE.1 and a new FILE starts\n"
 		"             (K, M, G; default 64M)\n"
-		"  --busy-poll USEC  after frames move, poll for USEC microseconds instead of\n"
-		"             sleeping: lower latency for a CPU kept busy (default: off)\n"
+		"  --poll-budget USEC  after work (frames, posts), keep polling the packet ring\n"
+		"             and the rings of the QPs that rang for USEC microseconds before\n"
+		"             sleeping; their clients skip the doorbell meanwhile (default %d,\n"
+		"             0: sleep at once)\n"
+		"  --busy-poll USEC  the same with a long budget (up to a second): lower latency\n"
+		"             for a CPU kept busy while traffic flows\n"
 		"  --no-ingress-drop  do not add the nftables ingress rule that keeps RoCE frames\n"
 		"             to this address out of the kernel's IP input\n"
 		"  --no-gso   send every packet in a send of its own, also on veth and lo\n"
@@ -74,8 +101,13 @@ static void usage(FILE *out)
 		"             K M G), g, alpha-us, increase-us, reduce-us, cnp-us, byte-reset,\n"
 		"             burst, fast-stages, mark (ring slots); see rocemud(8)\n"
 		"  --nice N   the daemon's scheduling priority, -20 to 19 (default -10: it plays\n"
-		"             a NIC, which the programs it serves must not starve)\n",
-		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR);
+		"             a NIC, which the programs it serves must not starve)\n"
+		"  --realtime PRIO  sleep under SCHED_FIFO at PRIO (1-99; 0, the default: off), so\n"
+		"             a frame or a doorbell preempts the programs that spin on the CPU;\n"
+		"             the daemon polls and works at --nice, and drops the real-time\n"
+		"             policy for %d ms whenever it runs %d ms without sleeping\n",
+		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR, POLL_BUDGET_DEFAULT_US, RT_BACKOFF_MS,
+		RT_RUN_MAX_MS);
 }
 
 static enum ibv_mtu mtu_from_bytes(int bytes)
@@ -111,16 +143,31 @@ static bool parse_bytes(const char *s, uint64_t *out)
 	return true;
 }
 
+static int parse_usec(const char *opt, const char *arg, unsigned long min, uint32_t *us)
+{
+	char *end;
+	unsigned long v = strtoul(arg, &end, 10);
+
+	if (end == arg || *end || *arg == '-' || v < min || v > 1000000) {
+		fprintf(stderr, "rocemud: %s %s: microseconds, %lu to 1000000\n", opt, arg, min);
+		return -1;
+	}
+	*us = (uint32_t)v;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
 		{ "fault", required_argument, NULL, 'F' },
 		{ "cc", required_argument, NULL, 'c' },
 		{ "nice", required_argument, NULL, 'n' },
+		{ "realtime", required_argument, NULL, 'R' },
 		{ "pin-total", required_argument, NULL, 'P' },
 		{ "pcap", required_argument, NULL, 'C' },
 		{ "pcap-max", required_argument, NULL, 'M' },
 		{ "busy-poll", required_argument, NULL, 'B' },
+		{ "poll-budget", required_argument, NULL, 'b' },
 		{ "no-ingress-drop", no_argument, NULL, 'N' },
 		{ "no-gso", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
@@ -145,21 +192,31 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->nice = (int)v;
 			break;
 		}
+		case 'R': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (end == optarg || *end || v < 0 || v > 99) {
+				fprintf(stderr, "rocemud: --realtime %s: a SCHED_FIFO priority from 1 "
+						"to 99, or 0 for none\n", optarg);
+				return -1;
+			}
+			o->rt_priority = (int)v;
+			break;
+		}
 		case 'C': o->pcap = optarg; break;
 		case 'N': o->no_ingress_drop = true; break;
 		case 'G': o->no_gso = true; break;
-		case 'B': {
-			char *end;
-			unsigned long us = strtoul(optarg, &end, 10);
-
-			if (end == optarg || *end || *optarg == '-' || us < 1 || us > 1000000) {
-				fprintf(stderr, "rocemud: --busy-poll %s: microseconds, 1 to "
-						"1000000\n", optarg);
+		case 'B':
+			if (parse_usec("--busy-poll", optarg, 1, &o->poll_us) < 0)
 				return -1;
-			}
-			o->busy_poll_us = (uint32_t)us;
+			o->busy_poll = true;
 			break;
-		}
+		case 'b':
+			if (parse_usec("--poll-budget", optarg, 0, &o->poll_us) < 0)
+				return -1;
+			o->busy_poll = false;
+			break;
 		case 'M':
 			if (!parse_bytes(optarg, &o->pcap_max) || o->pcap_max < 4096) {
 				fprintf(stderr, "rocemud: --pcap-max %s: a number of bytes of at "
@@ -221,29 +278,147 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 }
 
 /* Idle watchers keep libev from sleeping: while one is active the loop polls its
- * descriptors without blocking, so a frame or a doorbell is seen without a wakeup. Each
- * turn yields the CPU: with more spinners than cores (two daemons and a busy-polling
- * client on two) a spinner that never yields makes the others wait for the scheduler's
- * time slice, measured here as 2 ms per 64-byte WRITE instead of 35 us. */
-static void on_busy_idle(struct ev_loop *loop, ev_idle *w, int revents)
+ * descriptors without blocking, so a frame is seen without a wakeup. Each turn yields the
+ * CPU: with more spinners than cores (two daemons and a busy-polling client on two) a
+ * spinner that never yields makes the others wait for the scheduler's time slice,
+ * measured here as 2 ms per 64-byte WRITE instead of 35 us. */
+static void on_poll_idle(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	struct dev *dev = w->data;
+	ev_tstamp before = ev_time();
+
+	(void)revents;
+	sched_yield();
+	/* someone else wanted this CPU: a poll on a shared core only delays them (and us,
+	 * behind them), so the loop sleeps, and a wakeup finds it sooner. --busy-poll was
+	 * asked to keep a CPU busy, and does. */
+	if (!dev->poll_always && ev_time() - before > POLL_CONTENDED_S) {
+		dev->cnt.poll_yielded++;
+		dev->poll_until = ev_now(loop);
+		dev->poll_off_until = ev_now(loop) + POLL_OFF_S;
+	}
+}
+
+/* --realtime: SCHED_FIFO while the loop sleeps and does its first turn after a wakeup,
+ * the usual policy (at --nice) while it polls, where a yield must let others run. Forked
+ * helpers (nft) start under the usual policy. */
+static void take_policy(struct dev *dev, bool fifo)
+{
+	struct sched_param p = { .sched_priority = fifo ? dev->rt_priority : 0 };
+
+	if (fifo == dev->rt_now)
+		return;
+	if (sched_setscheduler(0, fifo ? SCHED_FIFO | SCHED_RESET_ON_FORK : SCHED_OTHER, &p) < 0) {
+		log_warn("cannot %s SCHED_FIFO at priority %d (%s): --realtime is off",
+			 fifo ? "take" : "leave", dev->rt_priority, strerror(errno));
+		dev->rt_priority = 0;
+		return;
+	}
+	dev->rt_now = fifo;
+}
+
+/* After the loop's wait: how long it has run without sleeping. Under SCHED_FIFO past
+ * RT_RUN_MAX_MS it steps down for RT_BACKOFF_MS, so a flood of work cannot keep the
+ * programs it serves off the CPU (the kernel's RT throttling would, only after 950 ms). */
+static void on_check(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct dev *dev = w->data;
+	ev_tstamp now = ev_time();
+
+	(void)revents;
+	if (now - dev->wait_began > SLEPT_S)
+		dev->awake_since = now;
+	else if (dev->rt_now && now - dev->awake_since > RT_RUN_MAX_MS * 1e-3) {
+		dev->cnt.rt_backoffs++;
+		take_policy(dev, false);
+		dev->rt_off_until = now + RT_BACKOFF_MS * 1e-3;
+		/* a turn of the loop then, to take the policy back though nothing happens */
+		ev_timer_set(&dev->rt_restore, RT_BACKOFF_MS * 1e-3, 0);
+		ev_timer_start(loop, &dev->rt_restore);
+	}
+}
+
+static void on_rt_restore(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)w;
 	(void)revents;
-	sched_yield();
 }
 
-static void keep_polling_while_busy(struct ev_loop *loop, struct dev *dev)
+/* Before the loop may sleep: under --realtime it sleeps under SCHED_FIFO, unless it
+ * polls or steps down. */
+static void policy_for_wait(struct dev *dev)
 {
-	uint64_t frames = dev->cnt.sent_pkts + dev->cnt.rcvd_pkts;
+	if (dev->rt_priority)
+		take_policy(dev, !ev_is_active(&dev->poll_idle) && ev_time() >= dev->rt_off_until);
+	dev->wait_began = ev_time();
+}
 
-	if (frames != dev->busy_frames) {
-		dev->busy_frames = frames;
-		dev->busy_since = ev_now(loop);
-		ev_idle_start(loop, &dev->busy_idle);
-	} else if (ev_now(loop) - dev->busy_since > dev->busy_window) {
-		ev_idle_stop(loop, &dev->busy_idle);
+/* Whether the CPUs have room for one more spinner: the tasks runnable now (this daemon
+ * among them, /proc/loadavg's fourth field) no more than the CPUs and CPU_OVERCOMMIT. A
+ * daemon that polls beside a program spinning on the same CPU is not woken when its frame
+ * comes: it waits for the program's time slice (4 ms, measured), where a sleeping daemon's
+ * wakeup preempts the program at once; but a sleeping daemon on a VM whose CPU went idle
+ * pays for waking that virtual CPU (a median of 25 to 60 us per 64-byte WRITE instead of
+ * 10, measured on this VM when nothing else ran). */
+static bool cpu_to_spare(struct dev *dev)
+{
+	char buf[128];
+	ssize_t n;
+	unsigned long running;
+
+	if (dev->loadavg_fd < 0)
+		return true;
+	n = pread(dev->loadavg_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	if (sscanf(buf, "%*s %*s %*s %lu/", &running) != 1)
+		return true;
+	return running <= dev->ncpus + CPU_OVERCOMMIT;
+}
+
+static bool may_poll(struct ev_loop *loop, struct dev *dev)
+{
+	if (dev->poll_always || ev_is_active(&dev->poll_idle))
+		return true;
+	if (ev_now(loop) - dev->cpu_looked > CPU_LOOK_S) {
+		dev->cpu_looked = ev_now(loop);
+		dev->cpu_spare = cpu_to_spare(dev);
 	}
+	return dev->cpu_spare;
+}
+
+static uint64_t work_done(const struct dev *dev)
+{
+	return dev->cnt.sent_pkts + dev->cnt.rcvd_pkts + dev->cnt.doorbells +
+	       dev->cnt.polled_posts;
+}
+
+/* Adaptive polling (the idea of NAPI's busy-poll budget and of hybrid polling): after
+ * work the loop polls the packet ring and the rings of the QPs that rang, for poll_budget
+ * seconds since the last work, before it sleeps; so the hops of a ping-pong find the
+ * daemon awake, and its clients post without a doorbell meanwhile. Idle, it sleeps. */
+static void poll_or_sleep(struct ev_loop *loop, struct dev *dev)
+{
+	ev_tstamp now = ev_now(loop);
+	/* what posts taken here built (frames, completions) goes out at the next turn's
+	 * prepare: the loop must turn once more before it sleeps */
+	bool took = poll_rings(dev) > 0;
+
+	if (work_done(dev) != dev->poll_work && now >= dev->poll_off_until &&
+	    may_poll(loop, dev)) {
+		dev->poll_work = work_done(dev);
+		dev->poll_until = now + dev->poll_budget;
+	}
+	if (took || now < dev->poll_until) {
+		ev_idle_start(loop, &dev->poll_idle);
+		return;
+	}
+	ev_idle_stop(loop, &dev->poll_idle);
+	/* a post that came as the flags went: taken, and out at the next turn */
+	if (poll_release(dev))
+		ev_idle_start(loop, &dev->poll_idle);
 }
 
 static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
@@ -254,8 +429,9 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	/* what waits on us first: clients on their completions, peers on their ACKs */
 	cq_flush_notify(dev);
 	sched_send(dev);
-	if (dev->busy_window > 0)
-		keep_polling_while_busy(loop, dev);
+	if (dev->poll_budget > 0)
+		poll_or_sleep(loop, dev);
+	policy_for_wait(dev);
 }
 
 /* The default cap on pinned memory: enough for any test, short of locking the host up. */
@@ -407,7 +583,7 @@ static void dev_stop(struct dev *dev)
 int main(int argc, char **argv)
 {
 	static struct dev dev;
-	struct options o = { .nice = -10 };
+	struct options o = { .nice = -10, .poll_us = POLL_BUDGET_DEFAULT_US };
 	ev_signal sigint, sigterm;
 	int status = 1;
 
@@ -459,11 +635,26 @@ int main(int argc, char **argv)
 	ev_prepare_init(&dev.flush_watcher, on_prepare);
 	dev.flush_watcher.data = &dev;
 	ev_prepare_start(dev.loop, &dev.flush_watcher);
-	ev_idle_init(&dev.busy_idle, on_busy_idle);
+	ev_idle_init(&dev.poll_idle, on_poll_idle);
+	dev.poll_idle.data = &dev;
+	ev_check_init(&dev.wake_watcher, on_check);
+	dev.wake_watcher.data = &dev;
+	ev_check_start(dev.loop, &dev.wake_watcher);
+	ev_init(&dev.rt_restore, on_rt_restore);
+	dev.rt_priority = o.rt_priority;
+	dev.awake_since = ev_time();
+	if (o.rt_priority)
+		log_info("sleeping under SCHED_FIFO at priority %d (--realtime)", o.rt_priority);
 	loopq_init(&dev.port);
-	dev.busy_window = o.busy_poll_us * 1e-6;
-	if (o.busy_poll_us)
-		log_info("busy-polling for %u us after traffic", o.busy_poll_us);
+	dev.poll_budget = o.poll_us * 1e-6;
+	dev.tp.poll_rings = o.poll_us > 0;
+	dev.poll_always = o.busy_poll;
+	dev.loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+	dev.ncpus = (unsigned long)sysconf(_SC_NPROCESSORS_ONLN);
+	if (o.busy_poll)
+		log_info("busy-polling for %u us after traffic", o.poll_us);
+	else if (o.poll_us)
+		log_info("polling for %u us after work before sleeping", o.poll_us);
 	ev_run(dev.loop, 0);
 	status = 0;
 out:

@@ -1,9 +1,12 @@
-/* Completion queues: a ring the daemon fills and we drain, and a pipe the daemon
- * signals after making completions visible. Checking the ring before sleeping on the
- * pipe therefore never misses a wakeup. */
+/* Completion queues: a ring the daemon fills and we drain, and a pipe the daemon writes
+ * after making completions visible, only while we ask it to (PROTO_RING_WAKE in the
+ * ring's cons_flags: a client that polls costs the daemon no write). Whoever sleeps sets
+ * the flag, fences, then looks at the ring: the daemon publishes, fences, then reads the
+ * flag, so one of the two sees the other and no wakeup is lost. */
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -146,6 +149,14 @@ int rocemu_destroy_cq(struct rocemu_cq *cq)
 	return err;
 }
 
+/* Asks the daemon to write the pipe for the completions it adds from now on. It clears
+ * the flag when it writes: every sleep sets it again, before its last look. */
+static void cq_want_wakeup(struct rocemu_cq *cq)
+{
+	__atomic_store_n(&cq->ring.ctl->cons_flags, PROTO_RING_WAKE, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 static uint32_t cq_ready(const struct rocemu_cq *cq)
 {
 	return ring_load(&cq->ring.ctl->prod) - cq->ring.next;
@@ -238,6 +249,38 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Hybrid polling: a wait looks at the ring for WAIT_SPIN_NS before it sleeps, so a
+ * completion due within a round trip is taken without a sleep and a wakeup, which cost
+ * tens of microseconds on a VM whose CPU went idle (docs/benchmarks.md). Each look yields
+ * the CPU: the daemon that will add the completion may be waiting for this one (a spin
+ * that did not yield made --busy-poll's round trip 42 us instead of 9). */
+#define WAIT_SPIN_NS 30000
+
+static bool spin_for(const struct rocemu_cq *cq, bool (*ready)(const struct rocemu_cq *))
+{
+	uint64_t end = now_ns() + WAIT_SPIN_NS;
+
+	do {
+		if (ready(cq))
+			return true;
+		sched_yield();
+	} while (now_ns() < end);
+	return false;
+}
+
+static bool has_completions(const struct rocemu_cq *cq)
+{
+	return cq_ready(cq) != 0;
+}
+
 /* Sleeps until the notify pipe or the socket has something, or ms passes: 0 (look again),
  * ETIMEDOUT, or an errno. */
 static int cq_sleep(struct rocemu_cq *cq, int ms)
@@ -273,6 +316,20 @@ static int ms_left(int64_t deadline)
 	return left > 0 ? (int)left : 0;
 }
 
+void cq_nap(struct rocemu_cq *cq, unsigned usec)
+{
+	struct pollfd p = { .fd = cq->notify_fd, .events = POLLIN };
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)usec * 1000 };
+	uint64_t count;
+
+	cq_want_wakeup(cq);
+	if (cq_ready(cq) || cq->ctx->dead)
+		return;
+	if (ppoll(&p, 1, &ts, NULL) > 0 && (p.revents & POLLIN))
+		while (read(cq->notify_fd, &count, sizeof(count)) < 0 && errno == EINTR)
+			;
+}
+
 int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only)
 {
 	if (!cq)
@@ -281,6 +338,7 @@ int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only)
 		return rpc_gone(cq->ctx);
 	cq->armed = true;
 	cq->armed_solicited = solicited_only != 0;
+	cq_want_wakeup(cq);
 	cq->armed_at = ring_load(&cq->ring.ctl->prod);
 	return 0;
 }
@@ -310,9 +368,12 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 	if (!cq || !cq->armed)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	if (timeout_ms != 0)
+		spin_for(cq, event_due);
 	/* At least one look at the pipe and the socket, so that a timeout of 0 still empties
 	 * the one and notices a hang-up on the other. */
 	for (bool slept = false;; slept = true) {
+		cq_want_wakeup(cq);
 		if (event_due(cq)) {
 			cq->armed = false;
 			return 0;
@@ -340,7 +401,10 @@ int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)
 	if (!cq)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	if (timeout_ms != 0 && spin_for(cq, has_completions))
+		return 0;
 	do {
+		cq_want_wakeup(cq);
 		if (cq_ready(cq))
 			return 0;
 		if (cq->ctx->dead)

@@ -190,6 +190,11 @@ static inline void ring_store(uint32_t *index, uint32_t value)
 }
 
 
+/* cq.c, for the verbs layer: sleeps at most usec on the CQ's wakeup, back at once when a
+ * completion is there or comes, or the daemon hangs up. It empties the CQ's pipe: not for
+ * a CQ bound to a completion channel, whose sleepers that pipe wakes. */
+void cq_nap(struct rocemu_cq *cq, unsigned usec);
+
 /* gid.c: true for ::ffff:a.b.c.d. */
 bool gid_is_ipv4(const union ibv_gid *gid);
 

@@ -14,12 +14,19 @@ static bool ring_full(const struct ring *r)
 	return r->next - ring_load(&r->ctl->cons) >= r->count;
 }
 
+/* The index is published, then (full fence) the daemon's flag read: while the daemon
+ * polls this ring it sees the index without a doorbell, and once it has cleared the flag
+ * it looks at the index again before it sleeps (proto.h), so one of the two sees the
+ * other. The write is the post's only syscall. */
 static void ring_doorbell(struct qp_priv *qp, struct ring *r)
 {
 	uint64_t one = 1;
 
 	ring_store(&r->ctl->prod, r->next);
-	/* EAGAIN means the counter is saturated: the daemon has a wakeup pending anyway. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->ctl->cons_flags, __ATOMIC_RELAXED) & PROTO_RING_POLLED)
+		return;
+	/* EAGAIN means the pipe is full: the daemon has a wakeup pending anyway. */
 	while (write(qp->doorbell_fd, &one, sizeof(one)) < 0 && errno == EINTR)
 		;
 }

@@ -7,9 +7,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Hybrid polling, as rocemu_wait_cq: a blocking ibv_get_cq_event looks for this long before
+ * its first sleep, so an event due within a round trip costs no sleep and wakeup. */
+#define SPIN_NS 30000
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx)
 {
@@ -114,6 +120,28 @@ static int channel_sleep(struct rv_channel *c, int ms)
 	return 0;
 }
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct rv_cq *spin_for_due(struct rv_channel *c, int *err)
+{
+	int64_t end = now_ns() + SPIN_NS;
+	struct rv_cq *cq;
+
+	do {
+		cq = due_cq(c, err);
+		if (cq || *err)
+			return cq;
+		sched_yield();      /* the daemon that will add it may be waiting for this CPU */
+	} while (now_ns() < end);
+	return NULL;
+}
+
 int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void **cq_context)
 {
 	struct rv_channel *c = (struct rv_channel *)ch;
@@ -122,7 +150,7 @@ int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void *
 	int err = 0;
 
 	for (bool looked = false;; looked = true) {
-		cq = due_cq(c, &err);
+		cq = looked || nonblocking ? due_cq(c, &err) : spin_for_due(c, &err);
 		if (cq)
 			break;
 		if (err || (nonblocking && looked)) {

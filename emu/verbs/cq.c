@@ -5,26 +5,78 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "emu/lib/lib_int.h"    /* cq_nap */
 
 #define CQ_EX_FLAGS (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | \
 		     IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
 		     IBV_WC_EX_WITH_DLID_PATH_BITS)
 
-/* An empty poll yields the CPU: programs spin on ibv_poll_cq, and with more spinners than
- * cores (two daemons and two perftest processes on two) a spinner that never yields makes
- * the daemons that would fill its CQ wait for the scheduler's time slice. With a core to
- * spare, sched_yield returns at once. Measured here, ib_write_lat's p99 fell from 2 ms to
- * 0.1 ms and ibv_rc_pingpong's iteration from 267 to 185 us. */
+/* Empty polls past this long in a row become naps of at most NAP_US on the CQ's wakeup. */
+#define NAP_AFTER_NS 200000
+#define NAP_US       50
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* After an empty poll, outside the CQ's lock. It yields the CPU: programs spin on
+ * ibv_poll_cq, and with more spinners than cores (two daemons and two perftest processes
+ * on two) a spinner that never yields makes the daemons that would fill its CQ wait for
+ * the scheduler's time slice. With a core to spare, sched_yield returns at once. Measured
+ * here, ib_write_lat's p99 fell from 2 ms to 0.1 ms and ibv_rc_pingpong's iteration from
+ * 267 to 185 us. A run of empty polls longer than any round trip (NAP_AFTER_NS) becomes
+ * naps instead: the daemon writes the CQ's pipe the moment it adds a completion, so the
+ * next poll finds it about a wakeup later, and a poll with nothing coming returns after
+ * NAP_US; meanwhile the CPU is the daemons'. A CQ bound to a channel only yields: its
+ * pipe wakes the channel's sleepers. */
+static bool long_empty_run(struct rv_cq *cq)
+{
+	uint64_t now;
+
+	if (cq->channel)
+		return false;
+	now = now_ns();
+	if (!cq->empty_since_ns)
+		cq->empty_since_ns = now;
+	return now - cq->empty_since_ns >= NAP_AFTER_NS;
+}
+
+/* Under the CQ's lock: how the poll went. Then, outside it, after_empty_poll. */
+static bool note_poll(struct rv_cq *cq, bool empty)
+{
+	if (!empty) {
+		cq->empty_since_ns = 0;
+		return false;
+	}
+	return long_empty_run(cq);
+}
+
+static void after_empty_poll(struct rv_cq *cq, bool nap)
+{
+	if (nap)
+		cq_nap(cq->cq, NAP_US);
+	else
+		sched_yield();
+}
+
 int rv_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct rv_cq *cq = rv_cq(ibcq);
+	bool nap;
 	int n;
 
 	pthread_mutex_lock(&cq->lock);
 	n = rocemu_poll_cq(cq->cq, num, wc);
+	nap = note_poll(cq, n == 0);
 	pthread_mutex_unlock(&cq->lock);
 	if (n == 0)
-		sched_yield();
+		after_empty_poll(cq, nap);
 	return n;
 }
 
@@ -88,6 +140,7 @@ static int load_current(struct rv_cq *cq)
 static int start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
 {
 	struct rv_cq *cq = (struct rv_cq *)ex;
+	bool nap;
 	int err;
 
 	if (attr && attr->comp_mask)
@@ -95,9 +148,11 @@ static int start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
 	pthread_mutex_lock(&cq->lock);
 	err = load_current(cq);
 	/* As providers do: the lock is held from a successful start to the end. */
+	nap = note_poll(cq, err == ENOENT);
 	if (err) {
 		pthread_mutex_unlock(&cq->lock);
-		sched_yield();          /* as an empty rv_poll_cq does */
+		if (err == ENOENT)
+			after_empty_poll(cq, nap);   /* as an empty rv_poll_cq does */
 	}
 	return err;
 }

@@ -73,6 +73,7 @@ struct rv_cq {
 	struct ibv_wc batch[RV_CQ_BATCH];
 	int batch_len, batch_pos;       /* extended polling: taken from the ring, not yet read */
 	bool reading;                   /* batch[batch_pos] is the one being read */
+	uint64_t empty_since_ns;        /* the run of empty polls began then (0: none) */
 	LIST_ENTRY(rv_cq) link;         /* on its channel */
 };
 

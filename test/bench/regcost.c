@@ -23,9 +23,9 @@
  *   regcost ops SOCK_A SOCK_B [-n COUNT] [-s SIZE]
  *       READ and SEND next to WRITE, from a QP on A to one on B, waiting as rdma-write does: goodput of COUNT
  *       (default 200) RDMA WRITEs, READs and SENDs of SIZE (default 1 MiB) with OPS_DEPTH
- *       in flight, their ratios to the WRITEs', the rate of 8-byte FETCH_ADDs with
- *       OPS_DEPTH in flight, and the median round trip of a 64-byte SEND answered by a
- *       64-byte SEND, as JSON.
+ *       in flight, their ratios to the WRITEs', the rates of 8-byte FETCH_ADDs and of
+ *       64-byte WRITEs with OPS_DEPTH in flight, and the median round trip of a 64-byte
+ *       SEND answered by a 64-byte SEND, as JSON.
  *
  * Every failure prints what failed (with the daemon's explanation) and exits 1; bad
  * usage exits 2. */
@@ -667,7 +667,7 @@ static int cmd_ops(int argc, char **argv)
 {
 	unsigned count = 200, size = 1u << 20;
 	struct end a = { 0 }, b = { 0 };
-	double wr, rd, sd, fa;
+	double wr, rd, sd, fa, w64;
 	enum ibv_mtu mtu;
 	int c;
 
@@ -689,12 +689,14 @@ static int cmd_ops(int argc, char **argv)
 	rd = run_ops(&a, &b, IBV_WR_RDMA_READ, size, count);
 	sd = run_ops(&a, &b, IBV_WR_SEND, size, count);
 	fa = run_ops(&a, &b, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, 20000);
+	w64 = run_ops(&a, &b, IBV_WR_RDMA_WRITE, 64, 20000);
 	printf("{\"mode\":\"ops\",\"size\":%u,\"count\":%u,\"mtu\":%u,\"write_mbps\":%.1f,"
 	       "\"read_mbps\":%.1f,\"send_mbps\":%.1f,\"read_vs_write\":%.3f,"
-	       "\"send_vs_write\":%.3f,\"fetch_add_per_s\":%.0f,\"send_rtt_median_us\":%.2f}\n",
+	       "\"send_vs_write\":%.3f,\"fetch_add_per_s\":%.0f,\"write64_per_s\":%.0f,"
+	       "\"fetch_add_vs_write64\":%.3f,\"send_rtt_median_us\":%.2f}\n",
 	       size, count, 128u << mtu, (double)size * count / wr / (1 << 20),
 	       (double)size * count / rd / (1 << 20), (double)size * count / sd / (1 << 20),
-	       wr / rd, wr / sd, 20000 / fa, send_rtt_us(&a, &b, 2000));
+	       wr / rd, wr / sd, 20000 / fa, 20000 / w64, w64 / fa, send_rtt_us(&a, &b, 2000));
 	rocemu_close(a.ctx);
 	rocemu_close(b.ctx);
 	return 0;

@@ -60,6 +60,8 @@ int cq_resize(struct cq *cq, uint32_t cqe, int *fd)
 		ring[i & (entries - 1)] = cq->ring[i & (cq->entries - 1)];
 	ctl->prod = prod;
 	ctl->cons = cons;
+	/* a client asleep on the CQ asked to be woken: the new ring says so too */
+	ctl->cons_flags = __atomic_load_n(&cq->ctl->cons_flags, __ATOMIC_RELAXED);
 	munmap(cq->ctl, cq->ring_bytes);
 	cq->ctl = ctl;
 	cq->ring = ring;
@@ -105,16 +107,26 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	}
 }
 
-/* One wakeup write per CQ per loop iteration, however many completions it got. */
+/* At most one wakeup write per CQ per loop iteration, however many completions it got,
+ * and none to a client that polls: only one that asked (PROTO_RING_WAKE, proto.h) is
+ * woken, and the flag is taken, so a client asleep gets one write per sleep. The fence
+ * orders the indices cq_push published before the flags are read. */
 void cq_flush_notify(struct dev *dev)
 {
 	struct cq *cq;
 	uint64_t one = 1;
 
+	if (STAILQ_EMPTY(&dev->tp.notify_list))
+		return;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/* a full pipe (EAGAIN) already holds a wakeup the client has not read */
 	while ((cq = STAILQ_FIRST(&dev->tp.notify_list))) {
 		STAILQ_REMOVE_HEAD(&dev->tp.notify_list, notify_link);
 		cq->notify_pending = false;
-		(void)!write(cq->notify_fd, &one, sizeof(one));
+		if (__atomic_load_n(&cq->ctl->cons_flags, __ATOMIC_RELAXED) & PROTO_RING_WAKE &&
+		    __atomic_exchange_n(&cq->ctl->cons_flags, 0, __ATOMIC_RELAXED) & PROTO_RING_WAKE) {
+			dev->cnt.cq_wakeups++;
+			(void)!write(cq->notify_fd, &one, sizeof(one));
+		}
 	}
 }

@@ -500,6 +500,7 @@ int qp_destroy(struct qp *qp)
 	struct dev *dev = qp->dev;
 
 	ev_io_stop(dev->loop, &qp->doorbell);
+	poll_forget(qp);
 	ev_timer_stop(dev->loop, &qp->retry_timer);
 	ev_timer_stop(dev->loop, &qp->rnr_timer);
 	ev_timer_stop(dev->loop, &qp->req.pace_timer);

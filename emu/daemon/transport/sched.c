@@ -44,6 +44,7 @@ void sched_init(struct dev *dev)
 	TAILQ_INIT(&dev->tp.acks_due);
 	TAILQ_INIT(&dev->tp.ready);
 	TAILQ_INIT(&dev->tp.credit_wait);
+	TAILQ_INIT(&dev->tp.polled);
 }
 
 bool sched_has_credit(struct qp *qp)

@@ -178,6 +178,13 @@ struct qp {
 	int doorbell_fd;             /* our (read) end of the doorbell pipe */
 	int client_end;              /* the write end, handed to the client */
 	ev_io doorbell;
+	/* poll.c: the rings' producer indices last looked at, and whether the loop polls
+	 * them (on dev->tp.polled, its client skipping the doorbell) */
+	struct {
+		uint32_t sq_seen, rq_seen;
+		bool adopted;
+		TAILQ_ENTRY(qp) link;
+	} poll;
 
 	/* the retransmission and RNR timers (w->data is the QP) */
 	ev_timer retry_timer;
@@ -386,6 +393,17 @@ static inline enum mr_check resp_lookup(struct qp *qp, uint32_t rkey, int access
 {
 	return mr_lookup_remote(qp->dev->mrs, rkey, qp->pd, qp, access, va, len, mr, mr_va);
 }
+
+/* poll.c: the rings the loop polls while it does not sleep. poll_doorbell() takes what a
+ * QP's rings hold (its doorbell rang); poll_adopt() lets its client skip the doorbell while
+ * tp.poll_rings is on; poll_rings() looks at every adopted QP once, poll_release() hands
+ * them back to their doorbells before the loop sleeps (both take what they find, and say
+ * how many QPs had posts); poll_forget() before a QP goes. */
+void poll_doorbell(struct qp *qp);
+void poll_adopt(struct qp *qp);
+void poll_forget(struct qp *qp);
+unsigned poll_rings(struct dev *dev);
+unsigned poll_release(struct dev *dev);
 
 /* req.c: the requester. req_pump() sends what the QP may send now; req_seek() puts the
  * send cursor on a PSN (the resend starts there); req_arm_timer() (re)starts the
