@@ -3173,6 +3173,46 @@ START_TEST(test_atomic_write_requester)
 }
 END_TEST
 
+static void one_initiator_depth(struct conn *c)
+{
+	c->max_rd_atomic = 1;
+}
+
+/* The responder keeps a resource for an ATOMIC WRITE, as for a READ: with max_rd_atomic 1
+ * it waits for the READ before it, else it would take the READ's resource, and a lost
+ * READ response could never be asked for again. With no max_rd_atomic it is refused, as a
+ * READ is. */
+START_TEST(test_atomic_write_counts_against_max_rd_atomic)
+{
+	struct proto_swqe w = swqe(2, IBV_WR_ATOMIC_WRITE, 0, 0);
+
+	w.num_sge = 0;
+	reconnect(one_initiator_depth);
+	post_and_ring(swqe(1, IBV_WR_RDMA_READ, 0, 16));
+	expect_packet(WIRE_OP_RC_READ_REQUEST, sq(0));
+	post_and_ring(w);
+	expect_nothing_sent();
+	peer_read_response(WIRE_OP_RC_READ_RESP_ONLY, sq(0), 0, 16);
+	expect_cqe(1, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
+	expect_bytes(LOCAL_OFF, data, 16);
+	expect_packet(WIRE_OP_RC_ATOMIC_WRITE, sq(1));
+	peer_read_response(WIRE_OP_RC_READ_RESP_ONLY, sq(1), 0, 0);
+	expect_cqe(2, IBV_WC_SUCCESS, IBV_WC_ATOMIC_WRITE);
+}
+END_TEST
+
+START_TEST(test_atomic_write_without_max_rd_atomic)
+{
+	struct proto_swqe w = swqe(3, IBV_WR_ATOMIC_WRITE, 0, 0);
+
+	w.num_sge = 0;
+	reconnect(no_initiator_depth);
+	post_and_ring(w);
+	expect_nothing_sent();
+	expect_cqe(3, IBV_WC_LOC_QP_OP_ERR, IBV_WC_ATOMIC_WRITE);
+}
+END_TEST
+
 static void add_atomic_write_tests(Suite *s)
 {
 	TCase *tc = add_tcase(s, "atomic_write");
@@ -3181,6 +3221,8 @@ static void add_atomic_write_tests(Suite *s)
 	tcase_add_loop_test(tc, test_atomic_write_refusals, 0, 5);
 	tcase_add_test(tc, test_atomic_write_needs_remote_write);
 	tcase_add_test(tc, test_atomic_write_requester);
+	tcase_add_test(tc, test_atomic_write_counts_against_max_rd_atomic);
+	tcase_add_test(tc, test_atomic_write_without_max_rd_atomic);
 }
 
 /* ---- FLUSH ---- */

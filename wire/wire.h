@@ -67,7 +67,8 @@ enum wire_opcode {
 	WIRE_OP_RC_SEND_LAST_INV = 0x16,
 	WIRE_OP_RC_SEND_ONLY_INV = 0x17,
 	WIRE_OP_RC_FLUSH = 0x1c,          /* FETH + RETH (IBA Memory Placement Extensions) */
-	WIRE_OP_RC_ATOMIC_WRITE = 0x1d,   /* RETH + 8 bytes, written at once; ACKed */
+	WIRE_OP_RC_ATOMIC_WRITE = 0x1d,   /* RETH + 8 bytes, written at once; answered with an
+					   * empty READ RESPONSE ONLY */
 	WIRE_OP_UC_BASE = 0x20,
 	WIRE_OP_UD_SEND_ONLY = 0x64,
 	WIRE_OP_UD_SEND_ONLY_IMM = 0x65,

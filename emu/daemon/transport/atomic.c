@@ -40,8 +40,8 @@ int atomic_execute(struct qp *qp, const struct wire_pkt *pkt)
 }
 
 /* As rxe (6.2 on): the bytes as they came, one release store, so whoever sees them sees
- * every earlier write of the QP too. No responder resource: a duplicate is a WRITE's, ACKed
- * again and not executed. */
+ * every earlier write of the QP too. The caller keeps a responder resource for it, so a
+ * duplicate is answered again and not executed. */
 int atomic_write_execute(struct mr *mr, uint64_t va, const uint8_t *data)
 {
 	uint64_t *word, value;

@@ -37,7 +37,7 @@ void comp_complete(struct qp *qp, struct send_wqe *w, enum ibv_wc_status status)
 	struct proto_cqe cqe = { .wr_id = w->wr_id, .status = status, .opcode = wc_opcode(w),
 				 .byte_len = (uint32_t)w->length, .qp_num = qp->qpn };
 
-	if (wqe_wants_response(w) && w->started)
+	if (wqe_takes_rd_credit(w) && w->started)
 		qp->req.rd_outstanding--;
 	qp->comp.idx++;
 	__atomic_store_n(&qp->sq_ctl->cons, qp->comp.idx, __ATOMIC_RELEASE);

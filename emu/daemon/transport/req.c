@@ -39,7 +39,7 @@ static enum ibv_wc_status check_sges(struct qp *qp, struct send_wqe *w,
 
 	/* a QP given no max_rd_atomic could never issue a READ: refused, not left waiting */
 	if (!qp_sends_opcode(qp, w) ||
-	    (wqe_wants_response(w) && qp->attr.max_rd_atomic == 0) ||
+	    (wqe_takes_rd_credit(w) && qp->attr.max_rd_atomic == 0) ||
 	    (wqe_is_atomic(w) && (w->remote_addr & 7)))
 		return IBV_WC_LOC_QP_OP_ERR;
 	if (!sq_wqe_fits(qp, in, false))
@@ -117,10 +117,12 @@ static void fetch_one(struct qp *qp, uint32_t idx)
 		return;
 	}
 	if (w->opcode == IBV_WR_ATOMIC_WRITE) {
-		/* its 8 bytes came in compare_add; like an atomic, 8-byte aligned */
+		/* its 8 bytes came in compare_add; like an atomic, 8-byte aligned, and with a
+		 * responder resource to take */
 		w->num_sge = 0;
 		w->length = sizeof(uint64_t);
-		w->local_error = qp_sends_opcode(qp, w) && !(w->remote_addr & 7)
+		w->local_error = qp_sends_opcode(qp, w) && !(w->remote_addr & 7) &&
+					 qp->attr.max_rd_atomic > 0
 					 ? IBV_WC_SUCCESS : IBV_WC_LOC_QP_OP_ERR;
 		return;
 	}
@@ -339,7 +341,7 @@ static bool waits_for_reads(const struct qp *qp, const struct send_wqe *w)
 {
 	if (w->started)
 		return false;
-	if (wqe_wants_response(w) && qp->req.rd_outstanding >= qp->attr.max_rd_atomic)
+	if (wqe_takes_rd_credit(w) && qp->req.rd_outstanding >= qp->attr.max_rd_atomic)
 		return true;
 	return w->fence && qp->req.rd_outstanding > 0;
 }
@@ -394,9 +396,9 @@ static void start(struct qp *qp, struct send_wqe *w)
 	w->started = true;
 	w->first_psn = qp->req.snd_nxt;
 	w->npkts = wqe_is_atomic(w) || wqe_is_flush(w) ? 1 : qp_packets(qp, w->length);
-	if (wqe_wants_response(w))
+	if (wqe_takes_rd_credit(w))
 		qp->req.rd_outstanding++;
-	else
+	if (!wqe_wants_response(w))
 		qp->dev->cnt.rdma_sends++;
 }
 
@@ -423,7 +425,7 @@ static bool send_next(struct qp *qp, struct send_wqe *w)
 	if (rc < 0)
 		return false;
 	cc_on_sent(qp, packet_payload(qp, w, qp->req.send_pkt) + WIRE_BASE_LEN);
-	if (wqe_wants_response(w))
+	if (wqe_takes_rd_credit(w))
 		qp->req.since_ackreq = 0;   /* a READ or atomic request is always answered */
 	/* a READ's responses stream for as long as it is large: not a round trip */
 	if (qp->type == IBV_QPT_RC && qp->req.snd_nxt == qp->req.snd_max && !wqe_is_read(w))

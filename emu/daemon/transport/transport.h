@@ -367,11 +367,17 @@ static inline bool wqe_is_local(const struct send_wqe *w)
 }
 
 /* READs and atomics are answered with data, a FLUSH with an empty READ response (its
- * answer says the memory is placed): each counts against max_rd_atomic, as each takes a
- * responder resource on the other side. */
+ * answer says the memory is placed): only such an answer completes them. */
 static inline bool wqe_wants_response(const struct send_wqe *w)
 {
 	return wqe_is_read(w) || wqe_is_atomic(w) || wqe_is_flush(w);
+}
+
+/* What counts against max_rd_atomic: those, and an ATOMIC WRITE, which the responder keeps
+ * a resource for too (its empty READ response completes it, as an ACK covering it does). */
+static inline bool wqe_takes_rd_credit(const struct send_wqe *w)
+{
+	return wqe_wants_response(w) || w->opcode == IBV_WR_ATOMIC_WRITE;
 }
 
 static inline bool wqe_has_imm(const struct send_wqe *w)
