@@ -17,6 +17,7 @@
 
 #include <infiniband/verbs.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -161,9 +162,10 @@ int rocemu_resize_cq(struct rocemu_cq *cq, int cqe);
  * when the daemon is gone. */
 int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc);
 /* Drops the completions of QP qp_num that are not polled yet (a QP modified to RESET, as
- * libmlx5 cleans its CQs then); the caller keeps other pollers of cq away meanwhile.
- * Returns how many were dropped. */
-uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num);
+ * libmlx5 cleans its CQs then), its receives' too unless keep_receives (a QP with an SRQ:
+ * the daemon took their WQEs from the SRQ, and only the completion gives them back); the
+ * caller keeps other pollers of cq away meanwhile. Returns how many were dropped. */
+uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num, bool keep_receives);
 /* Sleeps until the CQ has a completion or timeout_ms passes (-1: no limit); 0 when there
  * is one, ETIMEDOUT, or EPIPE when the daemon went away. */
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);

@@ -1020,6 +1020,62 @@ static void case_srq_limit(void)
 	CHECK("srq limit: the SRQ is destroyed once its QP is", ibv_destroy_srq(srq) == 0);
 }
 
+/* One SEND from a to b, received (on b's RQ or its SRQ) and acknowledged; b's receive
+ * completion is left unpolled. */
+static bool send_one_unpolled(struct end *a, struct end *b, struct ibv_srq *srq)
+{
+	struct ibv_sge rs = { (uintptr_t)b->buf, 64, b->mr->lkey }, ss = { (uintptr_t)a->buf, 64,
+									   a->mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_send_wr swr = { .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_wc wc;
+
+	if (srq ? ibv_post_srq_recv(srq, &rwr, &rbad) : ibv_post_recv(b->qp, &rwr, &rbad))
+		return false;
+	return ibv_post_send(a->qp, &swr, &sbad) == 0 && wait_wc(a->cq, &wc, 5000) == 0;
+}
+
+static int to_reset(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
+/* A QP modified to RESET drops its completions not yet polled, as libmlx5 does, except a
+ * QP with an SRQ its receives' (their WQEs left the SRQ: the completion is all that gives
+ * the buffer back). */
+static void case_reset_forgets(void)
+{
+	struct ibv_srq_init_attr init = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC, .cap = { 16, 0, 1, 0, 0 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &init);
+	struct end a, b;
+	struct ibv_wc wc;
+
+	if (!srq || !make_end(&a, DEPTH) || !make_end(&b, DEPTH) ||
+	    connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
+		{ report("reset: setup", false, strerror(errno)); return; }
+	CHECK("reset: a QP's unpolled receive completion is gone after RESET",
+	      send_one_unpolled(&a, &b, NULL) && to_reset(b.qp) == 0 &&
+	      ibv_poll_cq(b.cq, 1, &wc) == 0);
+	qa.send_cq = qa.recv_cq = b.cq;
+	qa.srq = srq;
+	ibv_destroy_qp(b.qp);
+	b.qp = ibv_create_qp(pd, &qa);
+	if (!b.qp || to_reset(a.qp) || connect_qp(a.qp, b.qp->qp_num) ||
+	    connect_qp(b.qp, a.qp->qp_num))
+		{ report("reset: a QP on an SRQ", false, strerror(errno)); return; }
+	CHECK("reset: a QP on an SRQ keeps its unpolled receive completion through RESET",
+	      send_one_unpolled(&a, &b, srq) && to_reset(b.qp) == 0 &&
+	      wait_wc(b.cq, &wc, 1000) == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+	      wc.wr_id == 7);
+	free_end(&a);
+	free_end(&b);
+	ibv_destroy_srq(srq);
+}
+
 /* After ibv_fork_init (case_async), a child does not get registered pages; once the MR is
  * gone it does again. */
 static int child_reads(volatile const uint8_t *p)
@@ -1314,6 +1370,7 @@ int main(int argc, char **argv)
 	case_threads();
 	case_async();
 	case_srq_limit();
+	case_reset_forgets();
 	case_channel();
 	case_cq_ex();
 	case_fork();

@@ -223,15 +223,16 @@ int rocemu_poll_cq(struct rocemu_cq *cq, int num, struct ibv_wc *wc)
 /* The survivors move toward the producer's end and the consumer index skips the slots
  * freed, as libmlx5 cleans a CQ: the daemon writes only beyond what it has published, so
  * it is never in the way. */
-uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num)
+uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num, bool keep_receives)
 {
 	struct proto_cqe *entries = cq->ring.entries;
 	uint32_t mask = cq->ring.count - 1, dropped = 0;
 	uint32_t i = ring_load(&cq->ring.ctl->prod);
 
 	while (i != cq->ring.next) {
-		i--;
-		if (entries[i & mask].qp_num == qp_num)
+		const struct proto_cqe *e = &entries[--i & mask];
+
+		if (e->qp_num == qp_num && !(keep_receives && (e->opcode & IBV_WC_RECV)))
 			dropped++;
 		else if (dropped)
 			entries[(i + dropped) & mask] = entries[i & mask];

@@ -80,18 +80,20 @@ int rv_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	return n;
 }
 
-/* A QP went to RESET: its completions not yet polled go, from the ring and from the batch
- * an extended poll took but has not handed out. */
-void rv_cq_forget_qp(struct ibv_cq *ibcq, uint32_t qp_num)
+/* A QP went to RESET: its completions not yet polled go (its receives stay when
+ * keep_receives), from the ring and from the batch an extended poll took but has not
+ * handed out. */
+void rv_cq_forget_qp(struct ibv_cq *ibcq, uint32_t qp_num, bool keep_receives)
 {
 	struct rv_cq *cq = rv_cq(ibcq);
 	int kept;
 
 	pthread_mutex_lock(&cq->lock);
 	kept = cq->batch_pos;
-	rocemu_cq_forget_qp(cq->cq, qp_num);
+	rocemu_cq_forget_qp(cq->cq, qp_num, keep_receives);
 	for (int i = cq->batch_pos; i < cq->batch_len; i++)
-		if (cq->batch[i].qp_num != qp_num)
+		if (cq->batch[i].qp_num != qp_num ||
+		    (keep_receives && (cq->batch[i].opcode & IBV_WC_RECV)))
 			cq->batch[kept++] = cq->batch[i];
 	cq->batch_len = kept;
 	pthread_mutex_unlock(&cq->lock);

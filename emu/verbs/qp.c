@@ -173,13 +173,17 @@ static int check_av(const struct rv_context *ctx, const struct ibv_qp_attr *attr
 
 /* A QP back in RESET starts afresh, and so do its CQs: its completions not yet polled
  * (the flushed work requests of an error, say) are dropped, as libmlx5 drops them, so a
- * program that resets a QP after an error does not poll the old errors again. */
+ * program that resets a QP after an error does not poll the old errors again. A QP with
+ * an SRQ keeps its receives': their WQEs left the SRQ, and libmlx5 hands those back to
+ * the SRQ, which here only the program can do, once it has polled them. */
 static void forget_completions(struct ibv_qp *ibqp)
 {
+	bool keep_receives = ibqp->srq != NULL;
+
 	if (ibqp->send_cq)
-		rv_cq_forget_qp(ibqp->send_cq, ibqp->qp_num);
+		rv_cq_forget_qp(ibqp->send_cq, ibqp->qp_num, keep_receives);
 	if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
-		rv_cq_forget_qp(ibqp->recv_cq, ibqp->qp_num);
+		rv_cq_forget_qp(ibqp->recv_cq, ibqp->qp_num, keep_receives);
 }
 
 int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)

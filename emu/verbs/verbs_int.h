@@ -160,7 +160,7 @@ void rv_channel_unbind(struct rv_cq *cq);
 /* cq.c */
 int rv_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
-void rv_cq_forget_qp(struct ibv_cq *cq, uint32_t qp_num);
+void rv_cq_forget_qp(struct ibv_cq *cq, uint32_t qp_num, bool keep_receives);
 struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *a);
 
 /* qp.c */
