@@ -4,11 +4,12 @@
  * while a second QP of its own is attached too. Checked:
  *   - the attach rules as the kernel has them: attaching again is a success, an RC QP or a
  *     unicast address is EINVAL, a detach of a QP not attached is EINVAL, the 57th QP on a
- *     group is ENOMEM (ibv_query_device's max_mcast_qp_attach, 56), and QPs destroyed
- *     leave their groups;
+ *     group is ENOMEM (ibv_query_device's max_mcast_qp_attach, 56), a QP still attached
+ *     is not destroyed (EBUSY), and QPs detached and destroyed leave their groups;
  *   - both server QPs get every datagram, each checked (src_qp, immediate, byte_len, the
  *     GRH area from the client to the group, every payload byte), and so does the client's
- *     own attached QP (the sending host receives its group's datagrams too);
+ *     own attached QP (the sending host receives its group's datagrams too: rocemu's
+ *     loopback; rxe's only where the host joined the group at the IP level);
  *   - a datagram with a wrong Q_Key reaches nobody (the test script counts qkey_viol);
  *   - a QP detached gets nothing more while the other still gets every datagram.
  *   mcast_peer [-x GID_INDEX] server GROUP
@@ -241,9 +242,13 @@ static void check_rules(struct ibv_cq *cq, struct ibv_qp *member, const union ib
 	rc_last = attach(qps[n], &second, true);
 	report("56 QPs attach to one group, the 57th is ENOMEM", !rc_err && rc_last == ENOMEM,
 	       rc_err ? strerror(rc_err) : "the 57th was not ENOMEM");
-	for (int i = 0; i <= n; i++)
+	report("a QP still attached is not destroyed: EBUSY, as the kernel's uverbs",
+	       ibv_destroy_qp(qps[0]) == EBUSY, "not EBUSY");
+	for (int i = 0; i <= n; i++) {
+		attach(qps[i], &second, false);     /* the 57th was never attached: EINVAL */
 		ibv_destroy_qp(qps[i]);
-	report("QPs destroyed left the group: another attaches and detaches",
+	}
+	report("QPs detached and destroyed left the group: another attaches and detaches",
 	       attach(other, &second, true) == 0 && attach(other, &second, false) == 0,
 	       "attach or detach failed");
 	ibv_destroy_qp(rc);
@@ -291,6 +296,7 @@ static void serve(void)
 	       got == SECOND && !why && next[0] == FIRST + SECOND,
 	       why ? why : "a datagram is missing, or one reached the detached QP");
 	sync_peer(true);
+	attach(r[0], &group, false);
 	ibv_destroy_qp(r[0]);
 	ibv_destroy_qp(r[1]);
 	ibv_destroy_cq(cq);
@@ -369,6 +375,7 @@ static void client(const char *host)
 	sync_peer(false);
 	ibv_destroy_ah(ah);
 	ibv_destroy_qp(sender);
+	attach(local, &group, false);
 	ibv_destroy_qp(local);
 	ibv_destroy_cq(scq);
 	ibv_destroy_cq(lcq);

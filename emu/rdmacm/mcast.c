@@ -221,6 +221,19 @@ int rdma_leave_multicast(struct rdma_cm_id *cmid, struct sockaddr *addr)
 	return 0;
 }
 
+/* The id's QP leaves the groups it was attached to (it is about to be destroyed, which a
+ * QP still attached may not be); the groups stay joined, for a QP made after. */
+void rcm_mcast_detach_qp(struct rcm_id *id)
+{
+	pthread_mutex_lock(&mcast_lock);
+	for (struct rcm_mcast *mc = id->mcasts; mc; mc = mc->next)
+		if (mc->attached && id->id.qp) {
+			ibv_detach_mcast(id->id.qp, &mc->mgid, 0);
+			mc->attached = false;
+		}
+	pthread_mutex_unlock(&mcast_lock);
+}
+
 void rcm_mcast_leave_all(struct rcm_id *id)
 {
 	struct rcm_mcast *mc;
@@ -270,8 +283,10 @@ int rcm_mcast_event(struct rcm_id *id, const struct proto_cm_event *pe, struct r
 	}
 	pthread_mutex_unlock(&mcast_lock);
 	if (err) {
+		/* as librdmacm's: -1, and the reason in errno */
 		ev->event = RDMA_CM_EVENT_MULTICAST_ERROR;
-		ev->status = -err;
+		ev->status = -1;
+		errno = err;
 	}
 	return 0;
 }

@@ -227,6 +227,7 @@ void rdma_destroy_qp(struct rdma_cm_id *cmid)
 {
 	if (!cmid || !cmid->qp)
 		return;
+	rcm_mcast_detach_qp(rcm_id(cmid));
 	ibv_destroy_qp(cmid->qp);
 	cmid->qp = NULL;
 	free_cqs(cmid);

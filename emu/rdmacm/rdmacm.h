@@ -160,9 +160,11 @@ int rcm_qp_rtr(struct rcm_id *id, uint8_t responder_resources);
 int rcm_qp_rts(struct rcm_id *id, uint8_t initiator_depth);
 int rcm_qp_error(struct rcm_id *id);
 
-/* mcast.c: a MULTICAST_JOIN event read (0; EAGAIN: the group was left meanwhile), and
- * every group left (rdma_destroy_id) */
+/* mcast.c: a MULTICAST_JOIN event read (0; EAGAIN: the group was left meanwhile), the
+ * id's QP detached from its groups (rdma_destroy_qp), and every group left
+ * (rdma_destroy_id) */
 int rcm_mcast_event(struct rcm_id *id, const struct proto_cm_event *pe, struct rdma_cm_event *ev);
+void rcm_mcast_detach_qp(struct rcm_id *id);
 void rcm_mcast_leave_all(struct rcm_id *id);
 
 /* event.c: the id's route as librdmacm reports it (one path, the port's MTU) */

@@ -663,6 +663,13 @@ int op_destroy_qp(struct client *c, const struct ctl_request *req, struct ctl_re
 
 	if (!qp)
 		return -EINVAL;
+	/* as the kernel's uverbs: a QP still in a multicast group is the program's to detach
+	 * (a client that dies has its QPs detached for it) */
+	if (qp->mcast_groups) {
+		op_error(rep, "QP 0x%06x is still attached to %u multicast group(s): "
+			 "ibv_detach_mcast first", qp->qpn, qp->mcast_groups);
+		return -EBUSY;
+	}
 	handle_del(&c->qps, h);
 	return qp_destroy(qp);
 }

@@ -135,7 +135,8 @@ void mcast_free(struct port *port)
 
 /* Frames this daemon sends to a group some QP of its own is attached to: the wire does not
  * bring them back to the sender, so they are received from the loopback queue too, as a
- * multicast packet the kernel's IP output loops back reaches rxe on the sending host. */
+ * multicast packet the kernel's IP output loops back reaches rxe on the sending host (there
+ * only when the host joined the group at the IP level, as rdma_cm does). */
 bool mcast_wants_copy(const struct port *port, const uint8_t *frame, size_t len)
 {
 	bool ipv6 = len > 13 && frame[12] == 0x86 && frame[13] == 0xdd;

@@ -139,7 +139,8 @@ static void detach_from(void *ctx, const uint8_t gid[16], void *data)
 		remove_member(qp->dev, gid, data, i);
 }
 
-/* A QP destroyed leaves its groups, as uverbs detaches a QP's before destroying it. */
+/* A QP destroyed with its client leaves its groups, as the kernel detaches a dying
+ * process's QPs (a program's own destroy of an attached QP is refused, EBUSY). */
 void attach_detach_all(struct qp *qp)
 {
 	if (qp->mcast_groups)
