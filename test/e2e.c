@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -150,4 +151,15 @@ int e2e_read_full(int fd, void *buf, size_t len, int timeout_ms)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+bool e2e_timing_counter(const char *name)
+{
+	static const char *const timing[] = { "doorbells", "polled_posts", "cq_wakeups",
+					      "poll_yielded", "rt_backoffs" };
+
+	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
+		if (strcmp(name, timing[i]) == 0)
+			return true;
+	return false;
 }

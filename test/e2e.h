@@ -33,6 +33,11 @@ int e2e_report(const char *name, const char *quiet);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t e2e_now_ms(void);
 
+/* Whether the daemon's counter of this name follows its own scheduling (a doorbell that
+ * woke it, a post found polling, a wakeup written): it moves with timing, not with what a
+ * frame did, so the cases' exact counter checks leave it out. */
+bool e2e_timing_counter(const char *name);
+
 /* The pipes between a program and the child it forks: all of len bytes, or -1 (an error or
  * EOF; for e2e_read_full also timeout_ms gone by). */
 int e2e_write_full(int fd, const void *buf, size_t len);
