@@ -33,8 +33,27 @@ run_harness() {
 		echo "$name: $(grep -o 'Done [0-9]* runs' "$dir/log") in ${seconds}s, no finding" \
 			>"$work/$name.verdict"
 	else
-		{ echo "$name: FINDING"; tail -n 40 "$dir/log"; } >"$work/$name.verdict"
+		{
+			echo "$name: FINDING"
+			tail -n 40 "$dir/log"
+			keep_artifacts "$name" "$dir"
+		} >"$work/$name.verdict"
 	fi
+}
+
+# A finding's input outlives the run: kept in build/fuzz/findings/ and printed in base64,
+# so that a run whose tree is gone (CI) still tells how to reproduce it
+# (base64 -d >crash; build/fuzz/NAME crash).
+keep_artifacts() {
+	local name=$1 dir=$2 f
+	mkdir -p build/fuzz/findings
+	for f in "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* "$dir"/oom-*; do
+		[ -f "$f" ] || continue
+		cp "$f" "build/fuzz/findings/$name-$(basename "$f")"
+		echo "$name: input $(basename "$f") ($(stat -c %s "$f") bytes), kept as" \
+			"build/fuzz/findings/$name-$(basename "$f"); base64:"
+		base64 -w 100 "$f"
+	done
 }
 
 names=()
