@@ -283,7 +283,10 @@ static void setup_memory(void)
 	memset(src, 0x5c, SRC_PAGES * PAGE);
 	keys[K_MAIN] = reg(pd, buf, IOVA_BASE, MAIN_OFF, MAIN_LEN,
 			   rw | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, NULL);
-	keys[K_RO] = reg(pd, buf, IOVA_BASE, RO_OFF, SMALL_LEN, IBV_ACCESS_LOCAL_WRITE, NULL);
+	/* no right at all: read locally only, so a SEND must not scatter into it (a receive
+	 * SGE needs LOCAL_WRITE) nor a peer reach it; with LOCAL_WRITE, a SEND could land in
+	 * it lawfully, which the canaries would have taken for a stray write */
+	keys[K_RO] = reg(pd, buf, IOVA_BASE, RO_OFF, SMALL_LEN, 0, NULL);
 	keys[K_PD2] = reg(pd2, buf, IOVA_BASE, PD2_OFF, SMALL_LEN, rw, NULL);
 	keys[K_DEAD] = reg(pd, buf, IOVA_BASE, DEAD_OFF, SMALL_LEN, rw, &dead);
 	MUST(mr_dereg(dead) == 0);
