@@ -27,8 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "test/peer_link.h"
 
@@ -59,33 +57,7 @@ static struct ibv_cq *cq;
 static struct ibv_qp *qps[NQP];
 static struct ibv_mr *mr;
 static uint8_t *buf;
-static int gid_index;
 static int sock = -1;
-static int failures;
-
-static void report(const char *name, bool ok, const char *why)
-{
-	printf(ok ? "ok %s\n" : "FAIL %s: %s\n", name, why);
-	fflush(stdout);
-	failures += !ok;
-}
-
-/* The next completion, or false after DEADLINE_S. */
-static bool next_wc(struct ibv_wc *wc)
-{
-	time_t end = time(NULL) + DEADLINE_S;
-
-	while (time(NULL) < end) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			peer_die("ibv_poll_cq");
-		if (n == 1)
-			return true;
-		usleep(100);
-	}
-	return false;
-}
 
 /* One completion with this wr_id, status and (on success) opcode. */
 static void expect_wc(const char *name, uint64_t wr_id, enum ibv_wc_status status,
@@ -94,14 +66,14 @@ static void expect_wc(const char *name, uint64_t wr_id, enum ibv_wc_status statu
 	struct ibv_wc wc;
 	char why[160];
 
-	if (!next_wc(&wc)) {
-		report(name, false, "no completion");
+	if (!peer_next_wc(cq, DEADLINE_S, &wc)) {
+		peer_report(name, false, "no completion");
 		return;
 	}
 	snprintf(why, sizeof(why), "wr_id %llu status %s opcode %d, expected %llu %s %d",
 		 (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), (int)wc.opcode,
 		 (unsigned long long)wr_id, ibv_wc_status_str(status), (int)opcode);
-	report(name, wc.wr_id == wr_id && wc.status == status &&
+	peer_report(name, wc.wr_id == wr_id && wc.status == status &&
 		     (status != IBV_WC_SUCCESS || wc.opcode == opcode), why);
 	if (out)
 		*out = wc;
@@ -141,7 +113,7 @@ static struct info exchange(bool server, struct info mine)
 {
 	struct info theirs;
 
-	if (ibv_query_gid(ctx, 1, gid_index, &mine.gid))
+	if (ibv_query_gid(ctx, 1, peer_gid_index, &mine.gid))
 		peer_die("ibv_query_gid");
 	for (int i = 0; i < NQP; i++)
 		mine.qpn[i] = qps[i]->qp_num;
@@ -152,7 +124,7 @@ static struct info exchange(bool server, struct info mine)
 		peer_connect_rc(qps[i], &(struct peer_rc){ .dest_qpn = theirs.qpn[i],
 							    .rq_psn = theirs.psn, .sq_psn = mine.psn,
 							    .mtu = IBV_MTU_1024, .dgid = theirs.gid,
-							    .gid_index = gid_index });
+							    .gid_index = peer_gid_index });
 	return theirs;
 }
 
@@ -233,7 +205,7 @@ static void server_check_memory(void)
 			bad = i;
 	}
 	snprintf(why, sizeof(why), "byte %zu is 0x%02x", bad, bad < BUF_LEN ? buf[bad] : 0);
-	report("server memory: the windows written, nothing else", bad == BUF_LEN, why);
+	peer_report("server memory: the windows written, nothing else", bad == BUF_LEN, why);
 }
 
 static void server(void)
@@ -267,14 +239,14 @@ static void server(void)
 	mine.rkey_ro = bind_type1(qps[0], mw_ro, WRO, WIN, IBV_ACCESS_REMOTE_READ);
 	mine.rkey2 = bind_type2(qps[0], mw2, W2);
 	mine.rkey4 = bind_type2(qps[4], mw4, W4);
-	report("the MR cannot be deregistered with windows bound", ibv_dereg_mr(mr) != 0,
+	peer_report("the MR cannot be deregistered with windows bound", ibv_dereg_mr(mr) != 0,
 	       "ibv_dereg_mr succeeded");
 	peer_xfer(sock, true, &mine, sizeof(mine));
 	while ((step = wait_step()) != 'E') {
 		if (step == 'S') {
 			expect_wc("SEND WITH INVALIDATE received", 7, IBV_WC_SUCCESS, IBV_WC_RECV,
 				  &wc);
-			report("the receive says WITH_INV and names the window",
+			peer_report("the receive says WITH_INV and names the window",
 			       (wc.wc_flags & IBV_WC_WITH_INV) && wc.invalidated_rkey == mine.rkey2,
 			       "wc_flags or invalidated_rkey");
 		} else if (step == 'I') {
@@ -294,7 +266,7 @@ static void server(void)
 	if (ibv_dealloc_mw(mw1) || ibv_dealloc_mw(mw2) || ibv_dealloc_mw(mw_ro) ||
 	    ibv_dealloc_mw(mw4))
 		peer_die("ibv_dealloc_mw");
-	report("the MR deregisters once the windows are gone", ibv_dereg_mr(mr) == 0,
+	peer_report("the MR deregisters once the windows are gone", ibv_dereg_mr(mr) == 0,
 	       strerror(errno));
 	step_done();
 }
@@ -333,7 +305,7 @@ static void write_read_window(const char *what, struct ibv_qp *qp, const struct 
 	post(qp, &r);
 	expect_wc(name, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, NULL);
 	snprintf(name, sizeof(name), "%s: the READ brings back what was written", what);
-	report(name, memcmp(buf, buf + PAGE, WIN) == 0, "bytes differ");
+	peer_report(name, memcmp(buf, buf + PAGE, WIN) == 0, "bytes differ");
 }
 
 static void refused(const char *name, struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t addr,
@@ -391,23 +363,6 @@ static void client(const char *host)
 
 int main(int argc, char **argv)
 {
-	int opt;
-
 	peer_prog = "mw_peer";
-	while ((opt = getopt(argc, argv, "x:")) != -1) {
-		if (opt != 'x') {
-			fprintf(stderr, "usage: mw_peer [-x GID_INDEX] server | client ADDRESS\n");
-			return 2;
-		}
-		gid_index = atoi(optarg);
-	}
-	if (optind < argc && strcmp(argv[optind], "server") == 0)
-		server();
-	else if (optind + 1 < argc && strcmp(argv[optind], "client") == 0)
-		client(argv[optind + 1]);
-	else {
-		fprintf(stderr, "usage: mw_peer [-x GID_INDEX] server | client ADDRESS\n");
-		return 2;
-	}
-	return failures ? 1 : 0;
+	return peer_main(argc, argv, server, client);
 }

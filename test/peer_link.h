@@ -46,7 +46,7 @@ void peer_ud_to_rts(struct ibv_qp *qp, uint32_t qkey, uint32_t sq_psn);
 /* Up to want completions of cq within ms; how many landed in wcs. */
 int peer_collect(struct ibv_cq *cq, struct ibv_wc *wcs, int want, int ms);
 
-/* The checks of rereg_peer and flush_peer: one line each, "ok NAME" or "FAIL NAME: why";
+/* A peer's checks (mw_peer, rereg_peer, flush_peer): one line each, "ok NAME" or "FAIL NAME: why";
  * peer_failures counts the failed ones. */
 extern int peer_failures;
 void peer_report(const char *name, bool ok, const char *why);
