@@ -54,8 +54,8 @@ wait $v4client && wait $v4server && grep -q "GID ::ffff:$ADDR_B" "$WORK/v4.clien
 	passed "dual stack: ibv_rc_pingpong -g 0 over IPv4 at the same time: $(grep -oE '^[0-9]+ iters' "$WORK/v4.client")" ||
 	{ tail -n 4 "$WORK/v4.client" | sed 's/^/  | /'; failed "dual stack: the IPv4 pingpong beside it"; }
 PINGPONG_GID=$ADDR6_B pingpong ud-pingpong-v6 "$ADDR_B" ibv_ud_pingpong -g 1 -c
-perf write-bw-v6 1 "$ADDR_B" ib_write_bw -x 1 -s 1048576 -n 200
-perf send-bw-v6 1 "$ADDR_B" ib_send_bw -x 1 -n 1000
+perf write-bw-v6 1 "$ADDR_B" ib_write_bw -x 1 -s 1048576 -n 50
+perf send-bw-v6 1 "$ADDR_B" ib_send_bw -x 1 -n 250
 perf read-bw-v6 1 "$ADDR_B" ib_read_bw -x 1 -s 65536 -n 200
 perf ud-send-bw-v6 1 "$ADDR_B" ib_send_bw -c UD -x 1 -n 1000
 

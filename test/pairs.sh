@@ -20,18 +20,22 @@ RUN=$BUILD/rocemu-run
 RW_PORT=$((30000 + RANDOM % 5000))
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
-# listening PREFIX...: how many TCP sockets listen in the namespace PREFIX runs commands in
-listening() {
-	"$@" ss -Hltn 2>/dev/null | wc -l
+# listens PID PREFIX...: whether the program timeout PID runs has a listening TCP socket in
+# the namespace PREFIX runs commands in (its own: another pair's listener closing meanwhile
+# must not hide it)
+listens() {
+	local program
+	program=$(pgrep -P "$1" | head -n 1)
+	shift
+	[ -n "$program" ] && "$@" ss -Hltnp 2>/dev/null | grep -q "pid=$program,"
 }
 
 pair() {
-	local name=$1 to=$2 server status side=${PAIR_SERVER:-b} before
+	local name=$1 to=$2 server status side=${PAIR_SERVER:-b}
 	local -n sprefix=IN_${side^^}
 	local ssock=SOCK_${side^^}
 	shift 2
 	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
-	before=$(listening "${sprefix[@]}")
 	"${sprefix[@]}" timeout "${PAIR_TIMEOUT:-120}" "$RUN" -D "${!ssock}" "${SERVER_ARGS[@]:-$@}" >"$OUT_S" 2>&1 </dev/null &
 	server=$!
 	PIDS+=($server)
@@ -40,7 +44,7 @@ pair() {
 	# for the listening socket (5 s at most; then, whatever happened, the client will say).
 	sleep 0.1
 	for _ in $(seq 50); do
-		[ "$(listening "${sprefix[@]}")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
+		listens "$server" "${sprefix[@]}" || ! kill -0 "$server" 2>/dev/null && break
 		sleep 0.1
 	done
 	"${IN_A[@]}" timeout "${PAIR_TIMEOUT:-120}" "$RUN" -D "$SOCK_A" "$@" "$to" >"$OUT_C" 2>&1 </dev/null

@@ -7,8 +7,9 @@
  * its receive buffer, a WRITE's at the message's slot of the target MR), and that the
  * receives complete in the order posted: a message that lost a packet consumes none.
  * Without -l every message must arrive; with -l (the test drops packets on the way) some
- * must be lost and some arrive, and the QP must still be in RTS. Nothing waits for longer
- * than DEADLINE_S, so a loss can never hang it.
+ * must be lost and some arrive, and the QP must still be in RTS. Then the client, asleep
+ * on its completion channel, must be woken by a 1 MiB WRITE's completion. Nothing waits
+ * for longer than DEADLINE_S, so a loss can never hang it.
  *   uc_peer [-x GID_INDEX] [-l] server
  *   uc_peer [-x GID_INDEX] [-l] client SERVER_ADDRESS
  * One line per check, "ok NAME" or "FAIL NAME: why"; exit 0 when all passed. */
@@ -19,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +34,10 @@
 #define SEND_DEPTH 32
 #define QUIET_MS 1000            /* the server stops waiting this long after the last */
 #define DEADLINE_S 30
+#define BIG_WRITE (1u << 20)     /* many packets: the daemon's scheduler sends the last */
+/* A 1 MiB WRITE takes milliseconds; a wakeup left to the daemon's next turn for some other
+ * reason (its capture's flush, once a second) comes up to a second later. */
+#define WAKE_MS 300
 
 struct info {
 	union ibv_gid gid;
@@ -45,6 +52,7 @@ static const uint32_t sizes[] = { 1, 700, 1024, 1500, 4000, SLOT };
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
+static struct ibv_comp_channel *channel;
 static struct ibv_cq *cq;
 static struct ibv_qp *qp;
 static struct ibv_mr *mr;
@@ -98,7 +106,10 @@ static void open_device(size_t bytes)
 		peer_die("memory");
 	memset(buf, 0, bytes);
 	pd = ibv_alloc_pd(ctx);
-	cq = pd ? ibv_create_cq(ctx, MESSAGES + SEND_DEPTH, NULL, NULL, 0) : NULL;
+	channel = pd ? ibv_create_comp_channel(ctx) : NULL;
+	if (!channel || fcntl(channel->fd, F_SETFL, O_NONBLOCK))
+		peer_die("ibv_create_comp_channel");
+	cq = ibv_create_cq(ctx, MESSAGES + SEND_DEPTH, NULL, channel, 0);
 	mr = cq ? ibv_reg_mr(pd, buf, bytes, IBV_ACCESS_LOCAL_WRITE |
 			     IBV_ACCESS_REMOTE_WRITE) : NULL;
 	init.send_cq = init.recv_cq = cq;
@@ -202,6 +213,54 @@ static uint32_t send_all(const struct info *server)
 	return done;
 }
 
+/* Waits up to WAKE_MS, asleep on the channel, for the armed CQ's event. */
+static bool event_within_deadline(void)
+{
+	struct pollfd p = { .fd = channel->fd, .events = POLLIN };
+	double deadline = now() + WAKE_MS / 1e3;
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	while (now() < deadline) {
+		if (poll(&p, 1, (int)((deadline - now()) * 1e3) + 1) < 0 && errno != EINTR)
+			return false;
+		if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0) {
+			ibv_ack_cq_events(ev_cq, 1);
+			return ev_cq == cq;
+		}
+	}
+	return false;
+}
+
+/* A UC message of many packets completes as its last packet leaves, which the daemon
+ * sends from its scheduler rather than from the doorbell: a client asleep on its channel
+ * must be woken for it though nothing else happens (nothing answers UC; the server is
+ * done) to turn the daemon's loop again. The daemon once slept on with the wakeup. */
+static void check_sleeper_woken(const struct info *server)
+{
+	struct ibv_sge sge = { (uintptr_t)buf, BIG_WRITE, mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = MESSAGES, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+	struct ibv_wc wc;
+	char why[64];
+	bool woken;
+
+	wr.wr.rdma.remote_addr = server->addr + (size_t)MESSAGES * SLOT;
+	wr.wr.rdma.rkey = server->rkey;
+	if (ibv_req_notify_cq(cq, 0))
+		peer_die("ibv_req_notify_cq");
+	errno = ibv_post_send(qp, &wr, &bad);
+	if (errno)
+		peer_die("ibv_post_send");
+	woken = event_within_deadline();
+	snprintf(why, sizeof(why), woken ? "woken, but no successful completion" :
+		 "no completion event within %d ms", WAKE_MS);
+	report("a 1 MiB WRITE's completion wakes the client asleep on its channel at once",
+	       woken && ibv_poll_cq(cq, 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+	       wc.wr_id == MESSAGES, why);
+}
+
 static void client(const char *host)
 {
 	struct info server, mine;
@@ -223,6 +282,7 @@ static void client(const char *host)
 	peer_xfer(sock, true, &sent, sizeof(sent));
 	peer_xfer(sock, false, &got, sizeof(got));
 	printf("client: %u messages sent, the server took %u\n", sent, got);
+	check_sleeper_woken(&server);
 }
 
 /* ---- server ---- */

@@ -4,10 +4,9 @@
 # node GUID from the MAC, PORT_ACTIVE, Ethernet, MTU, the RoCE v2 GID); ibv_rc_pingpong and
 # ibv_srq_pingpong with -g 0 and -c (the receiver checks every buffer), default and 64 KiB x
 # 10,000, with events and with the ibv_wr_* API; every perftest of the suite (write, read,
-# send, atomic; bw and lat) with defaults, -a (1 MiB instead for the READ and SEND latency
-# tests), --use_old_post_send, -e, --use-srq, -q 8 and --report_gbits, each exiting 0 on
-# both sides with a table that parses; then both ends on
-# one daemon (loopback), and test/ibv_abuse (bad lkeys, unsupported calls, queue overflow,
+# send, atomic; bw and lat) with defaults, -a for the bandwidth tests (multi-packet sizes
+# for the latency tests), --use_old_post_send, -e, --use-srq, -q 8 and --report_gbits, each
+# exiting 0 on both sides with a table that parses; then both ends on one daemon (loopback), and test/ibv_abuse (bad lkeys, unsupported calls, queue overflow,
 # destroyed objects, a killed peer) with the daemons still serving afterwards.
 # In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
 set -u
@@ -77,13 +76,15 @@ for t in ib_write_bw ib_read_bw ib_send_bw; do
 	perf "$t-all" $ALL "$ADDR_B" "$t" -a -n 20
 	perf "$t-old-post" 1 "$ADDR_B" "$t" --use_old_post_send -n 1000
 done
-# The latency tests pay perftest's clock calibration (about 0.3 s) at every size, so -a
-# runs for the WRITE, which the receiver sees by polling the buffer's last byte; READ and
-# SEND, whose sizes the -a bandwidth rows cover, get a multi-packet size of their own.
+# The latency tests pay perftest's clock calibration (about 0.3 s) at every size, so instead
+# of -a (whose sizes the bandwidth rows cover) each gets multi-packet sizes of its own: the
+# WRITE's receiver sees each message by polling its last byte, which must land last, so
+# it gets a message ending one byte into a packet as well.
 for t in ib_write_lat ib_read_lat ib_send_lat; do
 	perf "$t" 1 "$ADDR_B" "$t"
 done
-perf ib_write_lat-all $ALL "$ADDR_B" ib_write_lat -a -n 20
+perf ib_write_lat-4097 1 "$ADDR_B" ib_write_lat -s 4097 -n 200
+perf ib_write_lat-1m 1 "$ADDR_B" ib_write_lat -s 1048576 -n 50
 perf ib_read_lat-1m 1 "$ADDR_B" ib_read_lat -s 1048576 -n 50
 perf ib_send_lat-1m 1 "$ADDR_B" ib_send_lat -s 1048576 -n 50
 perf ib_atomic_bw 1 "$ADDR_B" ib_atomic_bw

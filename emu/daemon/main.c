@@ -431,6 +431,9 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	sched_send(dev);
 	if (dev->poll_budget > 0)
 		poll_or_sleep(loop, dev);
+	/* and the completions sending just made (UC, UD and local requests, failures): the
+	 * loop may sleep next, and a client asleep on one of them would sleep on with it */
+	cq_flush_notify(dev);
 	policy_for_wait(dev);
 }
 
