@@ -2,18 +2,26 @@
 # Runs the tests of one build tree, or totals several runs.
 #   run-tests.sh BUILD             run BUILD/test/*_test (Check) and test/*.test.sh (integration)
 #   run-tests.sh --summary-of CMD...  run each command (each a run-tests.sh run), then print
-#                                  the total as "N passed, N failed" and fail if any failed.
+#                                  what failed (each failed check with the lines before it:
+#                                  a log read from its end shows them) and the total as
+#                                  "N passed, N failed"; fail if any failed.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "${1:-}" = "--summary-of" ]; then
 	shift
 	results=$(mktemp)
-	trap 'rm -f "$results"' EXIT
+	failures=$(mktemp)
+	trap 'rm -f "$results" "$failures"' EXIT
 	status=0
 	for cmd in "$@"; do
-		ROCEMU_RESULTS=$results bash -c "$cmd" || status=1
+		ROCEMU_RESULTS=$results ROCEMU_FAILURES=$failures bash -c "$cmd" || status=1
 	done
+	if [ -s "$failures" ]; then
+		echo
+		echo "== what failed, each with the lines before it"
+		head -n 24 "$failures"
+	fi
 	read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$results")
 	[ "$failed" -eq 0 ] || status=1
 	[ "$passed" -gt 0 ] || { echo "no test ran" >&2; status=1; }
@@ -33,6 +41,20 @@ record() { # name status checks_passed checks_failed
 	[ "$2" -eq 0 ] && [ "$4" -eq 0 ] || failed_names+=("$1")
 }
 
+# note_failure NAME STATUS OUTPUT: for the summary, the failed checks of a failed test with
+# the lines before each (or its last lines when it failed without naming a check)
+note_failure() {
+	[ -n "${ROCEMU_FAILURES:-}" ] || return 0
+	{
+		echo "[$1] ($build, exit $2)"
+		if grep -qE '^(FAIL|FAILED)' <<<"$3"; then
+			grep -E -B 3 '^(FAIL|FAILED)' <<<"$3" | head -n 10
+		else
+			tail -n 10 <<<"$3"
+		fi | cut -c1-200 | sed 's/^/  /'
+	} >>"$ROCEMU_FAILURES"
+}
+
 for t in "$build"/test/*_test; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
@@ -44,6 +66,7 @@ for t in "$build"/test/*_test; do
 	bad=$(sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1 \2/' <<<"$line" | awk '{print $1 + $2}')
 	if [ -z "$line" ]; then checks=0; bad=1; fi
 	record "$name" "$rc" $((checks - bad)) "$bad"
+	[ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] || note_failure "$name" "$rc" "$out"
 done
 
 # Integration tests: shell scripts that start real programs. Exit 0 pass, 77 skip.
@@ -58,7 +81,8 @@ for t in "$here"/test/*.test.sh; do
 	case $rc in
 	0) record "$name" 0 1 0 ;;
 	77) echo "[$name] skipped" ;;
-	*) record "$name" "$rc" 0 1 ;;
+	*) record "$name" "$rc" 0 1
+	   note_failure "$name" "$rc" "$out" ;;
 	esac
 done
 
