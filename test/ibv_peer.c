@@ -8,12 +8,13 @@
  * after each); WRITE WITH IMMEDIATE, once with the receive posted late so that RNR NAKs
  * come first; SEND of 0, 1, 4097 bytes and 1 MiB, SEND WITH IMMEDIATE, and a SEND whose
  * receive is posted late, each checked on the receive (opcode, length, immediate) and
- * byte for byte with the canaries after it; a READ of 16 MiB whose source MR the server
+ * byte for byte with the canaries after it; empty SENDs (-r: 1000) the server answers at
+ * once, each of which must complete before its answer arrives (the ACK first); a READ of 16 MiB whose source MR the server
  * deregisters while it streams, which must end in IBV_WC_REM_ACCESS_ERR (rxe since 2022:
  * the NAK names the READ's PSN, below the responses already placed). The two ends talk over
  * TCP (port 18516) to exchange QP numbers, PSNs, GIDs, buffers and verdicts.
  *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] server
- *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] client SERVER_IPV4
+ *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] [-r ROUNDS] client SERVER_IPV4
  * -l (client): frames are being lost on the way. A refused WRITE may then end in
  * IBV_WC_RETRY_EXC_ERR instead: when its NAK is the frame lost, the responder, in the error
  * state since it sent it, answers no retry (rxe and rocemu alike), and the retries run out.
@@ -50,7 +51,7 @@ struct peer_info {
 };
 
 enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM, CHECK_SEND,
-	    CHECK_SEND_IMM, READ_SOURCE, READ_SOURCE_GONE };
+	    CHECK_SEND_IMM, READ_SOURCE, READ_SOURCE_GONE, ECHO };
 
 #define READ_BYTES (16u << 20)  /* streams for a while from or into an emulated guest */
 /* Each reconnection moves both PSNs past every PSN the last connection may have used: the
@@ -65,6 +66,9 @@ enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM, C
 #define RECV_INTO_BUF 1u
 
 #define IMM 0x12345678u
+
+#define ECHO_ROUNDS 1000        /* by default (-r) */
+#define ECHO_RECEIVES 8         /* the server keeps this many posted */
 
 struct msg {
 	uint32_t verb;
@@ -86,6 +90,7 @@ static int failures;
 static bool lossy;               /* -l */
 static bool responder_holds;     /* -H */
 static bool predates_fix;        /* -P */
+static uint32_t echo_rounds = ECHO_ROUNDS; /* -r */
 
 static void xfer(bool out, void *p, size_t n)
 {
@@ -210,6 +215,40 @@ static void read_source(struct msg *m)
 	}
 }
 
+static void post_empty_send(void)
+{
+	struct ibv_send_wr wr = { .wr_id = 9, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	if (ibv_post_send(qp, &wr, &bad))
+		peer_die("ibv_post_send");
+}
+
+/* ECHO: each empty SEND of the client's is answered with one as soon as it is received. */
+static void echo(uint32_t rounds, uint32_t posted)
+{
+	uint32_t received = 0, answered = 0;
+	time_t deadline = time(NULL) + 60;
+	struct ibv_wc wc;
+
+	while ((received < rounds || answered < rounds) && time(NULL) < deadline) {
+		if (ibv_poll_cq(cq, 1, &wc) != 1)
+			continue;
+		if (wc.status != IBV_WC_SUCCESS)
+			return;
+		if (wc.opcode == IBV_WC_SEND) {
+			answered++;
+			continue;
+		}
+		received++;
+		if (posted < rounds) {
+			post_recv(0);
+			posted++;
+		}
+		post_empty_send();
+	}
+}
+
 static void serve(void)
 {
 	struct msg m;
@@ -230,6 +269,8 @@ static void serve(void)
 			memset(buf, CANARY_BYTE, (size_t)m.size + CANARY);
 		if (m.verb == POST_RECV)
 			post_recv(m.seed);
+		for (uint32_t i = 0; m.verb == ECHO && i < m.size && i < ECHO_RECEIVES; i++)
+			post_recv(0);
 		if (m.verb == READ_SOURCE || m.verb == READ_SOURCE_GONE)
 			read_source(&m);
 		if (m.verb == CHECK_IMM)
@@ -245,6 +286,8 @@ static void serve(void)
 				m.result = i + 1;
 		}
 		xfer(true, &m, sizeof(m));
+		if (m.verb == ECHO)
+			echo(m.size, m.size < ECHO_RECEIVES ? m.size : ECHO_RECEIVES);
 		if (m.verb == LATE_RECV) {     /* the message meets RNR NAKs until this */
 			usleep(300000);
 			post_recv(m.seed);
@@ -355,6 +398,49 @@ static void case_send(uint32_t size, bool imm, bool late)
 	report_delivery(name, st, bad);
 }
 
+/* echo_rounds empty SENDs, each answered by the server with one as soon as it is received.
+ * The responder's ACK of a SEND leaves before anything its host sends afterwards, on a NIC
+ * as on rxe, so the SEND completes before its answer arrives: on this single CQ each
+ * round's SEND completion comes first. (rocemu once sent the ACK after an answer posted
+ * quickly enough, and perftest's latency tests with -e lost step with their peer.) */
+static void case_echo(void)
+{
+	uint32_t rounds = 0, overtaken = 0;
+	char why[96] = "", name[96];
+	struct ibv_wc wc;
+
+	ask(ECHO, echo_rounds, 0);
+	for (; rounds < echo_rounds; rounds++) {
+		bool sent = false, answered = false;
+
+		post_recv(0);
+		post_empty_send();
+		while (!answered && wait_completion(&wc, 10) && wc.status == IBV_WC_SUCCESS) {
+			overtaken += wc.opcode == IBV_WC_RECV && !sent;
+			sent |= wc.opcode == IBV_WC_SEND;
+			answered |= wc.opcode == IBV_WC_RECV;
+		}
+		if (!answered) {
+			snprintf(why, sizeof(why), "round %u: no answer (%s)", rounds,
+				 ibv_wc_status_str(wc.status));
+			break;
+		}
+		if (!sent && !(wait_completion(&wc, 10) && wc.opcode == IBV_WC_SEND &&
+			       wc.status == IBV_WC_SUCCESS)) {
+			snprintf(why, sizeof(why), "round %u: the SEND did not complete", rounds);
+			break;
+		}
+	}
+	if (!why[0] && overtaken)
+		snprintf(why, sizeof(why), "%u of %u answers completed before the SEND they "
+			 "answer", overtaken, rounds);
+	printf("# %u round trips, %u answers ahead of the SEND's completion\n", rounds,
+	       overtaken);
+	snprintf(name, sizeof(name), "%u SENDs answered at once: each SEND completes before its "
+		 "answer arrives", echo_rounds);
+	report(name, !why[0], why);
+}
+
 /* A WRITE the responder must refuse; the connection is made afresh afterwards. */
 static void case_refused(struct peer_info *peer, const char *what, uint64_t raddr, uint32_t rkey,
 			 uint32_t *psn)
@@ -454,6 +540,7 @@ static void run_client(void)
 	case_send(MAX_MSG, false, false);
 	case_send(4097, true, false);
 	case_send(64, false, true);
+	case_echo();
 	case_refused(&peer, "a wrong rkey", peer.addr, peer.rkey ^ 0x80, &psn);
 	case_refused(&peer, "one byte past the MR", peer.addr + BUF_BYTES - 63, peer.rkey, &psn);
 	case_read_refused(&peer, &psn);
@@ -465,7 +552,7 @@ int main(int argc, char **argv)
 {
 	int i, c;
 
-	while ((c = getopt(argc, argv, "lHPx:")) != -1) {
+	while ((c = getopt(argc, argv, "lHPx:r:")) != -1) {
 		if (c == 'l')
 			lossy = true;
 		else if (c == 'H')
@@ -474,13 +561,15 @@ int main(int argc, char **argv)
 			predates_fix = true;
 		else if (c == 'x')
 			gid_index = atoi(optarg);
+		else if (c == 'r')
+			echo_rounds = (uint32_t)strtoul(optarg, NULL, 0);
 		else
 			optind = argc;   /* the usage below */
 	}
 	i = optind;
 	if (i >= argc || (strcmp(argv[i], "server") && (strcmp(argv[i], "client") || i + 1 >= argc))) {
-		fprintf(stderr, "usage: ibv_peer [-l] [-H] [-P] [-x GID_INDEX] server | client "
-			"SERVER_IPV4\n");
+		fprintf(stderr, "usage: ibv_peer [-l] [-H] [-P] [-x GID_INDEX] [-r ROUNDS] server | "
+			"client SERVER_IPV4\n");
 		return 2;
 	}
 	peer_prog = "ibv_peer";

@@ -810,6 +810,25 @@ START_TEST(test_send_only_fills_the_receive)
 }
 END_TEST
 
+/* The receive's completion is visible before the loop sends the ACKs due; a client that
+ * answers at once may ring while the loop is still awake, and its answer must not overtake
+ * the ACK: the peer would see the answer arrive before its SEND completed. */
+START_TEST(test_ack_goes_before_the_answer)
+{
+	post_recv(qp, recv_wqe(21, 0, 128));
+	arrive(&(struct pkt){ .opcode = WIRE_OP_RC_SEND_ONLY, .psn = rq(0), .payload = data,
+			      .len = 8 });
+	expect_nothing_sent();
+	expect_cqe(21, IBV_WC_SUCCESS, IBV_WC_RECV);
+	expect_bytes(RECV_OFF, data, 8);
+	post_and_ring(swqe(1, IBV_WR_SEND, 0, 8));
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	expect_packet(WIRE_OP_RC_SEND_ONLY, sq(0));
+	expect_nothing_sent();
+	ck_assert_uint_eq(dev.cnt.acks_sent, 1);
+}
+END_TEST
+
 /* 562 bytes in three packets, scattered over two SGEs: 300 in the first, 262 in the
  * second. */
 START_TEST(test_send_multi_packet_over_two_sges)
@@ -2702,6 +2721,7 @@ static void add_responder_tests(Suite *s)
 	tcase_add_test(tc, test_zero_length_write_checks_no_key);
 	tcase_add_test(tc, test_write_with_imm_consumes_a_receive);
 	tcase_add_test(tc, test_send_only_fills_the_receive);
+	tcase_add_test(tc, test_ack_goes_before_the_answer);
 	tcase_add_test(tc, test_send_multi_packet_over_two_sges);
 	tcase_add_test(tc, test_send_with_imm);
 	tcase_add_test(tc, test_send_with_invalidate_fails_the_receive);

@@ -216,6 +216,8 @@ static int send_packet(struct qp *qp, const struct send_wqe *w, uint32_t k, uint
 
 	if (k >= w->npkts)
 		return -EFAULT;
+	if (qp->resp.ack_due)
+		resp_ack_before_request(qp);
 	n = w->length - offset < qp->pmtu ? (size_t)(w->length - offset) : qp->pmtu;
 	/* UC is never acknowledged: AckReq stays clear, as today's rxe leaves it */
 	bth.ack_req = qp->type == IBV_QPT_RC &&

@@ -126,6 +126,17 @@ static void send_due_ack(struct qp *qp)
 	reply_ack(qp, qp->resp.rcv_psn - 1, WIRE_SYN_ACK);
 }
 
+/* Without it, a client that saw its receive complete (the completion is visible before the
+ * loop sends the ACKs due) could post its answer, the doorbell be served in the same
+ * wakeup, and the answer overtake the ACK: the peer would see the answer complete before
+ * the request it answers, which no RoCE NIC shows, and a program that takes one event for
+ * its send (perftest's latency tests with -e) then polls its send CQ too early and loses
+ * step with its peer. */
+void resp_ack_before_request(struct qp *qp)
+{
+	send_due_ack(qp);
+}
+
 void resp_send_due_acks(struct dev *dev)
 {
 	struct qp *qp;

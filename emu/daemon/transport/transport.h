@@ -509,6 +509,9 @@ void attach_deliver(struct dev *dev, const uint8_t *frame, const struct wire_pkt
 /* resp.c: responder */
 void resp_on_request(struct qp *qp, const uint8_t *frame, const struct wire_pkt *pkt);
 void resp_send_due_acks(struct dev *dev);
+/* The QP's due ACK, now: before a request of the same QP, so that the peer completes what
+ * we acknowledge before it sees what our client sends in answer to it. */
+void resp_ack_before_request(struct qp *qp);
 void resp_cancel_ack(struct qp *qp);
 
 /* sgl.c: copies through a work request's SGEs, each piece checked against its MR first
