@@ -9,12 +9,12 @@
  * come first; SEND of 0, 1, 4097 bytes and 1 MiB, SEND WITH IMMEDIATE, and a SEND whose
  * receive is posted late, each checked on the receive (opcode, length, immediate) and
  * byte for byte with the canaries after it; empty SENDs (-r: 1000) the server answers at
- * once, each of which must complete before its answer arrives (the ACK first); a READ of 16 MiB whose source MR the server
+ * once, each of which must complete, with -O before its answer arrives (the ACK first); a READ of 16 MiB whose source MR the server
  * deregisters while it streams, which must end in IBV_WC_REM_ACCESS_ERR (rxe since 2022:
  * the NAK names the READ's PSN, below the responses already placed). The two ends talk over
  * TCP (port 18516) to exchange QP numbers, PSNs, GIDs, buffers and verdicts.
  *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] server
- *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] [-r ROUNDS] client SERVER_IPV4
+ *   ibv_peer [-l] [-H] [-P] [-O] [-x GID_INDEX] [-r ROUNDS] client SERVER_IPV4
  * -l (client): frames are being lost on the way. A refused WRITE may then end in
  * IBV_WC_RETRY_EXC_ERR instead: when its NAK is the frame lost, the responder, in the error
  * state since it sent it, answers no retry (rxe and rocemu alike), and the retries run out.
@@ -24,6 +24,8 @@
  * -P (client): this requester may predate rxe's 2022 fix (Linux 6.1's rxe does): it takes
  * the NAK for stale and ends the READ with IBV_WC_RETRY_EXC_ERR. Each says so when it
  * happens.
+ * -O (client): nothing is lost or reordered on the way and this end completes in arrival
+ * order (rocemu): each echoed SEND must complete before its answer.
  * One line per case, "ok NAME" or "FAIL NAME: why"; exit 0 when all passed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -91,6 +93,7 @@ static bool lossy;               /* -l */
 static bool responder_holds;     /* -H */
 static bool predates_fix;        /* -P */
 static uint32_t echo_rounds = ECHO_ROUNDS; /* -r */
+static bool wire_order;          /* -O */
 
 static void xfer(bool out, void *p, size_t n)
 {
@@ -398,11 +401,13 @@ static void case_send(uint32_t size, bool imm, bool late)
 	report_delivery(name, st, bad);
 }
 
-/* echo_rounds empty SENDs, each answered by the server with one as soon as it is received.
- * The responder's ACK of a SEND leaves before anything its host sends afterwards, on a NIC
- * as on rxe, so the SEND completes before its answer arrives: on this single CQ each
- * round's SEND completion comes first. (rocemu once sent the ACK after an answer posted
- * quickly enough, and perftest's latency tests with -e lost step with their peer.) */
+/* echo_rounds empty SENDs, each answered by the server with one as soon as it is received:
+ * each SEND and each answer must complete. The responder's ACK of a SEND leaves before
+ * anything its host sends afterwards, so with -O (nothing lost or reordered on the way,
+ * and this end completes in the order packets arrive, as rocemu does; rxe's completer and
+ * responder are tasks of their own) each round's SEND completion must come first on this
+ * single CQ. (rocemu once sent the ACK after an answer posted quickly enough, and
+ * perftest's latency tests with -e lost step with their peer.) */
 static void case_echo(void)
 {
 	uint32_t rounds = 0, overtaken = 0;
@@ -431,13 +436,14 @@ static void case_echo(void)
 			break;
 		}
 	}
-	if (!why[0] && overtaken)
+	if (!why[0] && overtaken && wire_order)
 		snprintf(why, sizeof(why), "%u of %u answers completed before the SEND they "
 			 "answer", overtaken, rounds);
 	printf("# %u round trips, %u answers ahead of the SEND's completion\n", rounds,
 	       overtaken);
-	snprintf(name, sizeof(name), "%u SENDs answered at once: each SEND completes before its "
-		 "answer arrives", echo_rounds);
+	snprintf(name, sizeof(name), wire_order ? "%u SENDs answered at once: each SEND "
+		 "completes before its answer arrives" : "%u SENDs answered at once: each SEND "
+		 "and each answer completes", echo_rounds);
 	report(name, !why[0], why);
 }
 
@@ -552,7 +558,7 @@ int main(int argc, char **argv)
 {
 	int i, c;
 
-	while ((c = getopt(argc, argv, "lHPx:r:")) != -1) {
+	while ((c = getopt(argc, argv, "lHPOx:r:")) != -1) {
 		if (c == 'l')
 			lossy = true;
 		else if (c == 'H')
@@ -561,6 +567,8 @@ int main(int argc, char **argv)
 			predates_fix = true;
 		else if (c == 'x')
 			gid_index = atoi(optarg);
+		else if (c == 'O')
+			wire_order = true;
 		else if (c == 'r')
 			echo_rounds = (uint32_t)strtoul(optarg, NULL, 0);
 		else
@@ -568,8 +576,8 @@ int main(int argc, char **argv)
 	}
 	i = optind;
 	if (i >= argc || (strcmp(argv[i], "server") && (strcmp(argv[i], "client") || i + 1 >= argc))) {
-		fprintf(stderr, "usage: ibv_peer [-l] [-H] [-P] [-x GID_INDEX] [-r ROUNDS] server | "
-			"client SERVER_IPV4\n");
+		fprintf(stderr, "usage: ibv_peer [-l] [-H] [-P] [-O] [-x GID_INDEX] [-r ROUNDS] "
+			"server | client SERVER_IPV4\n");
 		return 2;
 	}
 	peer_prog = "ibv_peer";
