@@ -37,7 +37,7 @@
 #define BIG_WRITE (1u << 20)     /* many packets: the daemon's scheduler sends the last */
 /* A 1 MiB WRITE takes milliseconds; a wakeup left to the daemon's next turn for some other
  * reason (its capture's flush, once a second) comes up to a second later. */
-#define WAKE_MS 300
+#define WAKE_MS 500
 
 struct info {
 	union ibv_gid gid;
