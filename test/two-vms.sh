@@ -104,6 +104,9 @@ perftest() {
 	if [ "$RC" -eq 0 ] && [ -n "$ROW" ]; then
 		passed "$name: $tool $*: $ROW"
 	else
+		# perftest's stderr lands above its buffered stdout: its complaints first
+		grep -hiE 'error|fail|correlation|couldn|unable' "$WORK/$name.out" \
+			"$WORK/$name.server" | head -n 6 | sed 's/^/  ! /'
 		tail -n 8 "$WORK/$name.out" "$WORK/$name.server" | sed 's/^/  | /'
 		failed "$name: $tool $* (exit $RC)"
 		ROW=
