@@ -9,9 +9,10 @@
  * come first; SEND of 0, 1, 4097 bytes and 1 MiB, SEND WITH IMMEDIATE, and a SEND whose
  * receive is posted late, each checked on the receive (opcode, length, immediate) and
  * byte for byte with the canaries after it; empty SENDs (-r: 1000) the server answers at
- * once, each of which must complete, with -O before its answer arrives (the ACK first); a READ of 16 MiB whose source MR the server
- * deregisters while it streams, which must end in IBV_WC_REM_ACCESS_ERR (rxe since 2022:
- * the NAK names the READ's PSN, below the responses already placed). The two ends talk over
+ * once, each of which must complete, with -O before its answer arrives (the ACK first); a
+ * READ of 16 MiB whose source MR the server deregisters while it streams, which must end
+ * in IBV_WC_REM_ACCESS_ERR (rxe since 2022: the NAK names the READ's PSN, below the
+ * responses already placed). The two ends talk over
  * TCP (port 18516) to exchange QP numbers, PSNs, GIDs, buffers and verdicts.
  *   ibv_peer [-l] [-H] [-P] [-x GID_INDEX] server
  *   ibv_peer [-l] [-H] [-P] [-O] [-x GID_INDEX] [-r ROUNDS] client SERVER_IPV4

@@ -3,11 +3,13 @@
 # network namespaces: ibv_devices and ibv_devinfo -v show the device as rxe would (rocemu0,
 # node GUID from the MAC, PORT_ACTIVE, Ethernet, MTU, the RoCE v2 GID); ibv_rc_pingpong and
 # ibv_srq_pingpong with -g 0 and -c (the receiver checks every buffer), default and 64 KiB x
-# 10,000, with events and with the ibv_wr_* API; every perftest of the suite (write, read,
-# send, atomic; bw and lat) with defaults, -a for the bandwidth tests (multi-packet sizes
-# for the latency tests), --use_old_post_send, -e, --use-srq, -q 8 and --report_gbits, each
-# exiting 0 on both sides with a table that parses; then both ends on one daemon (loopback), and test/ibv_abuse (bad lkeys, unsupported calls, queue overflow,
-# destroyed objects, a killed peer) with the daemons still serving afterwards.
+# 10,000, with events and with the ibv_wr_* API; test/ibv_peer -O (SENDs answered at once
+# complete before their answers); every perftest of the suite (write, read, send, atomic;
+# bw and lat) with defaults, -a for the bandwidth tests (multi-packet sizes for the
+# latency tests), --use_old_post_send, -e, --use-srq, -q 8 and --report_gbits, each
+# exiting 0 on both sides with a table that parses; then both ends on one daemon
+# (loopback), and test/ibv_abuse (bad lkeys, unsupported calls, queue overflow, destroyed
+# objects, a killed peer) with the daemons still serving afterwards.
 # In the sanitizer build, rocemu-run loads the sanitized layer (and its runtime) into them.
 set -u
 source "$(dirname "$0")/daemons.sh"
@@ -74,7 +76,8 @@ pingpong srq-pingpong-64k "$ADDR_B" ibv_srq_pingpong -g 0 -c -s 65536 -n 10000
 # 1000 rounds).
 SERVER_ARGS=("$BUILD/test/ibv_peer" server)
 pair ibv-peer "$ADDR_B" "$BUILD/test/ibv_peer" -O -r 5000 client &&
-	passed "ibv_peer -O -r 5000: $(grep -c '^ok' "$OUT_C") checks; $(grep -h '^# [0-9]* round' "$OUT_C" | cut -c3-)" ||
+	passed "ibv_peer -O -r 5000: $(grep -c '^ok' "$OUT_C") checks;" \
+		"$(grep -h '^# [0-9]* round' "$OUT_C" | cut -c3-)" ||
 	{ show_both; failed "ibv_peer -O -r 5000"; }
 grep -h '^FAIL' "$OUT_C" | sed 's/^/  /'
 unset SERVER_ARGS
