@@ -117,14 +117,39 @@ echo "rxe0's GID $RXE_GID is ::ffff:$ADDR_X, its GID $RXE_GID6 $ADDR6_X"
 # other. The GIDs are the IPv4 addresses', or with V6=1 the IPv6 ones'. Sets RC_HOST,
 # RC_GUEST and CLIENT_OUT (the file with the client's output); the server's and client's
 # outputs are NAME.host/NAME.guest.
+# guest_listeners: how many TCP and RDMA CM listeners the guest has
+guest_listeners() {
+	vm_run 10 'echo $(( $(ss -Hltn | wc -l) + $(rdma resource show cm_id 2>/dev/null |
+		grep -c "state LISTEN") ))'
+}
+
+# guest_server_start NAME COMMAND: COMMAND in the guest, in the background; back once it
+# listens (TCP or RDMA CM), 15 s at most, or after 2 s with NO_LISTENER=1 (mckey's
+# receivers join a group instead). Under TCG the guest can take seconds to listen, and a
+# client that finds nobody is refused: perftest -R then retries through ids it has
+# destroyed and memory it has freed, and crashes (seen once in make check).
+guest_server_start() {
+	local before now
+	before=$(guest_listeners)
+	vm_spawn "$1" "$2"
+	if [ -n "${NO_LISTENER:-}" ] || ! [[ $before =~ ^[0-9]+$ ]]; then
+		sleep 2
+		return
+	fi
+	for _ in $(seq 50); do
+		now=$(guest_listeners)
+		[[ $now =~ ^[0-9]+$ ]] && [ "$now" -gt "$before" ] && return
+		sleep 0.3
+	done
+}
+
 run_pair() {
 	local name=$1 side=$2 server=$3 client=$4 pid host guest gid_r=0 gid_x=$RXE_GID
 	[ -n "${V6:-}" ] && gid_r=1 gid_x=$RXE_GID6
 	if [ "$side" = client ]; then
 		guest=${server//@GID@/$gid_x}
 		host=${client//@GID@/$gid_r}
-		vm_spawn "$name" "timeout 100 $guest"
-		sleep 2   # the guest is slow to listen under TCG
+		guest_server_start "$name" "timeout 100 $guest"
 		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" ${host//@PEER@/$ADDR_X} \
 			>"$WORK/$name.host" 2>&1
 		RC_HOST=$?
@@ -373,7 +398,7 @@ for side in client server; do
 	uc_pingpong "uc-pingpong-$side" $side -s 4096 -n 200
 	# multicast: the client sends 10 datagrams to the group, the server (the receiver)
 	# exits 0 only once it has all 10
-	cm_pair "mckey-$side" $side "mckey -m 239.7.7.7 -b @OWN@ -C 10" \
+	NO_LISTENER=1 cm_pair "mckey-$side" $side "mckey -m 239.7.7.7 -b @OWN@ -C 10" \
 		"mckey -m 239.7.7.7 -b @SELF@ -s -C 10" 'data transfers complete' 1
 	cm_pair "ucmatose-$side" $side "ucmatose -c 4" "ucmatose -s @PEER@ -c 4" \
 		'data transfers complete' 1
