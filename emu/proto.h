@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 19
+#define PROTO_VERSION 20
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -82,6 +82,7 @@ enum proto_op {
 	PROTO_DETACH_MCAST,  /* request: proto_mcast */
 	PROTO_REREG_MR,      /* request: proto_rereg_mr, + 1 fd (the memfd) exactly when the
 			      * translation changes; reply: proto_reg_mr_reply */
+	PROTO_BATCH,         /* request: proto_batch; reply: proto_batch_reply */
 	PROTO_OP_COUNT
 };
 
@@ -395,6 +396,29 @@ struct proto_cm_accept {
 	uint8_t private_data[196];   /* a REP's */
 };
 
+/* Requests run one after another in one round trip, each as if sent alone, until one
+ * fails: what would otherwise be a sleep and a wakeup of the client and the daemon apiece
+ * (rdma_accept's INIT, RTR and RTS and then the REP, say). A request may be batched when it
+ * carries no descriptor and its reply is a bare proto_reply; a batch holds no batch. The
+ * requests lie back to back in body, each at an 8-byte boundary. */
+#define PROTO_BATCH_MAX 4
+#define PROTO_BATCH_BODY 1024
+struct proto_batch {
+	struct proto_hdr hdr;
+	uint32_t count;
+	uint32_t len[PROTO_BATCH_MAX];
+	uint32_t pad;
+	uint8_t body[PROTO_BATCH_BODY];
+};
+
+/* Sent whole whether the batch succeeded or not: hdr.status and errmsg are those of the
+ * request that failed, done the number that ran before it. */
+struct proto_batch_reply {
+	struct proto_reply r;
+	uint32_t done;
+	uint32_t pad;
+};
+
 struct proto_cm_migrate {
 	struct proto_hdr hdr;
 	uint32_t handle;             /* a connection, or with listener set a listener */
@@ -611,6 +635,10 @@ struct proto_stats_reply {
 	uint64_t failed[PROTO_NFAILURES];   /* send work requests failed, by reason */
 };
 _Static_assert(sizeof(struct proto_stats_reply) <= PROTO_MAX_MSG, "stats reply too large");
+_Static_assert(sizeof(struct proto_batch) <= PROTO_MAX_MSG, "batch too large");
+/* rdma_accept's batch: three QP changes and the REP */
+_Static_assert(3 * ((sizeof(struct proto_modify_qp) + 7) & ~7ul) +
+	       sizeof(struct proto_cm_accept) <= PROTO_BATCH_BODY, "batch body too small");
 
 #define PROTO_FAULT_SPEC 128
 struct proto_fault {

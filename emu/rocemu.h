@@ -269,6 +269,22 @@ uint32_t rocemu_gid_to_ipv4(const union ibv_gid *gid);
 int rocemu_cm_request(struct rocemu_context *ctx, void *req, size_t req_len, void *reply,
 		      size_t reply_len, int fd);
 
+/* A batch: up to four requests the daemon runs one after another in one round trip,
+ * stopping at the first that fails, where each alone would cost the client and the daemon
+ * a sleep and a wakeup. rocemu_batch_add takes one request of emu/proto.h whose reply is a
+ * bare proto_reply and which carries no descriptor (ENOSPC past four or the body's room);
+ * rocemu_batch_modify_qp a QP change as rocemu_modify_qp would make it, of a QP of the
+ * batch's context. rocemu_batch_run returns 0 or the failed request's errno, and says in
+ * *done how many ran before it; the QPs they changed have their state updated. A batch
+ * runs once. */
+struct rocemu_batch;
+struct rocemu_batch *rocemu_batch_new(struct rocemu_context *ctx);
+int rocemu_batch_add(struct rocemu_batch *b, const void *req, size_t len);
+int rocemu_batch_modify_qp(struct rocemu_batch *b, struct rocemu_qp *qp,
+			   const struct ibv_qp_attr *attr, int attr_mask);
+int rocemu_batch_run(struct rocemu_batch *b, unsigned *done);
+void rocemu_batch_free(struct rocemu_batch *b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -263,6 +263,7 @@ static const size_t op_size[PROTO_OP_COUNT] = {
 	[PROTO_CM_CONNECT] = sizeof(struct proto_cm_connect),
 	[PROTO_CM_ACCEPT] = sizeof(struct proto_cm_accept),
 	[PROTO_CM_REJECT] = sizeof(struct proto_cm_reject),
+	[PROTO_BATCH] = sizeof(struct proto_batch),
 };
 
 static size_t size_of_op(uint32_t op)
@@ -1959,6 +1960,117 @@ static bool final_write(void)
 	return victim_ok();
 }
 
+/* ---- cases: batches (PROTO_BATCH) ---- */
+
+static void batch_put(struct proto_batch *b, const void *req, size_t len)
+{
+	size_t off = 0;
+
+	for (uint32_t i = 0; i < b->count; i++)
+		off += (b->len[i] + 7) & ~7u;
+	memcpy(b->body + off, req, len);
+	b->len[b->count++] = (uint32_t)len;
+}
+
+static bool batch_answer(struct answer *a, int status, uint32_t done)
+{
+	const struct proto_batch_reply *r = (const struct proto_batch_reply *)a->m.bytes;
+
+	if (a->got != GOT_REPLY || a->len != sizeof(*r))
+		return e2e_mismatch("%s of %zu bytes", a->got == GOT_REPLY ? "a reply" : "no reply",
+				    a->len);
+	if (r->r.hdr.status != status || r->done != done)
+		return e2e_mismatch("status %d after %u requests (expected %d after %u): \"%.*s\"",
+				    (int)r->r.hdr.status, r->done, status, done, PROTO_ERRMSG,
+				    r->r.errmsg);
+	return true;
+}
+
+/* A batch runs its requests in order until one fails, says how many ran, and runs nothing
+ * after it: RESET -> INIT runs, INIT -> RTS is refused, the ERROR after it never runs. */
+static bool case_batch_stops(void)
+{
+	struct hostile *h = h1();
+	struct proto_batch b = { .hdr.op = PROTO_BATCH };
+	struct proto_modify_qp init, rts, err, reset;
+	struct answer a;
+	int state;
+
+	if (!h || h_to(h, IBV_QPS_RESET) < 0)
+		return false;
+	init = modify_msg(h->qp, IBV_QPS_INIT);
+	rts = modify_msg(h->qp, IBV_QPS_RTS);
+	err = modify_msg(h->qp, IBV_QPS_ERR);
+	reset = modify_msg(h->qp, IBV_QPS_RESET);
+	batch_put(&b, &init, sizeof(init));
+	batch_put(&b, &rts, sizeof(rts));
+	batch_put(&b, &err, sizeof(err));
+	call(h->fd, &b, sizeof(b), NULL, 0, &a);
+	if (!refused(&a) || !batch_answer(&a, -EINVAL, 1))
+		return false;
+	if ((state = qp_state_of(h->fd, h->qp)) != IBV_QPS_INIT)
+		return e2e_mismatch("the QP is in state %d, not INIT", state);
+	memset(&b, 0, sizeof(b));
+	b.hdr.op = PROTO_BATCH;
+	batch_put(&b, &err, sizeof(err));
+	batch_put(&b, &reset, sizeof(reset));
+	call(h->fd, &b, sizeof(b), NULL, 0, &a);
+	if (!batch_answer(&a, 0, 2))
+		return false;
+	if ((state = qp_state_of(h->fd, h->qp)) != IBV_QPS_RESET)
+		return e2e_mismatch("the QP is in state %d after ERROR and RESET", state);
+	return true;
+}
+
+enum batch_flaw { B_EMPTY, B_FIVE, B_SHORT, B_PAST_BODY, B_NESTED, B_CREATE, B_REG_MR,
+		  B_LONG_MODIFY };
+
+/* A malformed batch is refused whole, before any of it runs (the QP stays in RESET). */
+static bool batch_flawed(enum batch_flaw flaw)
+{
+	struct hostile *h = h1();
+	struct proto_batch b = { .hdr.op = PROTO_BATCH }, inner = { .hdr.op = PROTO_BATCH };
+	struct proto_modify_qp init;
+	struct proto_create_qp create = { .hdr.op = PROTO_CREATE_QP };
+	struct proto_reg_mr reg = { .hdr.op = PROTO_REG_MR };
+	struct answer a;
+	int state;
+
+	if (!h || h_to(h, IBV_QPS_RESET) < 0)
+		return false;
+	init = modify_msg(h->qp, IBV_QPS_INIT);
+	batch_put(&b, &init, sizeof(init));
+	switch (flaw) {
+	case B_EMPTY: b.count = 0; break;
+	case B_FIVE: b.count = PROTO_BATCH_MAX + 1; break;
+	case B_SHORT: batch_put(&b, &init, 4); break;
+	case B_PAST_BODY: b.len[0] = PROTO_BATCH_BODY + 8; break;
+	case B_NESTED: batch_put(&inner, &init, sizeof(init));
+		batch_put(&b, &inner, sizeof(inner) - sizeof(b.body) + 8); break;
+	case B_CREATE: batch_put(&b, &create, sizeof(create)); break;
+	case B_REG_MR: batch_put(&b, &reg, sizeof(reg)); break;
+	case B_LONG_MODIFY: b.len[0] += 8; break;
+	}
+	call(h->fd, &b, sizeof(b), NULL, 0, &a);
+	if (!refused(&a) || !batch_answer(&a, -EPROTO, 0))
+		return false;
+	if ((state = qp_state_of(h->fd, h->qp)) != IBV_QPS_RESET)
+		return e2e_mismatch("the QP moved to state %d", state);
+	return true;
+}
+
+static bool case_batch_malformed(void)
+{
+	static const char *const what[] = { "no request", "five requests", "a 4-byte request",
+		"a request past the body", "a batch in a batch", "CREATE_QP (its reply has fds)",
+		"REG_MR (it takes a memfd)", "a MODIFY_QP 8 bytes long" };
+
+	for (enum batch_flaw f = B_EMPTY; f <= B_LONG_MODIFY; f++)
+		if (!batch_flawed(f))
+			return e2e_mismatch("with %s", what[f]);
+	return true;
+}
+
 /* ---- the table of cases ---- */
 
 struct named_case {
@@ -1967,6 +2079,10 @@ struct named_case {
 };
 
 static const struct named_case cases[] = {
+	{ .name = "batch: runs in order, stops at the first failure, says how many ran",
+	  .fn = case_batch_stops },
+	{ .name = "batch: malformed batches refused before any request runs",
+	  .fn = case_batch_malformed },
 	{ .name = "foreign: a second client names the first one's PD, CQ, MR and QP",
 	  .fn = case_foreign_handles },
 	{ .name = "ring: the ring memfds are sealed against resizing", .fn = case_ring_seals },

@@ -142,6 +142,8 @@ struct rpc_msg {
 };
 
 int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply);
+/* The same, with the reply copied when the op failed too, if it came whole (a batch's). */
+int rpc_call_whole(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply);
 /* The common case: a request with no fds and a bare proto_reply back. */
 int rpc_simple(struct rocemu_context *ctx, void *req, size_t req_len);
 /* A proto_handle request for op with a bare proto_reply back (the destroy calls). */
@@ -161,6 +163,10 @@ int rpc_gone(struct rocemu_context *ctx);
 void rpc_close_fds(int *fds, unsigned n);
 /* Makes a pipe the daemon sent nonblocking; returns 0 or an errno. */
 int rpc_set_nonblock(int fd);
+
+/* qp.c: a MODIFY_QP request for qp, checked as rocemu_modify_qp checks it. */
+int qp_modify_request(struct rocemu_qp *qp, const struct ibv_qp_attr *attr, int attr_mask,
+		      struct proto_modify_qp *req);
 
 /* arena.c */
 /* Moves the pages of [addr, addr + len) that are not there yet onto the arena; returns 0

@@ -187,20 +187,28 @@ static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto
 	}
 }
 
-int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+int qp_modify_request(struct rocemu_qp *qp, const struct ibv_qp_attr *attr, int attr_mask,
+		      struct proto_modify_qp *req)
 {
-	struct proto_modify_qp req = {
-		.hdr.op = PROTO_MODIFY_QP,
-		.attr_mask = (uint32_t)attr_mask,
-	};
-	int err;
-
 	if (!qp || !attr)
 		return EINVAL;
 	if ((attr_mask & IBV_QP_AV) && !attr->ah_attr.is_global)
 		return rpc_fail(qp->context, EINVAL, "RoCE needs a GRH in ah_attr (is_global 1)");
-	req.handle = qp->handle;
-	attr_to_proto(attr, attr_mask, &req.attr);
+	memset(req, 0, sizeof(*req));
+	req->hdr.op = PROTO_MODIFY_QP;
+	req->handle = qp->handle;
+	req->attr_mask = (uint32_t)attr_mask;
+	attr_to_proto(attr, attr_mask, &req->attr);
+	return 0;
+}
+
+int rocemu_modify_qp(struct rocemu_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct proto_modify_qp req;
+	int err = qp_modify_request(qp, attr, attr_mask, &req);
+
+	if (err)
+		return err;
 	err = rpc_simple(qp->context, &req, sizeof(req));
 	if (!err && (attr_mask & IBV_QP_STATE))
 		qp->state = attr->qp_state;

@@ -189,7 +189,10 @@ static int check_reply(struct rocemu_context *ctx, uint32_t op, const struct pro
 	return 0;
 }
 
-int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply)
+/* whole: a failure's reply is copied too when it has the success's size (a batch's says
+ * how many requests ran) */
+static int exchange(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply,
+		    bool whole)
 {
 	union rpc_buf buf;
 	int fds[RPC_MAX_FDS];
@@ -207,6 +210,8 @@ int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_m
 		return err;
 	err = check_reply(ctx, op, &buf.r, len, reply, nfds);
 	if (err) {
+		if (whole && buf.r.hdr.op == op && len == reply->len && nfds == 0)
+			memcpy(reply->buf, buf.bytes, len);
 		rpc_close_fds(fds, nfds < RPC_MAX_FDS ? nfds : RPC_MAX_FDS);
 		return err;
 	}
@@ -214,6 +219,16 @@ int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_m
 	if (nfds)
 		memcpy(reply->fds, fds, nfds * sizeof(int));
 	return 0;
+}
+
+int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply)
+{
+	return exchange(ctx, req, reply, false);
+}
+
+int rpc_call_whole(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply)
+{
+	return exchange(ctx, req, reply, true);
 }
 
 int rpc_simple(struct rocemu_context *ctx, void *req, size_t req_len)

@@ -118,18 +118,8 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 static int complete_connect(struct rcm_id *id)
 {
 	struct proto_handle m = { .hdr.op = PROTO_CM_ESTABLISH, .handle = id->conn };
-	int err = 0;
 
-	if (id->id.qp) {
-		err = rcm_qp_init(id, true);
-		if (!err)
-			err = rcm_qp_rtr(id, RDMA_MAX_RESP_RES);
-		if (!err)
-			err = rcm_qp_rts(id, RDMA_MAX_INIT_DEPTH);
-	}
-	if (!err)
-		err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
-	return err;
+	return rcm_qp_ready_then(id, RDMA_MAX_RESP_RES, RDMA_MAX_INIT_DEPTH, &m, sizeof(m));
 }
 
 /* 0: e holds the event for the program; EAGAIN: nothing for it (read the next). */

@@ -491,15 +491,6 @@ int rdma_accept(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	init = depth(id, init);
 	if (cmid->qp_type == IBV_QPT_UD)
 		return accept_ud(id, p);
-	if (cmid->qp) {
-		err = rcm_qp_init(id, true);
-		if (!err)
-			err = rcm_qp_rtr(id, resp);
-		if (!err)
-			err = rcm_qp_rts(id, init);
-		if (err)
-			return fail(err);
-	}
 	err = rcm_channel_at(id->chan, id->dev, &m.channel);
 	if (err)
 		return fail(err);
@@ -515,7 +506,7 @@ int rdma_accept(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 		m.private_len = p->private_data_len;
 		memcpy(m.private_data, p->private_data, p->private_data_len);
 	}
-	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	err = rcm_qp_ready_then(id, resp, init, &m, sizeof(m));
 	if (err)
 		return fail(err);
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
@@ -563,9 +554,8 @@ int rdma_disconnect(struct rdma_cm_id *cmid)
 		return fail(EINVAL);
 	if (!id->conn)
 		return fail(EINVAL);
-	rcm_qp_error(id);
 	m.handle = id->conn;
-	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
+	err = rcm_qp_error_then(id, &m, sizeof(m));
 	if (err)
 		return fail(err);
 	/* a synchronous id waits for its next event, as librdmacm's: the DISCONNECTED its DREQ

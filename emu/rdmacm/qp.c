@@ -18,17 +18,15 @@ static int modify(struct rcm_id *id, struct ibv_qp_attr *a, int mask)
 	return ibv_modify_qp(id->id.qp, a, mask) ? errno : 0;
 }
 
-int rcm_qp_init(struct rcm_id *id, bool with_access)
+static void init_change(const struct rcm_id *id, bool with_access, struct rv_qp_change *c)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0 };
-
-	if (!id->id.qp)
-		return 0;
+	memset(c, 0, sizeof(*c));
+	c->attr.qp_state = IBV_QPS_INIT;
+	c->attr.port_num = 1;
 	/* before a connection the kernel's cma gives no remote access; the CM's INIT does */
 	if (with_access && id->have_qp_attr)
-		a.qp_access_flags = id->qp_attr.access;
-	return modify(id, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS);
+		c->attr.qp_access_flags = id->qp_attr.access;
+	c->mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 }
 
 static void fill_ah(const struct rcm_id *id, struct ibv_ah_attr *ah)
@@ -45,39 +43,83 @@ static void fill_ah(const struct rcm_id *id, struct ibv_ah_attr *ah)
 	ah->grh.flow_label = q->flow_label;
 }
 
-int rcm_qp_rtr(struct rcm_id *id, uint8_t responder_resources)
+/* (the connection's attributes must be known) */
+static void rtr_change(const struct rcm_id *id, uint8_t responder_resources,
+		       struct rv_qp_change *c)
 {
 	const struct proto_qp_attr *q = &id->qp_attr;
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	struct ibv_qp_attr *a = &c->attr;
 
-	if (!id->id.qp || !id->have_qp_attr)
-		return id->id.qp ? EINVAL : 0;
-	a.path_mtu = q->path_mtu;
-	a.dest_qp_num = q->dest_qpn;
-	a.rq_psn = q->rq_psn;
-	a.max_dest_rd_atomic = responder_resources == RDMA_MAX_RESP_RES ? q->max_dest_rd_atomic :
-			       responder_resources;
-	a.min_rnr_timer = q->min_rnr_timer;
-	fill_ah(id, &a.ah_attr);
-	return modify(id, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	memset(c, 0, sizeof(*c));
+	a->qp_state = IBV_QPS_RTR;
+	a->path_mtu = q->path_mtu;
+	a->dest_qp_num = q->dest_qpn;
+	a->rq_psn = q->rq_psn;
+	a->max_dest_rd_atomic = responder_resources == RDMA_MAX_RESP_RES ? q->max_dest_rd_atomic :
+				responder_resources;
+	a->min_rnr_timer = q->min_rnr_timer;
+	fill_ah(id, &a->ah_attr);
+	c->mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 }
 
-int rcm_qp_rts(struct rcm_id *id, uint8_t initiator_depth)
+static void rts_change(const struct rcm_id *id, uint8_t initiator_depth, struct rv_qp_change *c)
 {
 	const struct proto_qp_attr *q = &id->qp_attr;
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+	struct ibv_qp_attr *a = &c->attr;
 
-	if (!id->id.qp || !id->have_qp_attr)
-		return id->id.qp ? EINVAL : 0;
-	a.sq_psn = q->sq_psn;
-	a.timeout = q->timeout;
-	a.retry_cnt = q->retry_cnt;
-	a.rnr_retry = q->rnr_retry;
-	a.max_rd_atomic = initiator_depth == RDMA_MAX_INIT_DEPTH ? q->max_rd_atomic :
-			  initiator_depth;
-	return modify(id, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	memset(c, 0, sizeof(*c));
+	a->qp_state = IBV_QPS_RTS;
+	a->sq_psn = q->sq_psn;
+	a->timeout = q->timeout;
+	a->retry_cnt = q->retry_cnt;
+	a->rnr_retry = q->rnr_retry;
+	a->max_rd_atomic = initiator_depth == RDMA_MAX_INIT_DEPTH ? q->max_rd_atomic :
+			   initiator_depth;
+	c->mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+		  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+}
+
+int rcm_qp_init(struct rcm_id *id, bool with_access)
+{
+	struct rv_qp_change c;
+
+	if (!id->id.qp)
+		return 0;
+	init_change(id, with_access, &c);
+	return modify(id, &c.attr, c.mask);
+}
+
+/* The QP's changes and then req to the id's daemon: one round trip when the QP was made on
+ * the id's device context (rdma_create_qp's, nearly always), else a call each. */
+static int changes_then(struct rcm_id *id, struct rv_qp_change *c, unsigned n, void *req,
+			size_t len, unsigned *ran)
+{
+	int err = 0;
+	unsigned i;
+
+	if (rv_ctx(id->id.qp->context) == id->dev->rv)
+		return rv_modify_qp_then(id->id.qp, c, n, req, len, "rdma_cm", ran);
+	for (i = 0; i < n && !err; i++)
+		err = modify(id, &c[i].attr, c[i].mask);
+	*ran = err ? i - 1 : n;
+	return err ? err : rcm_request(id->dev, req, len, NULL, 0, -1);
+}
+
+int rcm_qp_ready_then(struct rcm_id *id, uint8_t responder_resources, uint8_t initiator_depth,
+		      void *req, size_t len)
+{
+	struct rv_qp_change c[3];
+	unsigned ran;
+
+	if (!id->id.qp)
+		return rcm_request(id->dev, req, len, NULL, 0, -1);
+	if (!id->have_qp_attr)
+		return EINVAL;
+	init_change(id, true, &c[0]);
+	rtr_change(id, responder_resources, &c[1]);
+	rts_change(id, initiator_depth, &c[2]);
+	return changes_then(id, c, 3, req, len, &ran);
 }
 
 int rcm_qp_error(struct rcm_id *id)
@@ -85,6 +127,19 @@ int rcm_qp_error(struct rcm_id *id)
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
 	return id->id.qp ? modify(id, &a, IBV_QP_STATE) : 0;
+}
+
+int rcm_qp_error_then(struct rcm_id *id, void *req, size_t len)
+{
+	struct rv_qp_change c = { .attr.qp_state = IBV_QPS_ERR, .mask = IBV_QP_STATE };
+	unsigned ran = 0;
+	int err;
+
+	if (!id->id.qp)
+		return rcm_request(id->dev, req, len, NULL, 0, -1);
+	err = changes_then(id, &c, 1, req, len, &ran);
+	/* the request goes whether the QP could be moved or not */
+	return err && ran == 0 ? rcm_request(id->dev, req, len, NULL, 0, -1) : err;
 }
 
 /* A UD QP goes to RTS at once, with rdma_cm's Q_Key for the UDP port space, as librdmacm

@@ -186,10 +186,9 @@ static void forget_completions(struct ibv_qp *ibqp)
 		rv_cq_forget_qp(ibqp->recv_cq, ibqp->qp_num, keep_receives);
 }
 
-int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+/* What ibv_modify_qp refuses before the daemon; 0 or an errno. */
+static int check_modify(struct rv_context *ctx, const struct ibv_qp_attr *attr, int mask)
 {
-	struct rv_context *ctx = rv_ctx(ibqp->context);
-	struct rv_qp *qp = rv_qp(ibqp);
 	int err = check_av(ctx, attr, mask);
 
 	if (err)
@@ -199,10 +198,35 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	if (mask & IBV_QP_RATE_LIMIT)
 		return rv_unsupported("ibv_modify_qp with IBV_QP_RATE_LIMIT",
 				      "rocemu has no per-QP rate limit");
+	return 0;
+}
+
+/* The attributes the daemon takes (the port and P_Key index are fixed) */
+static int daemon_mask(int mask)
+{
+	return mask & ~(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_CUR_STATE |
+			IBV_QP_EN_SQD_ASYNC_NOTIFY);
+}
+
+static void modified(struct ibv_qp *ibqp, const struct ibv_qp_attr *attr, int mask)
+{
+	if (!(mask & IBV_QP_STATE))
+		return;
+	ibqp->state = attr->qp_state;
+	if (attr->qp_state == IBV_QPS_RESET)
+		forget_completions(ibqp);
+}
+
+int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct rv_context *ctx = rv_ctx(ibqp->context);
+	struct rv_qp *qp = rv_qp(ibqp);
+	int err = check_modify(ctx, attr, mask);
+
+	if (err)
+		return err;
 	pthread_mutex_lock(&ctx->lock);
-	err = rocemu_modify_qp(qp->qp, attr,
-			       mask & ~(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_CUR_STATE |
-					IBV_QP_EN_SQD_ASYNC_NOTIFY));
+	err = rocemu_modify_qp(qp->qp, attr, daemon_mask(mask));
 	if (!err && (mask & IBV_QP_STATE))
 		ibqp->state = attr->qp_state;
 	pthread_mutex_unlock(&ctx->lock);
@@ -210,6 +234,49 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		return rv_fail(ctx, err, "ibv_modify_qp");
 	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
 		forget_completions(ibqp);
+	return 0;
+}
+
+static int add_changes(struct rocemu_batch *b, struct ibv_qp *ibqp,
+		       const struct rv_qp_change *changes, unsigned n)
+{
+	int err = 0;
+
+	for (unsigned i = 0; i < n && !err; i++) {
+		err = check_modify(rv_ctx(ibqp->context), &changes[i].attr, changes[i].mask);
+		if (!err)
+			err = rocemu_batch_modify_qp(b, rv_qp(ibqp)->qp, &changes[i].attr,
+						     daemon_mask(changes[i].mask));
+	}
+	return err;
+}
+
+int rv_modify_qp_then(struct ibv_qp *ibqp, const struct rv_qp_change *changes, unsigned n,
+		      void *req, size_t len, const char *what, unsigned *ran)
+{
+	struct rv_context *ctx = rv_ctx(ibqp->context);
+	struct rocemu_batch *b = rocemu_batch_new(ctx->rc);
+	unsigned done = 0;
+	int err = b ? 0 : ENOMEM;
+
+	if (!err)
+		err = add_changes(b, ibqp, changes, n);
+	if (!err && req)
+		err = rocemu_batch_add(b, req, len);
+	if (err) {
+		rocemu_batch_free(b);
+		return err;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_batch_run(b, &done);
+	pthread_mutex_unlock(&ctx->lock);
+	rocemu_batch_free(b);
+	for (unsigned i = 0; i < done && i < n; i++)
+		modified(ibqp, &changes[i].attr, changes[i].mask);
+	if (ran)
+		*ran = done;
+	if (err)
+		return rv_fail(ctx, err, done < n ? "ibv_modify_qp" : what);
 	return 0;
 }
 

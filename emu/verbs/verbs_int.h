@@ -167,6 +167,16 @@ struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_
 int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a);
+/* QP changes, each as ibv_modify_qp makes it, and then req (a request of emu/proto.h with a
+ * bare reply, or NULL) in one round trip to the QP's daemon, stopping at the first that
+ * fails: 0 or its errno, reported as ibv_modify_qp's or as what's; *ran (when not NULL)
+ * gets how many ran before it. */
+struct rv_qp_change {
+	struct ibv_qp_attr attr;
+	int mask;
+};
+int rv_modify_qp_then(struct ibv_qp *qp, const struct rv_qp_change *changes, unsigned n,
+		      void *req, size_t len, const char *what, unsigned *ran);
 
 /* qp_ex.c: the ibv_wr_* function table of a QP created with send_ops_flags. */
 /* 0, or EOPNOTSUPP when send_ops_flags asks for an operation rocemu does not do. */

@@ -31,6 +31,7 @@ struct client {
 	ev_io watcher;
 	uint8_t *deferred;           /* a request answered once its neighbour is known */
 	size_t deferred_len;
+	uint32_t batch_next;         /* the deferred batch's request to go on from */
 	struct mr_client *mrc;       /* shared by every connection of one process */
 	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
 	struct handle_table pds, mrs, mws, cqs, qps, srqs, ahs;

@@ -28,7 +28,10 @@ struct op_entry {
 	bool takes_fd;
 	handler_fn fn;
 	bool fd_optional; /* the handler decides whether the request needs its descriptor */
+	bool whole_reply; /* sent whole on failure too */
 };
+
+static int op_batch(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 
 static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_HELLO] = { sizeof(struct proto_hello), sizeof(struct proto_hello_reply), false, op_hello },
@@ -71,7 +74,72 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_ATTACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_attach_mcast },
 	[PROTO_DETACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_detach_mcast },
 	[PROTO_REREG_MR] = { sizeof(struct proto_rereg_mr), sizeof(struct proto_reg_mr_reply), false, op_rereg_mr, .fd_optional = true },
+	[PROTO_BATCH] = { sizeof(struct proto_batch), sizeof(struct proto_batch_reply), false, op_batch, .whole_reply = true },
 };
+
+static bool batchable(uint32_t op)
+{
+	const struct op_entry *e = op < PROTO_OP_COUNT ? &ops[op] : NULL;
+
+	return e && e->fn && e->rep_size == sizeof(struct proto_reply) && !e->takes_fd &&
+	       !e->fd_optional && op != PROTO_BATCH;
+}
+
+/* Where each request of a batch starts in its body, all checked before any runs. */
+static int batch_layout(const struct proto_batch *b, size_t *at, struct ctl_reply *rep)
+{
+	size_t off = 0;
+
+	if (b->count == 0 || b->count > PROTO_BATCH_MAX) {
+		op_error(rep, "a batch of %u requests (1 to %d)", b->count, PROTO_BATCH_MAX);
+		return -EPROTO;
+	}
+	for (uint32_t i = 0; i < b->count; i++) {
+		const struct proto_hdr *h = (const struct proto_hdr *)(b->body + off);
+
+		if (b->len[i] < sizeof(*h) || b->len[i] > sizeof(b->body) - off) {
+			op_error(rep, "batch request %u: %u bytes at %zu of %zu", i, b->len[i], off,
+				 sizeof(b->body));
+			return -EPROTO;
+		}
+		if (!batchable(h->op) || b->len[i] != ops[h->op].req_size) {
+			op_error(rep, "batch request %u: op %u of %u bytes cannot be batched", i,
+				 h->op, b->len[i]);
+			return -EPROTO;
+		}
+		at[i] = off;
+		off += (b->len[i] + 7) & ~7u;
+	}
+	return 0;
+}
+
+/* A request that waits for a neighbour defers the whole batch, which goes on from that
+ * request when it is handled again (nothing else of the client is read meanwhile). */
+static int op_batch(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_batch *b = REQ(proto_batch);
+	struct proto_batch_reply *r = REP(proto_batch_reply);
+	size_t at[PROTO_BATCH_MAX];
+	uint32_t i = c->batch_next;
+	int rc = batch_layout(b, at, rep);
+
+	c->batch_next = 0;
+	for (; !rc && i < b->count; i++) {
+		struct ctl_request sub = { b->body + at[i], -1 };
+		struct ctl_reply sub_rep = { .len = sizeof(struct proto_reply), .fds = { -1, -1 } };
+
+		sub_rep.u.r.hdr.op = ((const struct proto_hdr *)sub.msg)->op;
+		rc = ops[sub_rep.u.r.hdr.op].fn(c, &sub, &sub_rep);
+		if (rc == -EINPROGRESS)
+			c->batch_next = i;
+		if (rc)
+			memcpy(rep->u.r.errmsg, sub_rep.u.r.errmsg, sizeof(rep->u.r.errmsg));
+		if (rc)
+			break;
+	}
+	r->done = i;
+	return rc;
+}
 
 static void send_reply(struct client *c, struct ctl_reply *rep)
 {
@@ -189,12 +257,14 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	}
 	if (rep.u.r.hdr.status == -EINPROGRESS && fd < 0 && defer(c, buf, n))
 		return;
+	c->batch_next = 0;
 	if (rep.u.r.hdr.status == -EINPROGRESS) {
 		rep.u.r.hdr.status = -ENOMEM;
 		op_error(&rep, "out of memory while waiting for a neighbour");
 	}
 	if (rep.u.r.hdr.status < 0) {
-		rep.len = sizeof(struct proto_reply);
+		if (!e || !e->whole_reply || rep.len != e->rep_size)
+			rep.len = sizeof(struct proto_reply);
 		rep.nfds = 0;
 		log_debug("client pid %d: op %u failed: %s", (int)c->own.pid, rep.u.r.hdr.op,
 			  rep.u.r.errmsg);
