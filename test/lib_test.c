@@ -76,6 +76,9 @@ struct fake {
 	uint32_t sq_stride, rq_stride;  /* as the daemon sizes the slots */
 	uint64_t rq_offset;
 	struct proto_modify_qp modify;
+	struct proto_batch batch;
+	int32_t batch_status;   /* a batch fails so, after batch_done requests ran */
+	uint32_t batch_done;
 	uint32_t next_handle;
 };
 
@@ -92,6 +95,7 @@ static const size_t req_size[PROTO_OP_COUNT] = {
 	[PROTO_MODIFY_QP] = sizeof(struct proto_modify_qp),
 	[PROTO_QUERY_QP] = sizeof(struct proto_handle),
 	[PROTO_DESTROY_QP] = sizeof(struct proto_handle),
+	[PROTO_BATCH] = sizeof(struct proto_batch),
 };
 
 static const size_t reply_size[PROTO_OP_COUNT] = {
@@ -107,6 +111,7 @@ static const size_t reply_size[PROTO_OP_COUNT] = {
 	[PROTO_MODIFY_QP] = sizeof(struct proto_reply),
 	[PROTO_QUERY_QP] = sizeof(struct proto_query_qp_reply),
 	[PROTO_DESTROY_QP] = sizeof(struct proto_reply),
+	[PROTO_BATCH] = sizeof(struct proto_batch_reply),
 };
 
 static long page;
@@ -359,6 +364,18 @@ static void on_query_qp(struct fake *f, const void *req, int fd)
 	fake_send(f, &r, sizeof(r), NULL, 0);
 }
 
+static void on_batch(struct fake *f, const void *req, int fd)
+{
+	struct proto_batch_reply r = { .r.hdr = { .op = PROTO_BATCH, .status = f->batch_status } };
+
+	(void)fd;
+	memcpy(&f->batch, req, sizeof(f->batch));
+	r.done = f->batch_status ? f->batch_done : f->batch.count;
+	if (f->batch_status)
+		snprintf(r.r.errmsg, sizeof(r.r.errmsg), "%s", "INIT to RTS is not a transition");
+	fake_send(f, &r, sizeof(r), NULL, 0);
+}
+
 typedef void fake_handler(struct fake *f, const void *req, int fd);
 
 static fake_handler *const handlers[PROTO_OP_COUNT] = {
@@ -370,6 +387,7 @@ static fake_handler *const handlers[PROTO_OP_COUNT] = {
 	[PROTO_CREATE_QP] = on_create_qp,
 	[PROTO_MODIFY_QP] = on_modify_qp,
 	[PROTO_QUERY_QP] = on_query_qp,
+	[PROTO_BATCH] = on_batch,
 };
 
 /* One request; false when the connection is over. */
@@ -2091,6 +2109,64 @@ START_TEST(test_modify_refused)
 }
 END_TEST
 
+/* Four requests at most, and nothing goes to the daemon for a fifth. */
+START_TEST(test_batch_holds_four)
+{
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT };
+
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &a, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &a, IBV_QP_STATE), ENOSPC);
+	ck_assert_uint_eq(fk.count[PROTO_BATCH], 0);
+	rocemu_batch_free(b);
+}
+END_TEST
+
+/* The changes go in order, in one request; those that ran before the refusal take effect. */
+START_TEST(test_batch_stops_at_refusal)
+{
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT }, rts = { .qp_state = IBV_QPS_RTS };
+	const struct proto_modify_qp *second;
+	unsigned done = 99;
+
+	fk.batch_status = -EINVAL;
+	fk.batch_done = 1;
+	ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &init, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &rts, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_run(b, &done), EINVAL);
+	rocemu_batch_free(b);
+	ck_assert_uint_eq(done, 1);
+	ck_assert_int_eq(qp->state, IBV_QPS_INIT);
+	ck_assert_str_eq(rocemu_last_error(ctx), "INIT to RTS is not a transition");
+	ck_assert_uint_eq(fk.count[PROTO_BATCH], 1);
+	ck_assert_uint_eq(fk.count[PROTO_MODIFY_QP], 0);
+	ck_assert_uint_eq(fk.batch.count, 2);
+	ck_assert_uint_eq(fk.batch.len[1], sizeof(struct proto_modify_qp));
+	second = (const struct proto_modify_qp *)(fk.batch.body +
+						  ((sizeof(struct proto_modify_qp) + 7) & ~7ul));
+	ck_assert_uint_eq(second->hdr.op, PROTO_MODIFY_QP);
+	ck_assert_uint_eq(second->handle, qp->handle);
+	ck_assert_uint_eq(second->attr.state, IBV_QPS_RTS);
+}
+END_TEST
+
+START_TEST(test_batch_runs_whole)
+{
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT }, err = { .qp_state = IBV_QPS_ERR };
+	unsigned done = 99;
+
+	ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &init, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &err, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_run(b, &done), 0);
+	rocemu_batch_free(b);
+	ck_assert_uint_eq(done, 2);
+	ck_assert_int_eq(qp->state, IBV_QPS_ERR);
+}
+END_TEST
+
 START_TEST(test_query_qp)
 {
 	struct ibv_qp_attr a = rtr_attr(), got;
@@ -2274,6 +2350,9 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_modify_ipv6_gid);
 	tcase_add_test(tc, test_modify_sends_attrs);
 	tcase_add_test(tc, test_modify_refused);
+	tcase_add_test(tc, test_batch_holds_four);
+	tcase_add_test(tc, test_batch_stops_at_refusal);
+	tcase_add_test(tc, test_batch_runs_whole);
 	tcase_add_test(tc, test_query_qp);
 	tcase_add_test(tc, test_qp_bad_init_attr);
 	tcase_add_test(tc, test_qp_destroy);
