@@ -103,7 +103,7 @@ static int changes_then(struct rcm_id *id, struct rv_qp_change *c, unsigned n, v
 	for (i = 0; i < n && !err; i++)
 		err = modify(id, &c[i].attr, c[i].mask);
 	*ran = err ? i - 1 : n;
-	return err ? err : rcm_request(id->dev, req, len, NULL, 0, -1);
+	return err || !req ? err : rcm_request(id->dev, req, len, NULL, 0, -1);
 }
 
 int rcm_qp_ready_then(struct rcm_id *id, uint8_t responder_resources, uint8_t initiator_depth,
@@ -144,20 +144,26 @@ int rcm_qp_error_then(struct rcm_id *id, void *req, size_t len)
 
 /* A UD QP goes to RTS at once, with rdma_cm's Q_Key for the UDP port space, as librdmacm
  * takes it. */
+static void ud_changes(struct rv_qp_change c[3])
+{
+	memset(c, 0, 3 * sizeof(*c));
+	c[0].attr.qp_state = IBV_QPS_INIT;
+	c[0].attr.port_num = 1;
+	c[0].attr.qkey = RDMA_UDP_QKEY;
+	c[0].mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+	c[1].attr.qp_state = IBV_QPS_RTR;
+	c[1].mask = IBV_QP_STATE;
+	c[2].attr.qp_state = IBV_QPS_RTS;
+	c[2].mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+}
+
 static int ud_ready(struct rcm_id *id)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
-				 .qkey = RDMA_UDP_QKEY };
-	int err = modify(id, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+	struct rv_qp_change c[3];
+	unsigned ran;
 
-	a.qp_state = IBV_QPS_RTR;
-	if (!err)
-		err = modify(id, &a, IBV_QP_STATE);
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	if (!err)
-		err = modify(id, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-	return err;
+	ud_changes(c);
+	return changes_then(id, c, 3, NULL, 0, &ran);
 }
 
 /* librdmacm makes the CQs a QP is created without, each with its completion channel. */
@@ -292,51 +298,31 @@ void rdma_destroy_qp(struct rdma_cm_id *cmid)
 int rdma_init_qp_attr(struct rdma_cm_id *cmid, struct ibv_qp_attr *a, int *mask)
 {
 	struct rcm_id *id = rcm_id(cmid);
-	const struct proto_qp_attr *q = &id->qp_attr;
-	enum ibv_qp_state state;
+	struct rv_qp_change c[3];
 
 	if (!cmid || !a || !mask)
 		return fail(EINVAL);
-	state = a->qp_state;
-	memset(a, 0, sizeof(*a));
-	a->qp_state = state;
-	switch (state) {
+	if (a->qp_state != IBV_QPS_INIT && !id->have_qp_attr)
+		return fail(EINVAL);
+	switch (a->qp_state) {
 	case IBV_QPS_INIT:
-		a->port_num = 1;
-		if (cmid->qp_type == IBV_QPT_UD) {
-			a->qkey = RDMA_UDP_QKEY;
-			*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
-			return 0;
-		}
-		a->qp_access_flags = id->have_qp_attr ? q->access : 0;
-		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-		return 0;
+		if (cmid->qp_type == IBV_QPT_UD)
+			ud_changes(c);
+		else
+			init_change(id, true, &c[0]);
+		break;
 	case IBV_QPS_RTR:
-		if (!id->have_qp_attr)
-			return fail(EINVAL);
-		a->path_mtu = q->path_mtu;
-		a->dest_qp_num = q->dest_qpn;
-		a->rq_psn = q->rq_psn;
-		a->max_dest_rd_atomic = q->max_dest_rd_atomic;
-		a->min_rnr_timer = q->min_rnr_timer;
-		fill_ah(id, &a->ah_attr);
-		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-		return 0;
+		rtr_change(id, RDMA_MAX_RESP_RES, &c[0]);
+		break;
 	case IBV_QPS_RTS:
-		if (!id->have_qp_attr)
-			return fail(EINVAL);
-		a->sq_psn = q->sq_psn;
-		a->timeout = q->timeout;
-		a->retry_cnt = q->retry_cnt;
-		a->rnr_retry = q->rnr_retry;
-		a->max_rd_atomic = q->max_rd_atomic;
-		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-		return 0;
+		rts_change(id, RDMA_MAX_INIT_DEPTH, &c[0]);
+		break;
 	default:
 		return fail(EINVAL);
 	}
+	*a = c[0].attr;
+	*mask = c[0].mask;
+	return 0;
 }
 
 int rdma_create_srq_ex(struct rdma_cm_id *cmid, struct ibv_srq_init_attr_ex *attr)

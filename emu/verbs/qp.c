@@ -227,13 +227,10 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		return err;
 	pthread_mutex_lock(&ctx->lock);
 	err = rocemu_modify_qp(qp->qp, attr, daemon_mask(mask));
-	if (!err && (mask & IBV_QP_STATE))
-		ibqp->state = attr->qp_state;
 	pthread_mutex_unlock(&ctx->lock);
 	if (err)
 		return rv_fail(ctx, err, "ibv_modify_qp");
-	if ((mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
-		forget_completions(ibqp);
+	modified(ibqp, attr, mask);
 	return 0;
 }
 

@@ -132,10 +132,10 @@ static int op_batch(struct client *c, const struct ctl_request *req, struct ctl_
 		rc = ops[sub_rep.u.r.hdr.op].fn(c, &sub, &sub_rep);
 		if (rc == -EINPROGRESS)
 			c->batch_next = i;
-		if (rc)
+		if (rc) {
 			memcpy(rep->u.r.errmsg, sub_rep.u.r.errmsg, sizeof(rep->u.r.errmsg));
-		if (rc)
 			break;
+		}
 	}
 	r->done = i;
 	return rc;
