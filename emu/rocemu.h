@@ -274,14 +274,19 @@ int rocemu_cm_request(struct rocemu_context *ctx, void *req, size_t req_len, voi
  * a sleep and a wakeup. rocemu_batch_add takes one request of emu/proto.h whose reply is a
  * bare proto_reply and which carries no descriptor (ENOSPC past four or the body's room);
  * rocemu_batch_modify_qp a QP change as rocemu_modify_qp would make it, of a QP of the
- * batch's context. rocemu_batch_run returns 0 or the failed request's errno, and says in
- * *done how many ran before it; the QPs they changed have their state updated. A batch
- * runs once. */
+ * batch's context; rocemu_batch_destroy_qp/_cq a destruction as rocemu_destroy_qp/_cq.
+ * rocemu_batch_run returns 0 or the failed request's errno, and says in *done how many ran
+ * before it; the QPs they changed have their state updated, the QPs and CQs they destroyed
+ * are freed (those after the failure are kept, as after a failed rocemu_destroy_*). A
+ * batch runs once. */
+#define ROCEMU_BATCH_MAX 4
 struct rocemu_batch;
 struct rocemu_batch *rocemu_batch_new(struct rocemu_context *ctx);
 int rocemu_batch_add(struct rocemu_batch *b, const void *req, size_t len);
 int rocemu_batch_modify_qp(struct rocemu_batch *b, struct rocemu_qp *qp,
 			   const struct ibv_qp_attr *attr, int attr_mask);
+int rocemu_batch_destroy_qp(struct rocemu_batch *b, struct rocemu_qp *qp);
+int rocemu_batch_destroy_cq(struct rocemu_batch *b, struct rocemu_cq *cq);
 int rocemu_batch_run(struct rocemu_batch *b, unsigned *done);
 void rocemu_batch_free(struct rocemu_batch *b);
 

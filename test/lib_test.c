@@ -2167,6 +2167,64 @@ START_TEST(test_batch_runs_whole)
 }
 END_TEST
 
+static bool cq_listed(const struct rocemu_cq *c)
+{
+	const struct rocemu_cq *it;
+
+	LIST_FOREACH(it, &ctx->cqs, link)
+		if (it == c)
+			return true;
+	return false;
+}
+
+/* A QP and its CQ destroyed in one request; a refusal of the CQ keeps it, mapped. */
+START_TEST(test_batch_destroys_what_ran)
+{
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	const struct proto_handle *first = (const struct proto_handle *)fk.batch.body;
+	const struct proto_handle *second = (const struct proto_handle *)(fk.batch.body +
+								  ((sizeof(struct proto_handle) + 7) & ~7ul));
+	uint32_t qp_handle = qp->handle;
+	struct ibv_wc wc;
+	unsigned done = 99;
+
+	fk.batch_status = -EBUSY;
+	fk.batch_done = 1;
+	ck_assert_int_eq(rocemu_batch_destroy_qp(b, qp), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_cq(b, cq), 0);
+	ck_assert_int_eq(rocemu_batch_run(b, &done), EBUSY);
+	rocemu_batch_free(b);
+	qp = NULL;
+	ck_assert_uint_eq(done, 1);
+	ck_assert_uint_eq(fk.batch.count, 2);
+	ck_assert_uint_eq(fk.batch.len[0], sizeof(struct proto_handle));
+	ck_assert_uint_eq(first->hdr.op, PROTO_DESTROY_QP);
+	ck_assert_uint_eq(first->handle, qp_handle);
+	ck_assert_uint_eq(second->hdr.op, PROTO_DESTROY_CQ);
+	ck_assert_uint_eq(second->handle, cq->handle);
+	ck_assert(LIST_EMPTY(&ctx->qps));
+	ck_assert(cq_listed(cq));
+	ck_assert_int_eq(rocemu_poll_cq(cq, 1, &wc), 0);
+}
+END_TEST
+
+START_TEST(test_batch_destroys_whole)
+{
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	unsigned done = 99;
+
+	ck_assert_int_eq(rocemu_batch_destroy_qp(b, qp), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_cq(b, cq), 0);
+	ck_assert_int_eq(rocemu_batch_run(b, &done), 0);
+	rocemu_batch_free(b);
+	ck_assert_uint_eq(done, 2);
+	ck_assert(LIST_EMPTY(&ctx->qps));
+	ck_assert(!cq_listed(cq));
+	qp = NULL;
+	cq = NULL;
+}
+END_TEST
+
 START_TEST(test_query_qp)
 {
 	struct ibv_qp_attr a = rtr_attr(), got;
@@ -2353,6 +2411,8 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_batch_holds_four);
 	tcase_add_test(tc, test_batch_stops_at_refusal);
 	tcase_add_test(tc, test_batch_runs_whole);
+	tcase_add_test(tc, test_batch_destroys_what_ran);
+	tcase_add_test(tc, test_batch_destroys_whole);
 	tcase_add_test(tc, test_query_qp);
 	tcase_add_test(tc, test_qp_bad_init_attr);
 	tcase_add_test(tc, test_qp_destroy);

@@ -1,19 +1,28 @@
 /* Batches: requests that run in the daemon one after another for one round trip, until
- * one fails (proto.h's PROTO_BATCH). What the library mirrors of them (a QP's state) is
- * updated for those that ran. */
+ * one fails (proto.h's PROTO_BATCH). What the library mirrors of them (a QP's state, the
+ * rings of a QP or CQ destroyed) is updated for those that ran. */
 #include "emu/lib/lib_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* What a request that ran changes in the library's own view */
+struct batch_effect {
+	enum { EFFECT_NONE, EFFECT_QP_STATE, EFFECT_QP_GONE, EFFECT_CQ_GONE } kind;
+	struct rocemu_qp *qp;
+	struct rocemu_cq *cq;
+	enum ibv_qp_state state;
+};
+
 struct rocemu_batch {
 	struct rocemu_context *ctx;
 	struct proto_batch msg;
 	size_t used;                           /* bytes of msg.body taken */
-	struct rocemu_qp *qp[PROTO_BATCH_MAX]; /* the QP a request changes the state of */
-	enum ibv_qp_state state[PROTO_BATCH_MAX];
+	struct batch_effect effect[PROTO_BATCH_MAX];
 };
+
+_Static_assert(ROCEMU_BATCH_MAX == PROTO_BATCH_MAX, "rocemu.h tells the batch's room");
 
 struct rocemu_batch *rocemu_batch_new(struct rocemu_context *ctx)
 {
@@ -40,7 +49,7 @@ int rocemu_batch_add(struct rocemu_batch *b, const void *req, size_t len)
 				PROTO_BATCH_MAX, sizeof(b->msg.body));
 	memcpy(b->msg.body + b->used, req, len);
 	b->msg.len[b->msg.count] = (uint32_t)len;
-	b->qp[b->msg.count] = NULL;
+	b->effect[b->msg.count] = (struct batch_effect){ .kind = EFFECT_NONE };
 	b->msg.count++;
 	b->used += (len + 7) & ~(size_t)7;
 	if (b->used > sizeof(b->msg.body))
@@ -58,11 +67,57 @@ int rocemu_batch_modify_qp(struct rocemu_batch *b, struct rocemu_qp *qp,
 		err = rpc_fail(b->ctx, EINVAL, "a batch's QP belongs to another context");
 	if (!err)
 		err = rocemu_batch_add(b, &req, sizeof(req));
-	if (!err && (attr_mask & IBV_QP_STATE)) {
-		b->qp[b->msg.count - 1] = qp;
-		b->state[b->msg.count - 1] = attr->qp_state;
-	}
+	if (!err && (attr_mask & IBV_QP_STATE))
+		b->effect[b->msg.count - 1] = (struct batch_effect){
+			.kind = EFFECT_QP_STATE, .qp = qp, .state = attr->qp_state };
 	return err;
+}
+
+static int add_destroy(struct rocemu_batch *b, struct rocemu_context *owner, uint32_t op,
+		       uint32_t handle, struct batch_effect effect)
+{
+	struct proto_handle req = { .hdr.op = op, .handle = handle };
+	int err = owner == b->ctx ? 0 :
+		  rpc_fail(b->ctx, EINVAL, "a batch's QP or CQ belongs to another context");
+
+	if (!err)
+		err = rocemu_batch_add(b, &req, sizeof(req));
+	if (!err)
+		b->effect[b->msg.count - 1] = effect;
+	return err;
+}
+
+int rocemu_batch_destroy_qp(struct rocemu_batch *b, struct rocemu_qp *qp)
+{
+	if (!qp)
+		return EINVAL;
+	return add_destroy(b, qp->context, PROTO_DESTROY_QP, qp->handle,
+			   (struct batch_effect){ .kind = EFFECT_QP_GONE, .qp = qp });
+}
+
+int rocemu_batch_destroy_cq(struct rocemu_batch *b, struct rocemu_cq *cq)
+{
+	if (!cq)
+		return EINVAL;
+	return add_destroy(b, cq->ctx, PROTO_DESTROY_CQ, cq->handle,
+			   (struct batch_effect){ .kind = EFFECT_CQ_GONE, .cq = cq });
+}
+
+static void take_effect(const struct batch_effect *e)
+{
+	switch (e->kind) {
+	case EFFECT_QP_STATE:
+		e->qp->state = e->state;
+		break;
+	case EFFECT_QP_GONE:
+		qp_release(to_qp(e->qp));
+		break;
+	case EFFECT_CQ_GONE:
+		cq_release(e->cq);
+		break;
+	case EFFECT_NONE:
+		break;
+	}
 }
 
 int rocemu_batch_run(struct rocemu_batch *b, unsigned *done)
@@ -76,8 +131,7 @@ int rocemu_batch_run(struct rocemu_batch *b, unsigned *done)
 	if (r.done > b->msg.count)
 		r.done = 0;
 	for (unsigned i = 0; i < r.done; i++)
-		if (b->qp[i])
-			b->qp[i]->state = b->state[i];
+		take_effect(&b->effect[i]);
 	if (done)
 		*done = r.done;
 	return err;

@@ -188,20 +188,37 @@ static int make_cqs(struct rcm_id *id, uint32_t send_size, uint32_t recv_size)
 	return 0;
 }
 
-/* A program may give the id one CQ and one channel for both (rsockets do): each is
- * destroyed once. */
-static void free_cqs(struct rdma_cm_id *c)
+/* The id's CQs, in cqs: a program may give the id one CQ for both (rsockets do), and
+ * each is destroyed once. */
+static unsigned id_cqs(const struct rdma_cm_id *c, struct ibv_cq *cqs[2])
 {
+	unsigned n = 0;
+
 	if (c->recv_cq)
-		ibv_destroy_cq(c->recv_cq);
+		cqs[n++] = c->recv_cq;
+	if (c->send_cq && c->send_cq != c->recv_cq)
+		cqs[n++] = c->send_cq;
+	return n;
+}
+
+static void forget_cqs(struct rdma_cm_id *c)
+{
 	if (c->recv_cq_channel)
 		ibv_destroy_comp_channel(c->recv_cq_channel);
-	if (c->send_cq && c->send_cq != c->recv_cq)
-		ibv_destroy_cq(c->send_cq);
 	if (c->send_cq_channel && c->send_cq_channel != c->recv_cq_channel)
 		ibv_destroy_comp_channel(c->send_cq_channel);
 	c->recv_cq = c->send_cq = NULL;
 	c->recv_cq_channel = c->send_cq_channel = NULL;
+}
+
+static void free_cqs(struct rdma_cm_id *c)
+{
+	struct ibv_cq *cqs[2];
+	unsigned n = id_cqs(c, cqs);
+
+	for (unsigned i = 0; i < n; i++)
+		ibv_destroy_cq(cqs[i]);
+	forget_cqs(c);
 }
 
 int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
@@ -286,12 +303,15 @@ int rdma_create_qp(struct rdma_cm_id *cmid, struct ibv_pd *pd, struct ibv_qp_ini
 
 void rdma_destroy_qp(struct rdma_cm_id *cmid)
 {
+	struct ibv_cq *cqs[2];
+
 	if (!cmid || !cmid->qp)
 		return;
 	rcm_mcast_detach_qp(rcm_id(cmid));
-	ibv_destroy_qp(cmid->qp);
+	/* librdmacm goes on past a failure, and so do we: the QP and CQs in one round trip */
+	rv_destroy_qp_and_cqs(cmid->qp, cqs, id_cqs(cmid, cqs));
 	cmid->qp = NULL;
-	free_cqs(cmid);
+	forget_cqs(cmid);
 }
 
 /* As the kernel's rdma_init_qp_attr: the state asked, with what the connection gives it. */

@@ -273,6 +273,13 @@ struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_
 	return &cq->ex;
 }
 
+/* once the daemon's CQ is gone */
+void rv_cq_free(struct rv_cq *cq)
+{
+	pthread_mutex_destroy(&cq->lock);
+	free(cq);
+}
+
 int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct rv_context *ctx = rv_ctx(ibcq->context);
@@ -287,8 +294,7 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_unlock(&ctx->lock);
 	if (err)
 		return rv_fail(ctx, err, "ibv_destroy_cq");
-	pthread_mutex_destroy(&cq->lock);
-	free(cq);
+	rv_cq_free(cq);
 	return 0;
 }
 

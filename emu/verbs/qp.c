@@ -332,6 +332,53 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
+static int destroy_one_by_one(struct ibv_qp *qp, struct ibv_cq *const *cqs, unsigned n)
+{
+	int err = ibv_destroy_qp(qp);
+
+	for (unsigned i = 0; i < n && !err; i++)
+		err = ibv_destroy_cq(cqs[i]);
+	return err;
+}
+
+int rv_destroy_qp_and_cqs(struct ibv_qp *ibqp, struct ibv_cq *const *cqs, unsigned n)
+{
+	struct rv_context *ctx = rv_ctx(ibqp->context);
+	struct rv_qp *qp = rv_qp(ibqp);
+	struct rocemu_batch *b = NULL;
+	unsigned unbound = 0, done = 0, i;
+	int err;
+
+	for (i = 0; i < n; i++)
+		if (cqs[i]->context != ibqp->context)
+			break;
+	if (i < n || n + 1 > ROCEMU_BATCH_MAX || !(b = rocemu_batch_new(ctx->rc)))
+		return destroy_one_by_one(ibqp, cqs, n);
+	pthread_mutex_lock(&ctx->lock);
+	err = rocemu_batch_destroy_qp(b, qp->qp);
+	for (; !err && unbound < n; unbound++) {
+		rv_channel_unbind(rv_cq(cqs[unbound]));
+		err = rocemu_batch_destroy_cq(b, rv_cq(cqs[unbound])->cq);
+	}
+	if (!err)
+		err = rocemu_batch_run(b, &done);
+	/* request 0 is the QP's, request 1 + i the CQ cqs[i]'s */
+	for (i = done ? done - 1 : 0; i < unbound; i++)
+		if (rv_cq(cqs[i])->channel)
+			rv_channel_bind(rv_cq(cqs[i])->channel, rv_cq(cqs[i]));
+	pthread_mutex_unlock(&ctx->lock);
+	rocemu_batch_free(b);
+	if (done >= 1) {
+		rv_qp_ex_free(qp);
+		free(qp);
+	}
+	for (i = 0; i + 1 < done; i++)
+		rv_cq_free(rv_cq(cqs[i]));
+	if (err)
+		return rv_fail(ctx, err, done ? "ibv_destroy_cq" : "ibv_destroy_qp");
+	return 0;
+}
+
 /* RoCE has no LIDs: the kernel ignores lid for an Ethernet port (is_valid_mcast_lid). */
 static int mcast_call(struct ibv_qp *ibqp, const union ibv_gid *gid, bool attach)
 {

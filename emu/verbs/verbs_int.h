@@ -183,6 +183,10 @@ int rv_modify_qp_then(struct ibv_qp *qp, const struct rv_qp_change *changes, uns
 int rv_qp_ex_check_ops(uint64_t send_ops_flags);
 void rv_qp_ex_init(struct rv_qp *qp);
 void rv_qp_ex_free(struct rv_qp *qp);
+void rv_cq_free(struct rv_cq *cq);
+/* ibv_destroy_qp and then ibv_destroy_cq of each of n CQs, in one round trip when all
+ * belong to the QP's context; stops at the first that fails. */
+int rv_destroy_qp_and_cqs(struct ibv_qp *qp, struct ibv_cq *const *cqs, unsigned n);
 
 /* fork.c: after ibv_fork_init, registered pages are kept out of children */
 void rv_fork_track(const void *addr, size_t length);
