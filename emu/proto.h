@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 20
+#define PROTO_VERSION 21
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -214,6 +214,31 @@ struct proto_create_cq_reply {
 	uint64_t ring_bytes;
 };
 
+/* MODIFY_QP request, CREATE_QP's change to INIT and QUERY_QP reply body: the attributes
+ * rocemu understands. */
+struct proto_qp_attr {
+	uint32_t state;      /* enum ibv_qp_state */
+	uint32_t path_mtu;   /* enum ibv_mtu */
+	uint32_t dest_qpn;
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	uint32_t access;     /* IBV_ACCESS_REMOTE_* the QP accepts */
+	uint8_t dest_gid[16];        /* the peer: ::ffff:a.b.c.d or an IPv6 address */
+	uint32_t flow_label;         /* picks the UDP source port; 0: from the QP numbers */
+	uint8_t sgid_index;          /* the port's GID the QP sends from */
+	uint8_t traffic_class;
+	uint8_t hop_limit;
+	uint8_t timeout;
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+	uint8_t min_rnr_timer;
+	uint8_t max_rd_atomic;       /* READs and atomics this QP may have outstanding */
+	uint8_t max_dest_rd_atomic;  /* ... and serve for its peer at once */
+	uint8_t pad[3];
+	uint32_t qkey;               /* UD: datagrams must carry it */
+	uint32_t pad2;
+};
+
 struct proto_create_qp {
 	struct proto_hdr hdr;
 	uint32_t pd;
@@ -227,7 +252,11 @@ struct proto_create_qp {
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
 	uint32_t max_inline_data;
-	uint32_t pad;
+	/* nonzero: the QP goes to INIT at once, as a PROTO_MODIFY_QP with these would take it
+	 * (IBV_QP_STATE and the attributes a RESET to INIT takes, no address); if that is
+	 * refused, no QP is made */
+	uint32_t init_mask;
+	struct proto_qp_attr init;
 };
 
 /* An address handle: where a UD send goes (the QP number and Q_Key come with each
@@ -287,30 +316,6 @@ struct proto_create_qp_reply {
 	uint32_t max_recv_sge;
 	uint32_t max_inline_data;
 	uint32_t pad;
-};
-
-/* MODIFY_QP request and QUERY_QP reply body: the attributes rocemu understands. */
-struct proto_qp_attr {
-	uint32_t state;      /* enum ibv_qp_state */
-	uint32_t path_mtu;   /* enum ibv_mtu */
-	uint32_t dest_qpn;
-	uint32_t rq_psn;
-	uint32_t sq_psn;
-	uint32_t access;     /* IBV_ACCESS_REMOTE_* the QP accepts */
-	uint8_t dest_gid[16];        /* the peer: ::ffff:a.b.c.d or an IPv6 address */
-	uint32_t flow_label;         /* picks the UDP source port; 0: from the QP numbers */
-	uint8_t sgid_index;          /* the port's GID the QP sends from */
-	uint8_t traffic_class;
-	uint8_t hop_limit;
-	uint8_t timeout;
-	uint8_t retry_cnt;
-	uint8_t rnr_retry;
-	uint8_t min_rnr_timer;
-	uint8_t max_rd_atomic;       /* READs and atomics this QP may have outstanding */
-	uint8_t max_dest_rd_atomic;  /* ... and serve for its peer at once */
-	uint8_t pad[3];
-	uint32_t qkey;               /* UD: datagrams must carry it */
-	uint32_t pad2;
 };
 
 struct proto_mcast {

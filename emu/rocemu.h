@@ -105,6 +105,11 @@ struct rocemu_qp_init_attr {
 	uint32_t max_recv_sge;
 	uint32_t max_inline_data;  /* IBV_SEND_INLINE bytes per SEND or WRITE, at most 512 */
 	struct rocemu_srq *srq;    /* receives come from it (max_recv_wr unused); NULL: its own */
+	/* not NULL: the QP is taken to INIT in the same round trip, as rocemu_modify_qp(qp,
+	 * init, init_mask) would take it (IBV_QP_STATE and INIT's attributes, no address); if
+	 * the daemon refuses the change, no QP is made */
+	const struct ibv_qp_attr *init;
+	int init_mask;
 };
 
 /* Connects to the daemon's socket: path, else $ROCEMU_SOCKET, else the only socket in

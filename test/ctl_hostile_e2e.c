@@ -2071,6 +2071,66 @@ static bool case_batch_malformed(void)
 	return true;
 }
 
+static uint32_t daemon_qps(int fd)
+{
+	struct proto_handle req = { .hdr.op = PROTO_STATUS };
+	struct answer a;
+
+	call(fd, &req, sizeof(req), NULL, 0, &a);
+	if (a.got != GOT_REPLY || a.len != sizeof(struct proto_status_reply))
+		return UINT32_MAX;
+	return ((struct proto_status_reply *)a.m.bytes)->qps;
+}
+
+/* CREATE_QP of one of the client's QP types, with a change at creation; status is its. */
+static bool create_in(struct hostile *h, uint32_t type, uint32_t mask, uint32_t state,
+		      int status)
+{
+	struct proto_create_qp m = { .hdr.op = PROTO_CREATE_QP, .pd = h->pd2,
+				     .send_cq = h->cq2, .recv_cq = h->cq2, .max_send_wr = 4,
+				     .max_recv_wr = 4, .qp_type = type, .init_mask = mask,
+				     .init = { .state = state, .access = IBV_ACCESS_REMOTE_WRITE,
+					       .qkey = 0x1234 } };
+	uint32_t before = daemon_qps(h->fd), handle;
+	struct answer a;
+	int got;
+
+	call(h->fd, &m, sizeof(m), NULL, 0, &a);
+	if (status)
+		return refused(&a) && (int)a.m.r.hdr.status == status &&
+		       (daemon_qps(h->fd) == before ||
+			e2e_mismatch("%u QPs after the refusal, %u before", daemon_qps(h->fd),
+				     before));
+	if (a.got != GOT_REPLY || a.m.r.hdr.status != 0 || a.nfds != 2) {
+		close_fds(&a);
+		return e2e_mismatch("refused: %d \"%.*s\"", (int)a.m.r.hdr.status, PROTO_ERRMSG,
+				    a.m.r.errmsg);
+	}
+	close_fds(&a);
+	handle = ((struct proto_create_qp_reply *)a.m.bytes)->handle;
+	if ((got = qp_state_of(h->fd, handle)) != (int)state)
+		return e2e_mismatch("the new QP is in state %d, not %u", got, state);
+	return handle_op(h->fd, PROTO_DESTROY_QP, handle, &a, "DESTROY_QP") == 0;
+}
+
+/* A QP made in INIT in one request; a change at creation that is not to INIT, carries an
+ * address or is refused as a MODIFY_QP would be leaves no QP behind. */
+static bool case_create_in_init(void)
+{
+	struct hostile *h = h1();
+
+	if (!h)
+		return false;
+	return create_in(h, IBV_QPT_RC, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, IBV_QPS_INIT, 0) &&
+	       create_in(h, IBV_QPT_UD, IBV_QP_STATE | IBV_QP_QKEY, IBV_QPS_INIT, 0) &&
+	       create_in(h, IBV_QPT_RC, IBV_QP_STATE, IBV_QPS_RTS, -EINVAL) &&
+	       create_in(h, IBV_QPT_RC, IBV_QP_STATE | IBV_QP_AV, IBV_QPS_INIT, -EINVAL) &&
+	       create_in(h, IBV_QPT_RC, IBV_QP_ACCESS_FLAGS, IBV_QPS_INIT, -EINVAL) &&
+	       /* UD needs its Q_Key, UC its access flags, on the way to INIT */
+	       create_in(h, IBV_QPT_UD, IBV_QP_STATE, IBV_QPS_INIT, -EINVAL) &&
+	       create_in(h, IBV_QPT_UC, IBV_QP_STATE, IBV_QPS_INIT, -EINVAL);
+}
+
 /* ---- the table of cases ---- */
 
 struct named_case {
@@ -2083,6 +2143,8 @@ static const struct named_case cases[] = {
 	  .fn = case_batch_stops },
 	{ .name = "batch: malformed batches refused before any request runs",
 	  .fn = case_batch_malformed },
+	{ .name = "create: a QP made in INIT; a refused change at creation leaves no QP",
+	  .fn = case_create_in_init },
 	{ .name = "foreign: a second client names the first one's PD, CQ, MR and QP",
 	  .fn = case_foreign_handles },
 	{ .name = "ring: the ring memfds are sealed against resizing", .fn = case_ring_seals },

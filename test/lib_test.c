@@ -76,6 +76,7 @@ struct fake {
 	uint32_t sq_stride, rq_stride;  /* as the daemon sizes the slots */
 	uint64_t rq_offset;
 	struct proto_modify_qp modify;
+	struct proto_create_qp create_qp;    /* the last CREATE_QP */
 	struct proto_batch batch;
 	int32_t batch_status;   /* a batch fails so, after batch_done requests ran */
 	uint32_t batch_done;
@@ -326,6 +327,7 @@ static void on_create_qp(struct fake *f, const void *req, int fd)
 	uint32_t room = proto_swqe_room(q->max_send_sge, q->max_inline_data);
 
 	(void)fd;
+	f->create_qp = qv;
 	f->sq_entries = pow2_at_least(q->max_send_wr);
 	f->rq_entries = pow2_at_least(q->max_recv_wr);
 	f->sq_stride = proto_swqe_stride(room);
@@ -2167,6 +2169,31 @@ START_TEST(test_batch_runs_whole)
 }
 END_TEST
 
+/* A QP made in INIT asks for the change in its CREATE_QP, and says INIT; without one, its
+ * CREATE_QP asks for none and it is in RESET. */
+START_TEST(test_create_qp_in_init)
+{
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT,
+				    .qp_access_flags = IBV_ACCESS_REMOTE_READ };
+	struct rocemu_qp_init_attr attr = { .send_cq = cq, .recv_cq = cq, .max_send_wr = 2,
+					    .max_recv_wr = 2, .init = &init,
+					    .init_mask = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS };
+	struct rocemu_qp *made = rocemu_create_qp(pd, &attr);
+
+	ck_assert_ptr_nonnull(made);
+	ck_assert_int_eq(made->state, IBV_QPS_INIT);
+	ck_assert_uint_eq(fk.create_qp.init_mask, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS);
+	ck_assert_uint_eq(fk.create_qp.init.state, IBV_QPS_INIT);
+	ck_assert_uint_eq(fk.create_qp.init.access, IBV_ACCESS_REMOTE_READ);
+	ck_assert_uint_eq(fk.count[PROTO_MODIFY_QP], 0);
+	attr.init = NULL;
+	made = rocemu_create_qp(pd, &attr);
+	ck_assert_ptr_nonnull(made);
+	ck_assert_int_eq(made->state, IBV_QPS_RESET);
+	ck_assert_uint_eq(fk.create_qp.init_mask, 0);
+}
+END_TEST
+
 static bool cq_listed(const struct rocemu_cq *c)
 {
 	const struct rocemu_cq *it;
@@ -2411,6 +2438,7 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_batch_holds_four);
 	tcase_add_test(tc, test_batch_stops_at_refusal);
 	tcase_add_test(tc, test_batch_runs_whole);
+	tcase_add_test(tc, test_create_qp_in_init);
 	tcase_add_test(tc, test_batch_destroys_what_ran);
 	tcase_add_test(tc, test_batch_destroys_whole);
 	tcase_add_test(tc, test_query_qp);

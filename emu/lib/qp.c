@@ -75,6 +75,32 @@ static int check_init_attr(struct rocemu_pd *pd, const struct rocemu_qp_init_att
 	return 0;
 }
 
+static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto_qp_attr *p)
+{
+	*p = (struct proto_qp_attr){
+		.state = attr->qp_state,
+		.path_mtu = attr->path_mtu,
+		.dest_qpn = attr->dest_qp_num,
+		.rq_psn = attr->rq_psn,
+		.sq_psn = attr->sq_psn,
+		.access = attr->qp_access_flags,
+		.timeout = attr->timeout,
+		.retry_cnt = attr->retry_cnt,
+		.rnr_retry = attr->rnr_retry,
+		.min_rnr_timer = attr->min_rnr_timer,
+		.max_rd_atomic = attr->max_rd_atomic,
+		.max_dest_rd_atomic = attr->max_dest_rd_atomic,
+		.qkey = attr->qkey,
+	};
+	if (mask & IBV_QP_AV) {
+		memcpy(p->dest_gid, attr->ah_attr.grh.dgid.raw, sizeof(p->dest_gid));
+		p->sgid_index = attr->ah_attr.grh.sgid_index;
+		p->traffic_class = attr->ah_attr.grh.traffic_class;
+		p->hop_limit = attr->ah_attr.grh.hop_limit;
+		p->flow_label = attr->ah_attr.grh.flow_label;
+	}
+}
+
 static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr *attr,
 			  struct qp_priv *qp)
 {
@@ -96,8 +122,13 @@ static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr
 	int fds[2] = { -1, -1 };
 	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
 	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = fds, .nfds = 2 };
-	int err = rpc_call(pd->ctx, &in, &out);
+	int err;
 
+	if (attr->init) {
+		req.init_mask = (uint32_t)attr->init_mask;
+		attr_to_proto(attr->init, attr->init_mask, &req.init);
+	}
+	err = rpc_call(pd->ctx, &in, &out);
 	if (err)
 		return err;
 	err = qp_setup(qp, &r, fds);
@@ -134,7 +165,7 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 	}
 	qp->pub.context = pd->ctx;
 	qp->pub.pd = pd;
-	qp->pub.state = IBV_QPS_RESET;
+	qp->pub.state = attr->init ? IBV_QPS_INIT : IBV_QPS_RESET;
 	qp->has_srq = attr->srq != NULL;
 	qp->ud = attr->qp_type == IBV_QPT_UD;
 	qp->uc = attr->qp_type == IBV_QPT_UC;
@@ -159,32 +190,6 @@ int rocemu_destroy_qp(struct rocemu_qp *pub)
 	if (!err)
 		qp_release(to_qp(pub));
 	return err;
-}
-
-static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto_qp_attr *p)
-{
-	*p = (struct proto_qp_attr){
-		.state = attr->qp_state,
-		.path_mtu = attr->path_mtu,
-		.dest_qpn = attr->dest_qp_num,
-		.rq_psn = attr->rq_psn,
-		.sq_psn = attr->sq_psn,
-		.access = attr->qp_access_flags,
-		.timeout = attr->timeout,
-		.retry_cnt = attr->retry_cnt,
-		.rnr_retry = attr->rnr_retry,
-		.min_rnr_timer = attr->min_rnr_timer,
-		.max_rd_atomic = attr->max_rd_atomic,
-		.max_dest_rd_atomic = attr->max_dest_rd_atomic,
-		.qkey = attr->qkey,
-	};
-	if (mask & IBV_QP_AV) {
-		memcpy(p->dest_gid, attr->ah_attr.grh.dgid.raw, sizeof(p->dest_gid));
-		p->sgid_index = attr->ah_attr.grh.sgid_index;
-		p->traffic_class = attr->ah_attr.grh.traffic_class;
-		p->hop_limit = attr->ah_attr.grh.hop_limit;
-		p->flow_label = attr->ah_attr.grh.flow_label;
-	}
 }
 
 int qp_modify_request(struct rocemu_qp *qp, const struct ibv_qp_attr *attr, int attr_mask,

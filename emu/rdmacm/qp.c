@@ -80,16 +80,6 @@ static void rts_change(const struct rcm_id *id, uint8_t initiator_depth, struct 
 		  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 }
 
-int rcm_qp_init(struct rcm_id *id, bool with_access)
-{
-	struct rv_qp_change c;
-
-	if (!id->id.qp)
-		return 0;
-	init_change(id, with_access, &c);
-	return modify(id, &c.attr, c.mask);
-}
-
 /* The QP's changes and then req to the id's daemon: one round trip when the QP was made on
  * the id's device context (rdma_create_qp's, nearly always), else a call each. */
 static int changes_then(struct rcm_id *id, struct rv_qp_change *c, unsigned n, void *req,
@@ -224,7 +214,8 @@ static void free_cqs(struct rdma_cm_id *c)
 int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 {
 	struct rcm_id *id = rcm_id(cmid);
-	struct ibv_qp_init_attr init;
+	struct ibv_qp_init_attr_ex init;
+	struct rv_qp_change to_init;
 	struct ibv_qp *qp;
 	int err;
 
@@ -254,18 +245,23 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 	init.cap = attr->cap;
 	init.qp_type = attr->qp_type;
 	init.sq_sig_all = attr->sq_sig_all;
-	qp = ibv_create_qp(attr->pd, &init);
+	init.comp_mask = IBV_QP_INIT_ATTR_PD;
+	init.pd = attr->pd;
+	/* a connected QP is made in INIT, in one round trip; a UD QP goes on to RTS below */
+	init_change(id, id->have_qp_attr, &to_init);
+	qp = attr->qp_type == IBV_QPT_UD ? rv_create_qp_ex(cmid->verbs, &init) :
+	     rv_create_qp_in_init(cmid->verbs, &init, &to_init);
 	if (!qp) {
 		err = errno;
 		free_cqs(cmid);
 		return fail(err);
 	}
-	attr->cap = init.cap;
+	attr->cap = rv_qp(qp)->cap;
 	attr->send_cq = init.send_cq;
 	attr->recv_cq = init.recv_cq;
 	cmid->qp = qp;
 	cmid->pd = qp->pd;  /* rdma_reg_msgs and the like register on the QP's PD */
-	err = qp->qp_type == IBV_QPT_UD ? ud_ready(id) : rcm_qp_init(id, id->have_qp_attr);
+	err = qp->qp_type == IBV_QPT_UD ? ud_ready(id) : 0;
 	if (err) {
 		ibv_destroy_qp(qp);
 		cmid->qp = NULL;

@@ -154,11 +154,10 @@ bool rcm_id_listening(const struct rcm_id *id);
  * 0, or the errno librdmacm gives its failure; rcm_wait wants it of the type expected. */
 int rcm_complete(struct rcm_id *id);
 int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected);
-/* The id's QP to INIT; through INIT, RTR and RTS with the connection's attributes and then
- * req (the REP, or the RTU) to the id's daemon; to ERROR, and then req (the DREQ or DREP),
+/* The id's QP through INIT, RTR and RTS with the connection's attributes and then req
+ * (the REP, or the RTU) to the id's daemon; to ERROR, and then req (the DREQ or DREP),
  * which goes though the QP could not be moved. Each in one round trip where it can (see
  * rv_modify_qp_then); 0 or an errno. An id without a QP sends req alone. */
-int rcm_qp_init(struct rcm_id *id, bool with_access);
 int rcm_qp_ready_then(struct rcm_id *id, uint8_t responder_resources, uint8_t initiator_depth,
 		      void *req, size_t len);
 int rcm_qp_error(struct rcm_id *id);

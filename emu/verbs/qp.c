@@ -52,9 +52,16 @@ static int check_init_attr(const struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
+/* The attributes the daemon takes (the port and P_Key index are fixed) */
+static int daemon_mask(int mask)
+{
+	return mask & ~(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_CUR_STATE |
+			IBV_QP_EN_SQD_ASYNC_NOTIFY);
+}
+
 /* made gets the queues' sizes and the room of their slots, which the QP's cap reports. */
 static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a,
-				struct ibv_qp_cap *made)
+				const struct rv_qp_change *to_init, struct ibv_qp_cap *made)
 {
 	struct rocemu_qp_init_attr init = {
 		.qp_type = a->qp_type,
@@ -67,6 +74,8 @@ static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init
 		.max_inline_data = a->cap.max_inline_data,
 		.sq_sig_all = a->sq_sig_all,
 		.srq = a->srq ? rv_srq(a->srq)->srq : NULL,
+		.init = to_init ? &to_init->attr : NULL,
+		.init_mask = to_init ? daemon_mask(to_init->mask) : 0,
 	};
 	struct rocemu_qp *qp;
 
@@ -85,7 +94,7 @@ static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init
 }
 
 static void init_verbs_qp(struct rv_qp *qp, struct rv_context *ctx,
-			  const struct ibv_qp_init_attr_ex *a)
+			  const struct ibv_qp_init_attr_ex *a, const struct rv_qp_change *init)
 {
 	struct ibv_qp *q = &qp->ex.qp_base;
 
@@ -97,7 +106,7 @@ static void init_verbs_qp(struct rv_qp *qp, struct rv_context *ctx,
 	q->srq = a->srq;
 	q->handle = qp->qp->handle;
 	q->qp_num = qp->qp->qp_num;
-	q->state = IBV_QPS_RESET;
+	q->state = init ? init->attr.qp_state : IBV_QPS_RESET;
 	q->qp_type = a->qp_type;
 	pthread_mutex_init(&q->mutex, NULL);
 	pthread_cond_init(&q->cond, NULL);
@@ -112,9 +121,9 @@ static void init_verbs_qp(struct rv_qp *qp, struct rv_context *ctx,
 	}
 }
 
-struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a)
+static struct ibv_qp *make_qp(struct rv_context *ctx, struct ibv_qp_init_attr_ex *a,
+			      const struct rv_qp_change *init)
 {
-	struct rv_context *ctx = rv_ctx(ibctx);
 	struct rv_qp *qp;
 	int err = check_init_attr(a);
 
@@ -125,13 +134,18 @@ struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_att
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
-	qp->qp = create(ctx, a, &qp->cap);
+	qp->qp = create(ctx, a, init, &qp->cap);
 	if (!qp->qp) {
 		free(qp);
 		return NULL;
 	}
-	init_verbs_qp(qp, ctx, a);
+	init_verbs_qp(qp, ctx, a, init);
 	return &qp->ex.qp_base;
+}
+
+struct ibv_qp *rv_create_qp_ex(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a)
+{
+	return make_qp(rv_ctx(ibctx), a, NULL);
 }
 
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -201,13 +215,6 @@ static int check_modify(struct rv_context *ctx, const struct ibv_qp_attr *attr, 
 	return 0;
 }
 
-/* The attributes the daemon takes (the port and P_Key index are fixed) */
-static int daemon_mask(int mask)
-{
-	return mask & ~(IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_CUR_STATE |
-			IBV_QP_EN_SQD_ASYNC_NOTIFY);
-}
-
 static void modified(struct ibv_qp *ibqp, const struct ibv_qp_attr *attr, int mask)
 {
 	if (!(mask & IBV_QP_STATE))
@@ -275,6 +282,19 @@ int rv_modify_qp_then(struct ibv_qp *ibqp, const struct rv_qp_change *changes, u
 	if (err)
 		return rv_fail(ctx, err, done < n ? "ibv_modify_qp" : what);
 	return 0;
+}
+
+struct ibv_qp *rv_create_qp_in_init(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a,
+				    const struct rv_qp_change *init)
+{
+	struct rv_context *ctx = rv_ctx(ibctx);
+	int err = check_modify(ctx, &init->attr, init->mask);
+
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	return make_qp(ctx, a, init);
 }
 
 static void fill_init_attr(const struct rv_qp *qp, struct ibv_qp_init_attr *init)

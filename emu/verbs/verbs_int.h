@@ -177,6 +177,11 @@ struct rv_qp_change {
 };
 int rv_modify_qp_then(struct ibv_qp *qp, const struct rv_qp_change *changes, unsigned n,
 		      void *req, size_t len, const char *what, unsigned *ran);
+/* As ibv_create_qp_ex and then ibv_modify_qp to INIT with init, in one round trip (the
+ * change may carry no address); NULL and errno if either is refused, and then no QP is
+ * left. */
+struct ibv_qp *rv_create_qp_in_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a,
+				    const struct rv_qp_change *init);
 
 /* qp_ex.c: the ibv_wr_* function table of a QP created with send_ops_flags. */
 /* 0, or EOPNOTSUPP when send_ops_flags asks for an operation rocemu does not do. */

@@ -583,7 +583,31 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 			 PROTO_MAX_SGE, PROTO_MAX_SGE, PROTO_MAX_INLINE);
 		return -EINVAL;
 	}
+	/* a change with an address may wait for a neighbour: only RESET to INIT comes along */
+	if (m->init_mask && (!(m->init_mask & IBV_QP_STATE) || m->init.state != IBV_QPS_INIT ||
+			     (m->init_mask & IBV_QP_AV))) {
+		op_error(rep, "a QP's change at creation goes to INIT, without an address "
+			 "(mask 0x%x, state %u)", m->init_mask, m->init.state);
+		return -EINVAL;
+	}
 	return 0;
+}
+
+/* The QP made and listed, taken to INIT as CREATE_QP asked; refused, it is undone. */
+static int create_qp_init(struct client *c, struct qp *qp, const struct proto_create_qp *m,
+			  struct ctl_reply *rep)
+{
+	int rc;
+
+	if (!m->init_mask)
+		return 0;
+	rc = qp_modify(qp, m->init_mask, &m->init, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
+	if (rc) {
+		handle_del(&c->qps, qp->handle);
+		close(rep->fds[0]);
+		qp_destroy(qp);
+	}
+	return rc;
 }
 
 int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
@@ -617,6 +641,9 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 		qp_destroy(qp);
 		return rc;
 	}
+	rc = create_qp_init(c, qp, m, rep);
+	if (rc)
+		return rc;
 	r->handle = qp->handle;
 	r->qpn = qp->qpn;
 	r->sq_entries = qp->sq_entries;
