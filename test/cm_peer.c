@@ -6,7 +6,7 @@
  *   cm_peer cycle-server PORT N         accepts N connections one after another, each
  *                                       with an RC QP, until its peer disconnects
  *   cm_peer cycle-client ADDR PORT N    connects, sends one message, disconnects, N times;
- *                                       prints the rate
+ *                                       prints the rate, and where a cycle's time went
  *   cm_peer sync-client ADDR PORT       the same once with a synchronous id (no channel):
  *                                       rdma_disconnect returns with DISCONNECTED in
  *                                       id->event, as librdmacm's
@@ -257,38 +257,77 @@ static int send_one(struct rdma_cm_id *id)
 	return 0;
 }
 
-static int cycle_client(const char *addr, const char *port, int n)
+/* Where a cycle's time goes, summed over the cycles: each step ends where the next starts. */
+enum cycle_step { STEP_RESOLVE, STEP_CONNECT, STEP_ESTABLISHED, STEP_SEND, STEP_DISCONNECT,
+		  STEP_DISCONNECTED, STEP_DESTROY, STEP_COUNT };
+static const char *const step_names[STEP_COUNT] = {
+	"resolve+create_qp", "rdma_connect", "until ESTABLISHED", "SEND completed",
+	"rdma_disconnect", "until DISCONNECTED", "destroy" };
+
+static double seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Adds the time since *mark to step's sum, and moves the mark. */
+static void step_done(double *sum, enum cycle_step step, double *mark)
+{
+	double now = seconds();
+
+	sum[step] += now - *mark;
+	*mark = now;
+}
+
+static int one_cycle(const char *addr, const char *port, double *sum)
 {
 	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
 					 .retry_count = 7, .rnr_retry_count = 7 };
-	struct timespec t0, t1;
+	double mark = seconds();
+	struct rdma_cm_id *id = resolved(addr, port, true);
+	struct rdma_cm_event *ev;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int i = 0; i < n; i++) {
-		struct rdma_cm_id *id = resolved(addr, port, true);
-		struct rdma_cm_event *ev;
+	if (!id)
+		return 1;
+	step_done(sum, STEP_RESOLVE, &mark);
+	if (rdma_connect(id, &param))
+		return die("rdma_connect");
+	step_done(sum, STEP_CONNECT, &mark);
+	if (!(ev = expect(RDMA_CM_EVENT_ESTABLISHED)))
+		return 1;
+	rdma_ack_cm_event(ev);
+	step_done(sum, STEP_ESTABLISHED, &mark);
+	if (send_one(id))
+		return 1;
+	step_done(sum, STEP_SEND, &mark);
+	if (rdma_disconnect(id))
+		return die("rdma_disconnect");
+	step_done(sum, STEP_DISCONNECT, &mark);
+	if (!(ev = expect(RDMA_CM_EVENT_DISCONNECTED)))
+		return 1;
+	rdma_ack_cm_event(ev);
+	step_done(sum, STEP_DISCONNECTED, &mark);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	step_done(sum, STEP_DESTROY, &mark);
+	return 0;
+}
 
-		if (!id)
+static int cycle_client(const char *addr, const char *port, int n)
+{
+	double sum[STEP_COUNT] = { 0 }, start = seconds(), took;
+
+	for (int i = 0; i < n; i++)
+		if (one_cycle(addr, port, sum))
 			return 1;
-		if (rdma_connect(id, &param))
-			return die("rdma_connect");
-		if (!(ev = expect(RDMA_CM_EVENT_ESTABLISHED)))
-			return 1;
-		rdma_ack_cm_event(ev);
-		if (send_one(id))
-			return 1;
-		if (rdma_disconnect(id))
-			return die("rdma_disconnect");
-		if (!(ev = expect(RDMA_CM_EVENT_DISCONNECTED)))
-			return 1;
-		rdma_ack_cm_event(ev);
-		rdma_destroy_qp(id);
-		rdma_destroy_id(id);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took = seconds() - start;
 	printf("%d connections (connect, one SEND, disconnect) in %.2f s: %.0f per second\n", n,
-	       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
-	       n / ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9));
+	       took, n / took);
+	printf("ms a cycle:");
+	for (int s = 0; s < STEP_COUNT; s++)
+		printf(" %s %.2f%s", step_names[s], sum[s] * 1e3 / n, s + 1 < STEP_COUNT ? "," : "\n");
 	return 0;
 }
 

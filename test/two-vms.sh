@@ -118,13 +118,15 @@ CM_CYCLES=200
 CM_PORT=$((9000 + RANDOM % 1000))
 
 # cm_rate NAME PREFIX: CM_CYCLES connections one after another from guest a to guest b's
-# cm_peer (under PREFIX); R[NAME] gets the connections per second
+# cm_peer (under PREFIX); R[NAME] gets the connections per second, and where a cycle's
+# time went is printed
 cm_rate() {
 	local peer="$2 $BUILD/test/cm_peer"
 	pair "$1" "$peer cycle-server $CM_PORT $CM_CYCLES" "$peer cycle-client @B@ $CM_PORT $CM_CYCLES"
 	R[$1]=$(sed -nE "s/^$CM_CYCLES connections .*: ([0-9]+) per second$/\1/p" "$WORK/$1.out")
 	if [ "$RC" -eq 0 ] && [ -n "${R[$1]}" ]; then
 		passed "$1: $(grep '^[0-9]* connections' "$WORK/$1.out")"
+		sed -n "s/^ms a cycle:/  $1, ms a cycle:/p" "$WORK/$1.out"
 	else
 		tail -n 8 "$WORK/$1.out" "$WORK/$1.server" | sed 's/^/  | /'
 		failed "$1: cm_peer, $CM_CYCLES connect/SEND/disconnect cycles (exit $RC)"
