@@ -4,7 +4,8 @@
  *   cm_peer reject-server PORT N        listens, rejects N requests with private data
  *   cm_peer reject-client ADDR PORT     connects; prints the event it gets instead
  *   cm_peer cycle-server PORT N         accepts N connections one after another, each
- *                                       with an RC QP, until its peer disconnects
+ *                                       with an RC QP, until its peer disconnects; prints
+ *                                       where a cycle's time went
  *   cm_peer cycle-client ADDR PORT N    connects, sends one message, disconnects, N times;
  *                                       prints the rate, and where a cycle's time went
  *   cm_peer sync-client ADDR PORT       the same once with a synchronous id (no channel):
@@ -179,15 +180,54 @@ static int reject_client(const char *addr, const char *port)
 	return 0;
 }
 
+/* Where a cycle's time goes, summed over the cycles: each step ends where the next starts. */
+enum cycle_step { STEP_RESOLVE, STEP_CONNECT, STEP_ESTABLISHED, STEP_SEND, STEP_DISCONNECT,
+		  STEP_DISCONNECTED, STEP_DESTROY, STEP_COUNT };
+static const char *const step_names[STEP_COUNT] = {
+	"resolve+create_qp", "rdma_connect", "until ESTABLISHED", "SEND completed",
+	"rdma_disconnect", "until DISCONNECTED", "destroy" };
+/* ... and at the server's end */
+enum server_step { SERVE_WAIT, SERVE_CREATE_QP, SERVE_REG_MR, SERVE_ACCEPT, SERVE_CONNECTED,
+		   SERVE_TEARDOWN, SERVE_COUNT };
+static const char *const serve_names[SERVE_COUNT] = {
+	"until CONNECT_REQUEST", "rdma_create_qp", "ibv_reg_mr", "post_recv+rdma_accept",
+	"until DISCONNECTED", "teardown" };
+
+static double seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Adds the time since *mark to step's sum, and moves the mark. */
+static void step_done(double *sum, int step, double *mark)
+{
+	double now = seconds();
+
+	sum[step] += now - *mark;
+	*mark = now;
+}
+
+static void print_steps(const char *const *names, const double *sum, int count, int n)
+{
+	printf("ms a cycle:");
+	for (int s = 0; s < count; s++)
+		printf(" %s %.2f%s", names[s], sum[s] * 1e3 / n, s + 1 < count ? "," : "\n");
+}
+
 static int cycle_server(const char *port, int n)
 {
 	struct rdma_cm_id *listen = listen_on(port);
 	static char buf[64];
+	double sum[SERVE_COUNT] = { 0 }, mark;
 
 	if (!listen)
 		return 1;
 	printf("listening\n");
 	fflush(stdout);
+	mark = seconds();
 	for (int i = 0; i < n; i++) {
 		struct rdma_cm_event *ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
 		struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
@@ -205,16 +245,20 @@ static int cycle_server(const char *port, int n)
 			return 1;
 		id = ev->id;
 		rdma_ack_cm_event(ev);
+		step_done(sum, SERVE_WAIT, &mark);
 		if (rdma_create_qp(id, NULL, &attr))
 			return die("rdma_create_qp");
+		step_done(sum, SERVE_CREATE_QP, &mark);
 		mr = ibv_reg_mr(id->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
 		if (!mr)
 			return die("ibv_reg_mr");
+		step_done(sum, SERVE_REG_MR, &mark);
 		sge = (struct ibv_sge){ (uintptr_t)buf, sizeof(buf), mr->lkey };
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 		if (ibv_post_recv(id->qp, &wr, &bad) || rdma_accept(id, &param))
 			return die("post_recv/accept");
+		step_done(sum, SERVE_ACCEPT, &mark);
 		/* A DREQ that comes before the RTU (lost, or late in a slow guest) ends the
 		 * connection without ESTABLISHED: the kernel's CM goes from REP_SENT to
 		 * DREQ_RCVD and reports only DISCONNECTED (seen once with rxe in two guests). */
@@ -226,12 +270,15 @@ static int cycle_server(const char *port, int n)
 				return 1;
 		}
 		rdma_ack_cm_event(ev);
+		step_done(sum, SERVE_CONNECTED, &mark);
 		rdma_disconnect(id);
 		rdma_destroy_qp(id);
 		ibv_dereg_mr(mr);
 		rdma_destroy_id(id);
+		step_done(sum, SERVE_TEARDOWN, &mark);
 	}
 	rdma_destroy_id(listen);
+	print_steps(serve_names, sum, SERVE_COUNT, n);
 	return 0;
 }
 
@@ -255,30 +302,6 @@ static int send_one(struct rdma_cm_id *id)
 		return 1;
 	}
 	return 0;
-}
-
-/* Where a cycle's time goes, summed over the cycles: each step ends where the next starts. */
-enum cycle_step { STEP_RESOLVE, STEP_CONNECT, STEP_ESTABLISHED, STEP_SEND, STEP_DISCONNECT,
-		  STEP_DISCONNECTED, STEP_DESTROY, STEP_COUNT };
-static const char *const step_names[STEP_COUNT] = {
-	"resolve+create_qp", "rdma_connect", "until ESTABLISHED", "SEND completed",
-	"rdma_disconnect", "until DISCONNECTED", "destroy" };
-
-static double seconds(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* Adds the time since *mark to step's sum, and moves the mark. */
-static void step_done(double *sum, enum cycle_step step, double *mark)
-{
-	double now = seconds();
-
-	sum[step] += now - *mark;
-	*mark = now;
 }
 
 static int one_cycle(const char *addr, const char *port, double *sum)
@@ -325,9 +348,7 @@ static int cycle_client(const char *addr, const char *port, int n)
 	took = seconds() - start;
 	printf("%d connections (connect, one SEND, disconnect) in %.2f s: %.0f per second\n", n,
 	       took, n / took);
-	printf("ms a cycle:");
-	for (int s = 0; s < STEP_COUNT; s++)
-		printf(" %s %.2f%s", step_names[s], sum[s] * 1e3 / n, s + 1 < STEP_COUNT ? "," : "\n");
+	print_steps(step_names, sum, STEP_COUNT, n);
 	return 0;
 }
 

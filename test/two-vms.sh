@@ -126,7 +126,8 @@ cm_rate() {
 	R[$1]=$(sed -nE "s/^$CM_CYCLES connections .*: ([0-9]+) per second$/\1/p" "$WORK/$1.out")
 	if [ "$RC" -eq 0 ] && [ -n "${R[$1]}" ]; then
 		passed "$1: $(grep '^[0-9]* connections' "$WORK/$1.out")"
-		sed -n "s/^ms a cycle:/  $1, ms a cycle:/p" "$WORK/$1.out"
+		sed -n "s/^ms a cycle:/  $1 client, ms a cycle:/p" "$WORK/$1.out"
+		sed -n "s/^ms a cycle:/  $1 server, ms a cycle:/p" "$WORK/$1.server"
 	else
 		tail -n 8 "$WORK/$1.out" "$WORK/$1.server" | sed 's/^/  | /'
 		failed "$1: cm_peer, $CM_CYCLES connect/SEND/disconnect cycles (exit $RC)"
