@@ -8,7 +8,8 @@
 # (the default --poll-budget does not, when the CPUs are taken), so both paths must have
 # been taken (rocemuctl stats: doorbells and polled_posts), and the daemons must go back
 # to sleep after it (no CPU when idle); then the default daemons; then --poll-budget 0,
-# where no post skips its doorbell.
+# where no post skips its doorbell. The first connection is a batch held mid-way by a
+# neighbour to resolve (A's neighbour table flushed), which must go on from there.
 set -u
 source "$(dirname "$0")/daemons.sh"
 require_root
@@ -32,7 +33,13 @@ stress() { # ROUNDS LABEL
 
 ROCEMUD_ARGS="--busy-poll 100"
 topology_up netns
+# A's daemon must not know B yet: A connects its QP with one batch (INIT, RTR, RTS), the
+# RTR waits for B's address to resolve, and the batch must go on from it
+"${IN_A[@]}" ip neigh flush dev "$IF_A"
 stress 3000 "--busy-poll 100"
+waits=$(counter a ctl_neigh_waits)
+[ "$waits" -ge 1 ] || fail "A's batch never waited for B's address (ctl_neigh_waits $waits)"
+echo "doorbell: A's batch of INIT, RTR and RTS waited for the neighbour ($waits hold) and went on"
 rang=$(counter a doorbells) polled=$(counter a polled_posts) woke=$(counter a cq_wakeups)
 echo "doorbell: --busy-poll 100: $rang doorbells, $polled posts found polling, $woke CQ wakeups"
 [ "$rang" -gt 0 ] && [ "$polled" -gt 0 ] ||

@@ -6,8 +6,9 @@
  * a wait that runs out: WAIT_MS, far beyond any round trip) in order, and every WRITE's
  * bytes must land.
  *   doorbell_e2e SOCK_A SOCK_B [ROUNDS]
- * One process holds a QP on each daemon, connected to each other. Exits 0 when every case
- * matched, 1 otherwise. */
+ * One process holds a QP on each daemon, connected to each other (A's QP through INIT, RTR
+ * and RTS in one batch, B's one change at a time). Exits 0 when every case matched, 1
+ * otherwise. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -86,7 +87,9 @@ static void side_close(struct side *s)
 	free(s->buf);
 }
 
-static bool side_connect(struct side *s, const struct side *peer)
+/* with_batch: the three changes go as one batch (the RTR may wait for the neighbour, and
+ * the batch must then go on from it), else one call each. */
+static bool side_connect(struct side *s, const struct side *peer, bool with_batch)
 {
 	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				    .qp_access_flags = ACCESS };
@@ -98,15 +101,31 @@ static bool side_connect(struct side *s, const struct side *peer)
 	};
 	struct ibv_qp_attr rts = { .qp_state = IBV_QPS_RTS, .sq_psn = 7, .timeout = 14,
 				   .retry_cnt = 7, .rnr_retry = 7 };
+	struct ibv_qp_attr *attr[3] = { &init, &rtr, &rts };
+	const int mask[3] = {
+		IBV_QP_STATE | IBV_QP_ACCESS_FLAGS,
+		IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC,
+		IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+	};
+	struct rocemu_batch *b = with_batch ? rocemu_batch_new(s->ctx) : NULL;
+	unsigned done = 0;
+	int err = with_batch && !b ? ENOMEM : 0;
 
-	if (rocemu_modify_qp(s->qp, &init, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS) ||
-	    rocemu_modify_qp(s->qp, &rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					  IBV_QP_MIN_RNR_TIMER | IBV_QP_MAX_DEST_RD_ATOMIC) ||
-	    rocemu_modify_qp(s->qp, &rts, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					  IBV_QP_MAX_QP_RD_ATOMIC)) {
-		e2e_error("connecting: %s", rocemu_last_error(s->ctx));
+	for (int i = 0; i < 3 && !err; i++)
+		err = b ? rocemu_batch_modify_qp(b, s->qp, attr[i], mask[i]) :
+		      rocemu_modify_qp(s->qp, attr[i], mask[i]);
+	if (b && !err) {
+		err = rocemu_batch_run(b, &done);
+		if (!err && done != 3)
+			err = EPROTO;
+	}
+	rocemu_batch_free(b);
+	if (err || s->qp->state != IBV_QPS_RTS) {
+		e2e_error("connecting%s: %s (%u of 3 changes ran, state %d)",
+			  with_batch ? " with one batch" : "", err ? rocemu_last_error(s->ctx) : "",
+			  done, s->qp->state);
 		return false;
 	}
 	return true;
@@ -267,8 +286,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: doorbell_e2e SOCK_A SOCK_B [ROUNDS]\n");
 		return 2;
 	}
-	if (!side_open(&a, argv[1]) || !side_open(&b, argv[2]) || !side_connect(&a, &b) ||
-	    !side_connect(&b, &a)) {
+	if (!side_open(&a, argv[1]) || !side_open(&b, argv[2]) || !side_connect(&a, &b, true) ||
+	    !side_connect(&b, &a, false)) {
 		failed = e2e_report("setup", NULL) | 1;
 	} else {
 		writes(&a, &b, rounds);

@@ -156,7 +156,7 @@ int e2e_read_full(int fd, void *buf, size_t len, int timeout_ms)
 bool e2e_timing_counter(const char *name)
 {
 	static const char *const timing[] = { "doorbells", "polled_posts", "cq_wakeups",
-					      "poll_yielded", "rt_backoffs" };
+					      "poll_yielded", "rt_backoffs", "ctl_neigh_waits" };
 
 	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
 		if (strcmp(name, timing[i]) == 0)

@@ -212,6 +212,7 @@ static bool defer(struct client *c, const uint8_t *buf, size_t n)
 	memcpy(c->deferred, buf, n);
 	c->deferred_len = n;
 	ev_io_stop(c->own.dev->loop, &c->watcher);
+	c->own.dev->cnt.ctl_neigh_waits++;
 	return true;
 }
 
