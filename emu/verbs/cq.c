@@ -273,7 +273,6 @@ struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_
 	return &cq->ex;
 }
 
-/* once the daemon's CQ is gone */
 void rv_cq_free(struct rv_cq *cq)
 {
 	pthread_mutex_destroy(&cq->lock);

@@ -336,6 +336,13 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	return 0;
 }
 
+/* once the daemon's QP is gone */
+static void qp_free(struct rv_qp *qp)
+{
+	rv_qp_ex_free(qp);
+	free(qp);
+}
+
 int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
 	struct rv_context *ctx = rv_ctx(ibqp->context);
@@ -347,8 +354,7 @@ int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_unlock(&ctx->lock);
 	if (err)
 		return rv_fail(ctx, err, "ibv_destroy_qp");
-	rv_qp_ex_free(qp);
-	free(qp);
+	qp_free(qp);
 	return 0;
 }
 
@@ -388,10 +394,8 @@ int rv_destroy_qp_and_cqs(struct ibv_qp *ibqp, struct ibv_cq *const *cqs, unsign
 			rv_channel_bind(rv_cq(cqs[i])->channel, rv_cq(cqs[i]));
 	pthread_mutex_unlock(&ctx->lock);
 	rocemu_batch_free(b);
-	if (done >= 1) {
-		rv_qp_ex_free(qp);
-		free(qp);
-	}
+	if (done >= 1)
+		qp_free(qp);
 	for (i = 0; i + 1 < done; i++)
 		rv_cq_free(rv_cq(cqs[i]));
 	if (err)

@@ -161,6 +161,8 @@ void rv_channel_unbind(struct rv_cq *cq);
 int rv_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rv_cq_forget_qp(struct ibv_cq *cq, uint32_t qp_num, bool keep_receives);
+/* frees the wrapper of a CQ the daemon has destroyed */
+void rv_cq_free(struct rv_cq *cq);
 struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *a);
 
 /* qp.c */
@@ -188,7 +190,6 @@ struct ibv_qp *rv_create_qp_in_init(struct ibv_context *ctx, struct ibv_qp_init_
 int rv_qp_ex_check_ops(uint64_t send_ops_flags);
 void rv_qp_ex_init(struct rv_qp *qp);
 void rv_qp_ex_free(struct rv_qp *qp);
-void rv_cq_free(struct rv_cq *cq);
 /* ibv_destroy_qp and then ibv_destroy_cq of each of n CQs, in one round trip when all
  * belong to the QP's context; stops at the first that fails. */
 int rv_destroy_qp_and_cqs(struct ibv_qp *qp, struct ibv_cq *const *cqs, unsigned n);
