@@ -73,12 +73,21 @@ enum verb { PREP = 1, CHECK, RECONNECT, DONE, POST_RECV, LATE_RECV, CHECK_IMM, C
 #define ECHO_ROUNDS 1000        /* by default (-r) */
 #define ECHO_RECEIVES 8         /* the server keeps this many posted */
 
+/* What a failed CHECK found, so a rare failure tells its own story: the byte at the first
+ * bad offset, how many bytes differ, and where the 64 bytes from there belong in the
+ * message (an offset that is not theirs: a misplaced packet) or NO_ORIGIN. */
+#define NO_ORIGIN 0xffffffffu
+struct damage {
+	uint32_t found, bad_bytes, origin;
+};
+
 struct msg {
 	uint32_t verb;
 	uint32_t size;
 	uint32_t seed;
 	uint32_t result;        /* server's answer: 0 OK, else 1 + the first bad offset */
 	struct peer_info info;  /* RECONNECT; READ_SOURCE: addr and rkey of the READ's source */
+	struct damage damage;   /* CHECK that failed: what the bytes were instead */
 };
 
 static struct ibv_context *ctx;
@@ -253,6 +262,48 @@ static void echo(uint32_t rounds, uint32_t posted)
 	}
 }
 
+static uint8_t expected(uint32_t size, uint32_t seed, uint32_t i)
+{
+	return seed == 0 || i >= size ? CANARY_BYTE : pattern(seed, i);
+}
+
+/* Where in a message of size the bytes at buf[at] (up to 64 of them) belong, NO_ORIGIN
+ * when nowhere. */
+static uint32_t origin_of(uint32_t size, uint32_t seed, uint32_t at, uint32_t span)
+{
+	uint32_t n = span - at < 64 ? span - at : 64;
+
+	for (uint32_t from = 0; seed && n && from + n <= size; from++) {
+		uint32_t k = 0;
+
+		while (k < n && buf[at + k] == pattern(seed, from + k))
+			k++;
+		if (k == n)
+			return from;
+	}
+	return NO_ORIGIN;
+}
+
+/* 0 when buf holds the message and the canary after it, else 1 + the first bad offset and
+ * what was found in *d. */
+static uint32_t check_bytes(uint32_t size, uint32_t seed, struct damage *d)
+{
+	uint32_t span = size + CANARY, first = 0;
+
+	*d = (struct damage){ .origin = NO_ORIGIN };
+	for (uint32_t i = 0; i < span; i++) {
+		if (buf[i] == expected(size, seed, i))
+			continue;
+		if (!d->bad_bytes++)
+			first = i + 1;
+	}
+	if (first) {
+		d->found = buf[first - 1];
+		d->origin = origin_of(size, seed, first - 1, span);
+	}
+	return first;
+}
+
 static void serve(void)
 {
 	struct msg m;
@@ -283,12 +334,8 @@ static void serve(void)
 			m.result = check_recv_completion(IBV_WC_RECV, m.size, m.verb == CHECK_SEND_IMM);
 		if (m.verb == CHECK_IMM || m.verb == CHECK_SEND || m.verb == CHECK_SEND_IMM)
 			m.verb = CHECK;         /* and the bytes, below */
-		for (uint32_t i = 0; m.verb == CHECK && i < m.size + CANARY && !m.result; i++) {
-			uint8_t want = m.seed == 0 || i >= m.size ? CANARY_BYTE : pattern(m.seed, i);
-
-			if (buf[i] != want)
-				m.result = i + 1;
-		}
+		if (m.verb == CHECK && !m.result)
+			m.result = check_bytes(m.size, m.seed, &m.damage);
 		xfer(true, &m, sizeof(m));
 		if (m.verb == ECHO)
 			echo(m.size, m.size < ECHO_RECEIVES ? m.size : ECHO_RECEIVES);
@@ -299,13 +346,32 @@ static void serve(void)
 	}
 }
 
-static uint32_t ask(enum verb verb, uint32_t size, uint32_t seed)
+/* The server's answer; with damage, what a failed CHECK found. */
+static uint32_t ask_for(enum verb verb, uint32_t size, uint32_t seed, struct damage *damage)
 {
 	struct msg m = { .verb = verb, .size = size, .seed = seed };
 
 	xfer(true, &m, sizeof(m));
 	xfer(false, &m, sizeof(m));
+	if (damage)
+		*damage = m.damage;
 	return m.result;
+}
+
+static uint32_t ask(enum verb verb, uint32_t size, uint32_t seed)
+{
+	return ask_for(verb, size, seed, NULL);
+}
+
+/* "byte N differs on the server" and what was there instead. */
+static void describe_damage(char *why, size_t len, uint32_t bad, const struct damage *d)
+{
+	char origin[48] = "";
+
+	if (d->origin != NO_ORIGIN)
+		snprintf(origin, sizeof(origin), "; they belong at offset %u", d->origin);
+	snprintf(why, len, "byte %u differs on the server: 0x%02x%s, %u bytes differ%s", bad - 1,
+		 d->found, d->found == CANARY_BYTE ? " (the canary)" : "", d->bad_bytes, origin);
 }
 
 static enum ibv_wc_status post_and_wait(enum ibv_wr_opcode op, uint32_t size, uint64_t raddr,
@@ -336,7 +402,8 @@ static void report(const char *name, bool ok, const char *why)
 
 static void case_size(const struct peer_info *peer, uint32_t size, uint32_t seed)
 {
-	char name[80], why[120];
+	char name[80], why[160];
+	struct damage damage;
 	enum ibv_wc_status st;
 	uint32_t bad;
 
@@ -344,12 +411,12 @@ static void case_size(const struct peer_info *peer, uint32_t size, uint32_t seed
 		buf[i] = pattern(seed, i);
 	ask(PREP, size, 0);
 	st = write_and_wait(size, peer->addr, peer->rkey);
-	bad = st == IBV_WC_SUCCESS ? ask(CHECK, size, seed) : 0;
+	bad = st == IBV_WC_SUCCESS ? ask_for(CHECK, size, seed, &damage) : 0;
 	snprintf(name, sizeof(name), "WRITE of %u bytes: byte-exact, the %d bytes after it untouched",
 		 size, CANARY);
 	snprintf(why, sizeof(why), "%s", st != IBV_WC_SUCCESS ? ibv_wc_status_str(st) : "");
 	if (st == IBV_WC_SUCCESS && bad)
-		snprintf(why, sizeof(why), "byte %u differs on the server", bad - 1);
+		describe_damage(why, sizeof(why), bad, &damage);
 	report(name, st == IBV_WC_SUCCESS && !bad, why);
 }
 
