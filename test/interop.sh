@@ -124,15 +124,27 @@ guest_listeners() {
 }
 
 # guest_server_start NAME COMMAND: COMMAND in the guest, in the background; back once it
-# listens (TCP or RDMA CM), 15 s at most, or after 2 s with NO_LISTENER=1 (mckey's
-# receivers join a group instead). Under TCG the guest can take seconds to listen, and a
+# listens (TCP or RDMA CM), 15 s at most; with JOINS=GROUP (mckey's receivers join a
+# multicast group instead), once the guest's eth0 has joined GROUP and a second more. The
+# kernel's rdma_cm joins the group over IGMP before it reports the join, and librdmacm
+# attaches the QP only as the program reads that event: a sender that started before
+# then lost its datagrams to a receiver not yet attached, which waited for them until
+# its timeout (seen once in make interop with a fixed 2 s wait). Under TCG the guest can take seconds to listen, and a
 # client that finds nobody is refused: perftest -R then retries through ids it has
 # destroyed and memory it has freed, and crashes (seen once in make check).
 guest_server_start() {
 	local before now
 	before=$(guest_listeners)
 	vm_spawn "$1" "$2"
-	if [ -n "${NO_LISTENER:-}" ] || ! [[ $before =~ ^[0-9]+$ ]]; then
+	if [ -n "${JOINS:-}" ]; then
+		for _ in $(seq 50); do
+			vm_run 10 "ip maddr show dev eth0" | grep -qw "$JOINS" && break
+			sleep 0.3
+		done
+		sleep 1
+		return
+	fi
+	if ! [[ $before =~ ^[0-9]+$ ]]; then
 		sleep 2
 		return
 	fi
@@ -416,7 +428,7 @@ for side in client server; do
 	uc_pingpong "uc-pingpong-$side" $side -s 4096 -n 200
 	# multicast: the client sends 10 datagrams to the group, the server (the receiver)
 	# exits 0 only once it has all 10
-	NO_LISTENER=1 cm_pair "mckey-$side" $side "mckey -m 239.7.7.7 -b @OWN@ -C 10" \
+	JOINS=239.7.7.7 cm_pair "mckey-$side" $side "mckey -m 239.7.7.7 -b @OWN@ -C 10" \
 		"mckey -m 239.7.7.7 -b @SELF@ -s -C 10" 'data transfers complete' 1
 	cm_pair "ucmatose-$side" $side "ucmatose -c 4" "ucmatose -s @PEER@ -c 4" \
 		'data transfers complete' 1
