@@ -244,7 +244,8 @@ demo:
 # rocemud against the kernel's rxe in a qemu guest, both ways (root; the
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
-interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer $(BUILD)/test/pcap_icrc
+interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer $(BUILD)/test/pcap_icrc \
+	$(BUILD)/test/cm_peer
 	test/interop.sh $(BUILD)
 
 # Two guests on a bridge, rocemud on each one's virtio-net, beside iperf3 and rxe between

@@ -463,6 +463,44 @@ vlan_in_guest() {
 }
 [ -n "$SHORT" ] || vlan_in_guest
 
+# The RDMA CM's connection rate inside the guest (test/cm_peer: connect, one SEND,
+# disconnect, CM_CYCLES times, one after another): on the kernel's rxe, cm_peer on rxe0
+# connecting to the guest's own address (rxe 6.1 serves only the first network namespace,
+# so its two ends cannot sit in two), and on rocemu, two daemons in two namespaces of the
+# guest joined by a veth pair (test/cm-rate.sh, make check's topology). Both rates and
+# their ratio are shown beside the issue's target (rocemu's at least rxe's); a rate that
+# could not be measured fails.
+CM_CYCLES=${CM_CYCLES:-200}
+cm_rate_of() {
+	sed -nE "s/^$CM_CYCLES connections .*: ([0-9]+) per second$/\1/p" <<<"$1"
+}
+cm_rate_in_guest() {
+	local port=$((9000 + RANDOM % 1000)) rxe_out rocemu_out rxe rocemu
+	# (one connection first, unmeasured, as test/cm-rate.sh makes)
+	rxe_out=$(vm_run 150 "P=$BUILD/test/cm_peer
+		cycles() {
+			timeout 120 \$P cycle-server \$1 \$2 >/tmp/cm-rate.server 2>&1 & s=\$!
+			for i in \$(seq 100); do rdma resource show cm_id | grep -q LISTEN && break; sleep 0.1; done
+			timeout 120 \$P cycle-client $ADDR_X \$1 \$2; rc=\$?
+			wait \$s || rc=1; return \$rc
+		}
+		cycles $port 1 >/dev/null && cycles $((port + 1)) $CM_CYCLES; rc=\$?
+		sed 's/^/server: /' /tmp/cm-rate.server; exit \$rc" 2>&1)
+	rxe=$(cm_rate_of "$rxe_out")
+	rocemu_out=$(vm_run 200 "cd $ROCEMU_ROOT && CM_CYCLES=$CM_CYCLES bash test/cm-rate.sh $BUILD" 2>&1)
+	rocemu=$(cm_rate_of "$rocemu_out")
+	grep -h 'ms a cycle' <<<"$rxe_out" | sed 's/^/  rxe0 to itself, /'
+	grep -h 'ms a cycle' <<<"$rocemu_out" | sed 's/^/  rocemu, two namespaces, /'
+	if [ -n "$rxe" ] && [ -n "$rocemu" ]; then
+		passed "RDMA CM connections per second in the guest, $CM_CYCLES in a row: rocemu $rocemu, rxe $rxe: $(awk -v a="$rocemu" -v b="$rxe" 'BEGIN { printf "%.2fx (target >= 1.0: %s)", a / b, (a >= b ? "met" : "missed") }')"
+	else
+		tail -n 6 <<<"$rxe_out" | sed 's/^/  rxe   | /'
+		tail -n 6 <<<"$rocemu_out" | sed 's/^/  rocemu| /'
+		failed "RDMA CM connection rate in the guest (rxe ${rxe:-?}, rocemu ${rocemu:-?})"
+	fi
+}
+[ -n "$SHORT" ] || cm_rate_in_guest
+
 # rocemud where rxe is loaded: rdma_rxe holds UDP 4791 in the guest's namespace, and
 # rocemud must refuse to start and say so, naming the module and how to unload it.
 rocemud_beside_rxe() {
