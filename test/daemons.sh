@@ -6,6 +6,7 @@
 #                            ADDR6_B (GID 1), or the test is skipped without IPv6
 #   daemon_start SIDE        (re)start side a or b; daemon_stop SIDE [SIGNAL]
 #   counter SIDE NAME        a counter of rocemuctl stats on side a or b
+#   perftest_refused_too_soon FILE  perftest's own -R race shows in its client's output
 #   PIDS+=($!)               a background process of the test's own (a holder, a client):
 #                            teardown sends it SIGTERM before it stops the daemons
 # Needs ROCEMU_BUILD (the build tree). Runs as root.
@@ -169,4 +170,16 @@ counter() {
 # The daemon's locked memory, from /proc: what pinned buffers cost it.
 vmlck_kb() {
 	awk '/^VmLck:/ {print $2}' "/proc/${DAEMON_PID[$1]}/status"
+}
+
+# perftest_refused_too_soon FILE: perftest's own race shows in its client's output FILE.
+# With -R, a perftest client connects its QPs through rdma_cm right after the handshake on
+# its control connection, while its server only then starts to listen for them: a server
+# slower than its client (in an emulated guest, or beside other tests on two cores) is not
+# listening yet, and the REQ is rightly rejected (reason 8, no listener: the kernel's CM and
+# rocemu's alike). perftest 4.5's client then retries through the ids it has just
+# destroyed and crashes (later perftest makes new ones), and its server waits for a
+# connection that never comes: such a pair is stopped and run again.
+perftest_refused_too_soon() {
+	grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$1"
 }

@@ -116,7 +116,8 @@ echo "rxe0's GID $RXE_GID is ::ffff:$ADDR_X, its GID $RXE_GID6 $ADDR6_X"
 # programs exchange their QPs over TCP), rocemu's side "client" or "server", rxe's the
 # other. The GIDs are the IPv4 addresses', or with V6=1 the IPv6 ones'. Sets RC_HOST,
 # RC_GUEST and CLIENT_OUT (the file with the client's output); the server's and client's
-# outputs are NAME.host/NAME.guest.
+# outputs are NAME.host/NAME.guest. A perftest client refused before its server listened
+# (perftest_refused_too_soon) has its server stopped at once.
 # guest_listeners: how many TCP and RDMA CM listeners the guest has
 guest_listeners() {
 	vm_run 10 'echo $(( $(ss -Hltn | wc -l) + $(rdma resource show cm_id 2>/dev/null |
@@ -155,17 +156,6 @@ guest_server_start() {
 	done
 }
 
-# refused_too_soon FILE: perftest's own race shows in its client's output FILE. With -R, a
-# perftest client connects its QPs through rdma_cm right after the handshake on its control
-# connection, while its server only then starts to listen for them: a server slower than
-# its client (one in an emulated guest) is not listening yet, and the REQ is rightly
-# rejected (reason 8, no listener; the kernel's CM and rocemu's alike). perftest 4.5's
-# client then retries through the ids it has just destroyed and crashes (later perftest
-# makes new ones), and its server waits for a connection that never comes.
-refused_too_soon() {
-	grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$1"
-}
-
 run_pair() {
 	local name=$1 side=$2 server=$3 client=$4 pid host guest gid_r=0 gid_x=$RXE_GID
 	[ -n "${V6:-}" ] && gid_r=1 gid_x=$RXE_GID6
@@ -176,7 +166,7 @@ run_pair() {
 		ip netns exec "$NS" timeout 100 "$RUN" -D "$SOCK" ${host//@PEER@/$ADDR_X} \
 			>"$WORK/$name.host" 2>&1
 		RC_HOST=$?
-		[ "$RC_HOST" -ne 0 ] && refused_too_soon "$WORK/$name.host" &&
+		[ "$RC_HOST" -ne 0 ] && perftest_refused_too_soon "$WORK/$name.host" &&
 			vm_run 10 "pkill -x ${guest%% *}" >/dev/null
 		vm_wait "$name" 110 >"$WORK/$name.guest"
 		RC_GUEST=$?
@@ -190,7 +180,7 @@ run_pair() {
 		sleep 0.5
 		vm_run 110 "timeout 100 ${guest//@PEER@/$ADDR_R}" >"$WORK/$name.guest"
 		RC_GUEST=$?
-		[ "$RC_GUEST" -ne 0 ] && refused_too_soon "$WORK/$name.guest" && kill "$pid"
+		[ "$RC_GUEST" -ne 0 ] && perftest_refused_too_soon "$WORK/$name.guest" && kill "$pid"
 		wait "$pid"
 		RC_HOST=$?
 		CLIENT_OUT=$WORK/$name.guest
@@ -307,7 +297,7 @@ cm_pair() {
 		# Debian's programs, not ours: their leaks are not counted in the sanitizer build
 		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 			run_pair "$name" "$side" "${server//@OWN@/$own}" "${client//@PEER@/$own}"
-		refused_too_soon "$CLIENT_OUT" || break
+		perftest_refused_too_soon "$CLIENT_OUT" || break
 		echo "  $name: perftest's client was refused before its server listened (REJ 8, perftest's own race): again"
 	done
 	seen=$(grep -cE "$pattern" "$CLIENT_OUT")

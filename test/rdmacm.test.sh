@@ -67,17 +67,6 @@ serve() {
 	done
 }
 
-# refused_too_soon: perftest's own race shows in its client's output (OUT_C). With -R, a
-# perftest client connects its QPs through rdma_cm right after the handshake on its control
-# connection, while its server only then starts to listen for them: a server slower than
-# its client (another test on the same two cores) is not listening yet, and the REQ is
-# rightly rejected (reason 8, no listener, as the kernel's CM does). perftest 4.5's client
-# then retries through the ids it has just destroyed and crashes (later perftest makes new
-# ones), and its server waits for a connection that never comes.
-refused_too_soon() {
-	grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$OUT_C"
-}
-
 # cm_pair NAME SERVER... -- CLIENT...: the server in host b (waited for until its daemon has
 # one more listener), the client in host a; OUT_S and OUT_C hold their output, 0 when both
 # exit 0.
@@ -91,8 +80,7 @@ cm_pair() {
 	serve "$OUT_S" - "${s[@]}"
 	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
 	RC_C=$?
-	# its server would wait for a connection that never comes (refused_too_soon)
-	[ "$RC_C" -ne 0 ] && refused_too_soon && kill "$server" 2>/dev/null
+	[ "$RC_C" -ne 0 ] && perftest_refused_too_soon "$OUT_C" && kill "$server" 2>/dev/null
 	wait "$server"
 	RC_S=$?
 	status=$((RC_C | RC_S))
@@ -262,8 +250,9 @@ for args in "ib_write_bw -R" "ib_send_bw -R" "ib_read_lat -R" "ib_write_bw --rdm
 	# (perftest gives up when it cannot fit its clock on a noisy machine, or its client
 	# was refused before its server listened: once more, then)
 	cm_pair "${cmd[0]}" "${cmd[@]}" -- "${cmd[@]}" "$ADDR_B" ||
-		{ { grep -q 'Correlation coefficient r^2' "$OUT_C" "$OUT_S" || refused_too_soon; } &&
-		  echo "  ${cmd[0]}: $(refused_too_soon && echo "REJ 8, perftest's own race" ||
+		{ { grep -q 'Correlation coefficient r^2' "$OUT_C" "$OUT_S" ||
+		    perftest_refused_too_soon "$OUT_C"; } &&
+		  echo "  ${cmd[0]}: $(perftest_refused_too_soon "$OUT_C" && echo "REJ 8, perftest's own race" ||
 				       echo "perftest could not fit its clock"): again" &&
 		  cm_pair "${cmd[0]}" "${cmd[@]}" -- "${cmd[@]}" "$ADDR_B"; }
 	if [ $? -eq 0 ] && rows=$(table_rows "$OUT_C") && [ "$rows" -eq 1 ]; then
