@@ -530,6 +530,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(polled_posts, "posts the daemon found polling, the client's doorbell skipped")  \
 	X(cq_wakeups, "completion wakeups written to a client asleep on its CQ")         \
 	X(ctl_neigh_waits, "control requests (or batches) held until a neighbour resolved") \
+	X(rings_reused, "queues given a destroyed queue's ring and pipe, not new ones")     \
 	X(poll_yielded, "polls ended early: a yield found the CPU wanted by others")      \
 	X(rt_backoffs, "--realtime: SCHED_FIFO dropped after running 10 ms without sleeping") \
 	X(qkey_viol, "dropped: UD datagram whose Q_Key is not the QP's")                \

@@ -77,15 +77,12 @@ static void setup(void)
 	stranger = (struct owner){ .dev = &dev, .pid = getpid() + 1, .uid = 1001 };
 	cq = cq_create(&owner, 16, fds, &err);
 	ck_assert_ptr_nonnull(cq);
-	close(fds[0]);
 	qp = qp_create(&owner, &req, fds, &err);
 	ck_assert_ptr_nonnull(qp);
-	close(fds[0]);
 	qp->send_cq = qp->recv_cq = cq;
 	req.qp_type = IBV_QPT_UD;
 	udqp = qp_create(&owner, &req, fds, &err);
 	ck_assert_ptr_nonnull(udqp);
-	close(fds[0]);
 	udqp->send_cq = udqp->recv_cq = cq;
 	cq->users += 4;
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, sv), 0);
@@ -110,6 +107,7 @@ static void teardown(void)
 	qp_destroy(qp);
 	qp_destroy(udqp);
 	cq_destroy(cq);
+	ring_park_empty(&owner);
 	close(events_fd);
 	ev_loop_destroy(dev.loop);
 }
@@ -997,7 +995,6 @@ START_TEST(test_a_client_holds_a_bounded_number_of_connections)
 		ck_assert_int_eq(cm_channel_open(dev.cm, &stranger, fd, &ch), 0);
 		sqp = qp_create(&stranger, &req, fds, &e);
 		ck_assert_ptr_nonnull(sqp);
-		close(fds[0]);
 		sqp->send_cq = sqp->recv_cq = cq;
 		cq->users += 2;
 		m.channel = ch;

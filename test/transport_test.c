@@ -72,6 +72,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -238,11 +239,6 @@ static const struct ah *find_ah(struct owner *o, uint32_t handle)
 }
 
 /* The daemon keeps its own mapping of a ring: the client's end of it is closed here. */
-static void close_ring_fd(int fds[2])
-{
-	close(fds[0]);
-}
-
 /* What op_create_qp does after qp_create: the PD and CQs. */
 static struct qp *new_qp(enum ibv_qp_type type)
 {
@@ -253,7 +249,6 @@ static struct qp *new_qp(enum ibv_qp_type type)
 	struct qp *q = qp_create(&owner, &req, fds, &err);
 
 	ck_assert_ptr_nonnull(q);
-	close_ring_fd(fds);
 	q->pd = pd;
 	q->send_cq = q->recv_cq = cq;
 	cq->users += 2;
@@ -266,11 +261,9 @@ static void setup_queues(void)
 
 	cq = cq_create(&owner, 64, fds, &err);
 	ck_assert_ptr_nonnull(cq);
-	close_ring_fd(fds);
 	srq = srq_create(&owner, &(struct proto_create_srq){ .max_wr = 8, .max_sge = SGES }, fds,
 			 &err);
 	ck_assert_ptr_nonnull(srq);
-	close_ring_fd(fds);
 	qp = new_qp(IBV_QPT_RC);
 	udqp = new_qp(IBV_QPT_UD);
 	peer_ah = (struct ah){ .owner = &owner, .handle = AH_HANDLE, .pd = pd };
@@ -358,6 +351,7 @@ static void teardown(void)
 	ck_assert_int_eq(qp_destroy(udqp), 0);
 	ck_assert_int_eq(srq_destroy(srq), 0);
 	ck_assert_int_eq(cq_destroy(cq), 0);
+	ring_park_empty(&owner);
 	mr_table_free(dev.mrs);
 	munmap(buf, BUF_PAGES * PAGE);
 	free(model);
@@ -813,6 +807,54 @@ END_TEST
 /* The receive's completion is visible before the loop sends the ACKs due; a client that
  * answers at once may ring while the loop is still awake, and its answer must not overtake
  * the ACK: the peer would see the answer arrive before its SEND completed. */
+/* A destroyed queue's ring and pipe go to the owner's next queue of the same kind and size,
+ * zeroed and drained; a queue of another size or kind gets new ones; the park keeps at most
+ * RING_PARK_SLOTS, and the owner's end frees them. */
+START_TEST(test_rings_parked_for_the_next_queue)
+{
+	struct cq *a, *b, *many[RING_PARK_SLOTS + 2];
+	uint64_t reused = dev.cnt.rings_reused;
+	int fds[2], err, memfd, client_end, unread = -1;
+	struct qp *q;
+	char byte = 1;
+
+	a = cq_create(&owner, 4, fds, &err);
+	ck_assert_ptr_nonnull(a);
+	memfd = fds[0];
+	client_end = fds[1];
+	a->ctl->prod = 7;
+	memset(a->ring, 0xab, a->ring_bytes - sizeof(*a->ctl));
+	ck_assert_int_eq(write(a->notify_fd, &byte, 1), 1);
+	ck_assert_int_eq(cq_destroy(a), 0);
+	ck_assert_uint_eq(owner.park.n, 1);
+
+	b = cq_create(&owner, 3, fds, &err);         /* 4 entries again: the same bytes */
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(fds[0], memfd);
+	ck_assert_int_eq(fds[1], client_end);
+	ck_assert_uint_eq(dev.cnt.rings_reused, reused + 1);
+	ck_assert_uint_eq(b->ctl->prod, 0);
+	for (size_t i = 0; i < b->ring_bytes - sizeof(*b->ctl); i++)
+		ck_assert_uint_eq(((uint8_t *)b->ring)[i], 0);
+	ck_assert_int_eq(ioctl(b->client_end, FIONREAD, &unread), 0);
+	ck_assert_int_eq(unread, 0);
+	ck_assert_int_eq(cq_destroy(b), 0);
+
+	q = new_qp(IBV_QPT_RC);                       /* a QP never takes a CQ's ring */
+	ck_assert_int_ne(q->memfd, memfd);
+	ck_assert_uint_eq(dev.cnt.rings_reused, reused + 1);
+	ck_assert_int_eq(qp_destroy(q), 0);
+
+	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+		ck_assert_ptr_nonnull(many[i] = cq_create(&owner, 1024, fds, &err));
+	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+		ck_assert_int_eq(cq_destroy(many[i]), 0);
+	ck_assert_uint_eq(owner.park.n, RING_PARK_SLOTS);
+	ring_park_empty(&owner);
+	ck_assert_uint_eq(owner.park.n, 0);
+}
+END_TEST
+
 START_TEST(test_ack_goes_before_the_answer)
 {
 	post_recv(qp, recv_wqe(21, 0, 128));
@@ -2722,6 +2764,7 @@ static void add_responder_tests(Suite *s)
 	tcase_add_test(tc, test_write_with_imm_consumes_a_receive);
 	tcase_add_test(tc, test_send_only_fills_the_receive);
 	tcase_add_test(tc, test_ack_goes_before_the_answer);
+	tcase_add_test(tc, test_rings_parked_for_the_next_queue);
 	tcase_add_test(tc, test_send_multi_packet_over_two_sges);
 	tcase_add_test(tc, test_send_with_imm);
 	tcase_add_test(tc, test_send_with_invalidate_fails_the_receive);

@@ -306,23 +306,19 @@ static void setup_objects(void)
 
 	cq = cq_create(&owner, CQ_DEPTH, fds, &err);
 	MUST(cq != NULL);
-	close(fds[0]);      /* the ring memfd: the daemon keeps its own mapping */
 	MUST(fcntl(cq->client_end, F_SETFL, O_NONBLOCK) == 0);
 	qp = qp_create(&owner, &req, fds, &err);
 	MUST(qp != NULL && qp->sq_stride == sizeof(struct proto_swqe) &&
 	     qp->rq_stride == sizeof(struct proto_rwqe));
-	close(fds[0]);
 	req.qp_type = IBV_QPT_UD;
 	udqp = qp_create(&owner, &req, fds, &err);
 	MUST(udqp != NULL);
-	close(fds[0]);
 	udqp->pd = pd;
 	udqp->send_cq = udqp->recv_cq = cq;
 	cq->users += 2;
 	req.qp_type = IBV_QPT_UC;
 	ucqp = qp_create(&owner, &req, fds, &err);
 	MUST(ucqp != NULL);
-	close(fds[0]);
 	ucqp->pd = pd;
 	ucqp->send_cq = ucqp->recv_cq = cq;
 	cq->users += 2;
@@ -330,7 +326,6 @@ static void setup_objects(void)
 							     .max_sge = PROTO_MAX_SGE },
 			 fds, &err);
 	MUST(srq != NULL);
-	close(fds[0]);
 	MUST(fcntl(srq->client_end, F_SETFL, O_NONBLOCK) == 0);
 	/* what op_create_qp does after qp_create */
 	qp->pd = pd;

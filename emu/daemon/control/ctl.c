@@ -160,8 +160,6 @@ static void send_reply(struct client *c, struct ctl_reply *rep)
 	}
 	if (sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		log_limited("client pid %d: reply lost: %s", (int)c->own.pid, strerror(errno));
-	if (rep->close_first && rep->nfds)
-		close(rep->fds[0]);
 }
 
 /* Receives one request and the descriptors beside it; more than one is refused. */
@@ -478,6 +476,7 @@ void ctl_client_destroy(struct client *c)
 	for (uint32_t h = 1; h < c->srqs.cap; h++)
 		if (c->srqs.items[h])
 			srq_destroy(c->srqs.items[h]);
+	ring_park_empty(&c->own);
 	for (uint32_t h = 1; h < c->ahs.cap; h++)
 		if (c->ahs.items[h])
 			ah_destroy(c->ahs.items[h]);

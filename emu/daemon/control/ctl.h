@@ -14,7 +14,6 @@ struct ctl_reply {
 	size_t len;
 	int fds[2];
 	int nfds;
-	bool close_first; /* fds[0] is ours only to hand over (a ring memfd): close it after */
 };
 
 struct ctl_request {

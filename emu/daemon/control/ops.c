@@ -390,7 +390,6 @@ int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_rep
 	}
 	rc = handle_add(&c->cqs, cq, &cq->handle);
 	if (rc) {
-		close(rep->fds[0]);
 		cq_destroy(cq);
 		return rc;
 	}
@@ -398,7 +397,6 @@ int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_rep
 	r->entries = cq->entries;
 	r->ring_bytes = cq->ring_bytes;
 	rep->nfds = 2;
-	rep->close_first = true;
 	return 0;
 }
 
@@ -440,7 +438,6 @@ int op_resize_cq(struct client *c, const struct ctl_request *req, struct ctl_rep
 	r->entries = cq->entries;
 	r->ring_bytes = cq->ring_bytes;
 	rep->nfds = 1;
-	rep->close_first = true;
 	return 0;
 }
 
@@ -491,7 +488,6 @@ int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 	}
 	rc = handle_add(&c->srqs, srq, &srq->handle);
 	if (rc) {
-		close(rep->fds[0]);
 		srq_destroy(srq);
 		return rc;
 	}
@@ -499,7 +495,6 @@ int op_create_srq(struct client *c, const struct ctl_request *req, struct ctl_re
 	r->entries = srq->entries;
 	r->ring_bytes = srq->ring_bytes;
 	rep->nfds = 2;
-	rep->close_first = true;
 	return 0;
 }
 
@@ -604,7 +599,6 @@ static int create_qp_init(struct client *c, struct qp *qp, const struct proto_cr
 	rc = qp_modify(qp, m->init_mask, &m->init, rep->u.r.errmsg, sizeof(rep->u.r.errmsg));
 	if (rc) {
 		handle_del(&c->qps, qp->handle);
-		close(rep->fds[0]);
 		qp_destroy(qp);
 	}
 	return rc;
@@ -637,7 +631,6 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 		qp->srq->users++;
 	rc = handle_add(&c->qps, qp, &qp->handle);
 	if (rc) {
-		close(rep->fds[0]);
 		qp_destroy(qp);
 		return rc;
 	}
@@ -654,7 +647,6 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 	r->max_recv_sge = qp->max_recv_sge;
 	r->max_inline_data = qp->max_inline;
 	rep->nfds = 2;
-	rep->close_first = true;
 	return 0;
 }
 

@@ -12,8 +12,7 @@
 struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err)
 {
 	struct cq *cq = calloc(1, sizeof(*cq));
-	int ends[2] = { -1, -1 };
-	void *map;
+	struct ring_mem m;
 
 	if (!cq) {
 		*err = -ENOMEM;
@@ -22,21 +21,18 @@ struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err)
 	cq->owner = o;
 	cq->entries = pow2_at_least(cqe < 1 ? 1 : cqe);
 	cq->ring_bytes = proto_ring_bytes(cq->entries, sizeof(struct proto_cqe));
-	map = ring_alloc("rocemu-cq", cq->ring_bytes, &fds[0]);
-	*err = map ? ring_channel_open(ends, 1) : -errno;
+	*err = ring_take(o, RING_CQ, cq->ring_bytes, &m);
 	if (*err) {
-		if (map)
-			munmap(map, cq->ring_bytes);
-		if (fds[0] >= 0)
-			close(fds[0]);
 		free(cq);
 		return NULL;
 	}
-	cq->ctl = map;
+	cq->ctl = m.map;
 	cq->ring = (struct proto_cqe *)(cq->ctl + 1);
-	cq->notify_fd = ends[1];
-	cq->client_end = ends[0];
-	fds[1] = ends[0];
+	cq->memfd = m.memfd;
+	cq->notify_fd = m.ends[1];
+	cq->client_end = m.ends[0];
+	fds[0] = m.memfd;
+	fds[1] = m.ends[0];
 	return cq;
 }
 
@@ -63,6 +59,8 @@ int cq_resize(struct cq *cq, uint32_t cqe, int *fd)
 	/* a client asleep on the CQ asked to be woken: the new ring says so too */
 	ctl->cons_flags = __atomic_load_n(&cq->ctl->cons_flags, __ATOMIC_RELAXED);
 	munmap(cq->ctl, cq->ring_bytes);
+	close(cq->memfd);
+	cq->memfd = *fd;
 	cq->ctl = ctl;
 	cq->ring = ring;
 	cq->entries = entries;
@@ -77,9 +75,8 @@ int cq_destroy(struct cq *cq)
 		return -EBUSY;
 	if (cq->notify_pending)
 		STAILQ_REMOVE(&cq->owner->dev->tp.notify_list, cq, cq, notify_link);
-	munmap(cq->ctl, cq->ring_bytes);
-	close(cq->notify_fd);
-	close(cq->client_end);
+	ring_give(cq->owner, RING_CQ, &(struct ring_mem){ .map = cq->ctl, .bytes = cq->ring_bytes,
+			.memfd = cq->memfd, .ends = { cq->client_end, cq->notify_fd } });
 	free(cq);
 	return 0;
 }

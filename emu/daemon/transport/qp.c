@@ -407,9 +407,11 @@ struct qp *qp_find(struct dev *dev, uint32_t qpn)
 	return qp && qp->qpn == qpn ? qp : NULL;
 }
 
-static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *ring_fd)
+static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req)
 {
 	size_t sq_bytes, rq_bytes;
+	struct ring_mem m;
+	int err;
 
 	uint32_t room = proto_swqe_room(req->max_send_sge, req->max_inline_data);
 
@@ -423,12 +425,18 @@ static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *r
 	sq_bytes = proto_ring_bytes(qp->sq_entries, qp->sq_stride);
 	rq_bytes = proto_ring_bytes(qp->rq_entries, qp->rq_stride);
 	qp->ring_bytes = sq_bytes + rq_bytes;
-	qp->ring_map = ring_alloc("rocemu-qp", qp->ring_bytes, ring_fd);
 	qp->req.wqes = calloc(qp->sq_entries, sizeof(*qp->req.wqes));
 	qp->req.sges = calloc((size_t)qp->sq_entries * (qp->max_send_sge ? qp->max_send_sge : 1),
 			      sizeof(*qp->req.sges));
-	if (!qp->ring_map || !qp->req.wqes || !qp->req.sges)
+	if (!qp->req.wqes || !qp->req.sges)
 		return -ENOMEM;
+	err = ring_take(qp->owner, RING_QP, qp->ring_bytes, &m);
+	if (err)
+		return err;
+	qp->ring_map = m.map;
+	qp->memfd = m.memfd;
+	qp->doorbell_fd = m.ends[0];
+	qp->client_end = m.ends[1];
 	qp->sq_ctl = qp->ring_map;
 	qp->sq = (uint8_t *)(qp->sq_ctl + 1);
 	qp->rq_ctl = (struct proto_ring_ctl *)((char *)qp->ring_map + sq_bytes);
@@ -436,16 +444,12 @@ static int qp_map_rings(struct qp *qp, const struct proto_create_qp *req, int *r
 	return 0;
 }
 
-static void qp_free(struct qp *qp, int ring_fd)
+static void qp_free(struct qp *qp)
 {
 	if (qp->ring_map)
-		munmap(qp->ring_map, qp->ring_bytes);
-	if (ring_fd >= 0)
-		close(ring_fd);
-	if (qp->doorbell_fd >= 0)
-		close(qp->doorbell_fd);
-	if (qp->client_end >= 0)
-		close(qp->client_end);
+		ring_give(qp->owner, RING_QP, &(struct ring_mem){ .map = qp->ring_map,
+				.bytes = qp->ring_bytes, .memfd = qp->memfd,
+				.ends = { qp->doorbell_fd, qp->client_end } });
 	free(qp->req.wqes);
 	free(qp->req.sges);
 	reply_free(qp);
@@ -456,8 +460,6 @@ struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds
 		     int *err)
 {
 	struct qp *qp = calloc(1, sizeof(*qp));
-	int ends[2] = { -1, -1 };
-	int ring_fd = -1;
 
 	if (!qp) {
 		*err = -ENOMEM;
@@ -467,15 +469,11 @@ struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds
 	qp->owner = o;
 	qp->type = (enum ibv_qp_type)req->qp_type;
 
-	*err = ring_channel_open(ends, 0);
-	qp->doorbell_fd = ends[0];
-	qp->client_end = ends[1];
-	if (!*err)
-		*err = qp_map_rings(qp, req, &ring_fd);
+	*err = qp_map_rings(qp, req);
 	if (!*err)
 		*err = qp_alloc_qpn(o->dev, qp);
 	if (*err) {
-		qp_free(qp, ring_fd);
+		qp_free(qp);
 		return NULL;
 	}
 	qp->state = IBV_QPS_RESET;
@@ -490,7 +488,7 @@ struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds
 	ev_init(&qp->req.pace_timer, cc_pace_cb);
 	qp->req.pace_timer.data = qp;
 	qp_reset(qp);
-	fds[0] = ring_fd;
+	fds[0] = qp->memfd;
 	fds[1] = qp->client_end;
 	return qp;
 }
@@ -516,6 +514,6 @@ int qp_destroy(struct qp *qp)
 	qp->recv_cq->users--;
 	if (qp->srq)
 		qp->srq->users--;
-	qp_free(qp, -1);
+	qp_free(qp);
 	return 0;
 }

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "emu/daemon/transport/transport.h"
@@ -13,8 +12,7 @@ struct srq *srq_create(struct owner *o, const struct proto_create_srq *req, int 
 		       int *err)
 {
 	struct srq *srq = calloc(1, sizeof(*srq));
-	int ends[2] = { -1, -1 };
-	void *map;
+	struct ring_mem m;
 
 	if (!srq) {
 		*err = -ENOMEM;
@@ -26,21 +24,18 @@ struct srq *srq_create(struct owner *o, const struct proto_create_srq *req, int 
 	srq->max_sge = req->max_sge;
 	srq->stride = proto_rwqe_stride(srq->max_sge);
 	srq->ring_bytes = proto_ring_bytes(srq->entries, srq->stride);
-	map = ring_alloc("rocemu-srq", srq->ring_bytes, &fds[0]);
-	*err = map ? ring_channel_open(ends, 1) : -errno;
+	*err = ring_take(o, RING_SRQ, srq->ring_bytes, &m);
 	if (*err) {
-		if (map)
-			munmap(map, srq->ring_bytes);
-		if (fds[0] >= 0)
-			close(fds[0]);
 		free(srq);
 		return NULL;
 	}
-	srq->ctl = map;
+	srq->ctl = m.map;
 	srq->ring = (uint8_t *)(srq->ctl + 1);
-	srq->event_fd = ends[1];
-	srq->client_end = ends[0];
-	fds[1] = ends[0];
+	srq->memfd = m.memfd;
+	srq->event_fd = m.ends[1];
+	srq->client_end = m.ends[0];
+	fds[0] = m.memfd;
+	fds[1] = m.ends[0];
 	return srq;
 }
 
@@ -48,9 +43,9 @@ int srq_destroy(struct srq *srq)
 {
 	if (srq->users)
 		return -EBUSY;
-	munmap(srq->ctl, srq->ring_bytes);
-	close(srq->event_fd);
-	close(srq->client_end);
+	ring_give(srq->owner, RING_SRQ, &(struct ring_mem){ .map = srq->ctl,
+			.bytes = srq->ring_bytes, .memfd = srq->memfd,
+			.ends = { srq->client_end, srq->event_fd } });
 	free(srq);
 	return 0;
 }

@@ -32,11 +32,31 @@ struct ah;
 
 /* What the transport knows of the process behind its objects: control's struct client
  * begins with one. */
+/* ring.c: a queue's shared memory and wakeup pipe (ends[0] reads, ends[1] writes); a
+ * destroyed queue's wait in its owner's park for the next of the same kind and size */
+enum ring_kind { RING_CQ, RING_SRQ, RING_QP };
+struct ring_mem {
+	void *map;
+	size_t bytes;
+	int memfd;
+	int ends[2];
+};
+#define RING_PARK_SLOTS 8
+#define RING_PARK_MAX_BYTES (256u << 10)
+struct ring_park {
+	struct parked_ring {
+		enum ring_kind kind;
+		struct ring_mem mem;
+	} slot[RING_PARK_SLOTS];
+	unsigned n;
+};
+
 struct owner {
 	struct dev *dev;
 	pid_t pid;
 	uid_t uid;
 	struct neigh_wait neigh;     /* a QP's path waits here for its peer's MAC */
+	struct ring_park park;       /* destroyed queues' rings, for its next ones */
 };
 
 
@@ -51,6 +71,7 @@ struct srq {
 	size_t ring_bytes;
 	uint32_t cons;               /* WQEs taken */
 	uint32_t limit;              /* armed when nonzero */
+	int memfd;                   /* the ring's, kept for the next SRQ (ring.c) */
 	int event_fd;                /* our (write) end of the limit event pipe */
 	int client_end;              /* the read end, handed to the client */
 	int users;                   /* QPs using it */
@@ -63,6 +84,7 @@ struct cq {
 	struct proto_ring_ctl *ctl;
 	struct proto_cqe *ring;
 	size_t ring_bytes;
+	int memfd;                   /* the ring's, kept for the next CQ (ring.c) */
 	int notify_fd;               /* our (write) end of the notification pipe */
 	int client_end;              /* the read end, handed to the client */
 	bool notify_pending;
@@ -175,6 +197,7 @@ struct qp {
 	uint32_t rq_entries;
 	uint32_t rq_stride;
 	uint32_t max_recv_sge;
+	int memfd;                   /* the ring's, kept for the next QP (ring.c) */
 	int doorbell_fd;             /* our (read) end of the doorbell pipe */
 	int client_end;              /* the write end, handed to the client */
 	ev_io doorbell;
@@ -259,9 +282,14 @@ struct qp {
 };
 
 /* ring.c: a zeroed shared mapping of bytes in a new memfd (*fd gets it), and a wakeup
- * pipe whose daemon end (0 reads, 1 writes) is non-blocking; 0 or a negative errno */
+ * pipe whose daemon end (0 reads, 1 writes) is non-blocking; 0 or a negative errno.
+ * ring_take: a zeroed ring and an empty pipe for a new queue of the owner's, parked or
+ * new; ring_give: a destroyed queue's, parked or freed; ring_park_empty frees the park. */
 void *ring_alloc(const char *name, size_t bytes, int *fd);
 int ring_channel_open(int ends[2], int daemon_end);
+int ring_take(struct owner *o, enum ring_kind kind, size_t bytes, struct ring_mem *m);
+void ring_give(struct owner *o, enum ring_kind kind, struct ring_mem *m);
+void ring_park_empty(struct owner *o);
 
 /* cq.c, srq.c and qp.c: the queues and their rings; qp_find() looks a QPN up */
 struct cq *cq_create(struct owner *o, uint32_t cqe, int fds[2], int *err);
