@@ -1,14 +1,13 @@
 /* Neighbours: a peer's MAC address from the kernel's tables (ARP for IPv4, neighbour
- * discovery for IPv6), which the kernel fills when something sends to the peer. A peer not in the table yet is waited for on a timer of the
+ * discovery for IPv6), asked over rtnetlink one entry at a time, which the kernel fills
+ * when something sends to the peer. A peer not in the table yet is waited for on a timer of the
  * client that asked, not in the loop: other clients and the wire go on meanwhile. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/neighbour.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <net/if_arp.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,102 +19,73 @@
 #define ASK_EVERY 25              /* looks between two datagrams that make the kernel ask */
 #define DISCARD_PORT 9
 
-/* The kernel's ARP table, as /proc/net/arp of this network namespace shows it. */
-static bool arp_lookup(const struct port *port, uint32_t ipv4, uint8_t mac[6])
-{
-	char line[256], ip[64], hw[64], ifname[64];
-	unsigned type, flags;
-	FILE *f = fopen("/proc/net/arp", "re");
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		struct in_addr a;
-		unsigned m[6];
-
-		if (sscanf(line, "%63s 0x%x 0x%x %63s %*s %63s", ip, &type, &flags, hw, ifname) != 5 ||
-		    inet_pton(AF_INET, ip, &a) != 1 || a.s_addr != ipv4 || !(flags & ATF_COM) ||
-		    strcmp(ifname, port->ifname) ||
-		    sscanf(hw, "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
-			continue;
-		for (int i = 0; i < 6; i++)
-			mac[i] = (uint8_t)m[i];
-		found = true;
-	}
-	fclose(f);
-	return found;
-}
-
 #define NUD_USABLE (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT)
 
-/* One RTM_NEWNEIGH of the dump: true with mac filled when it is ip6 on our interface. */
-static bool neigh_matches(const struct port *port, const struct nlmsghdr *nh,
-			  const uint8_t ip6[16], uint8_t mac[6])
+int neigh_socket_open(void)
+{
+	return socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+}
+
+/* The link-layer address of the kernel's answer to our get, when usable. */
+static bool usable_lladdr(const struct nlmsghdr *nh, uint8_t mac[6])
 {
 	const struct ndmsg *nd = NLMSG_DATA(nh);
 	int len = (int)nh->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*nd));
-	const uint8_t *lladdr = NULL;
-	bool dst = false;
 
-	if (nh->nlmsg_type != RTM_NEWNEIGH || len < 0 || nd->ndm_family != AF_INET6 ||
-	    nd->ndm_ifindex != port->ifindex || !(nd->ndm_state & NUD_USABLE))
+	if (nh->nlmsg_type != RTM_NEWNEIGH || len < 0 || !(nd->ndm_state & NUD_USABLE))
 		return false;
 	for (const struct rtattr *a = (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
 	     RTA_OK(a, len); a = RTA_NEXT(a, len)) {
-		if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == 16)
-			dst = !memcmp(RTA_DATA(a), ip6, 16);
-		else if (a->rta_type == NDA_LLADDR && RTA_PAYLOAD(a) == 6)
-			lladdr = RTA_DATA(a);
+		if (a->rta_type == NDA_LLADDR && RTA_PAYLOAD(a) == 6) {
+			memcpy(mac, RTA_DATA(a), 6);
+			return true;
+		}
 	}
-	if (!dst || !lladdr)
-		return false;
-	memcpy(mac, lladdr, 6);
-	return true;
+	return false;
 }
 
-/* The kernel's IPv6 neighbour table, asked over rtnetlink (no /proc file shows it). */
-static bool nd_lookup(const struct port *port, const uint8_t ip6[16], uint8_t mac[6])
+/* The kernel's neighbour entry for the GID's address on our interface (ARP for IPv4,
+ * neighbour discovery for IPv6), asked for alone over rtnetlink: the kernel answers within
+ * the send, so the reply is read without waiting; a missing entry is an error reply. */
+static bool table_lookup(const struct port *port, const uint8_t gid[16], uint8_t mac[6])
 {
-	struct { struct nlmsghdr nh; struct ndmsg nd; } req = {
-		.nh = { .nlmsg_len = NLMSG_LENGTH(sizeof(struct ndmsg)), .nlmsg_type = RTM_GETNEIGH,
-			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.nd = { .ndm_family = AF_INET6, .ndm_ifindex = port->ifindex },
+	static uint32_t seq;
+	bool v4 = addr_gid_is_ipv4(gid);
+	struct {
+		struct nlmsghdr nh;
+		struct ndmsg nd;
+		struct rtattr dst;
+		uint8_t addr[16];
+	} req = {
+		.nh = { .nlmsg_type = RTM_GETNEIGH, .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = ++seq },
+		.nd = { .ndm_family = v4 ? AF_INET : AF_INET6, .ndm_ifindex = port->ifindex },
+		.dst = { .rta_type = NDA_DST, .rta_len = RTA_LENGTH(v4 ? 4 : 16) },
 	};
-	char buf[16384] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	bool found = false, done = false;
+	char buf[1024] __attribute__((aligned(NLMSG_ALIGNTO)));
+	int fd = port->neigh_fd >= 0 ? port->neigh_fd : neigh_socket_open();
+	bool found = false;
+	ssize_t n;
 
+	memcpy(req.addr, v4 ? gid + 12 : gid, v4 ? 4 : 16);
+	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(req.nd)) + RTA_LENGTH(v4 ? 4 : 16);
 	if (fd < 0 || send(fd, &req, req.nh.nlmsg_len, 0) < 0)
 		goto out;
-	while (!done) {
-		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+	/* an answer to an earlier ask that went unread is skipped by its sequence number */
+	while (!found && (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		int left = (int)n;
 
-		if (n <= 0)
-			break;
 		for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, left);
 		     nh = NLMSG_NEXT(nh, left)) {
-			done = nh->nlmsg_type == NLMSG_DONE || nh->nlmsg_type == NLMSG_ERROR;
-			if (done)
-				break;
-			found = found || neigh_matches(port, nh, ip6, mac);
+			if (nh->nlmsg_seq != req.nh.nlmsg_seq)
+				continue;
+			found = usable_lladdr(nh, mac);
+			goto out;
 		}
 	}
 out:
-	if (fd >= 0)
+	if (fd >= 0 && fd != port->neigh_fd)
 		close(fd);
 	return found;
-}
-
-static bool table_lookup(const struct port *port, const uint8_t gid[16], uint8_t mac[6])
-{
-	uint32_t ipv4;
-
-	if (!addr_gid_is_ipv4(gid))
-		return nd_lookup(port, gid, mac);
-	memcpy(&ipv4, gid + 12, 4);
-	return arp_lookup(port, ipv4, mac);
 }
 
 /* A datagram to the peer's discard port makes the kernel resolve its address. */

@@ -175,6 +175,7 @@ int net_open(struct port *port, const char *ifname, const char *const *addrs, un
 	     char *err, size_t errlen)
 {
 	port->tx_fd = port->rx.fd = -1;
+	port->neigh_fd = neigh_socket_open();
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
 		port->udp_guard_fd[i] = -1;
 	snprintf(port->ifname, sizeof(port->ifname), "%s", ifname);
@@ -202,6 +203,8 @@ void net_close(struct port *port)
 	rxring_close(port);
 	if (port->tx_fd >= 0)
 		close(port->tx_fd);
+	if (port->neigh_fd >= 0)
+		close(port->neigh_fd);
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
 		if (port->udp_guard_fd[i] >= 0)
 			close(port->udp_guard_fd[i]);

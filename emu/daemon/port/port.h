@@ -94,6 +94,7 @@ struct port {
 	struct rx_ring rx;
 	ev_io rx_watcher;
 	int tx_fd;
+	int neigh_fd;                /* rtnetlink, for the neighbour table (neigh.c) */
 	bool tx_vnet;                /* every message sent starts with a virtio-net header */
 	bool tx_gso;                 /* frames of one flow go out as UDP GSO frames */
 	bool gso_off;                /* --no-gso */
@@ -200,6 +201,8 @@ void capture_close(struct port *port);
  * called for the wait's owner (the address appeared or a second passed), and then the
  * same call returns 0, or -EHOSTUNREACH. The loop never waits. */
 void neigh_init(struct neigh_wait *nw, struct port *port, void *owner);
+/* the rtnetlink socket a port asks on (-1 on failure: each lookup then opens its own) */
+int neigh_socket_open(void);
 int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6]);
 void neigh_stop(struct neigh_wait *nw);
 
