@@ -59,6 +59,8 @@ int rpc_set_nonblock(int fd)
 {
 	int flags = fcntl(fd, F_GETFL);
 
+	if (flags >= 0 && (flags & O_NONBLOCK))
+		return 0;                /* the daemon made it so (its pipes are) */
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
 		return errno;
 	return 0;

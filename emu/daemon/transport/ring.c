@@ -23,17 +23,12 @@
 
 /* A doorbell or notification channel: a pipe, so the daemon's end is an open file of its
  * own that no client can make blocking (an eventfd would share its flags with the client).
- * ends[0] reads, ends[1] writes; the daemon's end is made non-blocking. */
-int ring_channel_open(int ends[2], int daemon_end)
+ * ends[0] reads, ends[1] writes; both are non-blocking: the daemon never waits on its end,
+ * and a client's doorbell to a full pipe returns EAGAIN (a wakeup is pending anyway)
+ * rather than stopping its post. */
+int ring_channel_open(int ends[2])
 {
-	if (pipe2(ends, O_CLOEXEC) < 0)
-		return -errno;
-	if (fcntl(ends[daemon_end], F_SETFL, O_NONBLOCK) < 0) {
-		close(ends[0]);
-		close(ends[1]);
-		return -errno;
-	}
-	return 0;
+	return pipe2(ends, O_CLOEXEC | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
 /* A zeroed shared mapping of bytes in a new memfd; *fd receives the memfd. */
@@ -58,13 +53,6 @@ fail:
 	return NULL;
 }
 
-/* The end the daemon keeps open for itself: it writes a CQ's or SRQ's wakeups, and reads a
- * QP's doorbells. The other end is the client's. */
-static int daemon_end(enum ring_kind kind)
-{
-	return kind == RING_QP ? 0 : 1;
-}
-
 static void ring_mem_free(struct ring_mem *m)
 {
 	munmap(m->map, m->bytes);
@@ -74,8 +62,8 @@ static void ring_mem_free(struct ring_mem *m)
 }
 
 /* What a client left in the pipe's read end (the daemon holds both ends): a parked CQ's
- * unread wakeups would wake the next CQ's sleeper for nothing. FIONREAD first, because the
- * client's end may be blocking. */
+ * unread wakeups would wake the next CQ's sleeper for nothing. FIONREAD first: the read
+ * end's flags are the client's to change. */
 static void drain(int fd)
 {
 	char buf[256];
@@ -121,7 +109,7 @@ int ring_take(struct owner *o, enum ring_kind kind, size_t bytes, struct ring_me
 	m->map = ring_alloc(names[kind], bytes, &m->memfd);
 	if (!m->map)
 		return -errno;
-	err = ring_channel_open(m->ends, daemon_end(kind));
+	err = ring_channel_open(m->ends);
 	if (err) {
 		munmap(m->map, bytes);
 		close(m->memfd);

@@ -282,11 +282,11 @@ struct qp {
 };
 
 /* ring.c: a zeroed shared mapping of bytes in a new memfd (*fd gets it), and a wakeup
- * pipe whose daemon end (0 reads, 1 writes) is non-blocking; 0 or a negative errno.
+ * pipe (0 reads, 1 writes), both ends non-blocking; 0 or a negative errno.
  * ring_take: a zeroed ring and an empty pipe for a new queue of the owner's, parked or
  * new; ring_give: a destroyed queue's, parked or freed; ring_park_empty frees the park. */
 void *ring_alloc(const char *name, size_t bytes, int *fd);
-int ring_channel_open(int ends[2], int daemon_end);
+int ring_channel_open(int ends[2]);
 int ring_take(struct owner *o, enum ring_kind kind, size_t bytes, struct ring_mem *m);
 void ring_give(struct owner *o, enum ring_kind kind, struct ring_mem *m);
 void ring_park_empty(struct owner *o);
