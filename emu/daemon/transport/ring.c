@@ -6,8 +6,8 @@
  * RING_PARK_SLOTS of them, each at most RING_PARK_MAX_BYTES). A client that makes and
  * destroys queues in turn (every RDMA CM connection makes two CQs and a QP and destroys
  * them) then costs the daemon no memfd_create, ftruncate, seals, mmap, munmap or pipe2
- * each time: about a quarter of the system calls a connection costs both daemons, and in
- * an emulated guest 0.2 ms an object (docs/benchmarks.md). The client gets the same memfd
+ * each time: nearly a third of the system calls a connection cost both daemons, and in
+ * an emulated guest 0.2 to 0.3 ms an object (docs/benchmarks.md). The client gets the same memfd
  * and pipe end again, maps the ring anew and closes both when it destroys the queue, as
  * before. The price: a live queue keeps its memfd open in the daemon, three descriptors a
  * queue instead of two. */
