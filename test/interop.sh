@@ -130,9 +130,10 @@ guest_listeners() {
 # kernel's rdma_cm joins the group over IGMP before it reports the join, and librdmacm
 # attaches the QP only as the program reads that event: a sender that started before
 # then lost its datagrams to a receiver not yet attached, which waited for them until
-# its timeout (seen once in make interop with a fixed 2 s wait). Under TCG the guest can take seconds to listen, and a
-# client that finds nobody is refused: perftest -R then retries through ids it has
-# destroyed and memory it has freed, and crashes (seen once in make check).
+# its timeout (seen once in make interop with a fixed 2 s wait). Under TCG the guest can
+# take seconds to listen, and a client that finds nobody is refused: perftest -R then
+# retries through ids it has destroyed and memory it has freed, and crashes (seen once in
+# make check; perftest_refused_too_soon for its second listener).
 guest_server_start() {
 	local before now
 	before=$(guest_listeners)
