@@ -285,8 +285,8 @@ static void data_path_turn(struct dev *dev)
 }
 
 /* One request a wakeup: a client waits for each answer before it asks again, so a second
- * read would nearly always find nothing and cost a system call per request (18 of the 270
- * a connection costs); one that did queue more is ready again at the loop's next turn. */
+ * read would nearly always find nothing, a system call per request for nothing; a client
+ * that did queue more is ready again at the loop's next turn. */
 static void client_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct client *c = w->data;

@@ -1,7 +1,7 @@
 /* Neighbours: a peer's MAC address from the kernel's tables (ARP for IPv4, neighbour
  * discovery for IPv6), asked over rtnetlink one entry at a time, which the kernel fills
- * when something sends to the peer. A peer not in the table yet is waited for on a timer of the
- * client that asked, not in the loop: other clients and the wire go on meanwhile. */
+ * when something sends to the peer. A peer not in the table yet is waited for on a timer
+ * of the client that asked, not in the loop: other clients and the wire go on meanwhile. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/neighbour.h>
@@ -62,30 +62,22 @@ static bool table_lookup(const struct port *port, const uint8_t gid[16], uint8_t
 		.dst = { .rta_type = NDA_DST, .rta_len = RTA_LENGTH(v4 ? 4 : 16) },
 	};
 	char buf[1024] __attribute__((aligned(NLMSG_ALIGNTO)));
-	int fd = port->neigh_fd >= 0 ? port->neigh_fd : neigh_socket_open();
-	bool found = false;
 	ssize_t n;
 
 	memcpy(req.addr, v4 ? gid + 12 : gid, v4 ? 4 : 16);
 	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(req.nd)) + RTA_LENGTH(v4 ? 4 : 16);
-	if (fd < 0 || send(fd, &req, req.nh.nlmsg_len, 0) < 0)
-		goto out;
+	if (send(port->neigh_fd, &req, req.nh.nlmsg_len, 0) < 0)
+		return false;
 	/* an answer to an earlier ask that went unread is skipped by its sequence number */
-	while (!found && (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+	while ((n = recv(port->neigh_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		int left = (int)n;
 
 		for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, left);
-		     nh = NLMSG_NEXT(nh, left)) {
-			if (nh->nlmsg_seq != req.nh.nlmsg_seq)
-				continue;
-			found = usable_lladdr(nh, mac);
-			goto out;
-		}
+		     nh = NLMSG_NEXT(nh, left))
+			if (nh->nlmsg_seq == req.nh.nlmsg_seq)
+				return usable_lladdr(nh, mac);
 	}
-out:
-	if (fd >= 0 && fd != port->neigh_fd)
-		close(fd);
-	return found;
+	return false;
 }
 
 /* A datagram to the peer's discard port makes the kernel resolve its address. */

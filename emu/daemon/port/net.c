@@ -175,9 +175,14 @@ int net_open(struct port *port, const char *ifname, const char *const *addrs, un
 	     char *err, size_t errlen)
 {
 	port->tx_fd = port->rx.fd = -1;
-	port->neigh_fd = neigh_socket_open();
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
 		port->udp_guard_fd[i] = -1;
+	port->neigh_fd = neigh_socket_open();
+	if (port->neigh_fd < 0) {
+		snprintf(err, errlen, "cannot open an rtnetlink socket for the neighbour tables: %s",
+			 strerror(errno));
+		return -1;
+	}
 	snprintf(port->ifname, sizeof(port->ifname), "%s", ifname);
 	if (strlen(ifname) >= sizeof(port->ifname)) {
 		snprintf(err, errlen, "interface name %s is too long", ifname);

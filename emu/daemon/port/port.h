@@ -201,7 +201,7 @@ void capture_close(struct port *port);
  * called for the wait's owner (the address appeared or a second passed), and then the
  * same call returns 0, or -EHOSTUNREACH. The loop never waits. */
 void neigh_init(struct neigh_wait *nw, struct port *port, void *owner);
-/* the rtnetlink socket a port asks on (-1 on failure: each lookup then opens its own) */
+/* the rtnetlink socket a port asks on, or -1 */
 int neigh_socket_open(void);
 int neigh_resolve(struct neigh_wait *nw, const uint8_t gid[16], uint8_t mac[6]);
 void neigh_stop(struct neigh_wait *nw);

@@ -30,8 +30,6 @@
 
 struct ah;
 
-/* What the transport knows of the process behind its objects: control's struct client
- * begins with one. */
 /* ring.c: a queue's shared memory and wakeup pipe (ends[0] reads, ends[1] writes); a
  * destroyed queue's wait in its owner's park for the next of the same kind and size */
 enum ring_kind { RING_CQ, RING_SRQ, RING_QP };
@@ -51,6 +49,8 @@ struct ring_park {
 	unsigned n;
 };
 
+/* What the transport knows of the process behind its objects: control's struct client
+ * begins with one. */
 struct owner {
 	struct dev *dev;
 	pid_t pid;
