@@ -166,7 +166,10 @@ EOF
 	return 1
 }
 
+# (an earlier run of the same name leaves its status and output: gone first, or vm_wait
+# would take them for this run's)
 vm_spawn() {
+	rm -f "$VM_WORK/vm/rc.$1" "$VM_WORK/vm/out.$1"
 	printf '%s\n' "$2" >"$VM_WORK/vm/cmd.$1.tmp" && mv "$VM_WORK/vm/cmd.$1.tmp" "$VM_WORK/vm/cmd.$1"
 }
 
