@@ -73,6 +73,60 @@ void icrc_store(uint8_t *trailer, uint32_t icrc)
 	trailer[3] = icrc >> 24;
 }
 
+/* CRC-32 is linear: the CRC of a message changed in place moves by the CRC, with no initial
+ * or final inversion, of the bits that changed, carried past the bytes after them. Carrying
+ * a remainder past n bytes multiplies it by x^(8n) mod P. Polynomials here are kept as
+ * CRC-32 keeps its register: the top bit is x^0, the bottom bit x^31. */
+#define POLY_REFLECTED 0xedb88320u
+#define POLY_ONE 0x80000000u
+
+static uint32_t poly_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t product = 0;
+
+	for (uint32_t bit = POLY_ONE; bit; bit >>= 1) {
+		if (a & bit)
+			product ^= b;
+		b = b & 1 ? (b >> 1) ^ POLY_REFLECTED : b >> 1;
+	}
+	return product;
+}
+
+/* x^(2^k) mod P, each the square of the one before, from x^1 */
+static const uint32_t x_pow_2k[32] = {
+	0x40000000, 0x20000000, 0x08000000, 0x00800000,
+	0x00008000, 0xedb88320, 0xb1e6b092, 0xa06a2517,
+	0xed627dae, 0x88d14467, 0xd7bbfe6a, 0xec447f11,
+	0x8e7ea170, 0x6427800e, 0x4d47bae0, 0x09fe548f,
+	0x83852d0f, 0x30362f1a, 0x7b5a9cc3, 0x31fec169,
+	0x9fec022a, 0x6c8dedc4, 0x15d6874d, 0x5fde7a4e,
+	0xbad90e37, 0x2e4e5eef, 0x4eaba214, 0xa8a472c0,
+	0x429a969e, 0x148d302a, 0xc40ba6d0, 0xc4e22c3c,
+};
+
+uint32_t icrc_carry_factor(size_t bytes)
+{
+	uint32_t factor = POLY_ONE;
+	uint32_t bits = (uint32_t)bytes * 8;
+
+	for (unsigned k = 0; bits; k++, bits >>= 1)
+		if (bits & 1)
+			factor = poly_mulmod(factor, x_pow_2k[k]);
+	return factor;
+}
+
+uint32_t icrc_patch(uint32_t icrc, const uint8_t *diff, size_t len, uint32_t carry_factor)
+{
+	uint32_t rem = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		rem ^= diff[i];
+		for (int b = 0; b < 8; b++)
+			rem = rem & 1 ? (rem >> 1) ^ POLY_REFLECTED : rem >> 1;
+	}
+	return icrc ^ poly_mulmod(rem, carry_factor);
+}
+
 uint32_t icrc_load(const uint8_t *trailer)
 {
 	return trailer[0] | (uint32_t)trailer[1] << 8 | (uint32_t)trailer[2] << 16 |

@@ -35,6 +35,13 @@ uint32_t icrc_compute(const uint8_t *l3, size_t ip_hdr_len, int ip_version, size
 /* True when the trailer (the last 4 bytes of the UDP payload) matches. */
 bool icrc_verify(const uint8_t *l3, size_t ip_hdr_len, int ip_version, size_t l4_len);
 
+/* Changing covered bytes in place without folding the packet again. icrc_patch() gives the
+ * ICRC after len bytes changed by diff (the xor of their old and new values), carry_factor
+ * being icrc_carry_factor() of the number of covered bytes after them (less than 512 MiB).
+ * A packet whose ICRC was wrong keeps it wrong: nothing is vouched for that was not. */
+uint32_t icrc_carry_factor(size_t bytes);
+uint32_t icrc_patch(uint32_t icrc, const uint8_t *diff, size_t len, uint32_t carry_factor);
+
 /* Trailer byte order: least significant byte first. */
 void icrc_store(uint8_t *trailer, uint32_t icrc);
 uint32_t icrc_load(const uint8_t *trailer);

@@ -103,6 +103,66 @@ START_TEST(test_masked_fields_keep_icrc)
 }
 END_TEST
 
+/* How many bytes the ICRC covers after the byte at ip_offset of an IPv4 packet (no
+ * options); none of the bytes patched below is masked. */
+static size_t covered_after(size_t l4_len, size_t ip_offset)
+{
+	size_t covered = 8 + 20 + l4_len - ICRC_LEN;
+
+	return covered - (8 + ip_offset) - 1;
+}
+
+/* Changing any bytes and patching gives the ICRC a full pass gives, at every length; a
+ * broken ICRC stays broken by the same bits. */
+START_TEST(test_patch_equals_recompute)
+{
+	static const size_t sizes[] = { 0, 1, 3, 64, 1000, 4096, 8000 };
+	static const size_t offsets[] = { 4, 5, 12, 19, 20, 21, 23, 40, 60 };
+
+	srand(7);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++) {
+			size_t len = frames_make(frame, 4, 5, 0x0a, sizes[i]);
+			uint8_t *ip = frame + 14, diff[3];
+			size_t l4_len = len - 14 - 20, at = offsets[o];
+			size_t n = at + 3 <= 20 + 8 + 12 + sizes[i] ? 3 : 1;
+
+			if (at >= 20 + 8 + 12 + sizes[i])
+				continue;   /* past the covered bytes */
+
+			for (size_t k = 0; k < n; k++) {
+				diff[k] = (uint8_t)(rand() | 1);
+				ip[at + k] ^= diff[k];
+			}
+			uint32_t patched = icrc_patch(icrc_load(ip + 20 + l4_len - ICRC_LEN), diff, n,
+						      icrc_carry_factor(covered_after(l4_len, at + n - 1)));
+			ck_assert_msg(patched == icrc_compute(ip, 20, 4, l4_len), "size %zu at %zu n %zu", sizes[i], at, n);
+
+			icrc_store(ip + 20 + l4_len - ICRC_LEN, patched ^ 0x10);
+			ip[at] ^= diff[0];
+			patched = icrc_patch(patched ^ 0x10, diff, 1,
+					     icrc_carry_factor(covered_after(l4_len, at)));
+			ck_assert_uint_eq(patched ^ 0x10, icrc_compute(ip, 20, 4, l4_len));
+		}
+}
+END_TEST
+
+START_TEST(test_carry_factor_of_nothing_is_one)
+{
+	uint8_t diff[2] = { 0x12, 0x34 };
+	size_t len = frames_make(frame, 4, 5, 0x0a, 0);
+	uint8_t *ip = frame + 14;
+	size_t l4_len = len - 14 - 20;
+	uint32_t before = icrc_load(ip + 20 + l4_len - ICRC_LEN);
+
+	/* the last two covered bytes: nothing after them to carry past */
+	ip[20 + l4_len - ICRC_LEN - 2] ^= diff[0];
+	ip[20 + l4_len - ICRC_LEN - 1] ^= diff[1];
+	ck_assert_uint_eq(icrc_patch(before, diff, 2, icrc_carry_factor(0)),
+			  icrc_compute(ip, 20, 4, l4_len));
+}
+END_TEST
+
 static bool bit_is_masked(int v, size_t byte, int bit)
 {
 	size_t udp = v == 4 ? 34 : 54;
@@ -193,6 +253,8 @@ int main(void)
 	tcase_add_test(tc, test_masked_fields_keep_icrc);
 	tcase_add_test(tc, test_every_single_bit_flip_detected);
 	tcase_add_test(tc, test_shared_captures);
+	tcase_add_test(tc, test_patch_equals_recompute);
+	tcase_add_test(tc, test_carry_factor_of_nothing_is_one);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

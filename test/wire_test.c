@@ -561,6 +561,37 @@ START_TEST(test_gso_grouping_rules)
 }
 END_TEST
 
+/* A frame handed to a UDP socket: the socket's id and source port, and an ICRC that still
+ * holds (or still fails, when the frame was corrupted on purpose); the frames still ride
+ * together. */
+START_TEST(test_gso_reflow_for_a_udp_socket)
+{
+	struct wire_pkt pkt;
+
+	build_gso_frame(frame);
+	for (int i = 0; i < GSO_PKTS; i++) {
+		uint8_t *f = gso_pkt[i];
+
+		wire_gso_reflow(f, gso_len[i], (uint16_t)i, 40000, wire_gso_reflow_carry(gso_len[i]));
+		ck_assert_int_eq(wire_parse(f, gso_len[i], &pkt), WIRE_OK);
+		ck_assert(wire_icrc_ok(f, &pkt));
+		ck_assert_uint_eq(f[WIRE_ETH_LEN + 4] << 8 | f[WIRE_ETH_LEN + 5], (unsigned)i);
+		ck_assert_uint_eq(f[WIRE_ETH_LEN + WIRE_IPV4_LEN] << 8 |
+				  f[WIRE_ETH_LEN + WIRE_IPV4_LEN + 1], 40000);
+		ck_assert_uint_eq(fold16(sum16(f + WIRE_ETH_LEN, WIRE_IPV4_LEN, 0)), 0xffff);
+	}
+	ck_assert(wire_gso_same_flow(gso_pkt[0], gso_len[0], gso_pkt[2], gso_len[2]));
+	ck_assert(wire_gso_can_follow(gso_pkt[0], gso_len[0], gso_pkt[2], gso_len[2], 2));
+
+	gso_pkt[1][gso_len[1] - 10] ^= 0x40;           /* a payload bit flipped in transit */
+	wire_gso_reflow(gso_pkt[1], gso_len[1], 7, 40001, wire_gso_reflow_carry(gso_len[1]));
+	ck_assert_int_eq(wire_parse(gso_pkt[1], gso_len[1], &pkt), WIRE_OK);
+	ck_assert(!wire_icrc_ok(gso_pkt[1], &pkt));
+	gso_pkt[1][gso_len[1] - 10] ^= 0x40;
+	ck_assert(wire_icrc_ok(gso_pkt[1], &pkt));
+}
+END_TEST
+
 START_TEST(test_gso_split_refusals)
 {
 	size_t len = build_gso_frame(frame);
@@ -698,6 +729,7 @@ int main(void)
 	tcase_add_test(tc, test_gso_frame_cuts_into_the_packets_sent);
 	tcase_add_test(tc, test_gso_grouping_rules);
 	tcase_add_test(tc, test_gso_split_refusals);
+	tcase_add_test(tc, test_gso_reflow_for_a_udp_socket);
 	tcase_add_test(tc, test_builder_matches_real_nics);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

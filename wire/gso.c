@@ -13,16 +13,46 @@
 #define IP_AT WIRE_ETH_LEN
 #define UDP_AT (WIRE_ETH_LEN + WIRE_IPV4_LEN)
 
-bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *next,
-			 size_t next_len, unsigned k)
+bool wire_gso_same_flow(const uint8_t *first, size_t first_len, const uint8_t *next,
+			size_t next_len)
 {
 	return first_len >= WIRE_GSO_HDR_LEN && next_len > WIRE_GSO_HDR_LEN &&
 	       next_len <= first_len && get16(first + 12) == WIRE_ETHERTYPE_IPV4 &&
 	       first[IP_AT] == IPV4_NO_OPTIONS && first[IP_AT + 9] == IPV4_PROTO_UDP &&
 	       !memcmp(first, next, IP_AT + 2) &&
 	       !memcmp(first + IP_AT + 6, next + IP_AT + 6, 4) &&
-	       !memcmp(first + IP_AT + 12, next + IP_AT + 12, 12) &&
+	       !memcmp(first + IP_AT + 12, next + IP_AT + 12, 12);
+}
+
+bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *next,
+			 size_t next_len, unsigned k)
+{
+	return wire_gso_same_flow(first, first_len, next, next_len) &&
 	       get16(next + IP_AT + 4) == (uint16_t)(get16(first + IP_AT + 4) + k);
+}
+
+/* The bytes patched run from the IPv4 id to the end of the UDP source port. */
+#define REFLOW_FROM (IP_AT + 4)
+#define REFLOW_TO (UDP_AT + 2)
+
+uint32_t wire_gso_reflow_carry(size_t len)
+{
+	return icrc_carry_factor(len - REFLOW_TO - ICRC_LEN);
+}
+
+void wire_gso_reflow(uint8_t *frame, size_t len, uint16_t ip_id, uint16_t src_port,
+		     uint32_t carry)
+{
+	uint8_t diff[REFLOW_TO - REFLOW_FROM] = { 0 };
+	uint8_t *ip = frame + IP_AT, *trailer = frame + len - ICRC_LEN;
+
+	put16(diff, get16(ip + 4) ^ ip_id);
+	put16(diff + sizeof(diff) - 2, get16(frame + UDP_AT) ^ src_port);
+	put16(ip + 4, ip_id);
+	put16(frame + UDP_AT, src_port);
+	put16(ip + 10, 0);
+	put16(ip + 10, (uint16_t)~fold16(sum16(ip, WIRE_IPV4_LEN, 0)));
+	icrc_store(trailer, icrc_patch(icrc_load(trailer), diff, sizeof(diff), carry));
 }
 
 static void set_lengths(uint8_t *first, size_t frame_len)

@@ -277,6 +277,19 @@ typedef void (*wire_deliver_fn)(void *ctx, const uint8_t *frame, size_t len);
  * id k above first's, and no longer than first (only the last packet may be shorter). */
 bool wire_gso_can_follow(const uint8_t *first, size_t first_len, const uint8_t *next,
 			 size_t next_len, unsigned k);
+/* The same, whatever the ids: for a GSO frame sent through a UDP socket, which sets them. */
+bool wire_gso_same_flow(const uint8_t *first, size_t first_len, const uint8_t *next,
+			size_t next_len);
+
+/* A frame sent through a UDP socket leaves with the socket's source port and the IPv4 id
+ * the kernel picks (0 for the first packet of a send that sets DF on an unconnected
+ * socket, counting up for the rest of a GSO frame). wire_gso_reflow() gives a built IPv4
+ * frame those values, its IPv4 checksum and its ICRC patched for them: an ICRC that was
+ * wrong (corrupted on purpose) stays wrong. carry is wire_gso_reflow_carry(len), the same
+ * for every frame of one length. */
+uint32_t wire_gso_reflow_carry(size_t len);
+void wire_gso_reflow(uint8_t *frame, size_t len, uint16_t ip_id, uint16_t src_port,
+		     uint32_t carry);
 
 /* The first frame's headers as a GSO frame of total bytes needs them: IPv4 and UDP lengths
  * of the whole frame, the IPv4 checksum for them, and in the UDP checksum field the
