@@ -19,7 +19,17 @@
  * daemon's receive ring takes one whole, whatever its link MTU. */
 #define NET_GSO_FRAME_MAX 16256
 #define NET_GSO_MAX_SEGS 64
-#define QP_MAX_INFLIGHT 128        /* unacknowledged PSNs a requester may have out */
+/* Unacknowledged PSNs a requester may have out: a window that halves at each loss, down to
+ * QP_MIN_WINDOW, and grows back by the PSNs acknowledged. A resend round sends again all
+ * that was out after the loss, so the window a lossy path keeps is small; where nothing is
+ * lost (RoCE's fabrics, veths, virtio) a long round trip needs the whole window: between
+ * two TCG guests, 1 MiB WRITEs went 1.45x faster at 512 than at rxe's 128. */
+#define QP_MAX_INFLIGHT 512
+#define QP_MIN_WINDOW 32
+/* What a requester waiting for READ responses counts against DEV_MAX_INFLIGHT at most:
+ * the responses fill our ring, not the peer's, and a long READ must not take the whole
+ * device's credit. */
+#define QP_READ_CREDIT 128
 #define QP_MAX_RD_ATOMIC 128       /* READs and atomics outstanding, each way (rxe's) */
 #define QP_ACKREQ_EVERY 64
 #define QP_BURST 16                /* packets a requester sends before the next QP's turn */

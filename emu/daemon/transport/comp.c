@@ -90,6 +90,12 @@ void comp_on_sent(struct qp *qp)
 
 static void retry_from(struct qp *qp, uint32_t psn);
 
+static void grow_window(struct qp *qp, uint32_t acked)
+{
+	uint32_t w = qp->req.window + acked;
+
+	qp->req.window = w < QP_MAX_INFLIGHT ? w : QP_MAX_INFLIGHT;
+}
 
 /* Everything up to and including psn arrived: complete what that covers. A READ moves on
  * only by the responses placed: a PSN past them (a later response of the same READ, or
@@ -118,6 +124,7 @@ static void ack_through(struct qp *qp, uint32_t psn)
 		comp_complete(qp, w, IBV_WC_SUCCESS);
 	}
 	if (wire_psn_diff(next, qp->req.snd_una) > 0) {
+		grow_window(qp, (uint32_t)wire_psn_diff(next, qp->req.snd_una));
 		qp->req.snd_una = next;
 		sched_account(qp);
 		rto_on_progress(qp, next);
@@ -139,6 +146,7 @@ static void ack_through(struct qp *qp, uint32_t psn)
 static void retry_from(struct qp *qp, uint32_t psn)
 {
 	qp->comp.resend_started = true;
+	qp->req.window = qp->req.window / 2 > QP_MIN_WINDOW ? qp->req.window / 2 : QP_MIN_WINDOW;
 	qp->dev->cnt.completer_retry_err++;
 	if (qp->comp.retry_left == 0) {
 		qp->dev->cnt.retry_exceeded_err++;

@@ -293,6 +293,7 @@ void qp_reset(struct qp *qp)
 	rq_forget(qp);
 	memset(qp->resp.rd_res, 0, sizeof(qp->resp.rd_res));
 	qp->resp.rd_res_next = qp->req.rd_outstanding = qp->req.since_ackreq = 0;
+	qp->req.window = QP_MAX_INFLIGHT;
 	qp->resp.msn = 0;
 	qp->resp.last_refusal = PROTO_REFUSED_none;
 	qp->comp.last_failure = PROTO_FAILED_none;

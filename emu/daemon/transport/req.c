@@ -1,6 +1,6 @@
 /* The requester of an RC or UC QP: SEND, RDMA WRITE, READ, atomic and FLUSH work requests from
  * the client's ring, checked once as they are copied out, segmented by the path MTU and
- * sent in the QP's turns, at most QP_MAX_INFLIGHT PSNs unacknowledged and max_rd_atomic
+ * sent in the QP's turns, at most a window of PSNs unacknowledged and max_rd_atomic
  * READs and atomics outstanding. The completer (comp.c) moves it back for a resend.
  *
  * A UC QP sends SEND and RDMA WRITE [WITH IMMEDIATE] only, as RC's opcodes + 0x20, asks
@@ -471,7 +471,7 @@ void req_pump(struct qp *qp)
 		return;
 	}
 	while (qp->req.send_idx != qp->req.fetch_idx &&
-	       wire_psn_diff(qp->req.snd_nxt, qp->req.snd_una) < QP_MAX_INFLIGHT) {
+	       wire_psn_diff(qp->req.snd_nxt, qp->req.snd_una) < (int32_t)qp->req.window) {
 		struct send_wqe *w = wqe_at(qp, qp->req.send_idx);
 
 		if (blocked_by_local_error(qp, w))

@@ -73,16 +73,16 @@ static void wake_credit_waiters(struct dev *dev)
 }
 
 /* A READ's PSNs are its responses, which the peer sends into our ring, not ours into its:
- * a QP counts for at most a window's worth, so a large READ does not hold every other QP
- * back until it is answered. */
+ * a QP waiting for them counts for at most QP_READ_CREDIT, so a large READ does not hold
+ * every other QP back until it is answered. */
 static uint32_t outstanding_psns(const struct qp *qp)
 {
-	uint32_t n;
+	uint32_t n, most = qp->req.rd_outstanding ? QP_READ_CREDIT : QP_MAX_INFLIGHT;
 
 	if (qp->type != IBV_QPT_RC || (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD))
 		return 0;
 	n = (uint32_t)wire_psn_diff(qp->req.snd_max, qp->req.snd_una);
-	return n < QP_MAX_INFLIGHT ? n : QP_MAX_INFLIGHT;
+	return n < most ? n : most;
 }
 
 void sched_account(struct qp *qp)

@@ -226,6 +226,7 @@ struct qp {
 		uint32_t snd_max;            /* one past the highest PSN ever sent */
 		bool rnr_wait;
 		uint32_t rd_outstanding;     /* READs and atomics started, not completed */
+		uint32_t window;             /* PSNs it may have unacknowledged (limits.h) */
 		/* its turns (sched.c): on dev->tp.ready or ->credit_wait */
 		enum { TURN_NONE, TURN_READY, TURN_CREDIT } sched;
 		TAILQ_ENTRY(qp) ready_link;
