@@ -36,7 +36,8 @@ TESTS        := $(BUILD)/test/icrc_test $(BUILD)/test/wire_test $(BUILD)/test/me
                 $(BUILD)/test/decode_test $(BUILD)/test/lib_test $(BUILD)/test/dcqcn_test \
                 $(BUILD)/test/cm_mad_test
 # Unit tests that need neither root nor the network, seconds in all: `make unit`.
-UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test $(BUILD)/test/cm_test
+UNIT_TESTS   := $(TESTS) $(BUILD)/test/transport_test $(BUILD)/test/cm_test \
+                $(BUILD)/test/txmsg_test
 TEST_COMMON  := $(BUILD)/test/testutil.o $(BUILD)/test/frames.o
 # Programs the integration tests (test/*.test.sh) drive against running daemons.
 TEST_PROGRAMS := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/*_e2e.c))
@@ -108,6 +109,11 @@ $(BUILD)/test/transport_test: $(BUILD)/test/transport_test.o $(BUILD)/test/port_
                               $(TEST_COMMON) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
                               $(BUILD)/emu/daemon/port/mcast.o $(LIB_MEMREG) $(LIB_WIRE) $(LIB_ICRC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) $(EV_LIBS) -lz
+# The send batch's layout alone (port/txmsg.c and port/udptx.c): no socket is opened.
+$(BUILD)/test/txmsg_test: $(BUILD)/test/txmsg_test.o $(TEST_COMMON) \
+                          $(BUILD)/emu/daemon/port/txmsg.o $(BUILD)/emu/daemon/port/udptx.o \
+                          $(BUILD)/emu/daemon/port/addr.o $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PCAP_LIBS) $(ISAL_LIBS) -lz
 # The CM on the transport, driven with CM MADs the same way (test/port_stub.c below).
 $(BUILD)/test/cm_test: $(BUILD)/test/cm_test.o $(BUILD)/test/port_stub.o $(TEST_COMMON) \
                        $(LIB_CM) $(LIB_TRANSPORT) $(BUILD)/emu/daemon/port/addr.o \
@@ -245,6 +251,7 @@ demo:
 # first run downloads Debian's kernel package into build/interop).
 .PHONY: interop
 interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer $(BUILD)/test/pcap_icrc \
+	$(BUILD)/test/gso_refuse.so \
 	$(BUILD)/test/cm_peer
 	test/interop.sh $(BUILD)
 

@@ -508,6 +508,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(loopback_pkts, "packets from one QP of this daemon to another (not on the wire)") \
 	X(drop_loopback_full, "dropped: the loopback queue between local QPs was full")  \
 	X(sent_gso_frames, "GSO frames sent (several packets of one QP in one send)")     \
+	X(send_udp_refused, "sends a UDP socket refused, their packets sent by the packet socket") \
 	X(rcvd_gso_frames, "GSO frames received and cut into their packets")             \
 	X(nak_seq_sent, "PSN sequence error NAKs sent")                                  \
 	X(nak_inv_req_sent, "invalid request NAKs sent")                                 \

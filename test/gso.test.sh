@@ -8,7 +8,10 @@
 #   itself, as a NIC or a peer's UDP socket would: the receiver gets plain frames and their
 #   ICRCs hold, so the IPv4 ids and lengths rocemud builds each packet with are Linux's;
 # - --no-gso sends none; a kernel that refuses GSO on packet sockets (played by a preloaded
-#   sendmmsg, as before Linux 6.2) makes rocemud fall back to a send per packet;
+#   sendmmsg, as before Linux 6.2) makes rocemud send runs through a UDP socket, which
+#   sets the ids and source port the frames were given (ICRC patched for them), whole
+#   across the veth or cut by the kernel; a UDP send refused (a firewall) goes by the
+#   packet socket;
 # - GSO frames on lo;
 # - a GSO frame larger than a ring slot, and one whose segments are not RoCE, are counted
 #   and dropped, and the daemon carries on.
@@ -23,7 +26,7 @@ PORT=$((44000 + RANDOM % 5000))
 declare -A BEFORE=()
 
 COUNTERS="sent_pkts rcvd_pkts sent_gso_frames rcvd_gso_frames send_err drop_bad_icrc
-	drop_malformed drop_truncated drop_ring_full drop_unknown_qp"
+	drop_malformed drop_truncated drop_ring_full drop_unknown_qp send_udp_refused"
 snapshot() {
 	for side in a b; do
 		for c in $COUNTERS; do BEFORE[$side.$c]=$(counter $side $c); done
@@ -101,17 +104,56 @@ no_drops "--no-gso"
 [ "$(delta a sent_gso_frames)" -eq 0 ] || fail "--no-gso: a sent $(delta a sent_gso_frames) GSO frames"
 echo "gso: --no-gso: 20 x 1 MiB byte-exact, no GSO frame sent"
 
-daemon_stop a
-LD_PRELOAD=$PRELOAD ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 daemon_start a
-snapshot
-transfer "a kernel that refuses GSO" 1M 20
-transfer "a kernel that refuses GSO" 64 5000 --tx-depth 128
-no_drops "a kernel that refuses GSO"
-grep -q "the kernel refuses UDP GSO frames" "$WORK/rocemud-a.log" ||
+# refused: as Linux 6.1 does (the preload plays it), the packet socket takes no GSO frame
+refusing_daemon() { # [rocemud args]: daemon a restarted under the refusal
+	daemon_stop a
+	: >"$WORK/rocemud-a.log"
+	ROCEMUD_ARGS="$*" LD_PRELOAD=$PRELOAD \
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 daemon_start a
+}
+# ... runs go through a UDP socket instead: whole GSO frames across the veth, and with
+# segmentation off on the sender's veth, plain packets the kernel cut, every ICRC holding
+refusing_daemon
+for seg in on off; do
+	"${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation $seg >/dev/null
+	snapshot
+	transfer "through a UDP socket, segmentation $seg" 1M 20
+	transfer "through a UDP socket, segmentation $seg" 64 5000 --tx-depth 128
+	transfer "through a UDP socket, segmentation $seg" 65537 50 --mtu 1024
+	no_drops "through a UDP socket, segmentation $seg"
+	sent=$(delta a sent_gso_frames) got=$(delta b rcvd_gso_frames)
+	[ "$sent" -gt 0 ] || fail "through a UDP socket: a sent no GSO frame"
+	if [ $seg = on ]; then
+		[ "$got" -eq "$sent" ] || fail "through a UDP socket: a sent $sent GSO frames, b cut $got"
+	else
+		[ "$got" -eq 0 ] || fail "segmented by the kernel: b still got $got GSO frames"
+	fi
+	[ "$(delta a send_udp_refused)" -eq 0 ] || fail "a UDP socket refused $(delta a send_udp_refused) sends"
+	echo "gso: packet socket refusing GSO, segmentation $seg: $(delta a sent_pkts) packets in $sent GSO frames through a UDP socket, b cut $got, byte-exact"
+done
+"${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation on >/dev/null
+grep -q "the kernel refuses UDP GSO frames on packet sockets" "$WORK/rocemud-a.log" ||
 	fail "rocemud a did not report the refused GSO frame: $(cat "$WORK/rocemud-a.log")"
-[ "$(delta a sent_gso_frames)" -eq 0 ] || fail "a kept sending GSO frames after a refusal"
-echo "gso: a kernel refusing GSO frames: rocemud fell back to a send per packet, byte-exact"
+# ... a UDP socket's send refused (a firewall rule here): those packets go by the packet
+# socket, nothing lost
+if command -v nft >/dev/null; then
+	echo 'table ip rocemu_gso_test { chain out { type filter hook output priority 0; udp dport 4791 reject; }; }' |
+		"${IN_A[@]}" nft -f - || fail "nft: cannot add the test's output rule"
+	snapshot
+	transfer "UDP sends refused by a firewall" 1M 10
+	"${IN_A[@]}" nft delete table ip rocemu_gso_test
+	no_drops "UDP sends refused by a firewall"
+	[ "$(delta a send_udp_refused)" -gt 0 ] || fail "the firewall refused no UDP send of a's"
+	echo "gso: $(delta a send_udp_refused) UDP sends refused by a firewall rule went by the packet socket, byte-exact"
+fi
+# ... and with --no-gso, every packet alone
+refusing_daemon --no-gso
+snapshot
+transfer "a kernel that refuses GSO, --no-gso" 1M 20
+no_drops "a kernel that refuses GSO, --no-gso"
+[ "$(delta a sent_gso_frames)" -eq 0 ] || fail "--no-gso under a refusing kernel: a sent GSO frames"
 daemon_stop a
+: >"$WORK/rocemud-a.log"
 daemon_start a
 
 # inject SIZE SEGMENT: one GSO frame from a's side to b's address, UDP 4791

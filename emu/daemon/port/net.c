@@ -176,7 +176,7 @@ int net_open(struct port *port, const char *ifname, const char *const *addrs, un
 {
 	port->tx_fd = port->rx.fd = -1;
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
-		port->udp_guard_fd[i] = -1;
+		port->udp_guard_fd[i] = port->udp_tx_fd[i] = -1;
 	port->neigh_fd = neigh_socket_open();
 	if (port->neigh_fd < 0) {
 		snprintf(err, errlen, "cannot open an rtnetlink socket for the neighbour tables: %s",
@@ -213,6 +213,7 @@ void net_close(struct port *port)
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
 		if (port->udp_guard_fd[i] >= 0)
 			close(port->udp_guard_fd[i]);
+	udptx_close(port);
 	free(port->tx_frames);
 	loopq_free(port);
 	mcast_free(port);

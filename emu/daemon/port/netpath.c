@@ -37,22 +37,79 @@ static void note_send_error(struct port *port, unsigned frames_lost)
 	log_limited("sending on %s: %s", port->ifname, strerror(errno));
 }
 
-/* One sendmmsg for the frames built since the last one. ENOBUFS means the kernel's queue
- * was full: the frames are lost like any dropped packet and RC retransmits them. */
+/* The packet socket refused a GSO frame: runs go through UDP sockets from now on, or,
+ * where those cannot be had, every packet alone. Returns the new number of messages. */
+static unsigned gso_refused(struct port *port, unsigned m, unsigned msgs)
+{
+	unsigned f = port->tx_msg_first[m];
+
+	txmsg_restore(port, m, msgs);
+	port->tx_gso = false;
+	if (udptx_open(port) == 0)
+		log_info("%s: the kernel refuses UDP GSO frames on packet sockets (Linux 6.2 takes "
+			 "them): runs of one QP's packets go through UDP sockets instead",
+			 port->ifname);
+	else
+		log_info("%s: the kernel refuses UDP GSO frames, and no UDP socket can send them "
+			 "(%s): each packet goes alone", port->ifname, strerror(errno));
+	udptx_prepare(port, f);
+	return txmsg_build(port, m, f);
+}
+
+/* A UDP socket refused message m: its frames go by the packet socket instead. A refusal of
+ * GSO itself (a device without checksum offload) holds for every send after it. */
+static unsigned udp_refused(struct port *port, unsigned m)
+{
+	bool for_good = port->tx_msg_frames[m] > 1 &&
+			(errno == EIO || errno == EINVAL || errno == EOPNOTSUPP);
+
+	port->cnt->send_udp_refused++;
+	if (for_good)
+		log_info("%s: UDP sockets refuse GSO sends here (%s): each packet goes alone",
+			 port->ifname, strerror(errno));
+	else
+		log_limited("%s: a UDP socket refused a send (%s): its packets went by the packet "
+			    "socket", port->ifname, strerror(errno));
+	return udptx_refused(port, m, for_good);
+}
+
+static bool frames_lost(int err)
+{
+	return err == ENOBUFS || err == EAGAIN || err == ENETDOWN || err == ENXIO;
+}
+
+/* --pcap: every frame as it left, a GSO frame's first packet with its own headers back */
+static void capture_batch(struct port *port, unsigned msgs)
+{
+	if (!port->cap_dumper)
+		return;
+	txmsg_restore(port, 0, msgs);
+	for (unsigned f = 0; f < port->tx_count; f++)
+		capture_frame(port, port->tx_frames[f], port->tx_len[f]);
+}
+
+/* The frames built since the last call, in a sendmmsg for each run of messages to one
+ * socket. ENOBUFS means the kernel's queue was full: the frames are lost like any dropped
+ * packet and RC retransmits them. */
 static void send_batch(struct port *port)
 {
-	unsigned done = 0, msgs = txmsg_build(port, 0, 0);
+	unsigned done = 0, msgs;
 
+	udptx_prepare(port, 0);
+	msgs = txmsg_build(port, 0, 0);
 	while (done < msgs) {
-		int n = sendmmsg(port->tx_fd, port->tx_msgs + done, msgs - done, 0);
+		int fd = port->tx_msg_fd[done];
+		int n = sendmmsg(fd, port->tx_msgs + done, txmsg_same_socket(port, done, msgs), 0);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EINVAL && port->tx_gso &&
-		    txmsg_gso_count(port, done, msgs)) {
-			log_info("%s: the kernel refuses UDP GSO frames; each packet goes alone",
-				 port->ifname);
-			msgs = txmsg_without_gso(port, done, msgs);
+		if (n < 0 && errno == EINVAL && fd == port->tx_fd && port->tx_gso &&
+		    port->tx_msg_frames[done] > 1) {
+			msgs = gso_refused(port, done, msgs);
+			continue;
+		}
+		if (n < 0 && fd != port->tx_fd && !frames_lost(errno)) {
+			msgs = udp_refused(port, done);
 			continue;
 		}
 		if (n < 0) {
@@ -63,6 +120,7 @@ static void send_batch(struct port *port)
 		port->cnt->sent_gso_frames += txmsg_gso_count(port, done, done + (unsigned)n);
 		done += (unsigned)n;
 	}
+	capture_batch(port, msgs);
 	port->tx_count = 0;
 }
 
@@ -88,7 +146,6 @@ static void tx_enqueue(void *ctx, const uint8_t *frame, size_t len)
 		loopq_push(port, frame, len);
 	if (slot != frame)
 		memcpy(slot, frame, len);
-	capture_frame(port, slot, len);
 	port->tx_len[port->tx_count] = (uint16_t)len;
 	port->tx_count++;
 	port->cnt->sent_pkts++;

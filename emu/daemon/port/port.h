@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 #include <linux/virtio_net.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <pcap/pcap.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -98,14 +99,27 @@ struct port {
 	bool tx_vnet;                /* every message sent starts with a virtio-net header */
 	bool tx_gso;                 /* frames of one flow go out as UDP GSO frames */
 	bool gso_off;                /* --no-gso */
+	/* udptx.c: frames go through UDP sockets where the packet socket refuses GSO frames;
+	 * one per IPv4 address served (-1 for none), bound to the source port it sends from */
+	bool tx_udp;
+	int udp_tx_fd[DEV_MAX_GIDS];
+	uint16_t udp_tx_port[DEV_MAX_GIDS];
 	int udp_guard_fd[DEV_MAX_GIDS];
 
 	/* frames built this loop iteration, sent together before the loop sleeps */
 	unsigned tx_count;
 	uint16_t tx_len[DEV_TX_BATCH];
 	struct mmsghdr tx_msgs[DEV_TX_BATCH];
+	int8_t tx_via[DEV_TX_BATCH];          /* the UDP socket (its address's index) or -1 */
 	uint8_t tx_msg_first[DEV_TX_BATCH];   /* the first frame of each message */
+	uint8_t tx_msg_frames[DEV_TX_BATCH];  /* and how many it carries */
+	int tx_msg_fd[DEV_TX_BATCH];          /* the socket it goes to */
 	struct virtio_net_hdr tx_vnet_hdr[DEV_TX_BATCH];
+	struct sockaddr_in tx_dst[DEV_TX_BATCH];
+	struct {
+		_Alignas(struct cmsghdr) uint8_t buf[CMSG_SPACE(sizeof(uint16_t)) +
+						     2 * CMSG_SPACE(sizeof(int))];
+	} tx_cmsg[DEV_TX_BATCH];
 	struct iovec tx_iov[2 * DEV_TX_BATCH];
 	uint8_t (*tx_frames)[DEV_FRAME_MAX];
 
@@ -220,10 +234,22 @@ void mcast_free(struct port *port);
 /* Used only inside port/ */
 
 /* txmsg.c: the frames of one flush as sendmmsg messages, GSO frames where allowed */
+unsigned txmsg_run_length(const struct port *port, unsigned first, bool any_ids);
 unsigned txmsg_build(struct port *port, unsigned m, unsigned first);
 unsigned txmsg_frames_from(const struct port *port, unsigned m);
 unsigned txmsg_gso_count(const struct port *port, unsigned from, unsigned to);
-unsigned txmsg_without_gso(struct port *port, unsigned m, unsigned msgs);
+unsigned txmsg_same_socket(const struct port *port, unsigned m, unsigned msgs);
+void txmsg_restore(struct port *port, unsigned m, unsigned msgs);
+
+/* udptx.c: runs of frames through UDP sockets with UDP_SEGMENT. udptx_open: 0, or -1 and
+ * errno. udptx_prepare marks the frames from first on that a UDP socket carries and gives
+ * them the id and source port its send will (every frame -1 when tx_udp is off). */
+int udptx_open(struct port *port);
+void udptx_close(struct port *port);
+void udptx_prepare(struct port *port, unsigned first);
+struct iovec *udptx_message(struct port *port, unsigned m, unsigned f, unsigned n,
+			    struct iovec *iov);
+unsigned udptx_refused(struct port *port, unsigned m, bool for_good);
 
 /* rxring.c: the receive ring; deliver gets each RoCE frame, GSO frames already cut */
 int rxring_open(struct port *port, const char *filter, char *err, size_t errlen);
