@@ -195,6 +195,8 @@ fi
 on a
 gso=$(vm_run 30 "$BUILD/rocemuctl -s $SOCK stats" | awk '$1 == "sent_gso_frames" || $1 == "sent_pkts" { printf "%s %s ", $1, $2 }')
 echo "rocemud in guest a: $gso"
+# how its frames left and whether nftables kept them from the guest's IP input
+grep -hiE "ingress|GSO|UDP socket" "${GUEST_WORK[a]}/vm/out.rocemud-a" | sed 's/^/  guest a: /'
 kill "$DUMPCAP" && wait "$DUMPCAP" 2>/dev/null
 DUMPCAP=
 check_wire "$BRIDGE_PCAP" infiniband 1000
