@@ -231,7 +231,7 @@ build/fuzz/cm_fuzz: $(call fuzz_objs,$(wildcard emu/daemon/cm/*.c emu/daemon/tra
 # txpath_fuzz: the port's transmit path and fault stages; its sendmmsg is the harness's.
 build/fuzz/txpath_fuzz: $(call fuzz_objs,emu/daemon/port/netpath.c emu/daemon/port/fault.c \
                         emu/daemon/port/loopq.c emu/daemon/port/addr.c emu/daemon/port/txmsg.c \
-                        emu/daemon/port/mcast.c)
+                        emu/daemon/port/udptx.c emu/daemon/port/mcast.c)
 build/fuzz/txpath_fuzz: FUZZ_LDFLAGS := -Wl,--wrap=sendmmsg
 build/fuzz/%: test/fuzz/%.c $(FUZZ_LIBS_COMMON)
 	@mkdir -p $(dir $@)

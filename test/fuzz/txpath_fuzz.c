@@ -7,14 +7,19 @@
  *
  * sendmmsg is replaced (the link wraps it: -Wl,--wrap=sendmmsg) with a function that
  * takes every message apart again, cuts a GSO frame the way Linux does (wire_gso_split)
- * and checks each packet; on_frame, the receiver, checks each frame delivered to it.
+ * and checks each packet; on_frame, the receiver, checks each frame delivered to it. A
+ * message to the UDP socket (udptx.c, where the packet socket refuses GSO) has its
+ * packets' headers written as the kernel would: the socket's source port, ids 0 counting
+ * up, TOS and TTL from its control messages.
  * After every input:
  *   - each packet sent or received parses and has a good ICRC unless a fault corrupted it,
  *     and a good one is byte for byte the frame committed under its serial (the PSN);
  *   - nothing is lost or made up: frames committed plus frames received, less those dropped,
  *     plus those duplicated, are the frames queued for sending plus the frames delivered;
  *     frames queued are frames that reached sendmmsg plus those a send error lost;
- *   - a plain (not GSO) frame carries the UDP checksum 0 that RoCEv2 sends.
+ *   - a plain (not GSO) frame carries the UDP checksum 0 that RoCEv2 sends;
+ *   - a packet through the UDP socket is the frame committed, but for the id, source port
+ *     and IPv4 checksum, and its ICRC holds for them.
  *
  * Input: a header of INPUT_HDR (fault spec, GSO mode, flows), then ops: a byte each and
  * the argument bytes the op reads (see run_op). */
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 
 #include "emu/daemon/log.h"
@@ -44,6 +50,8 @@
 #define FLOWS       3
 #define PEER_QPN    0x000123
 #define WIRE_BTH_AT (WIRE_ETH_LEN + WIRE_IPV4_LEN + WIRE_UDP_LEN)
+#define UDP_FD      1000     /* the UDP socket's descriptor, never opened */
+#define UDP_PORT    40000
 
 /* What a frame was built from: enough to build it again. */
 struct committed {
@@ -135,6 +143,11 @@ static int64_t check_frame(const uint8_t *frame, size_t len, bool rx)
 	serial = pkt.bth.psn;
 	MUST(serial < serials && frames[serial].rx == rx);
 	MUST(build(expect, serial) == len);
+	/* prepared for the UDP socket, then sent by the packet socket after all */
+	if (!rx && pkt.udp_src_port == UDP_PORT)
+		wire_gso_reflow(expect, len, (uint16_t)(frame[WIRE_ETH_LEN + 4] << 8 |
+							 frame[WIRE_ETH_LEN + 5]),
+				UDP_PORT, wire_gso_reflow_carry(len));
 	/* the ICRC leaves out the BTH's reserved byte: a bit flipped there passes, as on a wire */
 	MUST(!memcmp(expect, frame, WIRE_BTH_AT + 4) &&
 	     !memcmp(expect + WIRE_BTH_AT + 5, frame + WIRE_BTH_AT + 5, len - WIRE_BTH_AT - 5));
@@ -200,6 +213,78 @@ static void deliver_segment(void *ctx, const uint8_t *frame, size_t len)
 	check_plain(frame, len);
 }
 
+static const struct cmsghdr *cmsg_of(const struct msghdr *h, int level, int type)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR((struct msghdr *)h, c))
+		if (c->cmsg_level == level && c->cmsg_type == type)
+			return c;
+	return NULL;
+}
+
+/* One packet of a UDP socket's send, with the headers the kernel writes. */
+static void check_udp_packet(const struct sockaddr_in *to, int tos, int ttl, uint16_t id,
+			     const struct iovec *payload)
+{
+	uint8_t frame[DEV_FRAME_MAX], expect[DEV_FRAME_MAX];
+	uint8_t *ip = frame + WIRE_ETH_LEN, *udp = ip + WIRE_IPV4_LEN;
+	size_t len = WIRE_GSO_HDR_LEN + payload->iov_len;
+	struct wire_pkt pkt;
+	int64_t serial;
+
+	MUST(len <= sizeof(frame));
+	memcpy(frame, flow_path(0)->dst_mac, 6);
+	memcpy(frame + 6, flow_path(0)->src_mac, 6);
+	frame[12] = 0x08;
+	frame[13] = 0x00;
+	memset(ip, 0, WIRE_IPV4_LEN + WIRE_UDP_LEN);
+	ip[0] = 0x45;
+	ip[1] = (uint8_t)tos;
+	ip[2] = (uint8_t)((len - WIRE_ETH_LEN) >> 8);
+	ip[3] = (uint8_t)(len - WIRE_ETH_LEN);
+	ip[4] = (uint8_t)(id >> 8);
+	ip[5] = (uint8_t)id;
+	ip[6] = 0x40;                    /* DF */
+	ip[8] = (uint8_t)ttl;
+	ip[9] = 17;
+	memcpy(ip + 12, &port.ipv4, 4);
+	memcpy(ip + 16, &to->sin_addr, 4);
+	udp[0] = UDP_PORT >> 8;
+	udp[1] = UDP_PORT & 0xff;
+	memcpy(udp + 2, &to->sin_port, 2);
+	udp[4] = (uint8_t)((len - WIRE_ETH_LEN - WIRE_IPV4_LEN) >> 8);
+	udp[5] = (uint8_t)(len - WIRE_ETH_LEN - WIRE_IPV4_LEN);
+	memcpy(frame + WIRE_GSO_HDR_LEN, payload->iov_base, payload->iov_len);
+	reached_socket++;
+	if (wire_parse(frame, len, &pkt) != WIRE_OK || !wire_icrc_ok(frame, &pkt)) {
+		bad_frames++;
+		return;
+	}
+	serial = pkt.bth.psn;
+	MUST(serial < serials && !frames[serial].rx);
+	MUST(build(expect, (uint32_t)serial) == len);
+	wire_gso_reflow(expect, len, id, UDP_PORT, wire_gso_reflow_carry(len));
+	MUST(!memcmp(expect + WIRE_ETH_LEN, ip, 10) && !memcmp(expect + WIRE_ETH_LEN + 12, ip + 12, 8));
+	MUST(!memcmp(expect + WIRE_GSO_HDR_LEN - 8, udp, 6));
+	MUST(!memcmp(expect + WIRE_BTH_AT, frame + WIRE_BTH_AT, 4) &&
+	     !memcmp(expect + WIRE_BTH_AT + 5, frame + WIRE_BTH_AT + 5, len - WIRE_BTH_AT - 5));
+}
+
+static void take_udp_message(const struct msghdr *h)
+{
+	const struct cmsghdr *seg = cmsg_of(h, SOL_UDP, UDP_SEGMENT), *tos = cmsg_of(h, IPPROTO_IP, IP_TOS);
+	const struct cmsghdr *ttl = cmsg_of(h, IPPROTO_IP, IP_TTL);
+
+	MUST(h->msg_name && h->msg_namelen == sizeof(struct sockaddr_in) && tos && ttl);
+	MUST(seg ? h->msg_iovlen > 1 && h->msg_iovlen <= NET_GSO_MAX_SEGS : h->msg_iovlen == 1);
+	for (size_t k = 0; k < h->msg_iovlen; k++) {
+		MUST(!seg || h->msg_iov[k].iov_len <= *(const uint16_t *)CMSG_DATA(seg));
+		MUST(!seg || k + 1 == h->msg_iovlen ||
+		     h->msg_iov[k].iov_len == *(const uint16_t *)CMSG_DATA(seg));
+		check_udp_packet(h->msg_name, *(const int *)CMSG_DATA(tos),
+				 *(const int *)CMSG_DATA(ttl), (uint16_t)k, &h->msg_iov[k]);
+	}
+}
+
 static void take_message(const struct msghdr *h)
 {
 	static uint8_t buf[NET_GSO_FRAME_MAX + DEV_FRAME_MAX];
@@ -234,9 +319,9 @@ int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
 	static const int errnos[SEND_MODES] = { 0, EINTR, ENOBUFS, EINVAL, 0, ENETDOWN };
 	enum send_mode mode = next_send;
 
-	(void)fd;
 	(void)flags;
 	MUST(n > 0 && n <= DEV_TX_BATCH);
+	MUST(fd == port.tx_fd || fd == UDP_FD);
 	next_send = SEND_OK;
 	if (errnos[mode]) {
 		errno = errnos[mode];
@@ -244,8 +329,12 @@ int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
 	}
 	if (mode == SEND_PARTIAL)
 		n = 1;
-	for (unsigned m = 0; m < n; m++)
-		take_message(&msgs[m].msg_hdr);
+	for (unsigned m = 0; m < n; m++) {
+		if (fd == UDP_FD)
+			take_udp_message(&msgs[m].msg_hdr);
+		else
+			take_message(&msgs[m].msg_hdr);
+	}
 	return (int)n;
 }
 
@@ -345,6 +434,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	port.frame_ctx = &port;
 	port.tx_frames = calloc(DEV_TX_BATCH, DEV_FRAME_MAX);
 	port.tx_fd = -1;
+	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
+		port.udp_tx_fd[i] = port.udp_guard_fd[i] = -1;
 	port.ipv4 = 0x010012c6u;
 	addr_gid(port.gids[0].raw, 4, (const uint8_t *)&port.ipv4);
 	port.ngids = 1;
@@ -365,6 +456,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	port.ip_id = (uint16_t)(data[6] << 8 | data[7]);
 	port.tx_vnet = data[4] & 1;
 	port.tx_gso = port.tx_vnet && (data[4] & 2);
+	/* a packet socket that refused GSO: runs through the UDP socket */
+	port.tx_udp = !port.tx_gso && (data[4] & 4);
+	port.udp_tx_fd[0] = port.tx_udp ? UDP_FD : -1;
+	port.udp_tx_port[0] = UDP_PORT;
 	set_fault(data);
 	data += INPUT_HDR;
 	size -= INPUT_HDR;
