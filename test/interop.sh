@@ -381,8 +381,10 @@ udp_socket_cases() {
 		failed "through a UDP socket: rocemud did not send through one (sent_gso_frames ${via:-?})"
 	CAPTURES+=("$WORK/interop-udp.pcap")
 	stop_rocemud
+	# the full matrix's loss cases go on with a daemon of the usual kind, their frames
+	# checked with the rest; the short form stops it unused
 	start_rocemud "$WORK/interop-after-udp.pcap"
-	CAPTURES+=("$WORK/interop-after-udp.pcap")
+	[ -n "$SHORT" ] || CAPTURES+=("$WORK/interop-after-udp.pcap")
 }
 
 # Both links at MTU 9000: path MTU 4096 on both sides, multi-packet messages again.
