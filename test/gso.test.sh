@@ -8,10 +8,11 @@
 #   itself, as a NIC or a peer's UDP socket would: the receiver gets plain frames and their
 #   ICRCs hold, so the IPv4 ids and lengths rocemud builds each packet with are Linux's;
 # - --no-gso sends none; a kernel that refuses GSO on packet sockets (played by a preloaded
-#   sendmmsg, as before Linux 6.2) makes rocemud send runs through a UDP socket, which
-#   sets the ids and source port the frames were given (ICRC patched for them), whole
-#   across the veth or cut by the kernel; a UDP send refused (a firewall) goes by the
-#   packet socket;
+#   sendmmsg, as before Linux 6.2) makes rocemud send every packet alone where the veth
+#   would keep a UDP socket's GSO frames whole (such a kernel's packet sockets cannot
+#   receive them), and runs through a UDP socket where the kernel cuts them (segmentation
+#   offload off): the ids and source port the frames were given are the kernel's, or the
+#   ICRCs would fail; a UDP send refused (a firewall) goes by the packet socket;
 # - GSO frames on lo;
 # - a GSO frame larger than a ring slot, and one whose segments are not RoCE, are counted
 #   and dropped, and the daemon carries on.
@@ -111,29 +112,34 @@ refusing_daemon() { # [rocemud args]: daemon a restarted under the refusal
 	ROCEMUD_ARGS="$*" LD_PRELOAD=$PRELOAD \
 		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 daemon_start a
 }
-# ... runs go through a UDP socket instead: whole GSO frames across the veth, and with
-# segmentation off on the sender's veth, plain packets the kernel cut, every ICRC holding
+# ... on a veth that would pass a UDP socket's GSO frames whole (which a packet socket of
+# such a kernel cannot receive), every packet alone
 refusing_daemon
-for seg in on off; do
-	"${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation $seg >/dev/null
-	snapshot
-	transfer "through a UDP socket, segmentation $seg" 1M 20
-	transfer "through a UDP socket, segmentation $seg" 64 5000 --tx-depth 128
-	transfer "through a UDP socket, segmentation $seg" 65537 50 --mtu 1024
-	no_drops "through a UDP socket, segmentation $seg"
-	sent=$(delta a sent_gso_frames) got=$(delta b rcvd_gso_frames)
-	[ "$sent" -gt 0 ] || fail "through a UDP socket: a sent no GSO frame"
-	if [ $seg = on ]; then
-		[ "$got" -eq "$sent" ] || fail "through a UDP socket: a sent $sent GSO frames, b cut $got"
-	else
-		[ "$got" -eq 0 ] || fail "segmented by the kernel: b still got $got GSO frames"
-	fi
-	[ "$(delta a send_udp_refused)" -eq 0 ] || fail "a UDP socket refused $(delta a send_udp_refused) sends"
-	echo "gso: packet socket refusing GSO, segmentation $seg: $(delta a sent_pkts) packets in $sent GSO frames through a UDP socket, b cut $got, byte-exact"
-done
-"${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation on >/dev/null
-grep -q "the kernel refuses UDP GSO frames on packet sockets" "$WORK/rocemud-a.log" ||
+snapshot
+transfer "a kernel that refuses GSO, on a veth that keeps GSO frames whole" 1M 20
+transfer "a kernel that refuses GSO, on a veth that keeps GSO frames whole" 64 5000 --tx-depth 128
+no_drops "a kernel that refuses GSO, on a veth that keeps GSO frames whole"
+[ "$(delta a sent_gso_frames)" -eq 0 ] || fail "a sent GSO frames a 6.1 peer could not receive"
+grep -q "would pass a UDP socket's whole" "$WORK/rocemud-a.log" ||
+	fail "rocemud a did not say why each packet goes alone: $(cat "$WORK/rocemud-a.log")"
+echo "gso: packet socket refusing GSO, a veth that keeps GSO frames whole: every packet alone, byte-exact"
+# ... where the kernel cuts them before the interface (segmentation offload off, as on a
+# 6.1 guest's virtio-net), runs go through a UDP socket: the receiver gets plain frames
+# and their ICRCs hold, so the ids and source port the frames were given are the kernel's
+"${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation off >/dev/null
+refusing_daemon
+snapshot
+transfer "through a UDP socket" 1M 20
+transfer "through a UDP socket" 64 5000 --tx-depth 128
+transfer "through a UDP socket" 65537 50 --mtu 1024
+no_drops "through a UDP socket"
+sent=$(delta a sent_gso_frames) got=$(delta b rcvd_gso_frames)
+[ "$sent" -gt 0 ] || fail "through a UDP socket: a sent no GSO frame"
+[ "$got" -eq 0 ] || fail "through a UDP socket: b still got $got GSO frames whole"
+[ "$(delta a send_udp_refused)" -eq 0 ] || fail "a UDP socket refused $(delta a send_udp_refused) sends"
+grep -q "the kernel refuses UDP GSO frames on packet sockets (Linux 6.2" "$WORK/rocemud-a.log" ||
 	fail "rocemud a did not report the refused GSO frame: $(cat "$WORK/rocemud-a.log")"
+echo "gso: packet socket refusing GSO: $(delta a sent_pkts) packets in $sent GSO frames through a UDP socket, cut by the kernel, byte-exact"
 # ... a UDP socket's send refused (a firewall rule here): those packets go by the packet
 # socket, nothing lost
 if command -v nft >/dev/null; then
@@ -152,6 +158,7 @@ snapshot
 transfer "a kernel that refuses GSO, --no-gso" 1M 20
 no_drops "a kernel that refuses GSO, --no-gso"
 [ "$(delta a sent_gso_frames)" -eq 0 ] || fail "--no-gso under a refusing kernel: a sent GSO frames"
+"${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation on >/dev/null
 daemon_stop a
 : >"$WORK/rocemud-a.log"
 daemon_start a

@@ -45,7 +45,12 @@ static unsigned gso_refused(struct port *port, unsigned m, unsigned msgs)
 
 	txmsg_restore(port, m, msgs);
 	port->tx_gso = false;
-	if (udptx_open(port) == 0)
+	if (!udptx_kernel_cuts(port))
+		log_info("%s: the kernel refuses UDP GSO frames on packet sockets, and this "
+			 "interface would pass a UDP socket's whole (tx-udp-segmentation), which a "
+			 "packet socket of this kernel cannot receive: each packet goes alone",
+			 port->ifname);
+	else if (udptx_open(port) == 0)
 		log_info("%s: the kernel refuses UDP GSO frames on packet sockets (Linux 6.2 takes "
 			 "them): runs of one QP's packets go through UDP sockets instead",
 			 port->ifname);

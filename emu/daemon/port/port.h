@@ -241,9 +241,10 @@ unsigned txmsg_gso_count(const struct port *port, unsigned from, unsigned to);
 unsigned txmsg_same_socket(const struct port *port, unsigned m, unsigned msgs);
 void txmsg_restore(struct port *port, unsigned m, unsigned msgs);
 
-/* udptx.c: runs of frames through UDP sockets with UDP_SEGMENT. udptx_open: 0, or -1 and
- * errno. udptx_prepare marks the frames from first on that a UDP socket carries and gives
+/* udptx.c: runs of frames through UDP sockets with UDP_SEGMENT, where the kernel cuts them
+ * before the interface (udptx_kernel_cuts). udptx_open: 0, or -1 and errno. udptx_prepare marks the frames from first on that a UDP socket carries and gives
  * them the id and source port its send will (every frame -1 when tx_udp is off). */
+bool udptx_kernel_cuts(const struct port *port);
 int udptx_open(struct port *port);
 void udptx_close(struct port *port);
 void udptx_prepare(struct port *port, unsigned first);

@@ -10,11 +10,22 @@
  * patched to match (wire_gso_reflow()), so a frame is as right, or as deliberately wrong,
  * as it was built. TOS and TTL go with each send; the kernel fills in UDP checksums,
  * which rxe accepts (make interop checks it). One socket per IPv4 address served, bound
- * to it and to the interface; IPv6, multicast and other frames keep the packet socket. */
+ * to it and to the interface; IPv6, multicast and other frames keep the packet socket.
+ *
+ * Only where the kernel cuts the GSO frame before the interface: a veth or lo (or a VLAN
+ * or bridge on one) takes it whole (tx-udp-segmentation) and hands it so to the peer, and
+ * a packet socket of those kernels cannot receive a UDP GSO frame (virtio_net_hdr has no
+ * word for it before 6.2): a rocemud on the same host would lose every one. A virtio-net
+ * NIC of those kernels cannot segment UDP, so the kernel does. */
 #include <errno.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "emu/daemon/port/port.h"
@@ -52,6 +63,59 @@ static int open_one(struct port *port, const struct port_gid *g, uint16_t *src_p
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	*src_port = ntohs(sin.sin_port);
 	return fd;
+}
+
+/* The interface's feature named name: 1 on, 0 off or unknown to the kernel, -1 when the
+ * kernel would not say (ETHTOOL_GFEATURES). */
+static int feature_state(int fd, const char *ifname, const char *name)
+{
+	struct { struct ethtool_sset_info info; uint32_t count; } sset = {
+		.info = { .cmd = ETHTOOL_GSSET_INFO, .sset_mask = 1ull << ETH_SS_FEATURES } };
+	struct ifreq ifr = { .ifr_data = (void *)&sset };
+	struct ethtool_gstrings *names = NULL;
+	struct ethtool_gfeatures *feats = NULL;
+	int state = -1;
+	uint32_t n;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(fd, SIOCETHTOOL, &ifr) < 0 || !sset.info.sset_mask)
+		return -1;
+	n = sset.count;
+	names = calloc(1, sizeof(*names) + (size_t)n * ETH_GSTRING_LEN);
+	feats = calloc(1, sizeof(*feats) + (n + 31) / 32 * sizeof(feats->features[0]));
+	if (!names || !feats)
+		goto out;
+	*names = (struct ethtool_gstrings){ .cmd = ETHTOOL_GSTRINGS, .string_set = ETH_SS_FEATURES,
+					    .len = n };
+	ifr.ifr_data = (void *)names;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) < 0)
+		goto out;
+	feats->cmd = ETHTOOL_GFEATURES;
+	feats->size = (n + 31) / 32;
+	ifr.ifr_data = (void *)feats;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) < 0)
+		goto out;
+	state = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!strncmp((const char *)names->data + (size_t)i * ETH_GSTRING_LEN, name,
+			     ETH_GSTRING_LEN))
+			state = !!(feats->features[i / 32].active & (1u << (i % 32)));
+out:
+	free(names);
+	free(feats);
+	return state;
+}
+
+bool udptx_kernel_cuts(const struct port *port)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int passes_whole;
+
+	if (fd < 0)
+		return false;
+	passes_whole = feature_state(fd, port->ifname, "tx-udp-segmentation");
+	close(fd);
+	return passes_whole == 0;
 }
 
 int udptx_open(struct port *port)
