@@ -32,11 +32,8 @@ VM_PID=
 VM_WORK=
 
 # The modules the guest needs; vm_initramfs adds what they depend on, in order.
-# rxe asks the crypto API for "crc32" (its ICRC), which is a module here. nf_tables lets a
-# rocemud in the guest keep RoCE frames out of the kernel's IP input, as on any Debian VM
-# (without it every frame also crosses the IP and UDP input to the guard socket).
-VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe veth 8021q rdma_ucm
-	nf_tables"
+# rxe asks the crypto API for "crc32" (its ICRC), which is a module here.
+VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe veth 8021q rdma_ucm"
 
 vm_say() { echo "interop-vm: $*" >&2; }
 
