@@ -1773,6 +1773,88 @@ START_TEST(test_sequence_nak_goes_back_n)
 }
 END_TEST
 
+/* A WRITE of 128 packets (four SGEs over the local MR, 32,704 bytes at the 256-byte MTU). */
+#define BIG_PKTS 128
+static struct proto_swqe big_write(uint64_t wr_id)
+{
+	struct proto_swqe w = swqe(wr_id, IBV_WR_RDMA_WRITE, 0, LOCAL_LEN);
+
+	w.num_sge = 4;
+	for (int i = 1; i < 4; i++)
+		w.sge[i] = w.sge[0];
+	return w;
+}
+
+/* The frames sent so far, forgotten unread (the stub keeps only STUB_MAX_FRAMES). */
+static void forget_sent(void)
+{
+	stub_reset();
+	frames_read = 0;
+}
+
+/* How many frames the daemon sent since the last look, the first and last PSNs among
+ * them checked (k-th of the send queue's); then they are forgotten. */
+static unsigned sent_since(uint32_t first, uint32_t last)
+{
+	unsigned n = stub_sent_count();
+
+	ck_assert_uint_eq(stub_sent(0)->pkt.bth.psn, sq(first));
+	if (n <= STUB_MAX_FRAMES)
+		ck_assert_uint_eq(stub_sent(n - 1)->pkt.bth.psn, sq(last));
+	forget_sent();
+	return n;
+}
+
+/* The requester's window: 512 PSNs out while nothing is lost; a resend round halves it
+ * (256 resent from the loss, not everything that was out); the PSNs an ACK covers grow it
+ * back, and the rest goes. */
+START_TEST(test_window_halves_at_a_loss_and_grows_back)
+{
+	const uint32_t half = QP_MAX_INFLIGHT / 2, all = 5 * BIG_PKTS;
+
+	for (uint64_t i = 0; i < 5; i++)
+		post_send(qp, big_write(i + 1));
+	doorbell(qp);
+	ck_assert_uint_eq(sent_since(0, QP_MAX_INFLIGHT - 1), QP_MAX_INFLIGHT);
+	ck_assert_uint_eq(qp->req.window, QP_MAX_INFLIGHT);
+
+	peer_ack(sq(100), WIRE_SYN_NAK_PSN_SEQ);
+	ck_assert_uint_eq(qp->req.window, half);
+	ck_assert_uint_eq(sent_since(100, 100 + half - 1), half);
+	expect_no_cqe();
+
+	peer_ack(sq(100 + half - 1), WIRE_SYN_ACK);
+	ck_assert_uint_eq(qp->req.window, QP_MAX_INFLIGHT);
+	expect_cqe(1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	expect_cqe(2, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	ck_assert_uint_eq(sent_since(100 + half, all - 1), all - 100 - half);
+
+	peer_ack(sq(all - 1), WIRE_SYN_ACK);
+	for (uint64_t i = 3; i <= 5; i++)
+		expect_cqe(i, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	ck_assert_uint_eq(dev.cnt.completer_retry_err, 1);
+}
+END_TEST
+
+/* Each round halves it again, down to QP_MIN_WINDOW (each ACK here gives one PSN back). */
+START_TEST(test_window_floor)
+{
+	post_send(qp, big_write(1));
+	doorbell(qp);
+	ck_assert_uint_eq(sent_since(0, BIG_PKTS - 1), BIG_PKTS);
+	for (uint32_t round = 0; round < 8; round++) {
+		peer_ack(sq(round), WIRE_SYN_NAK_PSN_SEQ);
+		peer_ack(sq(round), WIRE_SYN_ACK);   /* the round ends: the next loss is new */
+		forget_sent();
+	}
+	ck_assert_uint_eq(dev.cnt.completer_retry_err, 8);
+	ck_assert_uint_eq(qp->req.window, QP_MIN_WINDOW + 1);
+	peer_ack(sq(BIG_PKTS - 1), WIRE_SYN_ACK);
+	expect_cqe(1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+	forget_sent();
+}
+END_TEST
+
 static void no_retries(struct conn *c)
 {
 	c->retry_cnt = 0;
@@ -2803,6 +2885,8 @@ static void add_requester_tests(Suite *s)
 	tcase_add_test(tc, test_read_request_and_responses);
 	tcase_add_test(tc, test_atomic_requests_and_acks);
 	tcase_add_test(tc, test_sequence_nak_goes_back_n);
+	tcase_add_test(tc, test_window_halves_at_a_loss_and_grows_back);
+	tcase_add_test(tc, test_window_floor);
 	tcase_add_test(tc, test_rnr_nak_waits_for_its_timer);
 	tcase_add_test(tc, test_requester_psn_wraps);
 }
