@@ -170,6 +170,27 @@ START_TEST(test_what_a_udp_socket_cannot_carry_keeps_the_packet_socket)
 }
 END_TEST
 
+/* The kernel cuts a UDP socket's GSO frame before the interface, so a run through one may
+ * be as long as a datagram, where one through the packet socket stops at a ring slot. */
+START_TEST(test_udp_runs_may_be_longer_than_a_ring_slot)
+{
+	for (int i = 0; i < 40; i++)
+		add_frame(2, 0x11, 1024, 0);
+	ck_assert_uint_eq(lay_out(), 1);
+	ck_assert_uint_eq(port.tx_msg_frames[0], 40);
+	assert_frame_as_sent(39, 39);
+
+	port.tx_udp = false;
+	port.tx_gso = true;
+	port.tx_count = 0;
+	for (int i = 0; i < 40; i++)
+		add_frame(2, 0x11, 1024, 0);
+	ck_assert_uint_gt(lay_out(), 1);
+	ck_assert_uint_le(port.tx_msg_frames[0] * (port.tx_len[0] - WIRE_GSO_HDR_LEN) +
+			  WIRE_GSO_HDR_LEN, NET_GSO_FRAME_MAX);
+}
+END_TEST
+
 START_TEST(test_without_udp_the_frames_stay_as_built)
 {
 	uint8_t before[DEV_FRAME_MAX];
@@ -199,6 +220,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_runs_go_to_the_udp_socket_with_its_ids_and_port);
 	tcase_add_test(tc, test_what_a_udp_socket_cannot_carry_keeps_the_packet_socket);
+	tcase_add_test(tc, test_udp_runs_may_be_longer_than_a_ring_slot);
 	tcase_add_test(tc, test_without_udp_the_frames_stay_as_built);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

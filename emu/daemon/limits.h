@@ -19,6 +19,9 @@
  * daemon's receive ring takes one whole, whatever its link MTU. */
 #define NET_GSO_FRAME_MAX 16256
 #define NET_GSO_MAX_SEGS 64
+/* Through a UDP socket the kernel cuts the frame before the interface (udptx.c), so no
+ * ring has to take it whole: up to a UDP datagram's size. */
+#define NET_UDP_GSO_FRAME_MAX 64000
 /* Unacknowledged PSNs a requester may have out: a window that halves at each loss, down to
  * QP_MIN_WINDOW, and grows back by the PSNs acknowledged. A resend round sends again all
  * that was out after the loss, so the window a lossy path keeps is small; where nothing is

@@ -16,13 +16,14 @@ unsigned txmsg_run_length(const struct port *port, unsigned first, bool any_ids)
 {
 	const uint8_t *a = port->tx_frames[first];
 	size_t a_len = port->tx_len[first], total = a_len;
+	size_t most = port->tx_via[first] >= 0 ? NET_UDP_GSO_FRAME_MAX : NET_GSO_FRAME_MAX;
 	unsigned n = 1;
 
 	while (first + n < port->tx_count && n < NET_GSO_MAX_SEGS) {
 		const uint8_t *b = port->tx_frames[first + n];
 		size_t b_len = port->tx_len[first + n];
 
-		if (total + b_len - WIRE_GSO_HDR_LEN > NET_GSO_FRAME_MAX ||
+		if (total + b_len - WIRE_GSO_HDR_LEN > most ||
 		    port->tx_via[first + n] != port->tx_via[first] ||
 		    !(any_ids ? wire_gso_same_flow(a, a_len, b, b_len) :
 				wire_gso_can_follow(a, a_len, b, b_len, n)))
