@@ -40,7 +40,9 @@ while [ ! -e "$work/poweroff" ]; do
 		(sh "$work/running.$name" >"$work/out.$name" 2>&1; echo $? >"$work/rc.$name.tmp" &&
 			mv "$work/rc.$name.tmp" "$work/rc.$name") &
 	done
-	sleep 0.1
+	# busybox is static: coreutils' sleep, loaded ten times a second over 9p through the
+	# dynamic linker, took 14% of a guest's CPU samples under a transfer
+	busybox sleep 0.1
 done
 sync
 poweroff -f
