@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "emu/daemon/port/port.h"
+#include "wire/bytes.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -150,13 +151,13 @@ void udptx_close(struct port *port)
 static int socket_for(const struct port *port, const uint8_t *frame, size_t len)
 {
 	const uint8_t *ip = frame + IP_AT;
-	uint8_t gid[16] = { [10] = 0xff, [11] = 0xff };
+	uint8_t gid[16];
 	int i;
 
-	if (len <= WIRE_GSO_HDR_LEN || frame[12] != 0x08 || frame[13] != 0x00 || ip[0] != 0x45 ||
-	    ip[9] != 17 || ip[16] >= 224)
+	if (len <= WIRE_GSO_HDR_LEN || get16(frame + 12) != WIRE_ETHERTYPE_IPV4 ||
+	    ip[0] != 0x45 || ip[9] != 17 || ip[16] >= 224)
 		return -1;
-	memcpy(gid + 12, ip + 12, 4);
+	addr_gid(gid, 4, ip + 12);
 	i = addr_find(port, gid);
 	return i >= 0 && port->udp_tx_fd[i] >= 0 ? i : -1;
 }
@@ -166,13 +167,17 @@ void udptx_prepare(struct port *port, unsigned first)
 	size_t carry_len = 0;
 	uint32_t carry = 0;
 
+	if (!port->tx_udp) {
+		memset(port->tx_via + first, -1, port->tx_count - first);
+		return;
+	}
 	for (unsigned f = first; f < port->tx_count; f++)
-		port->tx_via[f] = (int8_t)(port->tx_udp ? socket_for(port, port->tx_frames[f],
-								     port->tx_len[f]) : -1);
-	for (unsigned f = first; f < port->tx_count;) {
-		unsigned n = port->tx_via[f] < 0 ? 1 : txmsg_run_length(port, f, true);
+		port->tx_via[f] = (int8_t)socket_for(port, port->tx_frames[f], port->tx_len[f]);
+	for (unsigned f = first, n; f < port->tx_count; f += n) {
+		int via = port->tx_via[f];
 
-		for (unsigned k = 0; k < n && port->tx_via[f] >= 0; k++) {
+		n = via < 0 ? 1 : txmsg_run_length(port, f, true);
+		for (unsigned k = 0; via >= 0 && k < n; k++) {
 			size_t len = port->tx_len[f + k];
 
 			if (len != carry_len) {
@@ -180,9 +185,8 @@ void udptx_prepare(struct port *port, unsigned first)
 				carry_len = len;
 			}
 			wire_gso_reflow(port->tx_frames[f + k], len, (uint16_t)k,
-					port->udp_tx_port[port->tx_via[f]], carry);
+					port->udp_tx_port[via], carry);
 		}
-		f += n;
 	}
 }
 
