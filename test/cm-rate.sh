@@ -7,6 +7,9 @@
 # ratio the RDMA CM issue asks. Prints what cm_peer printed at both ends; exit 0 when
 # every cycle completed.
 #   test/cm-rate.sh [BUILD]
+#   CM_TO_ITSELF=1 test/cm-rate.sh [BUILD]   both ends on daemon a, the client connecting
+#                                           to a's own address: one device to itself, as
+#                                           make interop measures rxe0 to itself
 set -u
 [ -n "${1:-}" ] && ROCEMU_BUILD=$(cd "$1" && pwd)
 source "$(dirname "$0")/daemons.sh"
@@ -16,20 +19,22 @@ PEER=$BUILD/test/cm_peer
 CYCLES=${CM_CYCLES:-200}
 [ -x "$PEER" ] && [ -x "$BUILD/rocemu-run" ] || fail "$PEER or $BUILD/rocemu-run is missing"
 topology_up netns
+SERVER_IN=("${IN_B[@]}") SERVER_SOCK=$SOCK_B SERVER_ADDR=$ADDR_B
+[ -n "${CM_TO_ITSELF:-}" ] && SERVER_IN=("${IN_A[@]}") SERVER_SOCK=$SOCK_A SERVER_ADDR=$ADDR_A
 
 # cycles N: N connections from a to b, cm_peer's output in WORK/client.out and server.out
 cycles() {
 	local port=$((9000 + RANDOM % 1000)) server rc
-	"${IN_B[@]}" timeout 120 "$BUILD/rocemu-run" -D "$SOCK_B" "$PEER" cycle-server "$port" \
+	"${SERVER_IN[@]}" timeout 120 "$BUILD/rocemu-run" -D "$SERVER_SOCK" "$PEER" cycle-server "$port" \
 		"$1" >"$WORK/server.out" 2>&1 </dev/null &
 	server=$!
 	PIDS+=($server)
 	for _ in $(seq 100); do
-		"$BUILD/rocemuctl" -s "$SOCK_B" cm 2>/dev/null | grep -q 'state LISTEN' && break
+		"$BUILD/rocemuctl" -s "$SERVER_SOCK" cm 2>/dev/null | grep -q 'state LISTEN' && break
 		kill -0 "$server" 2>/dev/null || break
 		sleep 0.1
 	done
-	"${IN_A[@]}" timeout 120 "$BUILD/rocemu-run" -D "$SOCK_A" "$PEER" cycle-client "$ADDR_B" \
+	"${IN_A[@]}" timeout 120 "$BUILD/rocemu-run" -D "$SOCK_A" "$PEER" cycle-client "$SERVER_ADDR" \
 		"$port" "$1" >"$WORK/client.out" 2>&1 </dev/null
 	rc=$?
 	wait "$server" || rc=1
