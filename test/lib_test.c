@@ -1660,6 +1660,47 @@ START_TEST(test_cq_wait_timeout)
 }
 END_TEST
 
+/* Hybrid polling's look before a sleep: up at once to twice a wait it missed, down slowly
+ * after shorter ones, to the floor after waits no look could have saved, always within
+ * its bounds. */
+START_TEST(test_wait_spin_follows_waits)
+{
+	uint64_t spin = WAIT_SPIN_MIN_NS;
+
+	spin = wait_spin_next(spin, 50000);
+	ck_assert_uint_eq(spin, 100000);
+	spin = wait_spin_next(spin, 10000);
+	ck_assert_uint_lt(spin, 100000);
+	ck_assert_uint_gt(spin, 80000);
+	ck_assert_uint_eq(wait_spin_next(spin, 190000), WAIT_SPIN_MAX_NS);
+	ck_assert_uint_eq(wait_spin_next(WAIT_SPIN_MIN_NS, 1000), WAIT_SPIN_MIN_NS);
+	spin = WAIT_SPIN_MAX_NS;
+	for (int i = 0; i < 200; i++) {
+		spin = wait_spin_next(spin, 5000000);
+		ck_assert_uint_ge(spin, WAIT_SPIN_MIN_NS);
+		ck_assert_uint_le(spin, WAIT_SPIN_MAX_NS);
+	}
+	ck_assert_uint_le(spin, WAIT_SPIN_MIN_NS + 1000);
+}
+END_TEST
+
+/* A wait that timed out teaches the CQ nothing; one that slept 100 ms puts its look at the
+ * floor again. */
+START_TEST(test_cq_wait_learns)
+{
+	pthread_t t;
+
+	cq->spin_ns = 150000;
+	ck_assert_int_eq(rocemu_wait_cq(cq, 50), ETIMEDOUT);
+	ck_assert_uint_eq(cq->spin_ns, 150000);
+	ck_assert_int_eq(pthread_create(&t, NULL, push_later, NULL), 0);
+	ck_assert_int_eq(rocemu_wait_cq(cq, 10000), 0);
+	pthread_join(t, NULL);
+	ck_assert_uint_lt(cq->spin_ns, 150000);
+	ck_assert_uint_ge(cq->spin_ns, WAIT_SPIN_MIN_NS);
+}
+END_TEST
+
 /* A stale eventfd count (completions already polled) wakes wait_cq, which must then sleep
  * again rather than return with an empty ring. */
 START_TEST(test_cq_wait_spurious_wakeup)
@@ -2408,6 +2449,8 @@ static void add_cq_tests(Suite *s)
 	tcase_add_test(tc, test_cq_wait_ready);
 	tcase_add_test(tc, test_cq_wait_timeout);
 	tcase_add_test(tc, test_cq_wait_spurious_wakeup);
+	tcase_add_test(tc, test_wait_spin_follows_waits);
+	tcase_add_test(tc, test_cq_wait_learns);
 	tcase_add_test(tc, test_cq_wait_daemon_gone);
 	tcase_add_test(tc, test_cq_poll_daemon_gone);
 	tcase_add_test(tc, test_cq_destroy);

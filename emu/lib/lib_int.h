@@ -82,6 +82,7 @@ struct rocemu_cq {
 	bool armed;             /* rocemu_req_notify_cq: an event is wanted */
 	bool armed_solicited;   /* ... for a solicited completion only */
 	uint32_t armed_at;      /* the producer index when it was armed */
+	uint64_t spin_ns;       /* how long the next wait polls before it sleeps */
 	LIST_ENTRY(rocemu_cq) link;
 };
 
@@ -200,6 +201,14 @@ static inline void ring_store(uint32_t *index, uint32_t value)
  * completion is there or comes, or the daemon hangs up. It empties the CQ's pipe: not for
  * a CQ bound to a completion channel, whose sleepers that pipe wakes. */
 void cq_nap(struct rocemu_cq *cq, unsigned usec);
+
+/* cq.c, for the verbs layer's channels too: hybrid polling, a wait's look at the ring before
+ * it sleeps. Its length starts at WAIT_SPIN_MIN_NS and follows the waits it serves:
+ * wait_spin_next gives the next length after a wait that found its completion after
+ * waited_ns. */
+#define WAIT_SPIN_MIN_NS 30000
+#define WAIT_SPIN_MAX_NS 200000
+uint64_t wait_spin_next(uint64_t spin_ns, uint64_t waited_ns);
 
 /* gid.c: true for ::ffff:a.b.c.d. */
 bool gid_is_ipv4(const union ibv_gid *gid);

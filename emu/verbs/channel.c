@@ -13,9 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Hybrid polling, as rocemu_wait_cq: a blocking ibv_get_cq_event looks for this long before
- * its first sleep, so an event due within a round trip costs no sleep and wakeup. */
-#define SPIN_NS 30000
+#include "emu/lib/lib_int.h"    /* wait_spin_next */
 
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx)
 {
@@ -23,6 +21,7 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ibctx)
 
 	if (!c)
 		return NULL;
+	c->spin_ns = WAIT_SPIN_MIN_NS;
 	c->ch.fd = epoll_create1(EPOLL_CLOEXEC);
 	if (c->ch.fd < 0) {
 		free(c);
@@ -128,9 +127,12 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static struct rv_cq *spin_for_due(struct rv_channel *c, int *err)
+/* Hybrid polling, as rocemu_wait_cq: a blocking ibv_get_cq_event looks for a while before
+ * its first sleep, so an event due within a round trip costs no sleep and wakeup; how long
+ * follows the channel's waits (wait_spin_next). */
+static struct rv_cq *spin_for_due(struct rv_channel *c, int64_t began, int *err)
 {
-	int64_t end = now_ns() + SPIN_NS;
+	int64_t end = began + (int64_t)__atomic_load_n(&c->spin_ns, __ATOMIC_RELAXED);
 	struct rv_cq *cq;
 
 	do {
@@ -146,11 +148,12 @@ int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void *
 {
 	struct rv_channel *c = (struct rv_channel *)ch;
 	bool nonblocking = fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK;
+	int64_t began = now_ns();
 	struct rv_cq *cq;
 	int err = 0;
 
 	for (bool looked = false;; looked = true) {
-		cq = looked || nonblocking ? due_cq(c, &err) : spin_for_due(c, &err);
+		cq = looked || nonblocking ? due_cq(c, &err) : spin_for_due(c, began, &err);
 		if (cq)
 			break;
 		if (err || (nonblocking && looked)) {
@@ -159,6 +162,11 @@ int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void *
 		}
 		err = channel_sleep(c, nonblocking ? 0 : -1);
 	}
+	if (!nonblocking)   /* (threads on one channel: the last one's lesson stands) */
+		__atomic_store_n(&c->spin_ns,
+				 wait_spin_next(__atomic_load_n(&c->spin_ns, __ATOMIC_RELAXED),
+						(uint64_t)(now_ns() - began)),
+				 __ATOMIC_RELAXED);
 	*cq_out = (struct ibv_cq *)&cq->ex;
 	*cq_context = cq->ex.cq_context;
 	return 0;

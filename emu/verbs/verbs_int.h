@@ -62,6 +62,7 @@ struct rv_channel {
 	struct ibv_comp_channel ch;     /* ch.fd is an epoll set of its CQs' event fds */
 	pthread_mutex_t lock;
 	LIST_HEAD(, rv_cq) cqs;
+	uint64_t spin_ns;               /* how long a blocking wait looks before it sleeps */
 };
 
 struct rv_cq {
