@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+/* The smallest transparent huge page there is (x86-64's and 4 KiB-paged arm64's PMD). */
+#define HUGE_PAGE_MIN_BYTES ((size_t)2 << 20)
 #define OFF_T_MAX ((off_t)((UINT64_C(1) << (sizeof(off_t) * 8 - 1)) - 1))
 
 /* [offset, offset + len) must be a valid range of a regular file (memfds are). */
@@ -47,8 +49,11 @@ static int map_file(size_t page_size, int fd, off_t offset, size_t len, uint64_t
 	 * for anonymous memory, and registration's mlock is what populates; in 2 MiB pages
 	 * it costs a fraction. Only where the administrator lets shmem have huge pages on
 	 * request (transparent_hugepage/shmem_enabled "advise", or tmpfs huge=advise);
-	 * anywhere else, a kernel without them included, nothing changes. */
-	(void)madvise(*map, map_len, MADV_HUGEPAGE);
+	 * anywhere else, a kernel without them included, nothing changes. Below 2 MiB no
+	 * huge page fits, and the call is spared (a registration of a few pages each time a
+	 * connection is made is a common pattern). */
+	if (map_len >= HUGE_PAGE_MIN_BYTES)
+		(void)madvise(*map, map_len, MADV_HUGEPAGE);
 	return 0;
 }
 

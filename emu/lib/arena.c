@@ -66,6 +66,10 @@
 /* Set for pages never populated too (it follows the mapping's soft-dirty flag), so it is
  * the one bit that says nothing about whether a page has contents. */
 #define PAGEMAP_SOFT_DIRTY (UINT64_C(1) << 55)
+/* The buffer /proc/self/maps is read through: stdio's default for it is 1 KiB (the
+ * st_blksize procfs gives), a system call for every dozen mappings, each dear under
+ * emulation (docs/benchmarks.md); 64 KiB holds the maps of most processes whole. */
+#define MAPS_READ_BYTES (64 * 1024)
 /* The most stack the moves use below the frame that starts them, system calls and
  * allocations included; they need a few KiB. */
 #define MOVE_STACK_BYTES (64 * 1024)
@@ -289,13 +293,17 @@ static enum vma_kind vma_kind(const struct maps_line *l)
 static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
-	char *line = NULL;
+	char *line = NULL, *buf = malloc(MAPS_READ_BYTES);
 	size_t cap = 0;
 	uintptr_t covered = start;
 	int err = 0;
 
-	if (!f)
+	if (!f) {
+		free(buf);
 		return errno;
+	}
+	if (buf)
+		setvbuf(f, buf, _IOFBF, MAPS_READ_BYTES);
 	while (!err && covered < end && getline(&line, &cap, f) > 0) {
 		struct maps_line l;
 		uintptr_t piece_end;
@@ -310,6 +318,7 @@ static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 	}
 	free(line);
 	fclose(f);
+	free(buf);
 	return err ? err : covered < end ? EFAULT : 0;
 }
 
@@ -446,16 +455,29 @@ static int __attribute__((noinline)) move_pieces_clear_of_stack(const struct lay
 	return err;
 }
 
+static bool needs_pagemap(const struct layout *layout)
+{
+	for (size_t i = 0; i < layout->n; i++)
+		if (layout->v[i].kind == VMA_ANON_PRIVATE)
+			return true;
+	return false;
+}
+
 /* Everything the moves need is allocated before the first page is copied and freed after
  * the last is mapped: the span may hold heap pages whose malloc state must not change in
- * between. */
+ * between. A span already in the arena (a buffer registered again) needs nothing more
+ * than the look at the maps. */
 static int adopt_span(uintptr_t start, uintptr_t end)
 {
 	struct layout layout = { 0 };
-	uint64_t *entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
-	int err = entries ? read_layout(start, end, &layout) : ENOMEM;
-	int pagemap_fd = err ? -1 : open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	uint64_t *entries = NULL;
+	int err = read_layout(start, end, &layout), pagemap_fd = -1;
 
+	if (!err && needs_pagemap(&layout)) {
+		entries = malloc(PAGEMAP_BATCH * sizeof(*entries));
+		err = entries ? 0 : ENOMEM;
+		pagemap_fd = err ? -1 : open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	}
 	if (!err)
 		err = move_pieces_clear_of_stack(&layout, pagemap_fd, entries, start, end);
 	if (pagemap_fd >= 0)
