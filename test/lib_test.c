@@ -64,12 +64,14 @@ struct fake {
 	uint32_t mis_op;        /* answer this op wrongly, as mis says */
 	enum fake_misreply mis;
 	bool bad_cq_ring;
+	bool reuse_cq_ring;     /* a new CQ gets the last CQ's memfd again, as the daemon's */
 	uint32_t ring_start;    /* both indices of every new ring start here */
 	/* what it saw and made */
 	unsigned count[PROTO_OP_COUNT];
 	unsigned nmrs;
 	struct fake_mr mrs[FAKE_MAX_MRS];
 	struct fake_ring cq;
+	int cq_memfd;           /* the last CQ's ring */
 	uint32_t cq_entries;
 	struct fake_ring qp;
 	uint32_t sq_entries, rq_entries;
@@ -313,9 +315,23 @@ static void on_create_cq(struct fake *f, const void *req, int fd)
 	r.handle = ++f->next_handle;
 	r.entries = f->bad_cq_ring ? 3 : f->cq_entries;
 	r.ring_bytes = proto_ring_bytes(f->cq_entries, sizeof(struct proto_cqe));
+	if (f->reuse_cq_ring && f->cq_memfd >= 0 && f->cq.len == r.ring_bytes) {
+		/* zeroed and handed out again, with a new pipe */
+		struct proto_ring_ctl *ctl = f->cq.map;
+
+		memset(f->cq.map, 0, f->cq.len);
+		ctl->prod = ctl->cons = f->ring_start;
+		close(f->cq.efd);
+		f->cq.efd = fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		fds[0] = f->cq_memfd;
+		fake_send(f, &r, sizeof(r), fds, 2);
+		return;
+	}
 	fake_make_ring(&f->cq, r.ring_bytes, f->ring_start, 0, fds);
 	fake_send(f, &r, sizeof(r), fds, 2);
-	close(fds[0]);
+	if (f->cq_memfd >= 0)
+		close(f->cq_memfd);
+	f->cq_memfd = fds[0];
 }
 
 static void on_create_qp(struct fake *f, const void *req, int fd)
@@ -457,7 +473,7 @@ static void fake_start(struct fake *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->conn = -1;
-	f->cq.efd = f->qp.efd = -1;
+	f->cq.efd = f->qp.efd = f->cq_memfd = -1;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rocemu-lib-test-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/rocemud.sock", f->dir);
@@ -498,6 +514,8 @@ static void fake_stop(struct fake *f)
 		munmap(f->mrs[i].map, f->mrs[i].map_len);
 	fake_unmap(&f->cq);
 	fake_unmap(&f->qp);
+	if (f->cq_memfd >= 0)
+		close(f->cq_memfd);
 }
 
 /* The daemon's side of the rings. */
@@ -1765,6 +1783,47 @@ START_TEST(test_cq_destroy)
 }
 END_TEST
 
+/* A destroyed CQ's mapping serves the next CQ the daemon gives the same memfd: the same
+ * pages, no new mapping, completions through it as through a new one; a new memfd gets a
+ * mapping of its own; what is kept goes with the context. */
+START_TEST(test_cq_ring_mapping_kept)
+{
+	struct proto_cqe e = cqe_n(3);
+	void *first = cq->map.addr;
+	struct ibv_wc wc;
+
+	fk.reuse_cq_ring = true;
+	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
+	ck_assert_uint_eq(ctx->park.n, 1);
+	cq = rocemu_create_cq(ctx, 5);
+	ck_assert_ptr_nonnull(cq);
+	ck_assert_ptr_eq(cq->map.addr, first);
+	ck_assert_uint_eq(ctx->park.n, 0);
+	fake_push_cqe(&fk, &e);
+	ck_assert_int_eq(rocemu_poll_cq(cq, 1, &wc), 1);
+	check_wc(&wc, 3);
+	fk.reuse_cq_ring = false;
+	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
+	cq = rocemu_create_cq(ctx, 5);
+	ck_assert_ptr_nonnull(cq);
+	ck_assert_ptr_ne(cq->map.addr, first);
+	ck_assert_uint_eq(ctx->park.n, 1);
+}
+END_TEST
+
+/* Kept mappings are bounded in number: beyond RING_PARK_SLOTS a destroyed queue's goes. */
+START_TEST(test_ring_park_bounded)
+{
+	struct rocemu_cq *cqs[RING_PARK_SLOTS + 2];
+
+	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+		ck_assert_ptr_nonnull(cqs[i] = rocemu_create_cq(ctx, 5));
+	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+		ck_assert_int_eq(rocemu_destroy_cq(cqs[i]), 0);
+	ck_assert_uint_eq(ctx->park.n, RING_PARK_SLOTS);
+}
+END_TEST
+
 START_TEST(test_cq_create_invalid)
 {
 	errno = 0;
@@ -2449,6 +2508,8 @@ static void add_cq_tests(Suite *s)
 	tcase_add_test(tc, test_cq_wait_ready);
 	tcase_add_test(tc, test_cq_wait_timeout);
 	tcase_add_test(tc, test_cq_wait_spurious_wakeup);
+	tcase_add_test(tc, test_cq_ring_mapping_kept);
+	tcase_add_test(tc, test_ring_park_bounded);
 	tcase_add_test(tc, test_wait_spin_follows_waits);
 	tcase_add_test(tc, test_cq_wait_learns);
 	tcase_add_test(tc, test_cq_wait_daemon_gone);

@@ -148,6 +148,7 @@ static void free_objects(struct rocemu_context *ctx)
 		cq_release(LIST_FIRST(&ctx->cqs));
 	while (!LIST_EMPTY(&ctx->srqs))
 		srq_release(LIST_FIRST(&ctx->srqs));
+	ring_park_empty(ctx);
 	while (!LIST_EMPTY(&ctx->ahs))
 		ah_release(LIST_FIRST(&ctx->ahs));
 	while (!LIST_EMPTY(&ctx->mws)) {

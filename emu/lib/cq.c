@@ -20,40 +20,39 @@
 void cq_release(struct rocemu_cq *cq)
 {
 	LIST_REMOVE(cq, link);
-	munmap(cq->map, cq->map_len);
+	ring_unmap_park(cq->ctx, &cq->map);
 	close(cq->notify_fd);
 	free(cq);
 }
 
 /* The ring the daemon sent in memfd fd, mapped and placed; the memfd is closed once mapped:
  * the mapping keeps the memory, and the fd would only count against the client's limit. */
-static int cq_map_ring(const struct proto_create_cq_reply *r, int fd, void **map,
-		       struct ring *ring)
+static int cq_map_ring(struct rocemu_context *ctx, const struct proto_create_cq_reply *r,
+		       int fd, struct ring_mapping *map, struct ring *ring)
 {
-	int err = r->entries ? ring_map(fd, r->ring_bytes, map) : EPROTO;
+	int err = r->entries ? ring_map(ctx, fd, r->ring_bytes, map) : EPROTO;
 
 	rpc_close_fds(&fd, 1);
 	if (err)
 		return err;
-	err = ring_place(ring, *map, (size_t)r->ring_bytes, 0, r->entries,
-			 sizeof(struct proto_cqe));
+	err = ring_place(ring, map->addr, map->len, 0, r->entries, sizeof(struct proto_cqe));
 	if (err)
-		munmap(*map, (size_t)r->ring_bytes);
+		ring_unmap(map);
 	return err;
 }
 
 /* fds[0] is the ring memfd, fds[1] the notify pipe. */
-static int cq_setup(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int *fds)
+static int cq_setup(struct rocemu_context *ctx, struct rocemu_cq *cq,
+		    const struct proto_create_cq_reply *r, int *fds)
 {
-	int err = cq_map_ring(r, fds[0], &cq->map, &cq->ring);
+	int err = cq_map_ring(ctx, r, fds[0], &cq->map, &cq->ring);
 
 	fds[0] = -1;
 	if (err)
 		return err;
-	cq->map_len = (size_t)r->ring_bytes;
 	err = rpc_set_nonblock(fds[1]);
 	if (err) {
-		munmap(cq->map, cq->map_len);
+		ring_unmap(&cq->map);
 		return err;
 	}
 	cq->ring.next = cq->ring.ctl->cons;
@@ -80,7 +79,7 @@ struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe)
 		return NULL;
 	err = rpc_call(ctx, &in, &out);
 	if (!err) {
-		err = cq_setup(cq, &r, fds);
+		err = cq_setup(ctx, cq, &r, fds);
 		if (err) {
 			rpc_close_fds(fds, 2);
 			rpc_handle_op(ctx, PROTO_DESTROY_CQ, r.handle);
@@ -104,15 +103,14 @@ struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe)
 static int cq_remap(struct rocemu_cq *cq, const struct proto_create_cq_reply *r, int fd)
 {
 	struct ring ring;
-	void *map;
-	int err = cq_map_ring(r, fd, &map, &ring);
+	struct ring_mapping map;
+	int err = cq_map_ring(cq->ctx, r, fd, &map, &ring);
 
 	if (err)
 		return err;
 	ring.next = cq->ring.next;
-	munmap(cq->map, cq->map_len);
+	ring_unmap(&cq->map);
 	cq->map = map;
-	cq->map_len = (size_t)r->ring_bytes;
 	cq->ring = ring;
 	return 0;
 }

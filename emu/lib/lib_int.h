@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #define LIB_ERRMSG 256
@@ -22,6 +23,22 @@ struct mr_priv;
 struct mw_priv;
 struct qp_priv;
 struct ah_priv;
+
+/* A ring's mapping, and which of the daemon's memfds it maps (ring.c). */
+struct ring_mapping {
+	void *addr;
+	size_t len;
+	dev_t dev;
+	ino_t ino;
+};
+
+/* Mappings of destroyed queues' rings, kept for the context's next queues (ring.c). */
+#define RING_PARK_SLOTS     8
+#define RING_PARK_MAX_BYTES (256 * 1024)
+struct ring_park {
+	struct ring_mapping slot[RING_PARK_SLOTS];
+	unsigned n;
+};
 
 struct rocemu_context {
 	int sock;
@@ -37,6 +54,7 @@ struct rocemu_context {
 	LIST_HEAD(, qp_priv) qps;
 	LIST_HEAD(, rocemu_srq) srqs;
 	LIST_HEAD(, ah_priv) ahs;
+	struct ring_park park;
 };
 
 struct ah_priv {
@@ -74,8 +92,7 @@ struct ring {
 struct rocemu_cq {
 	struct rocemu_context *ctx;
 	uint32_t handle;
-	void *map;
-	size_t map_len;
+	struct ring_mapping map;
 	struct ring ring;       /* the daemon produces, we consume */
 	int notify_fd;
 	unsigned idle_polls;    /* empty polls so far: every so many, ask if the daemon lives */
@@ -89,8 +106,7 @@ struct rocemu_cq {
 struct rocemu_srq {
 	struct rocemu_context *ctx;
 	uint32_t handle;
-	void *map;
-	size_t map_len;
+	struct ring_mapping map;
 	struct ring ring;       /* we produce, the daemon consumes */
 	uint32_t max_sge;
 	int event_fd;
@@ -99,8 +115,7 @@ struct rocemu_srq {
 
 struct qp_priv {
 	struct rocemu_qp pub;
-	void *map;
-	size_t map_len;
+	struct ring_mapping map;
 	struct ring sq;         /* we produce, the daemon consumes */
 	struct ring rq;
 	int doorbell_fd;
@@ -175,8 +190,15 @@ int qp_modify_request(struct rocemu_qp *qp, const struct ibv_qp_attr *attr, int 
 int arena_adopt(void *addr, size_t len, int *fd);
 
 /* ring.c */
-/* Maps bytes of the daemon's ring memfd shared read-write; 0 or a positive errno. */
-int ring_map(int fd, uint64_t bytes, void **map);
+/* Maps bytes of the daemon's ring memfd shared read-write, or takes the mapping a
+ * destroyed queue of the context left of that same memfd; 0 or a positive errno. */
+int ring_map(struct rocemu_context *ctx, int fd, uint64_t bytes, struct ring_mapping *m);
+/* A destroyed queue's mapping, kept for the next queue where there is room. */
+void ring_unmap_park(struct rocemu_context *ctx, struct ring_mapping *m);
+/* A mapping that will not be wanted again (a refused ring, a resized CQ's old one). */
+void ring_unmap(struct ring_mapping *m);
+/* At the context's close: every kept mapping goes. */
+void ring_park_empty(struct rocemu_context *ctx);
 /* Fills r for a ring of count entries of entry_size at offset off of a map of map_len
  * bytes; EPROTO when it does not fit or count is no power of two within the limit. */
 int ring_place(struct ring *r, void *map, size_t map_len, uint64_t off, uint32_t count,

@@ -11,7 +11,7 @@
 void qp_release(struct qp_priv *qp)
 {
 	LIST_REMOVE(qp, link);
-	munmap(qp->map, qp->map_len);
+	ring_unmap_park(qp->pub.context, &qp->map);
 	close(qp->doorbell_fd);
 	free(qp);
 }
@@ -28,10 +28,10 @@ static int qp_place_rings(struct qp_priv *qp, const struct proto_create_qp_reply
 	qp->max_send_sge = r->max_send_sge;
 	qp->max_recv_sge = r->max_recv_sge;
 	qp->max_inline = r->max_inline_data;
-	err = ring_place(&qp->rq, qp->map, qp->map_len, r->rq_offset, r->rq_entries,
+	err = ring_place(&qp->rq, qp->map.addr, qp->map.len, r->rq_offset, r->rq_entries,
 			 proto_rwqe_stride(qp->max_recv_sge));
 	if (!err)
-		err = ring_place(&qp->sq, qp->map, (size_t)r->rq_offset, 0, r->sq_entries,
+		err = ring_place(&qp->sq, qp->map.addr, (size_t)r->rq_offset, 0, r->sq_entries,
 				 proto_swqe_stride(proto_swqe_room(qp->max_send_sge,
 								   qp->max_inline)));
 	if (err)
@@ -42,17 +42,17 @@ static int qp_place_rings(struct qp_priv *qp, const struct proto_create_qp_reply
 }
 
 /* fds[0] is the ring memfd (closed once mapped), fds[1] the doorbell pipe. */
-static int qp_setup(struct qp_priv *qp, const struct proto_create_qp_reply *r, int *fds)
+static int qp_setup(struct rocemu_context *ctx, struct qp_priv *qp,
+		    const struct proto_create_qp_reply *r, int *fds)
 {
-	int err = ring_map(fds[0], r->ring_bytes, &qp->map);
+	int err = ring_map(ctx, fds[0], r->ring_bytes, &qp->map);
 
 	rpc_close_fds(&fds[0], 1);
 	if (err)
 		return err;
-	qp->map_len = (size_t)r->ring_bytes;
 	err = qp_place_rings(qp, r);
 	if (err) {
-		munmap(qp->map, qp->map_len);
+		ring_unmap(&qp->map);
 		return err;
 	}
 	qp->doorbell_fd = fds[1];
@@ -131,7 +131,7 @@ static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr
 	err = rpc_call(pd->ctx, &in, &out);
 	if (err)
 		return err;
-	err = qp_setup(qp, &r, fds);
+	err = qp_setup(pd->ctx, qp, &r, fds);
 	if (err) {
 		rpc_close_fds(fds, 2);
 		rpc_handle_op(pd->ctx, PROTO_DESTROY_QP, r.handle);

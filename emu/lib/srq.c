@@ -11,26 +11,26 @@
 void srq_release(struct rocemu_srq *srq)
 {
 	LIST_REMOVE(srq, link);
-	munmap(srq->map, srq->map_len);
+	ring_unmap_park(srq->ctx, &srq->map);
 	close(srq->event_fd);
 	free(srq);
 }
 
 /* fds[0] is the ring memfd (closed once mapped), fds[1] the event pipe. */
-static int srq_setup(struct rocemu_srq *srq, const struct proto_create_srq_reply *r, int *fds)
+static int srq_setup(struct rocemu_context *ctx, struct rocemu_srq *srq,
+		     const struct proto_create_srq_reply *r, int *fds)
 {
-	int err = r->entries ? ring_map(fds[0], r->ring_bytes, &srq->map) : EPROTO;
+	int err = r->entries ? ring_map(ctx, fds[0], r->ring_bytes, &srq->map) : EPROTO;
 
 	rpc_close_fds(&fds[0], 1);
 	if (err)
 		return err;
-	srq->map_len = (size_t)r->ring_bytes;
-	err = ring_place(&srq->ring, srq->map, srq->map_len, 0, r->entries,
+	err = ring_place(&srq->ring, srq->map.addr, srq->map.len, 0, r->entries,
 			 proto_rwqe_stride(srq->max_sge));
 	if (!err)
 		err = rpc_set_nonblock(fds[1]);
 	if (err) {
-		munmap(srq->map, srq->map_len);
+		ring_unmap(&srq->map);
 		return err;
 	}
 	srq->ring.next = srq->ring.ctl->prod;
@@ -66,7 +66,7 @@ struct rocemu_srq *rocemu_create_srq(struct rocemu_pd *pd, struct ibv_srq_init_a
 		return NULL;
 	srq->max_sge = req.max_sge;
 	err = rpc_call(pd->ctx, &in, &out);
-	if (!err && (err = srq_setup(srq, &r, fds))) {
+	if (!err && (err = srq_setup(pd->ctx, srq, &r, fds))) {
 		rpc_close_fds(fds, 2);
 		rpc_handle_op(pd->ctx, PROTO_DESTROY_SRQ, r.handle);
 		rpc_fail(pd->ctx, err, "the daemon at %s sent an unusable SRQ ring", pd->ctx->path);
