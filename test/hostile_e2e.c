@@ -418,6 +418,19 @@ static uint64_t reth_va(const struct env *e, const struct reth_sel *r)
 	return t->va + (r->at == AT_MR_END ? t->len : 0) + r->off;
 }
 
+/* The next index with our key byte: stale for the MR registered there next, unless (one
+ * run in 256) that MR's random key byte is ours too, when the rkey would be its own and
+ * be checked as its: then a key byte that is neither. */
+static uint32_t next_index_key(const struct env *e)
+{
+	uint32_t key = e->t[T_MR].rkey + 0x100;
+
+	for (int i = 0; i < T_COUNT; i++)
+		if (e->t[i].rkey == key)
+			return key ^ 0x01;
+	return key;
+}
+
 static uint32_t reth_key(const struct env *e, const struct reth_sel *r)
 {
 	static const uint8_t target_of[] = { [KEY_MR] = T_MR, [KEY_RO] = T_RO,
@@ -428,7 +441,7 @@ static uint32_t reth_key(const struct env *e, const struct reth_sel *r)
 	case KEY_ABS: return r->key_val;
 	case KEY_BAD_BYTE: return e->t[T_MR].rkey ^ 0x01;   /* same index, other key byte */
 	case KEY_BAD_BYTE_RO: return e->t[T_RO].rkey ^ 0x01;
-	case KEY_NEXT_INDEX: return e->t[T_MR].rkey + 0x100; /* next index, our key byte */
+	case KEY_NEXT_INDEX: return next_index_key(e);
 	default: return e->t[target_of[r->key]].rkey;
 	}
 }
