@@ -747,6 +747,13 @@ struct proto_list_reply {
 #define PROTO_LIST_MAX(member) (sizeof(((struct proto_list_reply *)0)->u.member) / \
 				sizeof(((struct proto_list_reply *)0)->u.member[0]))
 
+/* Rings kept for the next queue: the daemon gives a client's new CQ, SRQ or QP the memfd
+ * of one of that client's destroyed queues of the same kind and size, zeroed; it keeps at
+ * most PROTO_RING_PARK_SLOTS of them a client, each at most PROTO_RING_PARK_MAX_BYTES, and
+ * the library keeps its mappings of them within the same bounds. */
+#define PROTO_RING_PARK_SLOTS     8
+#define PROTO_RING_PARK_MAX_BYTES (256u << 10)
+
 /* Ring control block: each index on its own cache line, written by one side only. The
  * consumer's line also holds what it tells the producer about wakeups (cons_flags):
  *   PROTO_RING_POLLED  the consumer polls this ring now: the producer may skip its write

@@ -1811,16 +1811,16 @@ START_TEST(test_cq_ring_mapping_kept)
 }
 END_TEST
 
-/* Kept mappings are bounded in number: beyond RING_PARK_SLOTS a destroyed queue's goes. */
+/* Kept mappings are bounded in number: beyond PROTO_RING_PARK_SLOTS a destroyed queue's goes. */
 START_TEST(test_ring_park_bounded)
 {
-	struct rocemu_cq *cqs[RING_PARK_SLOTS + 2];
+	struct rocemu_cq *cqs[PROTO_RING_PARK_SLOTS + 2];
 
-	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+	for (unsigned i = 0; i < PROTO_RING_PARK_SLOTS + 2; i++)
 		ck_assert_ptr_nonnull(cqs[i] = rocemu_create_cq(ctx, 5));
-	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+	for (unsigned i = 0; i < PROTO_RING_PARK_SLOTS + 2; i++)
 		ck_assert_int_eq(rocemu_destroy_cq(cqs[i]), 0);
-	ck_assert_uint_eq(ctx->park.n, RING_PARK_SLOTS);
+	ck_assert_uint_eq(ctx->park.n, PROTO_RING_PARK_SLOTS);
 }
 END_TEST
 

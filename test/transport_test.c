@@ -809,10 +809,10 @@ END_TEST
  * the ACK: the peer would see the answer arrive before its SEND completed. */
 /* A destroyed queue's ring and pipe go to the owner's next queue of the same kind and size,
  * zeroed and drained; a queue of another size or kind gets new ones; the park keeps at most
- * RING_PARK_SLOTS, and the owner's end frees them. */
+ * PROTO_RING_PARK_SLOTS, and the owner's end frees them. */
 START_TEST(test_rings_parked_for_the_next_queue)
 {
-	struct cq *a, *b, *many[RING_PARK_SLOTS + 2];
+	struct cq *a, *b, *many[PROTO_RING_PARK_SLOTS + 2];
 	uint64_t reused = dev.cnt.rings_reused;
 	int fds[2], err, memfd, client_end, unread = -1;
 	struct qp *q;
@@ -845,11 +845,11 @@ START_TEST(test_rings_parked_for_the_next_queue)
 	ck_assert_uint_eq(dev.cnt.rings_reused, reused + 1);
 	ck_assert_int_eq(qp_destroy(q), 0);
 
-	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+	for (unsigned i = 0; i < PROTO_RING_PARK_SLOTS + 2; i++)
 		ck_assert_ptr_nonnull(many[i] = cq_create(&owner, 1024, fds, &err));
-	for (unsigned i = 0; i < RING_PARK_SLOTS + 2; i++)
+	for (unsigned i = 0; i < PROTO_RING_PARK_SLOTS + 2; i++)
 		ck_assert_int_eq(cq_destroy(many[i]), 0);
-	ck_assert_uint_eq(owner.park.n, RING_PARK_SLOTS);
+	ck_assert_uint_eq(owner.park.n, PROTO_RING_PARK_SLOTS);
 	ring_park_empty(&owner);
 	ck_assert_uint_eq(owner.park.n, 0);
 }

@@ -33,10 +33,8 @@ struct ring_mapping {
 };
 
 /* Mappings of destroyed queues' rings, kept for the context's next queues (ring.c). */
-#define RING_PARK_SLOTS     8
-#define RING_PARK_MAX_BYTES (256 * 1024)
 struct ring_park {
-	struct ring_mapping slot[RING_PARK_SLOTS];
+	struct ring_mapping slot[PROTO_RING_PARK_SLOTS];
 	unsigned n;
 };
 

@@ -8,12 +8,11 @@
 #include <sys/stat.h>
 
 /* The daemon hands a client's new queue the memfd of one the client destroyed, of the
- * same kind and size, zeroed (its transport/ring.c). The client keeps those mappings too,
- * at most RING_PARK_SLOTS of at most RING_PARK_MAX_BYTES, as the daemon does: a memfd
- * found here again spares an mmap, the munmap at the queue's end and the first touch of
- * each of its pages, which dominate a queue's cost under emulation (docs/benchmarks.md).
- * The memfd itself is the key: a kept mapping holds its file, so no other file can have
- * its inode meanwhile. */
+ * same kind and size, zeroed (its transport/ring.c). The library keeps its mappings of
+ * those within the daemon's bounds (proto.h): a memfd found here again spares an mmap, the
+ * munmap at the queue's end and the first touch of each of its pages, which dominate a
+ * queue's cost under emulation (docs/benchmarks.md). The memfd itself is the key: a kept
+ * mapping holds its file, so no other file can have its inode meanwhile. */
 static bool take_parked(struct ring_park *park, dev_t dev, ino_t ino, size_t len,
 			struct ring_mapping *m)
 {
@@ -63,7 +62,7 @@ void ring_unmap_park(struct rocemu_context *ctx, struct ring_mapping *m)
 {
 	struct ring_park *park = &ctx->park;
 
-	if (m->addr && park->n < RING_PARK_SLOTS && m->len <= RING_PARK_MAX_BYTES) {
+	if (m->addr && park->n < PROTO_RING_PARK_SLOTS && m->len <= PROTO_RING_PARK_MAX_BYTES) {
 		park->slot[park->n++] = *m;
 		m->addr = NULL;
 		return;

@@ -3,14 +3,14 @@
  *
  * A destroyed queue leaves its memfd, mapping and pipe to its owner's next queue of the
  * same kind and size, zeroed and drained, for as long as the owner lives (up to
- * RING_PARK_SLOTS of them, each at most RING_PARK_MAX_BYTES). A client that makes and
- * destroys queues in turn (every RDMA CM connection makes two CQs and a QP and destroys
- * them) then costs the daemon no memfd_create, ftruncate, seals, mmap, munmap or pipe2
- * each time: nearly a third of the system calls a connection cost both daemons, and in
- * an emulated guest 0.2 to 0.3 ms an object (docs/benchmarks.md). The client gets the same memfd
- * and pipe end again, maps the ring anew and closes both when it destroys the queue, as
- * before. The price: a live queue keeps its memfd open in the daemon, three descriptors a
- * queue instead of two. */
+ * PROTO_RING_PARK_SLOTS of them, each at most PROTO_RING_PARK_MAX_BYTES). A client that
+ * makes and destroys queues in turn (every RDMA CM connection makes two CQs and a QP and
+ * destroys them) then costs the daemon no memfd_create, ftruncate, seals, mmap, munmap or
+ * pipe2 each time: nearly a third of the system calls a connection cost both daemons, and
+ * in an emulated guest 0.2 to 0.3 ms an object (docs/benchmarks.md). The client gets the
+ * same memfd and pipe end again; its library kept its mapping of that memfd too
+ * (emu/lib/ring.c) and closes the descriptors as it did. The price: a live queue keeps
+ * its memfd open in the daemon, three descriptors a queue instead of two. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,7 +121,7 @@ void ring_give(struct owner *o, enum ring_kind kind, struct ring_mem *m)
 {
 	struct ring_park *park = &o->park;
 
-	if (park->n == RING_PARK_SLOTS || m->bytes > RING_PARK_MAX_BYTES) {
+	if (park->n == PROTO_RING_PARK_SLOTS || m->bytes > PROTO_RING_PARK_MAX_BYTES) {
 		ring_mem_free(m);
 		return;
 	}

@@ -39,13 +39,11 @@ struct ring_mem {
 	int memfd;
 	int ends[2];
 };
-#define RING_PARK_SLOTS 8
-#define RING_PARK_MAX_BYTES (256u << 10)
 struct ring_park {
 	struct parked_ring {
 		enum ring_kind kind;
 		struct ring_mem mem;
-	} slot[RING_PARK_SLOTS];
+	} slot[PROTO_RING_PARK_SLOTS];
 	unsigned n;
 };
 
