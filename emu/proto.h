@@ -564,7 +564,8 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(cm_events_lost, "CM: events lost: a client's channel closed, or too many waiting for it to read") \
 	X(cm_rej_client_limit, "CM: connections refused: the client holds its most (REQs: REJ 3)") \
 	X(cm_drop_wrong_peer, "CM: dropped a MAD for a connection, sent from another GID than its peer's") \
-	X(cm_mra_ignored, "CM: MRAs ignored: the MAD waited for was MRA'd already")
+	X(cm_mra_ignored, "CM: MRAs ignored: the MAD waited for was MRA'd already")      \
+	X(cm_timewait_cut, "CM: TimeWaits ended early: the CM was full and a new connection took the place")
 
 #define PROTO_COUNT_ONE(name, help) +1
 enum { PROTO_NCOUNTERS = 0 PROTO_COUNTERS(PROTO_COUNT_ONE) };

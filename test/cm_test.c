@@ -1009,6 +1009,103 @@ START_TEST(test_a_client_holds_a_bounded_number_of_connections)
 }
 END_TEST
 
+/* A passive connection through to TimeWait, then forgotten by its client. */
+static uint32_t passive_to_forgotten_timewait(uint32_t peer_comm_id)
+{
+	struct cm_mad dreq;
+	uint32_t conn;
+
+	arrive(peer_req(peer_comm_id, SERVICE_ID));
+	conn = next_event(CM_EV_CONNECT_REQUEST).conn;
+	accept_conn(conn);
+	next_mad(CM_ATTR_REP);
+	arrive(peer_msg(CM_ATTR_RTU, peer_comm_id, conn));
+	next_event(CM_EV_ESTABLISHED);
+	dreq = peer_msg(CM_ATTR_DREQ, peer_comm_id, conn);
+	dreq.dreq.remote_qpn = qp->qpn;
+	arrive(dreq);
+	next_event(CM_EV_DISCONNECTED);
+	ck_assert_int_eq(cm_disconnect(dev.cm, &owner, conn, (char[64]){ 0 }, 64), 0);
+	next_mad(CM_ATTR_DREP);
+	ck_assert_int_eq(cm_destroy(dev.cm, &owner, conn), 0);
+	return conn;
+}
+
+/* Connections a client forgot in TimeWait count against no client: a client that ends
+ * connections faster than TimeWait does is not refused (the kernel's cm refuses none). */
+START_TEST(test_forgotten_timewait_counts_against_no_client)
+{
+	uint32_t tw[2];
+
+	listen_here(8);
+	for (unsigned i = 0; i < 2; i++)
+		tw[i] = passive_to_forgotten_timewait(PEER_COMM_ID + i);
+	for (unsigned i = 0; i < CM_MAX_OWNER_CONNS; i++)
+		connect_out();
+	ck_assert_uint_eq(dev.cm->nconns, CM_MAX_OWNER_CONNS + 2);
+	stub_reset();                /* (the REQs, more than the stub keeps) */
+	frames_read = 0;
+	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 0);
+	/* still in TimeWait: a late DREQ is answered again */
+	{
+		struct cm_mad dreq = peer_msg(CM_ATTR_DREQ, PEER_COMM_ID, tw[0]);
+
+		dreq.dreq.remote_qpn = qp->qpn;
+		arrive(dreq);
+		next_mad(CM_ATTR_DREP);
+	}
+	fire_timer(tw[1]);
+	ck_assert_ptr_null(conn_find(dev.cm, tw[1]));
+	ck_assert_uint_eq(dev.cm->nconns, CM_MAX_OWNER_CONNS + 1);
+	expect_no_event();
+}
+END_TEST
+
+/* A CM full of forgotten TimeWaits: a new connection takes the oldest's place, counted;
+ * a CM full of anything else still refuses it. */
+START_TEST(test_full_cm_cuts_the_oldest_timewait)
+{
+	struct proto_cm_connect m = { .channel = channel, .qpn = 0, .cookie = COOKIE,
+				      .service_id = SERVICE_ID };
+	char err[PROTO_ERRMSG];
+	uint32_t oldest = 0, next_oldest = 0, conn;
+
+	for (unsigned i = 0; i < CM_MAX_CONNS; i++) {
+		struct cm_conn *c = conn_new(dev.cm);
+
+		ck_assert_ptr_nonnull(c);
+		c->state = CM_TIMEWAIT;
+		conn_let_go(c);
+		oldest = i == 0 ? c->local_id : oldest;
+		next_oldest = i == 1 ? c->local_id : next_oldest;
+	}
+	conn = connect_out();
+	next_mad(CM_ATTR_REQ);
+	ck_assert_ptr_null(conn_find(dev.cm, oldest));
+	ck_assert_ptr_nonnull(conn_find(dev.cm, next_oldest));
+	ck_assert_ptr_nonnull(conn_find(dev.cm, conn));
+	ck_assert_uint_eq(dev.cm->nconns, CM_MAX_CONNS);
+	ck_assert_uint_eq(dev.cnt.cm_timewait_cut, 1);
+
+	/* the rest given to a client instead: nothing to cut */
+	for (struct cm_conn *c = LIST_FIRST(&dev.cm->conns); c; c = LIST_NEXT(c, link))
+		if (c->let_go) {
+			TAILQ_REMOVE(&dev.cm->let_go, c, let_go_link);
+			c->let_go = false;
+			c->charged = &stranger;
+		}
+	m.qpn = qp->qpn;
+	memcpy(m.sgid, our_gid, 16);
+	memcpy(m.dgid, peer_gid, 16);
+	ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err, sizeof(err)),
+			 -ENOMEM);
+	ck_assert_uint_eq(dev.cnt.cm_timewait_cut, 1);
+	cm_owner_gone(dev.cm, &owner);
+	while (frames_read < stub_sent_count())
+		next_mad(CM_ATTR_REJ);
+}
+END_TEST
+
 /* The events held for a client slow to read are bounded over all its channels together:
  * two channels nobody reads hold CM_CHANNEL_BACKLOG between them, the rest are lost and
  * counted. */
@@ -1086,6 +1183,8 @@ int main(void)
 	tcase_add_test(tc, test_peer_timeouts_are_clamped);
 	tcase_add_test(tc, test_a_client_holds_a_bounded_number_of_connections);
 	tcase_add_test(tc, test_held_events_are_bounded_per_client);
+	tcase_add_test(tc, test_forgotten_timewait_counts_against_no_client);
+	tcase_add_test(tc, test_full_cm_cuts_the_oldest_timewait);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

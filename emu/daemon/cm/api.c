@@ -488,7 +488,9 @@ static void end_conn(struct cm_conn *c)
 		conn_enter_timewait(c);
 		return;
 	case CM_TIMEWAIT:
-		if (!ev_is_active(&c->timer))
+		if (ev_is_active(&c->timer))
+			conn_let_go(c);
+		else
 			conn_free(c);
 		return;
 	case CM_SIDR_REQ_RCVD:

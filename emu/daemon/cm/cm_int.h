@@ -111,6 +111,8 @@ struct cm_conn {
 	ev_timer timer;
 	struct cm_conn *hnext;       /* the hash chain by local_id */
 	LIST_ENTRY(cm_conn) link;
+	bool let_go;                 /* forgotten, in TimeWait: on cm->let_go */
+	TAILQ_ENTRY(cm_conn) let_go_link;
 };
 
 struct cm {
@@ -118,6 +120,9 @@ struct cm {
 	LIST_HEAD(, cm_channel) channels;
 	LIST_HEAD(, cm_listener) listeners;
 	LIST_HEAD(, cm_conn) conns;
+	/* forgotten connections in TimeWait, oldest first: a new connection may cut the
+	 * oldest's wait short when the CM is full (they count against no client) */
+	TAILQ_HEAD(, cm_conn) let_go;
 	struct cm_conn *by_id[CM_HASH_BUCKETS];
 	uint32_t nconns, nchannels;
 	uint32_t next_handle;
@@ -142,6 +147,9 @@ void conn_stop_timer(struct cm_conn *c);
 /* The last MAD kept, sent again (a duplicate asked for it). */
 void conn_resend_last(struct cm_conn *c);
 void conn_enter_timewait(struct cm_conn *c);
+/* The client forgot the connection in TimeWait: it counts against no client from now, and
+ * a new connection may end its wait early when the CM is full. */
+void conn_let_go(struct cm_conn *c);
 /* The event, to the connection's channel; ev's conn and cookie are filled in. */
 void conn_event(struct cm_conn *c, struct proto_cm_event *ev);
 void cm_event_to(struct cm *cm, struct cm_channel *ch, struct proto_cm_event *ev);

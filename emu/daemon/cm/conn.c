@@ -44,6 +44,7 @@ struct cm *cm_new(struct dev *dev)
 	LIST_INIT(&cm->channels);
 	LIST_INIT(&cm->listeners);
 	LIST_INIT(&cm->conns);
+	TAILQ_INIT(&cm->let_go);
 	/* comm IDs run from a random point, scrambled, as the kernel's: a restarted daemon's
 	 * IDs do not meet its old ones in a peer's TimeWait */
 	cm->next_id = random_u32();
@@ -85,6 +86,13 @@ struct cm_conn *conn_new(struct cm *cm)
 	struct cm_conn *c;
 	uint32_t id;
 
+	/* TimeWait only guards against stray MADs for an ended connection: the oldest wait
+	 * gives way to a new connection rather than refuse it (a client that connects faster
+	 * than TimeWait ends would be refused; the kernel's cm has no bound here) */
+	if (cm->nconns >= CM_MAX_CONNS && !TAILQ_EMPTY(&cm->let_go)) {
+		cm->dev->cnt.cm_timewait_cut++;
+		conn_free(TAILQ_FIRST(&cm->let_go));
+	}
 	if (cm->nconns >= CM_MAX_CONNS)
 		return NULL;
 	c = calloc(1, sizeof(*c));
@@ -139,6 +147,8 @@ void conn_free(struct cm_conn *c)
 		*p = c->hnext;
 	conn_release_listener(c);
 	ev_timer_stop(cm->dev->loop, &c->timer);
+	if (c->let_go)
+		TAILQ_REMOVE(&cm->let_go, c, let_go_link);
 	LIST_REMOVE(c, link);
 	cm->nconns--;
 	free(c);
@@ -453,6 +463,17 @@ void conn_enter_timewait(struct cm_conn *c)
 	conn_stop_timer(c);
 	ev_timer_set(&c->timer, cm_time_s(cm_clamp_u8(c->ack_timeout, CM_MAX_PEER_TIMEOUT)), 0);
 	ev_timer_start(c->cm->dev->loop, &c->timer);
+	if (!c->own)
+		conn_let_go(c);
+}
+
+void conn_let_go(struct cm_conn *c)
+{
+	if (c->let_go)
+		return;
+	c->let_go = true;
+	c->charged = NULL;
+	TAILQ_INSERT_TAIL(&c->cm->let_go, c, let_go_link);
 }
 
 /* The MAD's retries ran out: what the kernel's cm reports for each state. */
