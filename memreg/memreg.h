@@ -188,7 +188,9 @@ enum mr_check mr_lookup_remote(struct mr_table *table, uint32_t key, const struc
 
 /* Copy through the page table, page by page. The range must have passed mr_lookup();
  * these re-check the bounds and return -ERANGE rather than touch memory outside the MR,
- * and -EFAULT (after copying what lay inside) should a page step ever fall outside it. */
+ * and -EFAULT (after copying what lay inside) should a page step ever fall outside it.
+ * mr_copy_in() stores the last bytes last, each once and in order: the owner may be
+ * polling them (copy.c). */
 int mr_copy_in(struct mr *mr, uint64_t va, const void *src, size_t len);
 int mr_copy_out(const struct mr *mr, uint64_t va, void *dst, size_t len);
 

@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 #include <inttypes.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LW IBV_ACCESS_LOCAL_WRITE
@@ -798,6 +800,86 @@ START_TEST(test_copy_whole_mr)
 }
 END_TEST
 
+/* ---- a program polling the end of its buffer (riostream's ping-pong) ---- */
+
+/* Each round the copy lands a message whose last byte is the round's marker; the program,
+ * spinning on that byte, writes its reply there at once, as riostream does before it
+ * sends. The reply must survive the copy: a copy that stores a byte twice (glibc's memcpy
+ * stores 64 bytes as the same 64 bytes twice) puts the marker back over it. The race is a
+ * few nanoseconds wide, so a round that loses it is rare: many rounds, for a bounded time. */
+#define POLL_ROUNDS 1000000
+#define POLL_SECONDS 1.5
+
+struct poller {
+	volatile uint8_t *volatile last; /* the byte the program polls */
+	volatile uint32_t round;     /* the round the program is to answer (0: stop) */
+	volatile uint32_t answered;  /* the last round it answered */
+};
+
+static uint8_t marker_of(uint32_t round)
+{
+	return (uint8_t)(2 * round);
+}
+
+static void *poll_and_reply(void *arg)
+{
+	struct poller *p = arg;
+	uint32_t seen = 0, r;
+
+	while ((r = p->round) != 0) {
+		if (r == seen || *p->last != marker_of(r))
+			continue;
+		*p->last = (uint8_t)(marker_of(r) + 1);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		p->answered = seen = r;
+	}
+	return NULL;
+}
+
+static double seconds_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+START_TEST(test_copy_in_stores_the_last_bytes_once)
+{
+	static const size_t sizes[] = { 64, 32, 16, 8, 128 };
+	struct mr *mr = copy_mr();
+	uint64_t va = mr_iova(mr) + 256;
+	struct poller p = { .last = NULL };
+	uint8_t msg[128];
+	double until = seconds_now() + POLL_SECONDS;
+	uint32_t lost = 0, rounds = 0;
+	pthread_t t;
+
+	memset(msg, 0x5a, sizeof(msg));
+	for (uint32_t r = 1; r <= POLL_ROUNDS && seconds_now() < until; r++) {
+		size_t len = sizes[r % 5];
+
+		p.last = (volatile uint8_t *)buf + ps + COPY_OFF + 256 + len - 1;
+		if (r == 1) {
+			p.round = 1;
+			ck_assert_int_eq(pthread_create(&t, NULL, poll_and_reply, &p), 0);
+		}
+		*p.last = 0xff;
+		p.round = r;
+		msg[len - 1] = marker_of(r);
+		ck_assert_int_eq(mr_copy_in(mr, va, msg, len), 0);
+		while (p.answered != r)
+			;
+		lost += *p.last != (uint8_t)(marker_of(r) + 1);
+		rounds = r;
+	}
+	p.round = 0;
+	pthread_join(t, NULL);
+	ck_assert_msg(lost == 0, "%u of %u replies written over by the copy", lost, rounds);
+	ck_assert_uint_gt(rounds, 1000);
+}
+END_TEST
+
 START_TEST(test_copy_out_of_range)
 {
 	struct mr *mr = copy_mr();
@@ -1206,6 +1288,7 @@ static void add_copy_tests(Suite *s)
 
 	tcase_add_test(tc, test_copy_in_across_pages);
 	tcase_add_test(tc, test_copy_whole_mr);
+	tcase_add_test(tc, test_copy_in_stores_the_last_bytes_once);
 	tcase_add_test(tc, test_copy_out_of_range);
 	tcase_add_test(tc, test_host_span);
 	tcase_add_test(tc, test_host_span_short_mr);

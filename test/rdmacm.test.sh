@@ -6,7 +6,8 @@
 # rdma_create_ep), udaddy over IPv4 and IPv6 (the UDP port space: SIDR), mckey over IPv4
 # and IPv6 (multicast: two receivers, one sender), perftest over
 # rdma_cm (ib_write_bw -R, -R -q 4 and --rdma_cm, ib_send_bw -R, ib_read_lat -R), cmtime
-# with 50 connections at once; rsockets: rstream and riostream verified over IPv4 and IPv6,
+# with 50 connections at once; rsockets: rstream and riostream verified over IPv4 and IPv6
+# and riostream's ping-pong that polls the last byte of its buffer,
 # datagram rsockets (udpong) refused at rconnect as on the kernel's rxe,
 # and netcat under librspreload moving a file intact; the CM's hardening (the daemon's
 # sockets close-on-exec, a REQ given up before its answer REJECTED to the server's id, a
@@ -320,6 +321,11 @@ rs_pair riostream "riostream -S 4096 -C 50 -T v to $ADDR_B (riomap'd, verified)"
 	riostream -S 4096 -C 50 -T v -- riostream -s "$ADDR_B" -S 4096 -C 50 -T v
 rs_pair riostream-ipv6 "riostream -S 4096 -C 50 -T v to $ADDR6_B (verified)" \
 	riostream -b "$ADDR6_B" -S 4096 -C 50 -T v -- riostream -s "$ADDR6_B" -S 4096 -C 50 -T v
+# a ping-pong whose each side spins on the last byte of its buffer for the peer's WRITE,
+# then writes its own marker there: a WRITE that stored its last byte twice put the old
+# marker back over the new one, and both sides spun for good (once in 10,000 to 70,000)
+rs_pair riostream-pingpong "riostream -S 64 -C 1 -I 20000 (each side polls its buffer's last byte)" \
+	riostream -S 64 -C 1 -I 20000 -- riostream -s "$ADDR_B" -S 64 -C 1 -I 20000
 
 RSPRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
 if [ -f "$RSPRELOAD" ] && command -v nc.traditional >/dev/null; then
