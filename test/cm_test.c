@@ -924,11 +924,27 @@ START_TEST(test_mads_from_another_gid_are_dropped)
 }
 END_TEST
 
+/* A REP_SENT connection: the peer's RTU establishes it, its DREQ disconnects it, and our
+ * DREP (the client's rdma_disconnect) takes it to TimeWait. */
+static void rtu_then_peer_disconnects(uint32_t conn, uint32_t peer_comm_id)
+{
+	struct cm_mad dreq;
+
+	arrive(peer_msg(CM_ATTR_RTU, peer_comm_id, conn));
+	next_event(CM_EV_ESTABLISHED);
+	dreq = peer_msg(CM_ATTR_DREQ, peer_comm_id, conn);
+	dreq.dreq.remote_qpn = qp->qpn;
+	arrive(dreq);
+	next_event(CM_EV_DISCONNECTED);
+	ck_assert_int_eq(cm_disconnect(dev.cm, &owner, conn, (char[64]){ 0 }, 64), 0);
+	next_mad(CM_ATTR_DREP);
+}
+
 /* A REQ asking for the longest timeouts the fields hold (31: 2.3 hours each) gets
  * CM_MAX_PEER_TIMEOUT's: the REP's resends and the TimeWait stay within about 35 s. */
 START_TEST(test_peer_timeouts_are_clamped)
 {
-	struct cm_mad req = peer_req(PEER_COMM_ID, SERVICE_ID), dreq;
+	struct cm_mad req = peer_req(PEER_COMM_ID, SERVICE_ID);
 	ev_tstamp bound = 2 * cm_time_s(CM_PACKET_LIFETIME) + cm_time_s(CM_MAX_PEER_TIMEOUT);
 	ev_tstamp left;
 	uint32_t conn;
@@ -942,14 +958,7 @@ START_TEST(test_peer_timeouts_are_clamped)
 	next_mad(CM_ATTR_REP);
 	left = timer_left(conn);
 	ck_assert_msg(left <= bound + 0.01, "the REP is resent after %.0f s", left);
-	arrive(peer_msg(CM_ATTR_RTU, PEER_COMM_ID, conn));
-	next_event(CM_EV_ESTABLISHED);
-	dreq = peer_msg(CM_ATTR_DREQ, PEER_COMM_ID, conn);
-	dreq.dreq.remote_qpn = qp->qpn;
-	arrive(dreq);
-	next_event(CM_EV_DISCONNECTED);
-	ck_assert_int_eq(cm_disconnect(dev.cm, &owner, conn, (char[64]){ 0 }, 64), 0);
-	next_mad(CM_ATTR_DREP);
+	rtu_then_peer_disconnects(conn, PEER_COMM_ID);
 	left = timer_left(conn);
 	ck_assert_msg(left <= cm_time_s(CM_MAX_PEER_TIMEOUT) + 0.01, "TimeWait %.0f s", left);
 	/* the QP keeps the peer's ACK timeout: only the CM's own waits are bounded */
@@ -1012,21 +1021,13 @@ END_TEST
 /* A passive connection through to TimeWait, then forgotten by its client. */
 static uint32_t passive_to_forgotten_timewait(uint32_t peer_comm_id)
 {
-	struct cm_mad dreq;
 	uint32_t conn;
 
 	arrive(peer_req(peer_comm_id, SERVICE_ID));
 	conn = next_event(CM_EV_CONNECT_REQUEST).conn;
 	accept_conn(conn);
 	next_mad(CM_ATTR_REP);
-	arrive(peer_msg(CM_ATTR_RTU, peer_comm_id, conn));
-	next_event(CM_EV_ESTABLISHED);
-	dreq = peer_msg(CM_ATTR_DREQ, peer_comm_id, conn);
-	dreq.dreq.remote_qpn = qp->qpn;
-	arrive(dreq);
-	next_event(CM_EV_DISCONNECTED);
-	ck_assert_int_eq(cm_disconnect(dev.cm, &owner, conn, (char[64]){ 0 }, 64), 0);
-	next_mad(CM_ATTR_DREP);
+	rtu_then_peer_disconnects(conn, peer_comm_id);
 	ck_assert_int_eq(cm_destroy(dev.cm, &owner, conn), 0);
 	return conn;
 }
