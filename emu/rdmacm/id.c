@@ -313,6 +313,56 @@ static int resolve_neighbour(struct rcm_device *d, const struct sockaddr *dst)
 	return err;
 }
 
+static bool is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	return sa->sa_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+/* The first address of dst's family that a device here serves. */
+static bool first_served(const struct sockaddr *dst, struct sockaddr_storage *src)
+{
+	struct rcm_device *devs;
+	int n = rcm_devices(&devs);
+
+	for (int i = 0; i < n; i++) {
+		const struct rocemu_port_attr *p = &devs[i].rv->port;
+
+		for (unsigned g = 0; g < p->gid_count && g < ROCEMU_MAX_GIDS; g++) {
+			rcm_gid_addr(p->gids[g].raw, 0, 0, src);
+			if (src->ss_family == dst->sa_family)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The source the kernel's routes give for dst, unless no device here serves it. The
+ * routes give 127.0.0.1 for all of 127/8, and the kernel's cma binds a loopback
+ * destination to a local device from the device's own GID: so dst itself when a device
+ * here serves it (a program connecting to its own device on lo), else for a loopback dst
+ * a device's first address of its family (to another daemon on lo). Anything else stays
+ * as routed, and is refused: no device serves it. */
+static int route_source(const struct sockaddr *dst, struct sockaddr_storage *src)
+{
+	struct sockaddr_storage routed;
+	int err = rcm_route_source(dst, src);
+
+	if (err || rcm_device_of((struct sockaddr *)src))
+		return err;
+	if (rcm_device_of(dst)) {
+		memcpy(src, dst, rcm_addr_len(dst));
+		rcm_set_port((struct sockaddr *)src, 0);
+	} else if (is_loopback(dst)) {
+		memcpy(&routed, src, sizeof(routed));
+		if (!first_served(dst, src))
+			memcpy(src, &routed, sizeof(routed));
+	}
+	return 0;
+}
+
 /* The address is resolved when the daemon serving the source knows the peer's MAC: the
  * daemon waits for the kernel's neighbour table, never blocking its loop. */
 int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
@@ -331,7 +381,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		memcpy(&src, src_addr, rcm_addr_len(src_addr));
 	else if (id->bound && !rcm_addr_any(&cmid->route.addr.src_addr))
 		memcpy(&src, &cmid->route.addr.src_storage, sizeof(src));
-	else if ((err = rcm_route_source(dst_addr, &src)))
+	else if ((err = route_source(dst_addr, &src)))
 		return fail(err);
 	if (src.ss_family != dst_addr->sa_family)
 		return fail(EINVAL);

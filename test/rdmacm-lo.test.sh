@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# RDMA CM on lo, where the kernel's routes give 127.0.0.1 as the source for every address of
+# 127/8 and no daemon serves 127.0.0.1: unmodified librdmacm programs that name no source
+# connect to their own daemon's address and to another daemon on lo, as the kernel's cma
+# binds a loopback destination to a local device. Rows: rping -C 50 -v to the other daemon
+# and to its own (pings verified on both ends), ucmatose with 10 connections to its own,
+# ib_write_bw -R to the other daemon.
+set -u
+source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
+require_root
+
+for p in rping ucmatose ib_write_bw; do
+	command -v "$p" >/dev/null ||
+		skip "$p is missing: scripts/install-deps.sh installs rdmacm-utils and perftest"
+done
+[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+unset ROCEMU_DEBUG
+T=${CM_TIMEOUT:-40}
+
+topology_up lo
+
+listeners_on() {
+	"$BUILD/rocemuctl" -s "$1" cm 2>/dev/null | grep -c 'state LISTEN'
+}
+
+# lo_pair NAME SIDE SERVER... -- CLIENT...: SERVER under rocemu-run on daemon SIDE, waited
+# for until that daemon has one listener more (15 s at most), then CLIENT on daemon a;
+# OUT_S and OUT_C hold their output; 0 when both exit 0
+lo_pair() {
+	local name=$1 side=$2 server before status
+	local sock=SOCK_${side^^}
+	local -a s=()
+	shift 2
+	while [ "$1" != -- ]; do s+=("$1"); shift; done
+	shift
+	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+	before=$(listeners_on "${!sock}")
+	timeout "$T" "$RUN" -D "${!sock}" "${s[@]}" >"$OUT_S" 2>&1 </dev/null &
+	server=$!
+	PIDS+=($server)
+	for _ in $(seq 150); do
+		[ "$(listeners_on "${!sock}")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
+		sleep 0.1
+	done
+	timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
+	RC_C=$?
+	wait "$server"
+	RC_S=$?
+	status=$((RC_C | RC_S))
+	return $status
+}
+
+# rping_row NAME SIDE ADDR: rping -C 50 -v, the server on SIDE listening on ADDR
+rping_row() {
+	local name=$1 side=$2 addr=$3 got=
+	if lo_pair "$name" "$side" rping -s -a "$addr" -C 50 -v -- rping -c -a "$addr" -C 50 -v &&
+		got=$(grep -c '^ping data: rdma-ping-' "$OUT_C") && [ "$got" -eq 50 ] &&
+		[ "$(grep -c '^server ping data: rdma-ping-' "$OUT_S")" -eq 50 ]; then
+		passed "$name: rping -C 50 -v to $addr, no source named: $got pings verified on both ends"
+	else
+		show_both
+		failed "$name: rping -C 50 -v to $addr (client exit $RC_C, server exit $RC_S, ${got:-?} pings)"
+	fi
+}
+
+rping_row rping-other-daemon b "$ADDR_B"
+rping_row rping-own-daemon a "$ADDR_A"
+
+if lo_pair ucmatose-own a ucmatose -c 10 -- ucmatose -s "$ADDR_A" -c 10 &&
+	grep -q 'return status 0' "$OUT_C"; then
+	passed "ucmatose -c 10 to its own daemon's $ADDR_A"
+else
+	show_both
+	failed "ucmatose -c 10 to $ADDR_A (client exit $RC_C, server exit $RC_S)"
+fi
+
+if lo_pair write-bw-other b ib_write_bw -R -n 500 -- ib_write_bw -R -n 500 "$ADDR_B" &&
+	[ "$(table_rows "$OUT_C")" -ge 1 ]; then
+	row=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print; exit }' "$OUT_C")
+	passed "ib_write_bw -R -n 500 to $ADDR_B: $(tr -s ' \t' ' ' <<<"$row")"
+else
+	show_both
+	failed "ib_write_bw -R -n 500 to $ADDR_B (client exit $RC_C, server exit $RC_S)"
+fi
+
+for side in a b; do
+	pid=${DAEMON_PID[$side]}
+	kill -0 "$pid" 2>/dev/null && passed "rocemud $side still running" ||
+		failed "rocemud $side died"
+done
+finish "rdma_cm on lo"
