@@ -13,6 +13,9 @@
 #                               address: byte-exact on both ends
 #   peer_pair NAME PEER         a test peer (test/*_peer: "server" in host b, "client" in
 #                               host a): passes when both exit 0; prints their check lines
+#   cm_pair NAME SERVER... -- CLIENT...
+#                               an rdma_cm pair: the server waited for until its daemon
+#                               listens once more (CM_SERVER=a: on host a's daemon)
 #   mark_refusals HOST NAME...  remembers those refused_NAME counters of HOST; then
 #   refusals_moved HOST NAME=N...  passes when each moved by exactly N since
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
@@ -152,4 +155,57 @@ refusals_moved() {
 	else
 		failed "refusals on $host: $moved"
 	fi
+}
+
+# listeners SIDE: how many rdma_cm listeners the side's daemon has
+listeners() {
+	local sock=$SOCK_A
+	[ "$1" = b ] && sock=$SOCK_B
+	"$BUILD/rocemuctl" -s "$sock" cm 2>/dev/null | grep -c 'state LISTEN'
+}
+
+# serve OUT ERR CMD...: CMD under rocemu-run in host CM_SERVER (b unless set) in the
+# background ($server), for at most $T seconds (40 unless set), its output to OUT and its
+# errors to ERR (- for OUT too; $PRELOAD, when set, is preloaded beside rocemu-run's
+# library), waited for until its daemon has one listener more or it has exited (for at
+# most 15 s: with another test run on the same two cores, a perftest server was seen to
+# take more than 5, and its client then crashed in perftest's own retry after the REJ)
+serve() {
+	local out=$1 err=$2 before side=${CM_SERVER:-b}
+	local -n prefix=IN_${side^^}
+	local sock=SOCK_${side^^}
+	local -a run=("${prefix[@]}" timeout "${T:-40}" env ${PRELOAD:+LD_PRELOAD="$PRELOAD"} "$RUN" -D "${!sock}")
+	shift 2
+	before=$(listeners "$side")
+	if [ "$err" = - ]; then
+		"${run[@]}" "$@" >"$out" 2>&1 </dev/null &
+	else
+		"${run[@]}" "$@" >"$out" 2>"$err" </dev/null &
+	fi
+	server=$!
+	PIDS+=($server)
+	for _ in $(seq 300); do
+		[ "$(listeners "$side")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
+		sleep 0.05
+	done
+}
+
+# cm_pair NAME SERVER... -- CLIENT...: the server in host CM_SERVER (b unless set; waited
+# for until its daemon has one more listener), the client in host a; OUT_S and OUT_C hold
+# their output, 0 when both exit 0.
+cm_pair() {
+	local name=$1 server status
+	local -a s=()
+	shift
+	while [ "$1" != -- ]; do s+=("$1"); shift; done
+	shift
+	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
+	serve "$OUT_S" - "${s[@]}"
+	"${IN_A[@]}" timeout "${T:-40}" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
+	RC_C=$?
+	[ "$RC_C" -ne 0 ] && perftest_refused_too_soon "$OUT_C" && kill "$server" 2>/dev/null
+	wait "$server"
+	RC_S=$?
+	status=$((RC_C | RC_S))
+	return $status
 }

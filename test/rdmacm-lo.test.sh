@@ -20,41 +20,10 @@ T=${CM_TIMEOUT:-40}
 
 topology_up lo
 
-listeners_on() {
-	"$BUILD/rocemuctl" -s "$1" cm 2>/dev/null | grep -c 'state LISTEN'
-}
-
-# lo_pair NAME SIDE SERVER... -- CLIENT...: SERVER under rocemu-run on daemon SIDE, waited
-# for until that daemon has one listener more (15 s at most), then CLIENT on daemon a;
-# OUT_S and OUT_C hold their output; 0 when both exit 0
-lo_pair() {
-	local name=$1 side=$2 server before status
-	local sock=SOCK_${side^^}
-	local -a s=()
-	shift 2
-	while [ "$1" != -- ]; do s+=("$1"); shift; done
-	shift
-	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
-	before=$(listeners_on "${!sock}")
-	timeout "$T" "$RUN" -D "${!sock}" "${s[@]}" >"$OUT_S" 2>&1 </dev/null &
-	server=$!
-	PIDS+=($server)
-	for _ in $(seq 150); do
-		[ "$(listeners_on "${!sock}")" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
-		sleep 0.1
-	done
-	timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
-	RC_C=$?
-	wait "$server"
-	RC_S=$?
-	status=$((RC_C | RC_S))
-	return $status
-}
-
 # rping_row NAME SIDE ADDR: rping -C 50 -v, the server on SIDE listening on ADDR
 rping_row() {
 	local name=$1 side=$2 addr=$3 got=
-	if lo_pair "$name" "$side" rping -s -a "$addr" -C 50 -v -- rping -c -a "$addr" -C 50 -v &&
+	if CM_SERVER=$side cm_pair "$name" rping -s -a "$addr" -C 50 -v -- rping -c -a "$addr" -C 50 -v &&
 		got=$(grep -c '^ping data: rdma-ping-' "$OUT_C") && [ "$got" -eq 50 ] &&
 		[ "$(grep -c '^server ping data: rdma-ping-' "$OUT_S")" -eq 50 ]; then
 		passed "$name: rping -C 50 -v to $addr, no source named: $got pings verified on both ends"
@@ -67,7 +36,7 @@ rping_row() {
 rping_row rping-other-daemon b "$ADDR_B"
 rping_row rping-own-daemon a "$ADDR_A"
 
-if lo_pair ucmatose-own a ucmatose -c 10 -- ucmatose -s "$ADDR_A" -c 10 &&
+if CM_SERVER=a cm_pair ucmatose-own ucmatose -c 10 -- ucmatose -s "$ADDR_A" -c 10 &&
 	grep -q 'return status 0' "$OUT_C"; then
 	passed "ucmatose -c 10 to its own daemon's $ADDR_A"
 else
@@ -75,7 +44,7 @@ else
 	failed "ucmatose -c 10 to $ADDR_A (client exit $RC_C, server exit $RC_S)"
 fi
 
-if lo_pair write-bw-other b ib_write_bw -R -n 500 -- ib_write_bw -R -n 500 "$ADDR_B" &&
+if cm_pair write-bw-other ib_write_bw -R -n 500 -- ib_write_bw -R -n 500 "$ADDR_B" &&
 	[ "$(table_rows "$OUT_C")" -ge 1 ]; then
 	row=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print; exit }' "$OUT_C")
 	passed "ib_write_bw -R -n 500 to $ADDR_B: $(tr -s ' \t' ' ' <<<"$row")"

@@ -37,57 +37,6 @@ T=${CM_TIMEOUT:-40}
 
 NETNS_IPV6=1 topology_up netns
 
-# listeners SIDE: how many rdma_cm listeners the side's daemon has
-listeners() {
-	local sock=$SOCK_A
-	[ "$1" = b ] && sock=$SOCK_B
-	"$BUILD/rocemuctl" -s "$sock" cm 2>/dev/null | grep -c 'state LISTEN'
-}
-
-# serve OUT ERR CMD...: CMD under rocemu-run in host b in the background ($server), for
-# at most $T seconds, its output to OUT and its errors to ERR (- for OUT too; $PRELOAD,
-# when set, is preloaded beside rocemu-run's library), waited for until its daemon has one
-# listener more or it has exited (for at most 15 s: with another test run on the same two
-# cores, a perftest server was seen to take more than 5, and its client then crashed in
-# perftest's own retry after the REJ)
-serve() {
-	local out=$1 err=$2 before
-	local -a run=("${IN_B[@]}" timeout "$T" env ${PRELOAD:+LD_PRELOAD="$PRELOAD"} "$RUN" -D "$SOCK_B")
-	shift 2
-	before=$(listeners b)
-	if [ "$err" = - ]; then
-		"${run[@]}" "$@" >"$out" 2>&1 </dev/null &
-	else
-		"${run[@]}" "$@" >"$out" 2>"$err" </dev/null &
-	fi
-	server=$!
-	PIDS+=($server)
-	for _ in $(seq 300); do
-		[ "$(listeners b)" -gt "$before" ] || ! kill -0 "$server" 2>/dev/null && break
-		sleep 0.05
-	done
-}
-
-# cm_pair NAME SERVER... -- CLIENT...: the server in host b (waited for until its daemon has
-# one more listener), the client in host a; OUT_S and OUT_C hold their output, 0 when both
-# exit 0.
-cm_pair() {
-	local name=$1 server status
-	local -a s=()
-	shift
-	while [ "$1" != -- ]; do s+=("$1"); shift; done
-	shift
-	OUT_S=$WORK/$name.server OUT_C=$WORK/$name.client
-	serve "$OUT_S" - "${s[@]}"
-	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$@" >"$OUT_C" 2>&1 </dev/null
-	RC_C=$?
-	[ "$RC_C" -ne 0 ] && perftest_refused_too_soon "$OUT_C" && kill "$server" 2>/dev/null
-	wait "$server"
-	RC_S=$?
-	status=$((RC_C | RC_S))
-	return $status
-}
-
 rping_verified() {
 	local name=$1 addr=$2 count=$3 got=
 	if cm_pair "$name" rping -s -a "$addr" -C "$count" -v -- rping -c -a "$addr" -C "$count" -v &&
