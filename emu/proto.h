@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 21
+#define PROTO_VERSION 22
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -717,6 +717,11 @@ struct proto_qp_entry {
 	uint32_t rate_mbps;  /* the send rate congestion control allows, 0 when unlimited */
 	uint16_t last_refusal;  /* enum proto_refusal: why its responder last refused */
 	uint16_t last_failure;  /* enum proto_failure: why its last send request failed */
+	/* its rings, counted since it was made (they wrap at 2^32): work requests the client
+	 * posted, the daemon took and (send queue) completed; 0 for a receive queue an SRQ
+	 * stands in for */
+	uint32_t sq_posted, sq_taken, sq_done;
+	uint32_t rq_posted, rq_taken;
 };
 
 /* A CM connection or listener (state "LISTEN"). */

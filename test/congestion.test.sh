@@ -184,7 +184,8 @@ rm -f "$WORK"/w*.*
 snapshot
 # what rocemuctl qp shows of the requesters' rates meanwhile: a cut lasts a few ms before
 # the rate climbs back and the limiter lets go, so the sampling is dense (400 at most)
-( for _ in $(seq 400); do "$BUILD/rocemuctl" -s "$SOCK_A" qp 2>/dev/null | awk '{ print $NF }'
+( for _ in $(seq 400); do "$BUILD/rocemuctl" -s "$SOCK_A" qp 2>/dev/null |
+	awk '{ for (i = 1; i < NF; i++) if ($i == "rate_mbps") print $(i + 1) }'
 	sleep 0.005; done ) >"$WORK/rates" &
 sampler=$!
 PIDS+=($sampler)

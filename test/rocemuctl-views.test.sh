@@ -64,17 +64,19 @@ json_check b mr "any(m['pid'] == $HOLDER and m['length'] == 1048576 and m['pd'] 
 echo "mr: $("$CTL" -s "$SOCK_B" mr | grep "^pid $HOLDER ")"
 
 # qp: the writer's QP, connected to b, its timer above its round trip (once one is timed)
-# and at least its 67 ms floor (rdma-write's -u 14)
+# and at least its 67 ms floor (rdma-write's -u 14), its rings' counts in order (posted,
+# taken by the daemon, completed) and some of its WRITEs completed
 for _ in $(seq 50); do
 	"$CTL" -s "$SOCK_A" qp | grep "^pid $CLIENT " | grep -qv " srtt_us 0 " && break
 	sleep 0.1
 done
 "$CTL" -s "$SOCK_A" qp >"$WORK/qp" || fail "rocemuctl qp"
-grep -q "^pid $CLIENT qpn [0-9]* state RTS peer $ADDR_B dest_qpn [0-9]* sq_psn [0-9]* rq_psn [0-9]* path_mtu 4096 srtt_us [1-9][0-9]* rto_us [0-9]* rate_mbps [0-9]* last_refused none last_failed none$" "$WORK/qp" ||
+grep -q "^pid $CLIENT qpn [0-9]* state RTS peer $ADDR_B dest_qpn [0-9]* sq_psn [0-9]* rq_psn [0-9]* path_mtu 4096 srtt_us [1-9][0-9]* rto_us [0-9]* rate_mbps [0-9]* last_refused none last_failed none sq_posted [1-9][0-9]* sq_taken [0-9]* sq_done [0-9]* rq_posted [0-9]* rq_taken [0-9]*$" "$WORK/qp" ||
 	{ cat "$WORK/qp" "$WORK/client.out"; fail "qp does not show the writer's QP"; }
 json_check a qp "any(q['pid'] == $CLIENT and q['state'] == 'RTS' and q['peer'] == '$ADDR_B' and
  q['path_mtu'] == 4096 and all(isinstance(q[k], int) for k in ('qpn', 'dest_qpn', 'sq_psn', 'rq_psn'))
- and 0 < q['srtt_us'] < q['rto_us'] and q['rto_us'] >= 67108 and q['rate_mbps'] >= 0 for q in d)"
+ and 0 < q['srtt_us'] < q['rto_us'] and q['rto_us'] >= 67108 and q['rate_mbps'] >= 0
+ and q['sq_posted'] >= q['sq_taken'] >= q['sq_done'] > 0 and q['rq_posted'] >= q['rq_taken'] for q in d)"
 echo "qp: $(grep "^pid $CLIENT " "$WORK/qp")"
 
 "$CTL" -s "$SOCK_A" qp --bogus 2>/dev/null; [ $? -eq 2 ] || fail "qp --bogus: not a usage error"

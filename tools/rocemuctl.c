@@ -307,13 +307,16 @@ static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 	printf(json ? "{\"pid\":%u,\"qpn\":%u,\"state\":\"%s\",\"peer\":\"%s\","
 		      "\"dest_qpn\":%u,\"sq_psn\":%u,\"rq_psn\":%u,\"path_mtu\":%u,"
 		      "\"srtt_us\":%u,\"rto_us\":%u,\"rate_mbps\":%u,"
-		      "\"last_refused\":\"%s\",\"last_failed\":\"%s\"}" :
+		      "\"last_refused\":\"%s\",\"last_failed\":\"%s\",\"sq_posted\":%u,"
+		      "\"sq_taken\":%u,\"sq_done\":%u,\"rq_posted\":%u,\"rq_taken\":%u}" :
 		      "pid %u qpn %u state %s peer %s dest_qpn %u sq_psn %u rq_psn %u path_mtu %u"
-		      " srtt_us %u rto_us %u rate_mbps %u last_refused %s last_failed %s\n",
+		      " srtt_us %u rto_us %u rate_mbps %u last_refused %s last_failed %s"
+		      " sq_posted %u sq_taken %u sq_done %u rq_posted %u rq_taken %u\n",
 	       e->pid, e->qpn, proto_qp_state_name(e->state), ip, e->dest_qpn, e->sq_psn, e->rq_psn,
 	       mtu_bytes(e->path_mtu), e->srtt_us, e->rto_us, e->rate_mbps,
 	       reason_name(refusal_names, PROTO_NREFUSALS, e->last_refusal),
-	       reason_name(failure_names, PROTO_NFAILURES, e->last_failure));
+	       reason_name(failure_names, PROTO_NFAILURES, e->last_failure), e->sq_posted,
+	       e->sq_taken, e->sq_done, e->rq_posted, e->rq_taken);
 }
 
 /* A CM listener ("LISTEN": its address, all zeros for any) or connection. */

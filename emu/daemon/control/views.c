@@ -147,6 +147,11 @@ static void fill_qp(struct proto_list_reply *r, const struct client *c, void *it
 	e->rate_mbps = qp->req.dcqcn.limited ? cc_rate_mbps(qp) : 0;
 	e->last_refusal = (uint16_t)qp->resp.last_refusal;
 	e->last_failure = (uint16_t)qp->comp.last_failure;
+	e->sq_posted = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_RELAXED);
+	e->sq_taken = qp->req.fetch_idx;
+	e->sq_done = qp->comp.idx;
+	e->rq_posted = qp->rq_ctl ? __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_RELAXED) : 0;
+	e->rq_taken = qp->rq_ctl ? qp->resp.rq_cons : 0;
 }
 
 typedef void (*fill_fn)(struct proto_list_reply *r, const struct client *c, void *item);
