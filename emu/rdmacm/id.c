@@ -321,9 +321,10 @@ static bool is_loopback(const struct sockaddr *sa)
 	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
-/* The first address of dst's family that a device here serves. */
-static bool first_served(const struct sockaddr *dst, struct sockaddr_storage *src)
+/* src: the first address of dst's family that a device here serves; unchanged if none. */
+static void first_served(const struct sockaddr *dst, struct sockaddr_storage *src)
 {
+	struct sockaddr_storage a;
 	struct rcm_device *devs;
 	int n = rcm_devices(&devs);
 
@@ -331,12 +332,13 @@ static bool first_served(const struct sockaddr *dst, struct sockaddr_storage *sr
 		const struct rocemu_port_attr *p = &devs[i].rv->port;
 
 		for (unsigned g = 0; g < p->gid_count && g < ROCEMU_MAX_GIDS; g++) {
-			rcm_gid_addr(p->gids[g].raw, 0, 0, src);
-			if (src->ss_family == dst->sa_family)
-				return true;
+			rcm_gid_addr(p->gids[g].raw, 0, 0, &a);
+			if (a.ss_family == dst->sa_family) {
+				*src = a;
+				return;
+			}
 		}
 	}
-	return false;
 }
 
 /* The source the kernel's routes give for dst, unless no device here serves it. The
@@ -347,7 +349,6 @@ static bool first_served(const struct sockaddr *dst, struct sockaddr_storage *sr
  * as routed, and is refused: no device serves it. */
 static int route_source(const struct sockaddr *dst, struct sockaddr_storage *src)
 {
-	struct sockaddr_storage routed;
 	int err = rcm_route_source(dst, src);
 
 	if (err || rcm_device_of((struct sockaddr *)src))
@@ -356,9 +357,7 @@ static int route_source(const struct sockaddr *dst, struct sockaddr_storage *src
 		memcpy(src, dst, rcm_addr_len(dst));
 		rcm_set_port((struct sockaddr *)src, 0);
 	} else if (is_loopback(dst)) {
-		memcpy(&routed, src, sizeof(routed));
-		if (!first_served(dst, src))
-			memcpy(src, &routed, sizeof(routed));
+		first_served(dst, src);
 	}
 	return 0;
 }
