@@ -74,12 +74,25 @@ socklen_t rcm_addr_len(const struct sockaddr *sa)
 	return 0;
 }
 
+bool rcm_addr_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	return sa->sa_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+/* The kernel's cma takes a loopback address as it takes the wildcard: binding to one ties
+ * the id to no device, and a listener bound to one hears every address (libfabric's verbs
+ * provider binds to "localhost" to probe for devices, and listens there). */
 bool rcm_addr_any(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
-		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY) ||
+		       rcm_addr_loopback(sa);
 	if (sa->sa_family == AF_INET6)
-		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr) ||
+		       rcm_addr_loopback(sa);
 	return true;
 }
 

@@ -24,16 +24,18 @@ static struct sockaddr *copy_addr(const struct sockaddr *sa, socklen_t len)
 	return c;
 }
 
+/* As librdmacm's: with neither node nor service, the answer is made of the hints (the
+ * destination a program already has, libfabric's verbs provider among them); a source the
+ * hints give is taken when the lookup gave none. */
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
 	struct addrinfo ai_hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	struct rdma_addrinfo *r;
-	bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
 	int ret;
 
-	if (!res || (!node && !service && !(hints && hints->ai_src_addr)))
-		return EAI_NONAME;
+	if (!res || (!node && !service && !hints))
+		return fail(EINVAL);
 	if (hints) {
 		ai_hints.ai_family = hints->ai_family;
 		if (hints->ai_flags & RAI_PASSIVE)
@@ -52,26 +54,28 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 		return EAI_MEMORY;
 	}
 	r->ai_flags = hints ? hints->ai_flags : 0;
+	r->ai_family = hints ? hints->ai_family : 0;
 	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
 	r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type :
 			r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	if (ai) {
+		struct sockaddr **addr = r->ai_flags & RAI_PASSIVE ? &r->ai_src_addr : &r->ai_dst_addr;
+		socklen_t *len = r->ai_flags & RAI_PASSIVE ? &r->ai_src_len : &r->ai_dst_len;
+
 		r->ai_family = ai->ai_family;
-		if (passive) {
-			r->ai_src_addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
-			r->ai_src_len = ai->ai_addrlen;
-		} else {
-			r->ai_dst_addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
-			r->ai_dst_len = ai->ai_addrlen;
-		}
+		*addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
+		*len = ai->ai_addrlen;
 		freeaddrinfo(ai);
+	} else if (hints->ai_dst_addr && hints->ai_dst_len) {
+		r->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len);
+		r->ai_dst_len = hints->ai_dst_len;
 	}
-	if (!passive && hints && hints->ai_src_addr && hints->ai_src_len) {
+	if (!r->ai_src_len && hints && hints->ai_src_addr && hints->ai_src_len) {
 		r->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
 		r->ai_src_len = hints->ai_src_len;
-		if (!r->ai_family)
-			r->ai_family = hints->ai_src_addr->sa_family;
 	}
+	if (!r->ai_family && (r->ai_dst_addr || r->ai_src_addr))
+		r->ai_family = (r->ai_dst_addr ? r->ai_dst_addr : r->ai_src_addr)->sa_family;
 	if ((r->ai_src_len && !r->ai_src_addr) || (r->ai_dst_len && !r->ai_dst_addr)) {
 		rdma_freeaddrinfo(r);
 		return EAI_MEMORY;

@@ -313,14 +313,6 @@ static int resolve_neighbour(struct rcm_device *d, const struct sockaddr *dst)
 	return err;
 }
 
-static bool is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	return sa->sa_family == AF_INET6 &&
-	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-}
-
 /* src: the first address of dst's family that a device here serves; unchanged if none. */
 static void first_served(const struct sockaddr *dst, struct sockaddr_storage *src)
 {
@@ -356,7 +348,7 @@ static int route_source(const struct sockaddr *dst, struct sockaddr_storage *src
 	if (rcm_device_of(dst)) {
 		memcpy(src, dst, rcm_addr_len(dst));
 		rcm_set_port((struct sockaddr *)src, 0);
-	} else if (is_loopback(dst)) {
+	} else if (rcm_addr_loopback(dst)) {
 		first_served(dst, src);
 	}
 	return 0;
@@ -368,18 +360,21 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 		      struct sockaddr *dst_addr, int timeout_ms)
 {
 	struct rcm_id *id = rcm_id(cmid);
+	const struct sockaddr *given;
 	struct sockaddr_storage src;
 	struct rcm_device *d;
+	uint16_t port;
 	int err;
 
 	(void)timeout_ms;
 	if (!cmid || !dst_addr || (dst_addr->sa_family != AF_INET &&
 				   dst_addr->sa_family != AF_INET6))
 		return fail(EINVAL);
-	if (src_addr && src_addr->sa_family)
-		memcpy(&src, src_addr, rcm_addr_len(src_addr));
-	else if (id->bound && !rcm_addr_any(&cmid->route.addr.src_addr))
-		memcpy(&src, &cmid->route.addr.src_storage, sizeof(src));
+	/* as the kernel's: src_addr counts only for an id not bound yet */
+	given = id->bound ? &cmid->route.addr.src_addr :
+		src_addr && src_addr->sa_family ? src_addr : NULL;
+	if (given && !rcm_addr_any(given))
+		memcpy(&src, given, rcm_addr_len(given));
 	else if ((err = route_source(dst_addr, &src)))
 		return fail(err);
 	if (src.ss_family != dst_addr->sa_family)
@@ -387,10 +382,8 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	d = rcm_device_of((struct sockaddr *)&src);
 	if (!d)
 		return fail(EADDRNOTAVAIL);
-	if (!rcm_port(&cmid->route.addr.src_addr))
-		rcm_set_port((struct sockaddr *)&src, rcm_ephemeral_port());
-	else
-		rcm_set_port((struct sockaddr *)&src, rcm_port(&cmid->route.addr.src_addr));
+	port = given ? rcm_port(given) : 0;
+	rcm_set_port((struct sockaddr *)&src, port ? port : rcm_ephemeral_port());
 	memcpy(&cmid->route.addr.src_storage, &src, sizeof(src));
 	memcpy(&cmid->route.addr.dst_storage, dst_addr, rcm_addr_len(dst_addr));
 	id->bound = true;

@@ -118,6 +118,8 @@ void rcm_gid_addr(const uint8_t gid[16], uint16_t port, int family, struct socka
 uint16_t rcm_port(const struct sockaddr *sa);
 void rcm_set_port(struct sockaddr *sa, uint16_t port);
 socklen_t rcm_addr_len(const struct sockaddr *sa);
+bool rcm_addr_loopback(const struct sockaddr *sa);
+/* The wildcard, or a loopback address (which the kernel's cma takes as the wildcard). */
 bool rcm_addr_any(const struct sockaddr *sa);
 uint16_t rcm_ephemeral_port(void);
 /* The source address the kernel's routes pick for dst (no packet is sent). */
