@@ -187,13 +187,20 @@ $(BUILD)/test/flush_peer: test/flush_peer.c $(PEER_LINK)
 $(BUILD)/test/cm_peer: test/cm_peer.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -o $@ $< -lrdmacm -libverbs
+# mpi.test.sh: an MPI program as a user writes one, run by Debian's Open MPI over UCX and
+# over libfabric; built by Open MPI's own mpicc where there is one (the test skips without).
+MPICC := $(shell command -v mpicc 2>/dev/null)
+$(BUILD)/test/mpi_pingpong: test/mpi_pingpong.c
+	@mkdir -p $(dir $@)
+	$(MPICC) -std=gnu11 -O2 -g $(WARN) -o $@ $<
 
 # Every binary of the tests, in this tree (the sanitizer make asks for it inside its own).
 build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BUILD)/test/ibv_abuse \
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
              $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer $(BUILD)/test/cm_peer \
              $(BUILD)/test/mcast_peer \
-             $(BUILD)/test/rereg_peer $(BUILD)/test/flush_peer
+             $(BUILD)/test/rereg_peer $(BUILD)/test/flush_peer \
+             $(if $(MPICC),$(BUILD)/test/mpi_pingpong)
 
 test-run: build-tests
 	scripts/run-tests.sh $(BUILD)
