@@ -566,9 +566,10 @@ static int check_create_qp(struct client *c, const struct proto_create_qp *m,
 		op_error(rep, "QP type %u: rocemu has RC (2), UC (3) and UD (4) QPs", m->qp_type);
 		return -EINVAL;
 	}
-	if (m->max_send_wr < 1 || m->max_send_wr > PROTO_MAX_RING ||
-	    m->max_recv_wr > PROTO_MAX_RING) {
-		op_error(rep, "queue depths go from 1 to %u", PROTO_MAX_RING);
+	/* 0 is a queue that takes nothing (qperf's receiving end asks for no sends): rxe and
+	 * mlx5 make one, and so does this, one entry deep, as a device may give more */
+	if (m->max_send_wr > PROTO_MAX_RING || m->max_recv_wr > PROTO_MAX_RING) {
+		op_error(rep, "queue depths go up to %u", PROTO_MAX_RING);
 		return -EINVAL;
 	}
 	if (m->max_send_sge > PROTO_MAX_SGE || m->max_recv_sge > PROTO_MAX_SGE ||
