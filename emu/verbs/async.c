@@ -90,7 +90,7 @@ int ibv_get_async_event(struct ibv_context *ibctx, struct ibv_async_event *event
 	memset(event, 0, sizeof(*event));
 	for (;;) {
 		n = epoll_wait(ctx->async_ep, &ev, 1, nonblocking ? 0 : PORT_POLL_MS);
-		if (n < 0 && errno != EINTR)
+		if (n < 0 && (errno != EINTR || rv_interrupt_returns()))
 			return -1;
 		if (n > 0 && ready_event(ctx, &ev, event))
 			return 0;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -95,6 +96,34 @@ static struct rv_cq *due_cq(struct rv_channel *c, int *err)
 	return found;
 }
 
+/* The kernel's ibv_get_cq_event and ibv_get_async_event block in read(), which a signal
+ * whose handler lacks SA_RESTART interrupts with EINTR and any other signal does not;
+ * programs count on it (qperf's server leaves its last wait for a completion when its
+ * timer's SIGALRM says the test is over). The waits here are epoll_wait, which every
+ * handled signal interrupts, and which signal it was is not told: so EINTR is given back
+ * when some handler of this process lacks SA_RESTART, and the wait goes on when every one
+ * has it (or none is installed). The signals a fault raises in the faulting thread are
+ * left out: they do not interrupt a wait, and sanitizers and UCX handle them. */
+static bool raised_by_faults(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+	       sig == SIGTRAP || sig == SIGSYS;
+}
+
+bool rv_interrupt_returns(void)
+{
+	struct sigaction sa;
+
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (raised_by_faults(sig) || sigaction(sig, NULL, &sa) != 0 ||
+		    sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return true;
+	}
+	return false;
+}
+
 /* Sleeps up to ms (-1: until a bound CQ's pipe has something), then empties those pipes
  * before the next look at the CQs, so a completion added after that look writes again: a
  * CQ that is not armed must not keep the channel readable, or a program that polls the
@@ -107,7 +136,7 @@ static int channel_sleep(struct rv_channel *c, int ms)
 	int n = epoll_wait(c->ch.fd, ev, 8, ms);
 
 	if (n < 0)
-		return errno == EINTR ? 0 : errno;
+		return errno == EINTR && !rv_interrupt_returns() ? 0 : errno;
 	for (int i = 0; i < n; i++) {
 		struct rv_cq *cq = ev[i].data.ptr;
 

@@ -155,6 +155,9 @@ int rv_query_port(struct ibv_context *ibctx, uint8_t port, struct ibv_port_attr 
 		  size_t attr_len);
 
 /* channel.c: a CQ made with a channel is bound to it; 0 or an errno */
+/* After a wait here was interrupted by a signal: whether the kernel's read() of its
+ * descriptor would have returned EINTR rather than gone on (see channel.c). */
+bool rv_interrupt_returns(void);
 int rv_channel_bind(struct rv_channel *c, struct rv_cq *cq);
 void rv_channel_unbind(struct rv_cq *cq);
 
