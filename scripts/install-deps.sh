@@ -29,6 +29,7 @@ packages=(
 	ucx-utils                    # UCX's ucx_info and ucx_perftest, run under rocemu-run
 	libfabric-bin                # libfabric's fi_info and fi_pingpong (its verbs provider), run under rocemu-run
 	openmpi-bin libopenmpi-dev   # Open MPI's mpirun and mpicc: an MPI program over UCX and libfabric, under rocemu-run
+	qperf                        # qperf's RC tests over rdma_cm, run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC
 	check                        # unit tests
 	zlib1g-dev                   # the tests' independent reference CRC

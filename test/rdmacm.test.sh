@@ -273,7 +273,8 @@ rs_pair riostream-ipv6 "riostream -S 4096 -C 50 -T v to $ADDR6_B (verified)" \
 # a ping-pong whose each side spins on the last byte of its buffer for the peer's WRITE,
 # then writes its own marker there: a WRITE that stored its last byte twice put the old
 # marker back over the new one, and both sides spun for good (once in 10,000 to 70,000)
-rs_pair riostream-pingpong "riostream -S 64 -C 1 -I 20000 (each side polls its buffer's last byte)" \
+# (2 to 3 s alone, in either build; more than 15 once with the machine loaded by more)
+RS_T=60 rs_pair riostream-pingpong "riostream -S 64 -C 1 -I 20000 (each side polls its buffer's last byte)" \
 	riostream -S 64 -C 1 -I 20000 -- riostream -s "$ADDR_B" -S 64 -C 1 -I 20000
 
 RSPRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
