@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short libFuzzer run (15 s) of every harness over its committed corpus, one harness per
+# A short libFuzzer run (10 s) of every harness over its committed corpus, one harness per
 # core at a time: catches regressions that the corpus already knows how to reach. The long
 # runs are `make fuzz`.
 set -u
@@ -14,7 +14,7 @@ case ${ROCEMU_BUILD:-} in
 */asan) echo "fuzz harnesses already ran in the plain pass (they carry ASan/UBSan themselves)"
 	exit 77 ;;
 esac
-seconds=${ROCEMU_FUZZ_SECONDS:-15}
+seconds=${ROCEMU_FUZZ_SECONDS:-10}
 cd "$here"
 make -s fuzz-build || exit 1
 # One harness per core at a time: each runs its full time, the check takes a fraction.

@@ -68,9 +68,9 @@ pingpong() {
 	fi
 }
 
-pingpong msg "$ADDR_B" -p verbs -e msg -S all -I 20 -c
-pingpong msg-ipv6 "$ADDR6_B" -p verbs -e msg -S all -I 10 -c -6
-pingpong rdm "$ADDR_B" -p verbs -e rdm -S all -I 20 -c
+pingpong msg "$ADDR_B" -p verbs -e msg -S all -I 10 -c
+pingpong msg-ipv6 "$ADDR6_B" -p verbs -e msg -S all -I 5 -c -6
+pingpong rdm "$ADDR_B" -p verbs -e rdm -S all -I 10 -c
 pingpong dgram "$ADDR_B" -p verbs -e dgram -I 200 -c
 
 for side in a b; do
