@@ -160,6 +160,17 @@ topology_up() {
 	daemon_start b
 }
 
+# await_listener SIDE PORT PID: until a TCP socket listens on PORT in host a or b (a
+# program's own exchange before its RDMA starts), PID exits, or 10 s have passed
+await_listener() {
+	local -n prefix=IN_${1^^}
+	for _ in $(seq 200); do
+		"${prefix[@]}" ss -Hltn "sport = :$2" 2>/dev/null | grep -q . || ! kill -0 "$3" 2>/dev/null &&
+			return
+		sleep 0.05
+	done
+}
+
 # counter SIDE NAME: one of rocemuctl stats' counters of daemon a or b
 counter() {
 	local sock=$SOCK_A

@@ -48,10 +48,7 @@ pingpong() {
 		>"$WORK/$name.server" 2>&1 </dev/null &
 	server=$!
 	PIDS+=($server)
-	for _ in $(seq 200); do
-		"${IN_B[@]}" ss -Hltn "sport = :$port" | grep -q . || ! kill -0 "$server" 2>/dev/null && break
-		sleep 0.05
-	done
+	await_listener b "$port" "$server"
 	"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" fi_pingpong "$@" -P "$port" "$addr" \
 		>"$WORK/$name.client" 2>&1 </dev/null
 	rc_c=$?

@@ -30,10 +30,7 @@ PORT=$((19000 + RANDOM % 700))
 "${IN_B[@]}" timeout 60 "$RUN" -D "$SOCK_B" qperf -lp "$PORT" >"$WORK/server.out" 2>&1 </dev/null &
 SERVER=$!
 PIDS+=($SERVER)
-for _ in $(seq 200); do
-	"${IN_B[@]}" ss -Hltn "sport = :$PORT" | grep -q . || ! kill -0 "$SERVER" 2>/dev/null && break
-	sleep 0.05
-done
+await_listener b "$PORT" "$SERVER"
 
 # row TEST [OPTIONS...]: one qperf test for a second over rdma_cm; its figure printed
 row() {

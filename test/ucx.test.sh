@@ -56,10 +56,7 @@ perftest() {
 		-p "$port" >"$WORK/server.out" 2>&1 </dev/null &
 	server=$!
 	PIDS+=($server)
-	for _ in $(seq 50); do     # until it listens for the client's exchange
-		"${IN_B[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-		sleep 0.1
-	done
+	await_listener b "$port" "$server"
 	"${IN_A[@]}" env UCX_TLS="$tls,self" timeout 120 "$RUN" -D "$SOCK_A" ucx_perftest \
 		"$ADDR_B" -p "$port" -t "$test" -s "$size" -n "$ITERS" -w 100 \
 		>"$WORK/client.out" 2>&1 </dev/null
