@@ -8,7 +8,7 @@
 # endpoints over ofi_rxm). A row passes when every message arrived intact and the ranks'
 # traffic crossed the daemons (their RoCE packet counters grew by at least a packet per
 # message). Open MPI's openib BTL is not tried: Debian builds it without its rdma_cm
-# connection manager, the only one it has for RoCE, on rxe as here.
+# connection manager, the only one it has for RoCE, whatever the device.
 set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
@@ -25,7 +25,8 @@ command -v mpirun >/dev/null || skip "mpirun is missing: scripts/install-deps.sh
 [ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
 T=${MPI_TIMEOUT:-90}
 ROUNDS=50
-# messages a run sends each way: ROUNDS of the four small sizes, a tenth of it of the two large
+# the messages of a run, both ways: ROUNDS of each of the four small sizes and a tenth as
+# many of the two large, each way
 MESSAGES=$((2 * (4 * ROUNDS + 2 * ((ROUNDS + 9) / 10))))
 
 topology_up netns
