@@ -30,6 +30,13 @@ skip() {
 	exit 77
 }
 
+# plain_pass_only WHAT: skip in the sanitizer pass a test of a third-party program whose
+# paths through the verbs and rdma_cm layers the rdmacm, ucx and verbs-programs tests
+# already take there, and which make check cannot spare the seconds for under ASan
+plain_pass_only() {
+	case $BUILD in */asan) skip "$1 runs in the plain pass" ;; esac
+}
+
 teardown() {
 	local pid
 	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done

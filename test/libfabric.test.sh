@@ -11,10 +11,7 @@ set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
 require_root
-# The plain pass only: the paths of the verbs and rdma_cm layers it takes are the sanitizer
-# pass's already (rdmacm, ucx and verbs-programs), and libfabric under it costs seconds
-# make check cannot spare
-case $BUILD in */asan) skip "libfabric runs in the plain pass" ;; esac
+plain_pass_only "libfabric"
 
 RUN=$BUILD/rocemu-run
 for p in fi_info fi_pingpong ss; do

@@ -13,10 +13,7 @@ set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
 require_root
-# The plain pass only: the paths of the verbs and rdma_cm layers it takes are the sanitizer
-# pass's already (rdmacm, ucx and verbs-programs), and Open MPI under it costs seconds
-# make check cannot spare
-case $BUILD in */asan) skip "Open MPI runs in the plain pass" ;; esac
+plain_pass_only "Open MPI"
 
 RUN=$BUILD/rocemu-run
 PROG=$BUILD/test/mpi_pingpong
