@@ -765,11 +765,15 @@ struct proto_list_reply {
  *   PROTO_RING_POLLED  the consumer polls this ring now: the producer may skip its write
  *                      to the channel (a send or receive queue: no doorbell needed);
  *   PROTO_RING_WAKE    the consumer sleeps (or is about to) on the channel: the producer
- *                      must write to it (a CQ: wake the client).
+ *                      must write to it (a CQ: wake the client);
+ *   PROTO_RING_LAZY    a QP's receive ring only, set unless the QP is in ERROR: the
+ *                      daemon takes a receive when a message arrives for it, so a post
+ *                      needs no doorbell; in ERROR every post must ring, to be flushed.
  * Either side stores its index or flag, then a full fence, then loads the other's: of two
  * racing sides at least one sees the other's store, so no wakeup is lost. */
 #define PROTO_RING_POLLED 1u
 #define PROTO_RING_WAKE   2u
+#define PROTO_RING_LAZY   4u
 struct proto_ring_ctl {
 	uint32_t prod;
 	uint8_t pad0[60];

@@ -8,7 +8,7 @@
 # (the default --poll-budget does not, when the CPUs are taken), so both paths must have
 # been taken (rocemuctl stats: doorbells and polled_posts), and the daemons must go back
 # to sleep after it (no CPU when idle); then the default daemons; then --poll-budget 0,
-# where no post skips its doorbell. The first connection is a batch held mid-way by a
+# where no post skips its doorbell (and receives ring none at all). The first connection is a batch held mid-way by a
 # neighbour to resolve (A's neighbour table flushed), which must go on from there.
 set -u
 source "$(dirname "$0")/daemons.sh"
@@ -71,6 +71,11 @@ stress 1000 "--poll-budget 0"
 polled=$(counter a polled_posts)
 [ "$polled" -eq 0 ] || fail "--poll-budget 0: $polled posts skipped their doorbell"
 echo "doorbell: --poll-budget 0: every post rang ($(counter a doorbells) doorbells)"
+# B's QP only takes receives, and a receive rings only for a QP in ERROR (proto.h,
+# PROTO_RING_LAZY): its daemon is woken by the SENDs alone
+rang_b=$(counter b doorbells)
+[ "$rang_b" -eq 0 ] || fail "B posted only receives, yet its daemon was rung $rang_b times"
+echo "doorbell: B's receives rang no doorbell"
 ! grep -qE 'Sanitizer|runtime error' "$WORK"/rocemud-*.log ||
 	fail "rocemud's sanitizers reported errors"
 echo "doorbell: PASS"

@@ -256,8 +256,8 @@ static bool await(struct side *s, enum wait_kind kind, uint64_t seq, enum ibv_wc
 	return true;
 }
 
-/* A receive posted (the receive ring's doorbell), then after a pause a SEND to it; both
- * sides wait for their completion, each in its own random way. */
+/* A receive posted (no doorbell: B's daemon takes it when the SEND comes), then after a
+ * pause a SEND to it; both sides wait for their completion, each in its own random way. */
 static bool sends(struct side *a, struct side *b, unsigned rounds)
 {
 	for (uint64_t seq = 0; seq < rounds; seq++) {

@@ -42,7 +42,8 @@
  *   IBV_WC_WR_FLUSH_ERR ................ send: test_nak_ends_the_request and the other
  *                                        failures; receive:
  *                                        test_bad_receive_wqe_naks_remote_op,
- *                                        test_send_with_invalidate_fails_the_receive
+ *                                        test_send_with_invalidate_fails_the_receive,
+ *                                        test_receive_rings_only_in_error
  *   IBV_WC_BAD_RESP_ERR ................ test_read_response_to_a_write_is_bad,
  *                                        test_atomic_ack_to_a_read_is_bad,
  *                                        test_read_response_of_wrong_size_is_bad
@@ -1466,6 +1467,30 @@ START_TEST(test_invalid_request_fails_the_held_receive)
 }
 END_TEST
 
+/* Receives need no doorbell until the QP is in ERROR: the flag says so to the client, and
+ * in ERROR a receive posted and rung completes at once, flushed; RESET takes the flag
+ * back up. */
+START_TEST(test_receive_rings_only_in_error)
+{
+	ck_assert(qp->rq_ctl->cons_flags & PROTO_RING_LAZY);
+	ck_assert(!(qp->sq_ctl->cons_flags & PROTO_RING_LAZY));
+	post_recv(qp, recv_wqe(63, 0, 64));
+	qp_to_error(qp);
+	pump();
+	expect_cqe(63, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
+	ck_assert(!(qp->rq_ctl->cons_flags & PROTO_RING_LAZY));
+	post_recv(qp, recv_wqe(64, 0, 64));
+	post_recv(qp, recv_wqe(65, 64, 64));
+	poll_doorbell(qp);
+	pump();
+	expect_cqe(64, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
+	expect_cqe(65, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV);
+	expect_no_cqe();
+	qp_reset(qp);
+	ck_assert(qp->rq_ctl->cons_flags & PROTO_RING_LAZY);
+}
+END_TEST
+
 /* A WRITE WITH IMMEDIATE takes its receive before the rkey is checked. */
 START_TEST(test_access_error_fails_write_imm_receive)
 {
@@ -2870,6 +2895,7 @@ static void add_refusal_tests(Suite *s)
 
 	tcase_add_loop_test(tc, test_refusal, 0, (int)(sizeof(refusals) / sizeof(refusals[0])));
 	tcase_add_test(tc, test_invalid_request_fails_the_held_receive);
+	tcase_add_test(tc, test_receive_rings_only_in_error);
 	tcase_add_test(tc, test_access_error_fails_write_imm_receive);
 	tcase_add_test(tc, test_read_mr_gone_midway_naks_access);
 	tcase_add_loop_test(tc, test_bad_receive_wqe_naks_remote_op, 0, 5);

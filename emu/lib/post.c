@@ -17,14 +17,16 @@ static bool ring_full(const struct ring *r)
 /* The index is published, then (full fence) the daemon's flag read: while the daemon
  * polls this ring it sees the index without a doorbell, and once it has cleared the flag
  * it looks at the index again before it sleeps (proto.h), so one of the two sees the
- * other. The write is the post's only syscall. */
+ * other. A receive ring rings only for a QP in ERROR (PROTO_RING_LAZY): otherwise the
+ * daemon reads it when a message arrives. The write is the post's only syscall. */
 static void ring_doorbell(struct qp_priv *qp, struct ring *r)
 {
 	uint64_t one = 1;
 
 	ring_store(&r->ctl->prod, r->next);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&r->ctl->cons_flags, __ATOMIC_RELAXED) & PROTO_RING_POLLED)
+	if (__atomic_load_n(&r->ctl->cons_flags, __ATOMIC_RELAXED) &
+	    (PROTO_RING_POLLED | PROTO_RING_LAZY))
 		return;
 	/* EAGAIN means the pipe is full: the daemon has a wakeup pending anyway. */
 	while (write(qp->doorbell_fd, &one, sizeof(one)) < 0 && errno == EINTR)

@@ -6,11 +6,16 @@
 
 #include "emu/daemon/transport/transport.h"
 
-static void set_flags(struct qp *qp, uint32_t flags)
+/* (the receive ring's PROTO_RING_LAZY is rq.c's and stays as it is) */
+static void set_polled(struct qp *qp, bool polled)
 {
-	__atomic_store_n(&qp->sq_ctl->cons_flags, flags, __ATOMIC_RELAXED);
-	if (qp->rq_ctl)
-		__atomic_store_n(&qp->rq_ctl->cons_flags, flags, __ATOMIC_RELAXED);
+	if (polled) {
+		__atomic_fetch_or(&qp->sq_ctl->cons_flags, PROTO_RING_POLLED, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&qp->rq_ctl->cons_flags, PROTO_RING_POLLED, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_and(&qp->sq_ctl->cons_flags, ~PROTO_RING_POLLED, __ATOMIC_RELAXED);
+		__atomic_fetch_and(&qp->rq_ctl->cons_flags, ~PROTO_RING_POLLED, __ATOMIC_RELAXED);
+	}
 }
 
 /* Whether the client posted to either ring since we last looked. The receive ring is
@@ -18,7 +23,7 @@ static void set_flags(struct qp *qp, uint32_t flags)
 static bool posted_since(struct qp *qp)
 {
 	uint32_t sq = __atomic_load_n(&qp->sq_ctl->prod, __ATOMIC_ACQUIRE);
-	uint32_t rq = qp->rq_ctl ? __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE) : 0;
+	uint32_t rq = __atomic_load_n(&qp->rq_ctl->prod, __ATOMIC_ACQUIRE);
 	bool news = sq != qp->poll.sq_seen || rq != qp->poll.rq_seen;
 
 	qp->poll.sq_seen = sq;
@@ -26,11 +31,20 @@ static bool posted_since(struct qp *qp)
 	return news;
 }
 
-/* A doorbell rang (or a post was found): what the QP's rings hold is taken now. */
+/* What the QP's rings hold is taken now: sends go out, and in ERROR receives complete
+ * as flushed (they ring then: PROTO_RING_LAZY). */
+static void take_posts(struct qp *qp)
+{
+	req_pump(qp);
+	if (qp->state == IBV_QPS_ERR)
+		rq_flush(qp);
+}
+
+/* A doorbell rang (or a post was found). */
 void poll_doorbell(struct qp *qp)
 {
 	posted_since(qp);
-	req_pump(qp);
+	take_posts(qp);
 }
 
 /* A QP whose doorbell woke the loop: while the loop polls, its client need not ring. */
@@ -42,7 +56,7 @@ void poll_adopt(struct qp *qp)
 		return;
 	qp->poll.adopted = true;
 	TAILQ_INSERT_TAIL(&tp->polled, qp, poll.link);
-	set_flags(qp, PROTO_RING_POLLED);
+	set_polled(qp, true);
 }
 
 void poll_forget(struct qp *qp)
@@ -51,7 +65,7 @@ void poll_forget(struct qp *qp)
 		return;
 	qp->poll.adopted = false;
 	TAILQ_REMOVE(&qp->dev->tp.polled, qp, poll.link);
-	set_flags(qp, 0);
+	set_polled(qp, false);
 }
 
 /* One look at every adopted QP's rings; how many had posts (taken now). */
@@ -65,7 +79,7 @@ unsigned poll_rings(struct dev *dev)
 		if (posted_since(qp)) {
 			dev->cnt.polled_posts++;
 			found++;
-			req_pump(qp);
+			take_posts(qp);
 		}
 	}
 	return found;
@@ -81,7 +95,7 @@ unsigned poll_release(struct dev *dev)
 	if (TAILQ_EMPTY(&dev->tp.polled))
 		return 0;
 	TAILQ_FOREACH(qp, &dev->tp.polled, poll.link)
-		set_flags(qp, 0);
+		set_polled(qp, false);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	while ((qp = TAILQ_FIRST(&dev->tp.polled))) {
 		TAILQ_REMOVE(&dev->tp.polled, qp, poll.link);
@@ -89,7 +103,7 @@ unsigned poll_release(struct dev *dev)
 		if (posted_since(qp)) {
 			dev->cnt.polled_posts++;
 			found++;
-			req_pump(qp);
+			take_posts(qp);
 		}
 	}
 	return found;

@@ -291,6 +291,7 @@ void qp_reset(struct qp *qp)
 	qp->resp.in_msg = qp->resp.nak_seq_sent = qp->req.rnr_wait = qp->comp.resend_started = false;
 	qp->resp.uc_dropping = false;
 	rq_forget(qp);
+	rq_lazy(qp, true);
 	memset(qp->resp.rd_res, 0, sizeof(qp->resp.rd_res));
 	qp->resp.rd_res_next = qp->req.rd_outstanding = qp->req.since_ackreq = 0;
 	qp->req.window = QP_MAX_INFLIGHT;
@@ -378,6 +379,7 @@ void qp_to_error(struct qp *qp)
 	sched_forget(qp);
 	reply_clear(qp);
 	qp->state = IBV_QPS_ERR;
+	rq_lazy(qp, false);
 	req_flush(qp);
 	rq_flush(qp);
 }

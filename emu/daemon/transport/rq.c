@@ -118,6 +118,18 @@ void rq_forget(struct qp *qp)
 	memset(&qp->resp.recv, 0, sizeof(qp->resp.recv));
 }
 
+/* Taking the flag back is followed by a full fence: a post that still saw it is then in
+ * the producer index that rq_flush reads next (proto.h). */
+void rq_lazy(struct qp *qp, bool lazy)
+{
+	if (lazy) {
+		__atomic_fetch_or(&qp->rq_ctl->cons_flags, PROTO_RING_LAZY, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_fetch_and(&qp->rq_ctl->cons_flags, ~PROTO_RING_LAZY, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 /* The held WQE leaves the ring (an SRQ's left it when taken) and its completion is
  * published. */
 void rq_complete(struct qp *qp, struct proto_cqe *cqe)

@@ -555,12 +555,14 @@ int sgl_scatter(struct qp *qp, const struct proto_sge *sge, uint32_t num_sge, ui
  * -EPROTO with no WQE held, -ERANGE past the WQE's end, -EFAULT for an SGE that fails its
  * lkey, PD, LOCAL_WRITE or bounds check); rq_complete() fills in wr_id, qp_num, src_qp,
  * pops the WQE, forgets it and posts the completion; rq_flush() flushes every WQE left;
- * rq_forget() drops the held WQE without completing it (RESET). */
+ * rq_forget() drops the held WQE without completing it (RESET); rq_lazy() tells the client
+ * whether its receives need a doorbell (only in ERROR: proto.h's PROTO_RING_LAZY). */
 int rq_take(struct qp *qp);
 int rq_scatter(struct qp *qp, const uint8_t *data, size_t n);
 void rq_complete(struct qp *qp, struct proto_cqe *cqe);
 void rq_flush(struct qp *qp);
 void rq_forget(struct qp *qp);
+void rq_lazy(struct qp *qp, bool lazy);
 /* UC: the held WQE's message was dropped; it stays held, whole, for the next message. */
 void rq_rewind(struct qp *qp);
 
