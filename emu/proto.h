@@ -83,6 +83,9 @@ enum proto_op {
 	PROTO_REREG_MR,      /* request: proto_rereg_mr, + 1 fd (the memfd) exactly when the
 			      * translation changes; reply: proto_reg_mr_reply */
 	PROTO_BATCH,         /* request: proto_batch; reply: proto_batch_reply */
+	PROTO_CREATE_QP_CQS, /* request: proto_create_qp_cqs; reply: proto_create_qp_cqs_reply
+			      * + 6 fds: the QP's two as CREATE_QP's, then the receive CQ's and
+			      * the send CQ's two each as CREATE_CQ's */
 	PROTO_OP_COUNT
 };
 
@@ -317,6 +320,29 @@ struct proto_create_qp_reply {
 	uint32_t max_inline_data;
 	uint32_t pad;
 };
+
+/* A QP and the two CQs it completes to, made in one round trip (rdma_create_qp's, for an
+ * id given no CQs): as CREATE_CQ twice and CREATE_QP would make them; if one cannot be
+ * made, none is. */
+struct proto_create_qp_cqs {
+	struct proto_create_qp qp;   /* its send_cq and recv_cq are those made here */
+	uint32_t recv_cqe;
+	uint32_t send_cqe;
+};
+
+struct proto_cq_made {
+	uint32_t handle;
+	uint32_t entries;
+	uint64_t ring_bytes;
+};
+
+struct proto_create_qp_cqs_reply {
+	struct proto_create_qp_reply qp;
+	struct proto_cq_made recv_cq;
+	struct proto_cq_made send_cq;
+};
+
+#define PROTO_MAX_REPLY_FDS 6
 
 struct proto_mcast {
 	struct proto_hdr hdr;

@@ -190,6 +190,11 @@ int rocemu_cq_event_fd(const struct rocemu_cq *cq);
 /* On success attr's max_send_wr and max_recv_wr hold the queues' sizes: at least what was
  * asked (a power of two), as ibv_create_qp reports them in cap. */
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr);
+/* The same with the two CQs it completes to, made in the same round trip with send_cqe and
+ * recv_cqe entries: attr's send_cq and recv_cq are set to them (what it had there is not
+ * read). All three or none are made. */
+struct rocemu_qp *rocemu_create_qp_cqs(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr,
+				       int send_cqe, int recv_cqe);
 /* As ibv_modify_qp: for an RC or UC QP attr->ah_attr.grh names the peer (dgid: an
  * IPv4-mapped or IPv6 GID of the same family as the port's GID sgid_index; traffic_class; a
  * nonzero flow_label picks the UDP source port); a UC QP takes only the attributes the

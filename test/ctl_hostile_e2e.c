@@ -234,7 +234,7 @@ enum got { GOT_REPLY, GOT_GONE, GOT_NOTHING };
 struct answer {
 	enum got got;
 	size_t len;
-	int fds[4];
+	int fds[PROTO_MAX_REPLY_FDS];
 	int nfds;
 	union msgbuf m;
 };
@@ -264,6 +264,7 @@ static const size_t op_size[PROTO_OP_COUNT] = {
 	[PROTO_CM_ACCEPT] = sizeof(struct proto_cm_accept),
 	[PROTO_CM_REJECT] = sizeof(struct proto_cm_reject),
 	[PROTO_BATCH] = sizeof(struct proto_batch),
+	[PROTO_CREATE_QP_CQS] = sizeof(struct proto_create_qp_cqs),
 };
 
 static size_t size_of_op(uint32_t op)
@@ -315,7 +316,7 @@ static void take_fds(struct msghdr *msg, struct answer *a)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
-			if (a->nfds < 4)
+			if (a->nfds < PROTO_MAX_REPLY_FDS)
 				a->fds[a->nfds++] = fd;
 			else
 				close(fd);
@@ -325,7 +326,7 @@ static void take_fds(struct msghdr *msg, struct answer *a)
 
 static void recv_answer(int fd, int timeout_ms, struct answer *a)
 {
-	union { struct cmsghdr align; char buf[CMSG_SPACE(sizeof(int) * 4)]; } c;
+	union { struct cmsghdr align; char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_REPLY_FDS)]; } c;
 	struct iovec iov = { a->m.bytes, sizeof(a->m.bytes) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf,
 			      .msg_controllen = sizeof(c.buf) };
@@ -1030,6 +1031,11 @@ static void default_msg(const struct hostile *h, uint32_t op, union msgbuf *m)
 		*(struct proto_create_qp *)m = (struct proto_create_qp){
 			.hdr.op = op, .pd = h->pd2, .send_cq = h->cq2, .recv_cq = h->cq2,
 			.max_send_wr = 4, .max_recv_wr = 4, .qp_type = IBV_QPT_UD };
+	} else if (op == PROTO_CREATE_QP_CQS) {
+		*(struct proto_create_qp_cqs *)m = (struct proto_create_qp_cqs){
+			.qp = { .hdr.op = op, .pd = h->pd2, .max_send_wr = 4, .max_recv_wr = 4,
+				.qp_type = IBV_QPT_UD },
+			.recv_cqe = 16, .send_cqe = 16 };
 	} else if (op == PROTO_CREATE_SRQ) {
 		*(struct proto_create_srq *)m = (struct proto_create_srq){
 			.hdr.op = op, .pd = h->pd2, .max_wr = 4, .max_sge = 1 };
@@ -1299,6 +1305,71 @@ static bool case_foreign_handles(void)
 }
 
 /* ---- cases: the rings ---- */
+
+/* The CQs and QPs this process holds on B, over all its connections */
+static bool own_queues(int fd, uint32_t *cqs, uint32_t *qps)
+{
+	struct proto_list req = { .hdr.op = PROTO_LIST, .kind = PROTO_LIST_CLIENTS };
+	const struct proto_list_reply *r;
+	struct answer a;
+
+	*cqs = *qps = 0;
+	if (call_ok(fd, &req, sizeof(req), NULL, 0, &a, "LIST clients") < 0)
+		return false;
+	r = (const struct proto_list_reply *)a.m.bytes;
+	for (uint32_t i = 0; i < r->count && i < PROTO_LIST_MAX(clients); i++)
+		if (r->u.clients[i].pid == (uint32_t)getpid()) {
+			*cqs += r->u.clients[i].cqs;
+			*qps += r->u.clients[i].qps;
+		}
+	return true;
+}
+
+/* CREATE_QP_CQS makes its two CQs and the QP or none: refused at the first CQ, at the
+ * second, or at the QP after both CQs, nothing is left behind. */
+static bool case_qp_cqs_all_or_nothing(void)
+{
+	static const struct patch bad[] = {
+		SET(proto_create_qp_cqs, recv_cqe, 0),
+		SET(proto_create_qp_cqs, send_cqe, PROTO_MAX_RING + 1),
+		SET(proto_create_qp_cqs, qp.pd, 0xffffffffu),
+	};
+	struct hostile *h = h1();
+	const struct proto_create_qp_cqs_reply *made;
+	uint32_t cqs0, qps0, cqs, qps;
+	union msgbuf m;
+	struct answer a, d;
+	bool ok;
+
+	if (!h || !own_queues(h->fd, &cqs0, &qps0))
+		return false;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		default_msg(h, PROTO_CREATE_QP_CQS, &m);
+		apply_patch(&m, &bad[i]);
+		call(h->fd, m.bytes, sizeof(struct proto_create_qp_cqs), NULL, 0, &a);
+		if (!refused(&a) || !own_queues(h->fd, &cqs, &qps))
+			return false;
+		if (cqs != cqs0 || qps != qps0)
+			return e2e_mismatch("refusal %zu left %u CQs and %u QPs (%u and %u before)",
+					    i, cqs, qps, cqs0, qps0);
+	}
+	default_msg(h, PROTO_CREATE_QP_CQS, &m);
+	if (call_ok(h->fd, m.bytes, sizeof(struct proto_create_qp_cqs), NULL, 0, &a,
+		    "CREATE_QP_CQS") < 0)
+		return false;
+	ok = a.nfds == 6 || e2e_mismatch("CREATE_QP_CQS came with %d descriptors", a.nfds);
+	close_fds(&a);
+	made = (const struct proto_create_qp_cqs_reply *)a.m.bytes;
+	ok = ok && own_queues(h->fd, &cqs, &qps) &&
+	     ((cqs == cqs0 + 2 && qps == qps0 + 1) ||
+	      e2e_mismatch("made %u CQs and %u QPs", cqs - cqs0, qps - qps0));
+	ok = handle_op(h->fd, PROTO_DESTROY_QP, made->qp.handle, &d, "DESTROY_QP") == 0 && ok;
+	ok = handle_op(h->fd, PROTO_DESTROY_CQ, made->recv_cq.handle, &d, "DESTROY_CQ") == 0 && ok;
+	ok = handle_op(h->fd, PROTO_DESTROY_CQ, made->send_cq.handle, &d, "DESTROY_CQ") == 0 && ok;
+	if (ok)
+		e2e_note("three refusals left nothing; the well formed one made 2 CQs and a QP");
+	return ok;
+}
 
 static bool case_ring_seals(void)
 {
@@ -2148,6 +2219,8 @@ static const struct named_case cases[] = {
 	{ .name = "foreign: a second client names the first one's PD, CQ, MR and QP",
 	  .fn = case_foreign_handles },
 	{ .name = "ring: the ring memfds are sealed against resizing", .fn = case_ring_seals },
+	{ .name = "qp+cqs: refused at any of its three, none is made",
+	  .fn = case_qp_cqs_all_or_nothing },
 	{ .name = "ring: send producer index moved backwards", .fn = case_sq_backwards },
 	{ .name = "ring: send producer index more than a ring ahead", .fn = case_sq_ahead },
 	{ .name = "ring: receive producer index beyond the ring, QP flushed",

@@ -79,6 +79,7 @@ struct fake {
 	uint64_t rq_offset;
 	struct proto_modify_qp modify;
 	struct proto_create_qp create_qp;    /* the last CREATE_QP */
+	struct proto_create_qp_cqs create_qp_cqs;
 	struct proto_batch batch;
 	int32_t batch_status;   /* a batch fails so, after batch_done requests ran */
 	uint32_t batch_done;
@@ -99,6 +100,7 @@ static const size_t req_size[PROTO_OP_COUNT] = {
 	[PROTO_QUERY_QP] = sizeof(struct proto_handle),
 	[PROTO_DESTROY_QP] = sizeof(struct proto_handle),
 	[PROTO_BATCH] = sizeof(struct proto_batch),
+	[PROTO_CREATE_QP_CQS] = sizeof(struct proto_create_qp_cqs),
 };
 
 static const size_t reply_size[PROTO_OP_COUNT] = {
@@ -115,6 +117,7 @@ static const size_t reply_size[PROTO_OP_COUNT] = {
 	[PROTO_QUERY_QP] = sizeof(struct proto_query_qp_reply),
 	[PROTO_DESTROY_QP] = sizeof(struct proto_reply),
 	[PROTO_BATCH] = sizeof(struct proto_batch_reply),
+	[PROTO_CREATE_QP_CQS] = sizeof(struct proto_create_qp_cqs_reply),
 };
 
 static long page;
@@ -129,7 +132,7 @@ union fake_buf {
 static void fake_send(struct fake *f, const void *buf, size_t len, const int *fds,
 		      unsigned nfds)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * 4)] = { 0 };
+	char cbuf[CMSG_SPACE(sizeof(int) * PROTO_MAX_REPLY_FDS)] = { 0 };
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 
@@ -334,16 +337,14 @@ static void on_create_cq(struct fake *f, const void *req, int fd)
 	f->cq_memfd = fds[0];
 }
 
-static void on_create_qp(struct fake *f, const void *req, int fd)
+/* The QP's reply and ring (the ring's memfd, to be closed once sent, and pipe in fds) */
+static struct proto_create_qp_reply fake_qp(struct fake *f, const struct proto_create_qp *q,
+					    int fds[2])
 {
-	struct proto_create_qp qv, *q = memcpy(&qv, req, sizeof(qv));
-	struct proto_create_qp_reply r = { .r.hdr.op = PROTO_CREATE_QP };
-	int fds[2];
-
+	struct proto_create_qp_reply r;
 	uint32_t room = proto_swqe_room(q->max_send_sge, q->max_inline_data);
 
-	(void)fd;
-	f->create_qp = qv;
+	f->create_qp = *q;
 	f->sq_entries = pow2_at_least(q->max_send_wr);
 	f->rq_entries = pow2_at_least(q->max_recv_wr);
 	f->sq_stride = proto_swqe_stride(room);
@@ -362,8 +363,54 @@ static void on_create_qp(struct fake *f, const void *req, int fd)
 		.max_inline_data = room,
 	};
 	fake_make_ring(&f->qp, r.ring_bytes, f->ring_start, f->rq_offset, fds);
+	return r;
+}
+
+static void on_create_qp(struct fake *f, const void *req, int fd)
+{
+	struct proto_create_qp q;
+	int fds[2];
+	struct proto_create_qp_reply r = fake_qp(f, memcpy(&q, req, sizeof(q)), fds);
+
+	(void)fd;
 	fake_send(f, &r, sizeof(r), fds, 2);
 	close(fds[0]);
+}
+
+/* A CQ's reply and ring, in a fake_ring of its own (fds as fake_make_ring's) */
+static struct proto_cq_made fake_cq(struct fake *f, uint32_t cqe, struct fake_ring *ring,
+				    int fds[2])
+{
+	struct proto_cq_made m = { .handle = ++f->next_handle };
+
+	f->cq_entries = pow2_at_least(cqe);
+	m.entries = f->bad_cq_ring ? 3 : f->cq_entries;
+	m.ring_bytes = proto_ring_bytes(f->cq_entries, sizeof(struct proto_cqe));
+	fake_make_ring(ring, m.ring_bytes, f->ring_start, 0, fds);
+	return m;
+}
+
+/* (the fake keeps no ring of these CQs: they are only made and destroyed) */
+static void on_create_qp_cqs(struct fake *f, const void *req, int fd)
+{
+	struct proto_create_qp_cqs m;
+	struct proto_create_qp_cqs_reply r;
+	struct fake_ring recv = { .efd = -1 }, send = { .efd = -1 };
+	int fds[6];
+
+	(void)fd;
+	memcpy(&m, req, sizeof(m));
+	f->create_qp_cqs = m;
+	r.recv_cq = fake_cq(f, m.recv_cqe, &recv, &fds[2]);
+	r.send_cq = fake_cq(f, m.send_cqe, &send, &fds[4]);
+	r.qp = fake_qp(f, &m.qp, fds);
+	r.qp.r.hdr.op = PROTO_CREATE_QP_CQS;
+	fake_send(f, &r, sizeof(r), fds, 6);
+	close(fds[0]);
+	close(fds[2]);
+	close(fds[4]);
+	fake_unmap(&recv);
+	fake_unmap(&send);
 }
 
 static void on_modify_qp(struct fake *f, const void *req, int fd)
@@ -403,6 +450,7 @@ static fake_handler *const handlers[PROTO_OP_COUNT] = {
 	[PROTO_REG_MR] = on_reg_mr,
 	[PROTO_CREATE_CQ] = on_create_cq,
 	[PROTO_CREATE_QP] = on_create_qp,
+	[PROTO_CREATE_QP_CQS] = on_create_qp_cqs,
 	[PROTO_MODIFY_QP] = on_modify_qp,
 	[PROTO_QUERY_QP] = on_query_qp,
 	[PROTO_BATCH] = on_batch,
@@ -1911,6 +1959,57 @@ START_TEST(test_qp_create)
 }
 END_TEST
 
+/* rdma_create_qp's: the QP and its two CQs in one request, ready to use; the CQs are
+ * destroyed as any are. */
+START_TEST(test_qp_cqs_in_one_round_trip)
+{
+	struct rocemu_qp_init_attr init = { .max_send_wr = 8, .max_recv_wr = 16,
+					    .max_send_sge = 1, .max_recv_sge = 1 };
+	unsigned cqs_before = fk.count[PROTO_CREATE_CQ];
+	struct rocemu_qp *q = rocemu_create_qp_cqs(pd, &init, 8, 16);
+
+	ck_assert_msg(q != NULL, "%s (%s)", strerror(errno), rocemu_last_error(ctx));
+	ck_assert_uint_eq(fk.count[PROTO_CREATE_QP_CQS], 1);
+	ck_assert_uint_eq(fk.count[PROTO_CREATE_CQ], cqs_before);
+	ck_assert_uint_eq(fk.create_qp_cqs.send_cqe, 8);
+	ck_assert_uint_eq(fk.create_qp_cqs.recv_cqe, 16);
+	ck_assert_uint_eq(fk.create_qp_cqs.qp.max_recv_wr, 16);
+	ck_assert_ptr_nonnull(init.send_cq);
+	ck_assert_ptr_nonnull(init.recv_cq);
+	ck_assert_ptr_ne(init.send_cq, init.recv_cq);
+	ck_assert_uint_eq(init.max_send_wr, 8);
+	ck_assert_int_eq(rocemu_poll_cq(init.send_cq, 1, &(struct ibv_wc){ 0 }), 0);
+	ck_assert_int_eq(rocemu_destroy_qp(q), 0);
+	ck_assert_int_eq(rocemu_destroy_cq(init.send_cq), 0);
+	ck_assert_int_eq(rocemu_destroy_cq(init.recv_cq), 0);
+}
+END_TEST
+
+/* A reply the library cannot use, or a refusal: nothing is left on either side. */
+START_TEST(test_qp_cqs_all_or_nothing)
+{
+	struct rocemu_qp_init_attr init = { .max_send_wr = 4, .max_recv_wr = 4 };
+
+	fk.bad_cq_ring = true;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_qp_cqs(pd, &init, 4, 4));
+	ck_assert_int_eq(errno, EPROTO);
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_QP], 1);
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_CQ], 2);
+	fk.bad_cq_ring = false;
+	fk.fail_op = PROTO_CREATE_QP_CQS;
+	fk.fail_status = -EDQUOT;
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_qp_cqs(pd, &init, 4, 4));
+	ck_assert_int_eq(errno, EDQUOT);
+	ck_assert_uint_eq(fk.count[PROTO_DESTROY_CQ], 2);
+	errno = 0;
+	ck_assert_ptr_null(rocemu_create_qp_cqs(pd, &init, 0, 4));
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_uint_eq(fk.count[PROTO_CREATE_QP_CQS], 2);
+}
+END_TEST
+
 START_TEST(test_post_send_writes_wqes)
 {
 	struct ibv_send_wr wr[2] = { write_wr(1), write_wr(2) }, *bad = NULL;
@@ -2525,6 +2624,8 @@ static void add_qp_tests(Suite *s)
 	TCase *tc = add_tcase(s, "qp", qp_setup, teardown);
 
 	tcase_add_test(tc, test_qp_create);
+	tcase_add_test(tc, test_qp_cqs_in_one_round_trip);
+	tcase_add_test(tc, test_qp_cqs_all_or_nothing);
 	tcase_add_test(tc, test_post_send_writes_wqes);
 	tcase_add_test(tc, test_post_send_full);
 	tcase_add_test(tc, test_post_send_wraps);

@@ -60,6 +60,26 @@ static int cq_setup(struct rocemu_context *ctx, struct rocemu_cq *cq,
 	return 0;
 }
 
+struct rocemu_cq *cq_adopt(struct rocemu_context *ctx, const struct proto_create_cq_reply *r,
+			   int fds[2])
+{
+	struct rocemu_cq *cq = calloc(1, sizeof(*cq));
+	int err = cq ? cq_setup(ctx, cq, r, fds) : ENOMEM;
+
+	if (err) {
+		rpc_close_fds(fds, 2);
+		free(cq);
+		errno = rpc_fail(ctx, err, "the daemon at %s sent an unusable CQ ring", ctx->path);
+		return NULL;
+	}
+	fds[1] = -1;            /* the CQ's now */
+	cq->ctx = ctx;
+	cq->handle = r->handle;
+	cq->spin_ns = WAIT_SPIN_MIN_NS;
+	LIST_INSERT_HEAD(&ctx->cqs, cq, link);
+	return cq;
+}
+
 struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe)
 {
 	struct proto_create_cq req = { .hdr.op = PROTO_CREATE_CQ, .cqe = (uint32_t)cqe };
@@ -74,27 +94,17 @@ struct rocemu_cq *rocemu_create_cq(struct rocemu_context *ctx, int cqe)
 		errno = EINVAL;
 		return NULL;
 	}
-	cq = calloc(1, sizeof(*cq));
-	if (!cq)
-		return NULL;
 	err = rpc_call(ctx, &in, &out);
-	if (!err) {
-		err = cq_setup(ctx, cq, &r, fds);
-		if (err) {
-			rpc_close_fds(fds, 2);
-			rpc_handle_op(ctx, PROTO_DESTROY_CQ, r.handle);
-			rpc_fail(ctx, err, "the daemon at %s sent an unusable CQ ring", ctx->path);
-		}
-	}
 	if (err) {
-		free(cq);
 		errno = err;
 		return NULL;
 	}
-	cq->ctx = ctx;
-	cq->handle = r.handle;
-	cq->spin_ns = WAIT_SPIN_MIN_NS;
-	LIST_INSERT_HEAD(&ctx->cqs, cq, link);
+	cq = cq_adopt(ctx, &r, fds);
+	if (!cq) {
+		err = errno;
+		rpc_handle_op(ctx, PROTO_DESTROY_CQ, r.handle);
+		errno = err;
+	}
 	return cq;
 }
 

@@ -233,6 +233,12 @@ uint64_t wait_spin_next(uint64_t spin_ns, uint64_t waited_ns);
 /* gid.c: true for ::ffff:a.b.c.d. */
 bool gid_is_ipv4(const union ibv_gid *gid);
 
+/* cq.c: the CQ the daemon made and described in r, its ring's memfd and pipe in fds (both
+ * taken, kept or closed); NULL (errno set) when they are unusable: the daemon's CQ is then
+ * the caller's to destroy. */
+struct rocemu_cq *cq_adopt(struct rocemu_context *ctx, const struct proto_create_cq_reply *r,
+			   int fds[2]);
+
 /* cq.c and qp.c: local teardown, once the daemon no longer holds the object. */
 void cq_release(struct rocemu_cq *cq);
 void qp_release(struct qp_priv *qp);

@@ -101,14 +101,15 @@ static void attr_to_proto(const struct ibv_qp_attr *attr, int mask, struct proto
 	}
 }
 
-static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr *attr,
-			  struct qp_priv *qp)
+/* (the CQs' handles when attr names them) */
+static void create_request(const struct rocemu_pd *pd, const struct rocemu_qp_init_attr *attr,
+			   uint32_t op, struct proto_create_qp *req)
 {
-	struct proto_create_qp req = {
-		.hdr.op = PROTO_CREATE_QP,
+	*req = (struct proto_create_qp){
+		.hdr.op = op,
 		.pd = pd->handle,
-		.send_cq = attr->send_cq->handle,
-		.recv_cq = attr->recv_cq->handle,
+		.send_cq = attr->send_cq ? attr->send_cq->handle : 0,
+		.recv_cq = attr->recv_cq ? attr->recv_cq->handle : 0,
 		.max_send_wr = attr->max_send_wr,
 		.max_recv_wr = attr->max_recv_wr,
 		.sq_sig_all = attr->sq_sig_all != 0,
@@ -118,29 +119,62 @@ static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr
 		.max_recv_sge = attr->max_recv_sge,
 		.max_inline_data = attr->max_inline_data,
 	};
+	if (attr->init) {
+		req->init_mask = (uint32_t)attr->init_mask;
+		attr_to_proto(attr->init, attr->init_mask, &req->init);
+	}
+}
+
+/* The QP the daemon made, its rings in fds (taken); unusable, the daemon's QP is the
+ * caller's to destroy. */
+static int adopt_qp(struct rocemu_context *ctx, const struct proto_create_qp_reply *r, int *fds,
+		    struct qp_priv *qp)
+{
+	int err = qp_setup(ctx, qp, r, fds);
+
+	if (err) {
+		rpc_close_fds(fds, 2);
+		return rpc_fail(ctx, err, "the daemon at %s sent unusable QP rings", ctx->path);
+	}
+	qp->pub.qp_num = r->qpn;
+	qp->pub.handle = r->handle;
+	return 0;
+}
+
+static int send_create_qp(struct rocemu_pd *pd, const struct rocemu_qp_init_attr *attr,
+			  struct qp_priv *qp)
+{
+	struct proto_create_qp req;
 	struct proto_create_qp_reply r;
 	int fds[2] = { -1, -1 };
 	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
 	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = fds, .nfds = 2 };
 	int err;
 
-	if (attr->init) {
-		req.init_mask = (uint32_t)attr->init_mask;
-		attr_to_proto(attr->init, attr->init_mask, &req.init);
-	}
+	create_request(pd, attr, PROTO_CREATE_QP, &req);
 	err = rpc_call(pd->ctx, &in, &out);
-	if (err)
-		return err;
-	err = qp_setup(pd->ctx, qp, &r, fds);
-	if (err) {
-		rpc_close_fds(fds, 2);
+	if (!err && (err = adopt_qp(pd->ctx, &r, fds, qp)))
 		rpc_handle_op(pd->ctx, PROTO_DESTROY_QP, r.handle);
-		return rpc_fail(pd->ctx, err, "the daemon at %s sent unusable QP rings",
-				pd->ctx->path);
-	}
-	qp->pub.qp_num = r.qpn;
-	qp->pub.handle = r.handle;
-	return 0;
+	return err;
+}
+
+/* The new QP's own view, and what ibv_create_qp reports in cap */
+static void qp_made(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr, struct qp_priv *qp)
+{
+	qp->pub.context = pd->ctx;
+	qp->pub.pd = pd;
+	qp->pub.state = attr->init ? IBV_QPS_INIT : IBV_QPS_RESET;
+	qp->has_srq = attr->srq != NULL;
+	qp->ud = attr->qp_type == IBV_QPT_UD;
+	qp->uc = attr->qp_type == IBV_QPT_UC;
+	/* what ibv_create_qp reports in cap: the queues made, at least what was asked (SGEs
+	 * and inline data share a send slot's room, as on rxe) */
+	attr->max_send_wr = qp->sq.count;
+	attr->max_recv_wr = qp->has_srq ? 0 : qp->rq.count;
+	attr->max_send_sge = qp->max_send_sge;
+	attr->max_recv_sge = qp->has_srq ? 0 : qp->max_recv_sge;
+	attr->max_inline_data = qp->max_inline;
+	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
 }
 
 struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr)
@@ -163,20 +197,81 @@ struct rocemu_qp *rocemu_create_qp(struct rocemu_pd *pd, struct rocemu_qp_init_a
 		errno = err;
 		return NULL;
 	}
-	qp->pub.context = pd->ctx;
-	qp->pub.pd = pd;
-	qp->pub.state = attr->init ? IBV_QPS_INIT : IBV_QPS_RESET;
-	qp->has_srq = attr->srq != NULL;
-	qp->ud = attr->qp_type == IBV_QPT_UD;
-	qp->uc = attr->qp_type == IBV_QPT_UC;
-	/* what ibv_create_qp reports in cap: the queues made, at least what was asked (SGEs
-	 * and inline data share a send slot's room, as on rxe) */
-	attr->max_send_wr = qp->sq.count;
-	attr->max_recv_wr = qp->has_srq ? 0 : qp->rq.count;
-	attr->max_send_sge = qp->max_send_sge;
-	attr->max_recv_sge = qp->has_srq ? 0 : qp->max_recv_sge;
-	attr->max_inline_data = qp->max_inline;
-	LIST_INSERT_HEAD(&pd->ctx->qps, qp, link);
+	qp_made(pd, attr, qp);
+	return &qp->pub;
+}
+
+static struct proto_create_cq_reply cq_reply(const struct proto_cq_made *m)
+{
+	return (struct proto_create_cq_reply){ .handle = m->handle, .entries = m->entries,
+					       .ring_bytes = m->ring_bytes };
+}
+
+/* What the daemon made and we could not take: the QP first, it holds the CQs. */
+static void unmake(struct rocemu_context *ctx, const struct proto_create_qp_cqs_reply *r,
+		   struct rocemu_cq *cqs[2])
+{
+	rpc_handle_op(ctx, PROTO_DESTROY_QP, r->qp.handle);
+	rpc_handle_op(ctx, PROTO_DESTROY_CQ, r->recv_cq.handle);
+	rpc_handle_op(ctx, PROTO_DESTROY_CQ, r->send_cq.handle);
+	for (int i = 0; i < 2; i++)
+		if (cqs[i])
+			cq_release(cqs[i]);
+}
+
+/* fds: the QP's two, the receive CQ's two, the send CQ's two (all taken). */
+static int adopt_qp_cqs(struct rocemu_context *ctx, const struct proto_create_qp_cqs_reply *r,
+			int fds[6], struct qp_priv *qp, struct rocemu_cq *cqs[2])
+{
+	struct proto_create_cq_reply recv = cq_reply(&r->recv_cq), send = cq_reply(&r->send_cq);
+	int err = 0;
+
+	cqs[0] = cq_adopt(ctx, &recv, &fds[2]);
+	cqs[1] = cq_adopt(ctx, &send, &fds[4]);
+	if (!cqs[0] || !cqs[1])
+		err = errno;
+	else if (!qp)
+		err = ENOMEM;
+	if (err || (err = adopt_qp(ctx, &r->qp, fds, qp))) {
+		rpc_close_fds(fds, 6);
+		unmake(ctx, r, cqs);
+	}
+	return err;
+}
+
+struct rocemu_qp *rocemu_create_qp_cqs(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr,
+				       int send_cqe, int recv_cqe)
+{
+	struct proto_create_qp_cqs req = { .recv_cqe = (uint32_t)recv_cqe,
+					   .send_cqe = (uint32_t)send_cqe };
+	struct proto_create_qp_cqs_reply r;
+	int fds[6] = { -1, -1, -1, -1, -1, -1 };
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = fds, .nfds = 6 };
+	struct rocemu_cq *cqs[2] = { NULL, NULL };
+	struct qp_priv *qp;
+	int err;
+
+	if (!pd || !attr || send_cqe <= 0 || recv_cqe <= 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	create_request(pd, attr, PROTO_CREATE_QP_CQS, &req.qp);
+	err = rpc_call(pd->ctx, &in, &out);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	err = adopt_qp_cqs(pd->ctx, &r, fds, qp, cqs);
+	if (err) {
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+	attr->recv_cq = cqs[0];
+	attr->send_cq = cqs[1];
+	qp_made(pd, attr, qp);
 	return &qp->pub;
 }
 

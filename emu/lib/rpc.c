@@ -15,7 +15,7 @@
 
 /* More fds than any reply carries, so a misbehaving daemon's extras are seen (and closed)
  * rather than silently truncated. */
-#define RPC_MAX_FDS 4
+#define RPC_MAX_FDS (PROTO_MAX_REPLY_FDS + 2)
 /* Errno values the kernel can return; anything else in a status is not one. */
 #define RPC_MAX_ERRNO 4095
 

@@ -211,12 +211,42 @@ static void free_cqs(struct rdma_cm_id *c)
 	forget_cqs(c);
 }
 
+/* The QP in INIT and the two CQs librdmacm would make for it, each with its channel, in one
+ * round trip (three otherwise: a context switch each, the dearest part of a connection in
+ * an emulated guest). */
+static struct ibv_qp *qp_with_cqs(struct rcm_id *id, struct ibv_qp_init_attr_ex *init,
+				  const struct rv_qp_change *to_init)
+{
+	struct rdma_cm_id *c = &id->id;
+	struct ibv_comp_channel *send_ch = ibv_create_comp_channel(c->verbs);
+	struct ibv_comp_channel *recv_ch = send_ch ? ibv_create_comp_channel(c->verbs) : NULL;
+	struct ibv_qp *qp = recv_ch ? rv_create_qp_cqs_in_init(c->verbs, init, to_init,
+		(struct rv_new_cq){ (int)init->cap.max_send_wr, send_ch },
+		(struct rv_new_cq){ (int)init->cap.max_recv_wr, recv_ch }, c) : NULL;
+	int err = errno;
+
+	if (!qp) {
+		if (recv_ch)
+			ibv_destroy_comp_channel(recv_ch);
+		if (send_ch)
+			ibv_destroy_comp_channel(send_ch);
+		errno = err;
+		return NULL;
+	}
+	c->send_cq_channel = send_ch;
+	c->recv_cq_channel = recv_ch;
+	c->send_cq = init->send_cq;
+	c->recv_cq = init->recv_cq;
+	return qp;
+}
+
 int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 {
 	struct rcm_id *id = rcm_id(cmid);
 	struct ibv_qp_init_attr_ex init;
 	struct rv_qp_change to_init;
 	struct ibv_qp *qp;
+	bool cqs_with_qp;
 	int err;
 
 	if (!cmid || !attr || !cmid->verbs || cmid->qp)
@@ -231,8 +261,10 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 		attr->pd = cmid->pd;
 	if (!attr->pd || attr->pd->context != cmid->verbs)
 		return fail(EINVAL);
-	err = make_cqs(id, attr->send_cq ? 0 : attr->cap.max_send_wr,
-		       attr->recv_cq ? 0 : attr->cap.max_recv_wr);
+	cqs_with_qp = !attr->send_cq && !attr->recv_cq && attr->cap.max_send_wr &&
+		      attr->cap.max_recv_wr && attr->qp_type != IBV_QPT_UD;
+	err = cqs_with_qp ? 0 : make_cqs(id, attr->send_cq ? 0 : attr->cap.max_send_wr,
+					 attr->recv_cq ? 0 : attr->cap.max_recv_wr);
 	if (err) {
 		free_cqs(cmid);
 		return fail(err);
@@ -249,7 +281,8 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 	init.pd = attr->pd;
 	/* a connected QP is made in INIT, in one round trip; a UD QP goes on to RTS below */
 	init_change(id, id->have_qp_attr, &to_init);
-	qp = attr->qp_type == IBV_QPT_UD ? rv_create_qp_ex(cmid->verbs, &init) :
+	qp = cqs_with_qp ? qp_with_cqs(id, &init, &to_init) :
+	     attr->qp_type == IBV_QPT_UD ? rv_create_qp_ex(cmid->verbs, &init) :
 	     rv_create_qp_in_init(cmid->verbs, &init, &to_init);
 	if (!qp) {
 		err = errno;

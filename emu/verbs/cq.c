@@ -205,24 +205,22 @@ static void set_cq_ex_ops(struct ibv_cq_ex *ex)
 	ex->read_dlid_path_bits = read_dlid_path_bits;
 }
 
-static struct rv_cq *cq_create(struct rv_context *ctx, int cqe, struct ibv_comp_channel *ch,
-			       void *cq_context)
+/* The verbs CQ of a CQ made (under ctx's lock); NULL and errno when it cannot be bound to
+ * its channel, and then rcq is the caller's still. */
+struct rv_cq *rv_cq_wrap(struct rv_context *ctx, struct rocemu_cq *rcq, int cqe,
+			 struct ibv_comp_channel *ch, void *cq_context)
 {
 	struct rv_cq *cq = calloc(1, sizeof(*cq));
-	int err = 0;
+	int err = cq ? 0 : ENOMEM;
 
-	if (!cq)
-		return NULL;
-	pthread_mutex_lock(&ctx->lock);
-	cq->cq = rocemu_create_cq(ctx->rc, cqe);
-	if (!cq->cq)
-		err = rv_fail(ctx, errno, "ibv_create_cq");
-	else if (ch && (err = rv_channel_bind((struct rv_channel *)ch, cq)) != 0)
-		rocemu_destroy_cq(cq->cq);
-	pthread_mutex_unlock(&ctx->lock);
+	if (cq) {
+		cq->cq = rcq;
+		if (ch)
+			err = rv_channel_bind((struct rv_channel *)ch, cq);
+	}
 	if (err) {
 		free(cq);
-		errno = err;
+		errno = rv_fail(ctx, err, "ibv_create_cq");
 		return NULL;
 	}
 	pthread_mutex_init(&cq->lock, NULL);
@@ -233,6 +231,22 @@ static struct rv_cq *cq_create(struct rv_context *ctx, int cqe, struct ibv_comp_
 	cq->ex.cq_context = cq_context;
 	cq->ex.cqe = cqe;
 	set_cq_ex_ops(&cq->ex);
+	return cq;
+}
+
+static struct rv_cq *cq_create(struct rv_context *ctx, int cqe, struct ibv_comp_channel *ch,
+			       void *cq_context)
+{
+	struct rocemu_cq *rcq;
+	struct rv_cq *cq = NULL;
+
+	pthread_mutex_lock(&ctx->lock);
+	rcq = rocemu_create_cq(ctx->rc, cqe);
+	if (!rcq)
+		errno = rv_fail(ctx, errno, "ibv_create_cq");
+	else if (!(cq = rv_cq_wrap(ctx, rcq, cqe, ch, cq_context)))
+		rocemu_destroy_cq(rcq);
+	pthread_mutex_unlock(&ctx->lock);
 	return cq;
 }
 

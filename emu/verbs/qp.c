@@ -59,14 +59,14 @@ static int daemon_mask(int mask)
 			IBV_QP_EN_SQD_ASYNC_NOTIFY);
 }
 
-/* made gets the queues' sizes and the room of their slots, which the QP's cap reports. */
-static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a,
-				const struct rv_qp_change *to_init, struct ibv_qp_cap *made)
+/* (the CQs when a names them) */
+static struct rocemu_qp_init_attr lib_attr(const struct ibv_qp_init_attr_ex *a,
+					   const struct rv_qp_change *to_init)
 {
-	struct rocemu_qp_init_attr init = {
+	return (struct rocemu_qp_init_attr){
 		.qp_type = a->qp_type,
-		.send_cq = rv_cq(a->send_cq)->cq,
-		.recv_cq = rv_cq(a->recv_cq)->cq,
+		.send_cq = a->send_cq ? rv_cq(a->send_cq)->cq : NULL,
+		.recv_cq = a->recv_cq ? rv_cq(a->recv_cq)->cq : NULL,
 		.max_send_wr = a->cap.max_send_wr,
 		.max_recv_wr = a->cap.max_recv_wr,
 		.max_send_sge = a->cap.max_send_sge,
@@ -77,6 +77,24 @@ static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init
 		.init = to_init ? &to_init->attr : NULL,
 		.init_mask = to_init ? daemon_mask(to_init->mask) : 0,
 	};
+}
+
+/* The queues' sizes and the room of their slots, which the QP's cap reports */
+static void cap_made(const struct ibv_qp_init_attr_ex *a, const struct rocemu_qp_init_attr *init,
+		     struct ibv_qp_cap *made)
+{
+	*made = a->cap;
+	made->max_send_wr = init->max_send_wr;
+	made->max_recv_wr = init->max_recv_wr;
+	made->max_send_sge = init->max_send_sge;
+	made->max_recv_sge = init->max_recv_sge;
+	made->max_inline_data = init->max_inline_data;
+}
+
+static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init_attr_ex *a,
+				const struct rv_qp_change *to_init, struct ibv_qp_cap *made)
+{
+	struct rocemu_qp_init_attr init = lib_attr(a, to_init);
 	struct rocemu_qp *qp;
 
 	pthread_mutex_lock(&ctx->lock);
@@ -84,12 +102,54 @@ static struct rocemu_qp *create(struct rv_context *ctx, const struct ibv_qp_init
 	if (!qp)
 		errno = rv_fail(ctx, errno, "ibv_create_qp");
 	pthread_mutex_unlock(&ctx->lock);
-	*made = a->cap;
-	made->max_send_wr = init.max_send_wr;
-	made->max_recv_wr = init.max_recv_wr;
-	made->max_send_sge = init.max_send_sge;
-	made->max_recv_sge = init.max_recv_sge;
-	made->max_inline_data = init.max_inline_data;
+	cap_made(a, &init, made);
+	return qp;
+}
+
+/* Under ctx's lock: the verbs CQs of the two the daemon made with the QP; on failure none
+ * is left, nor the QP. */
+static int wrap_new_cqs(struct rv_context *ctx, struct rocemu_qp *qp,
+			const struct rocemu_qp_init_attr *init, struct rv_new_cq send,
+			struct rv_new_cq recv, void *cq_context, struct ibv_qp_init_attr_ex *a)
+{
+	struct rv_cq *s = rv_cq_wrap(ctx, init->send_cq, send.cqe, send.channel, cq_context);
+	struct rv_cq *r = s ? rv_cq_wrap(ctx, init->recv_cq, recv.cqe, recv.channel, cq_context)
+			    : NULL;
+	int err = errno;
+
+	if (r) {
+		a->send_cq = (struct ibv_cq *)&s->ex;
+		a->recv_cq = (struct ibv_cq *)&r->ex;
+		return 0;
+	}
+	if (s) {
+		rv_channel_unbind(s);
+		rv_cq_free(s);
+	}
+	rocemu_destroy_qp(qp);
+	rocemu_destroy_cq(init->send_cq);
+	rocemu_destroy_cq(init->recv_cq);
+	return err;
+}
+
+static struct rocemu_qp *create_with_cqs(struct rv_context *ctx, struct ibv_qp_init_attr_ex *a,
+					 const struct rv_qp_change *to_init,
+					 struct rv_new_cq send, struct rv_new_cq recv,
+					 void *cq_context, struct ibv_qp_cap *made)
+{
+	struct rocemu_qp_init_attr init = lib_attr(a, to_init);
+	struct rocemu_qp *qp;
+	int err = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	qp = rocemu_create_qp_cqs(rv_pd(a->pd)->pd, &init, send.cqe, recv.cqe);
+	if (!qp)
+		err = rv_fail(ctx, errno, "rdma_create_qp");
+	else if ((err = wrap_new_cqs(ctx, qp, &init, send, recv, cq_context, a)))
+		qp = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	cap_made(a, &init, made);
+	errno = err;
 	return qp;
 }
 
@@ -295,6 +355,32 @@ struct ibv_qp *rv_create_qp_in_init(struct ibv_context *ibctx, struct ibv_qp_ini
 		return NULL;
 	}
 	return make_qp(ctx, a, init);
+}
+
+/* Only rdma_create_qp's connected QPs come here (a UD QP goes to RTS at once). */
+struct ibv_qp *rv_create_qp_cqs_in_init(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *a,
+					const struct rv_qp_change *init, struct rv_new_cq send,
+					struct rv_new_cq recv, void *cq_context)
+{
+	struct rv_context *ctx = rv_ctx(ibctx);
+	int err = check_modify(ctx, &init->attr, init->mask);
+	struct rv_qp *qp = NULL;
+
+	a->send_cq = a->recv_cq = NULL;
+	if (!err && ((a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC) ||
+		     !(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd))
+		err = EINVAL;
+	if (!err && !(qp = calloc(1, sizeof(*qp))))
+		err = ENOMEM;
+	if (!err && !(qp->qp = create_with_cqs(ctx, a, init, send, recv, cq_context, &qp->cap)))
+		err = errno;
+	if (err) {
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+	init_verbs_qp(qp, ctx, a, init);
+	return &qp->ex.qp_base;
 }
 
 static void fill_init_attr(const struct rv_qp *qp, struct ibv_qp_init_attr *init)

@@ -167,6 +167,8 @@ int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rv_cq_forget_qp(struct ibv_cq *cq, uint32_t qp_num, bool keep_receives);
 /* frees the wrapper of a CQ the daemon has destroyed */
 void rv_cq_free(struct rv_cq *cq);
+struct rv_cq *rv_cq_wrap(struct rv_context *ctx, struct rocemu_cq *rcq, int cqe,
+			 struct ibv_comp_channel *ch, void *cq_context);
 struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ibctx, struct ibv_cq_init_attr_ex *a);
 
 /* qp.c */
@@ -188,6 +190,16 @@ int rv_modify_qp_then(struct ibv_qp *qp, const struct rv_qp_change *changes, uns
  * left. */
 struct ibv_qp *rv_create_qp_in_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a,
 				    const struct rv_qp_change *init);
+/* The same with the QP's two CQs made in the same round trip (rdma_create_qp's, for an id
+ * given none): a's send_cq and recv_cq are set to them, each bound to its channel (or
+ * none) with cq_context. All or nothing. */
+struct rv_new_cq {
+	int cqe;
+	struct ibv_comp_channel *channel;
+};
+struct ibv_qp *rv_create_qp_cqs_in_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a,
+					const struct rv_qp_change *init, struct rv_new_cq send,
+					struct rv_new_cq recv, void *cq_context);
 
 /* qp_ex.c: the ibv_wr_* function table of a QP created with send_ops_flags. */
 /* 0, or EOPNOTSUPP when send_ops_flags asks for an operation rocemu does not do. */

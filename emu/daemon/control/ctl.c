@@ -75,6 +75,7 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_DETACH_MCAST] = { sizeof(struct proto_mcast), sizeof(struct proto_reply), false, op_detach_mcast },
 	[PROTO_REREG_MR] = { sizeof(struct proto_rereg_mr), sizeof(struct proto_reg_mr_reply), false, op_rereg_mr, .fd_optional = true },
 	[PROTO_BATCH] = { sizeof(struct proto_batch), sizeof(struct proto_batch_reply), false, op_batch, .whole_reply = true },
+	[PROTO_CREATE_QP_CQS] = { sizeof(struct proto_create_qp_cqs), sizeof(struct proto_create_qp_cqs_reply), false, op_create_qp_cqs },
 };
 
 static bool batchable(uint32_t op)
@@ -126,7 +127,7 @@ static int op_batch(struct client *c, const struct ctl_request *req, struct ctl_
 	c->batch_next = 0;
 	for (; !rc && i < b->count; i++) {
 		struct ctl_request sub = { b->body + at[i], -1 };
-		struct ctl_reply sub_rep = { .len = sizeof(struct proto_reply), .fds = { -1, -1 } };
+		struct ctl_reply sub_rep = { .len = sizeof(struct proto_reply) };
 
 		sub_rep.u.r.hdr.op = ((const struct proto_hdr *)sub.msg)->op;
 		rc = ops[sub_rep.u.r.hdr.op].fn(c, &sub, &sub_rep);
@@ -143,7 +144,7 @@ static int op_batch(struct client *c, const struct ctl_request *req, struct ctl_
 
 static void send_reply(struct client *c, struct ctl_reply *rep)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * 2)] = { 0 };
+	char cbuf[CMSG_SPACE(sizeof(int) * PROTO_MAX_REPLY_FDS)] = { 0 };
 	struct iovec iov = { rep->u.bytes, rep->len };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 

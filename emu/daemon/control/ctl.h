@@ -12,7 +12,7 @@ struct ctl_reply {
 		uint8_t bytes[PROTO_MAX_MSG];
 	} u;
 	size_t len;
-	int fds[2];
+	int fds[PROTO_MAX_REPLY_FDS];
 	int nfds;
 };
 
@@ -46,6 +46,7 @@ int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_rep
 int op_destroy_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_resize_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
+int op_create_qp_cqs(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_modify_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_query_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);
 int op_destroy_qp(struct client *c, const struct ctl_request *req, struct ctl_reply *rep);

@@ -370,29 +370,50 @@ static bool too_many_queues(struct client *c, struct ctl_reply *rep)
 	return false;
 }
 
+/* A CQ of cqe entries, listed; its ring's memfd and pipe end in fds[0] and fds[1]. */
+static struct cq *make_cq(struct client *c, uint32_t cqe, int fds[2], struct ctl_reply *rep,
+			  int *rc)
+{
+	struct cq *cq;
+
+	if (cqe < 1 || cqe > PROTO_MAX_RING) {
+		op_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, cqe);
+		*rc = -EINVAL;
+		return NULL;
+	}
+	if (too_many_queues(c, rep)) {
+		*rc = -EDQUOT;
+		return NULL;
+	}
+	cq = cq_create(&c->own, cqe, fds, rc);
+	if (!cq) {
+		op_error(rep, "cannot create a CQ: %s", strerror(-*rc));
+		return NULL;
+	}
+	*rc = handle_add(&c->cqs, cq, &cq->handle);
+	if (*rc) {
+		cq_destroy(cq);
+		return NULL;
+	}
+	return cq;
+}
+
+static void unmake_cq(struct client *c, struct cq *cq)
+{
+	uint32_t h = cq->handle;
+
+	if (cq_destroy(cq) == 0)
+		handle_del(&c->cqs, h);
+}
+
 int op_create_cq(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
-	const struct proto_create_cq *m = REQ(proto_create_cq);
 	struct proto_create_cq_reply *r = REP(proto_create_cq_reply);
-	struct cq *cq;
 	int rc;
+	struct cq *cq = make_cq(c, REQ(proto_create_cq)->cqe, rep->fds, rep, &rc);
 
-	if (m->cqe < 1 || m->cqe > PROTO_MAX_RING) {
-		op_error(rep, "a CQ holds 1 to %u entries, not %u", PROTO_MAX_RING, m->cqe);
-		return -EINVAL;
-	}
-	if (too_many_queues(c, rep))
-		return -EDQUOT;
-	cq = cq_create(&c->own, m->cqe, rep->fds, &rc);
-	if (!cq) {
-		op_error(rep, "cannot create a CQ: %s", strerror(-rc));
+	if (!cq)
 		return rc;
-	}
-	rc = handle_add(&c->cqs, cq, &cq->handle);
-	if (rc) {
-		cq_destroy(cq);
-		return rc;
-	}
 	r->handle = cq->handle;
 	r->entries = cq->entries;
 	r->ring_bytes = cq->ring_bytes;
@@ -648,6 +669,42 @@ int op_create_qp(struct client *c, const struct ctl_request *req, struct ctl_rep
 	r->max_recv_sge = qp->max_recv_sge;
 	r->max_inline_data = qp->max_inline;
 	rep->nfds = 2;
+	return 0;
+}
+
+static struct proto_cq_made cq_made(const struct cq *cq)
+{
+	return (struct proto_cq_made){ .handle = cq->handle, .entries = cq->entries,
+				       .ring_bytes = cq->ring_bytes };
+}
+
+int op_create_qp_cqs(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
+{
+	const struct proto_create_qp_cqs *m = REQ(proto_create_qp_cqs);
+	struct proto_create_qp_cqs_reply *r = REP(proto_create_qp_cqs_reply);
+	struct proto_create_qp qp = m->qp;
+	struct ctl_request qp_req = { (const uint8_t *)&qp, -1 };
+	struct cq *recv_cq, *send_cq = NULL;
+	int rc;
+
+	recv_cq = make_cq(c, m->recv_cqe, &rep->fds[2], rep, &rc);
+	if (recv_cq)
+		send_cq = make_cq(c, m->send_cqe, &rep->fds[4], rep, &rc);
+	if (send_cq) {
+		qp.recv_cq = recv_cq->handle;
+		qp.send_cq = send_cq->handle;
+		rc = op_create_qp(c, &qp_req, rep);
+	}
+	if (rc) {
+		if (send_cq)
+			unmake_cq(c, send_cq);
+		if (recv_cq)
+			unmake_cq(c, recv_cq);
+		return rc;
+	}
+	r->recv_cq = cq_made(recv_cq);
+	r->send_cq = cq_made(send_cq);
+	rep->nfds = 6;
 	return 0;
 }
 
