@@ -314,6 +314,10 @@ static int resolve_neighbour(struct rcm_device *d, const struct sockaddr *dst)
 	struct rocemu_context *own;
 	int err;
 
+	/* an address of the device itself has no neighbour to resolve (the daemon delivers
+	 * to its own QPs), and the daemon would say so: no round trip to ask it */
+	if (rcm_device_of(dst) == d)
+		return 0;
 	rcm_addr_gid(dst, m.dgid);
 	pthread_mutex_lock(&d->rv->lock);
 	err = rocemu_cm_request(d->rv->rc, &m, sizeof(m), NULL, 0, -1);
