@@ -84,7 +84,8 @@ IBVERBS_SO      := $(firstword $(wildcard /usr/lib/*/libibverbs.so.1 /usr/lib/li
 IBVERBS_PRIVATE := $(or $(shell objdump -T $(IBVERBS_SO) 2>/dev/null | \
                      awk '$$NF == "ibv_query_gid_type" { print $$(NF-1); exit }'),IBVERBS_PRIVATE_34)
 VERBS_SO        := $(BUILD)/librocemu-verbs.so
-VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/rdmacm/*.c emu/lib/*.c))
+VERBS_OBJS      := $(patsubst %.c,$(BUILD)/pic/%.o,$(wildcard emu/verbs/*.c emu/rdmacm/*.c emu/lib/*.c) \
+                     wire/rtnl.c)
 $(BUILD)/librocemu-verbs.map: scripts/librocemu-verbs.map.in
 	@mkdir -p $(dir $@)
 	sed 's/@PRIVATE@/$(IBVERBS_PRIVATE)/' $< >$@

@@ -1,4 +1,5 @@
-/* wire: opcode table, build/parse round trips, and one test per malformation. */
+/* wire: opcode table, build/parse round trips, and one test per malformation; the
+ * neighbour table's rtnetlink messages (rtnl.h). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,12 @@
 #include "test/frames.h"
 #include "test/testutil.h"
 #include "wire/bytes.h"
+#include "wire/rtnl.h"
 #include "wire/wire.h"
+
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
 
 static uint8_t frame[9000];
 
@@ -702,6 +708,84 @@ START_TEST(test_builder_matches_real_nics)
 }
 END_TEST
 
+/* The get asks for one entry: its family, interface and address, nothing else. */
+START_TEST(test_rtnl_neigh_request)
+{
+	uint8_t buf[RTNL_NEIGH_REQ_MAX] __attribute__((aligned(4)));
+	const uint8_t v4[4] = { 198, 18, 0, 2 }, v6[16] = { 0xfe, 0x80, [15] = 7 };
+	const struct nlmsghdr *nh = (const struct nlmsghdr *)buf;
+	const struct ndmsg *nd = NLMSG_DATA(nh);
+	const struct rtattr *a = (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
+	size_t len = rtnl_neigh_request(buf, 77, AF_INET, 5, v4);
+
+	ck_assert_uint_eq(len, nh->nlmsg_len);
+	ck_assert_uint_eq(nh->nlmsg_type, RTM_GETNEIGH);
+	ck_assert_uint_eq(nh->nlmsg_flags, NLM_F_REQUEST);
+	ck_assert_uint_eq(nh->nlmsg_seq, 77);
+	ck_assert_uint_eq(nd->ndm_family, AF_INET);
+	ck_assert_int_eq(nd->ndm_ifindex, 5);
+	ck_assert_uint_eq(a->rta_type, NDA_DST);
+	ck_assert_uint_eq(RTA_PAYLOAD(a), 4);
+	ck_assert_mem_eq(RTA_DATA(a), v4, 4);
+	len = rtnl_neigh_request(buf, 78, AF_INET6, 5, v6);
+	ck_assert_uint_eq(RTA_PAYLOAD(a), 16);
+	ck_assert_mem_eq(RTA_DATA(a), v6, 16);
+	ck_assert_uint_eq(len, NLMSG_LENGTH(sizeof(*nd)) + RTA_LENGTH(16));
+	ck_assert_uint_eq(rtnl_neigh_request(buf, 79, AF_UNIX, 5, v4), 0);
+}
+END_TEST
+
+/* An answer as the kernel writes it: an RTM_NEWNEIGH in state with lladdr, or an error. */
+static size_t neigh_answer(void *buf, uint32_t seq, uint16_t type, uint16_t state,
+			   const uint8_t *mac)
+{
+	struct nlmsghdr *nh = buf;
+	struct ndmsg *nd = NLMSG_DATA(nh);
+	struct rtattr *a = (struct rtattr *)((char *)nd + NLMSG_ALIGN(sizeof(*nd)));
+
+	memset(buf, 0, 128);
+	*nh = (struct nlmsghdr){ .nlmsg_type = type, .nlmsg_seq = seq,
+				 .nlmsg_len = NLMSG_LENGTH(sizeof(*nd)) };
+	nd->ndm_state = state;
+	if (mac) {
+		a->rta_type = NDA_LLADDR;
+		a->rta_len = RTA_LENGTH(6);
+		memcpy(RTA_DATA(a), mac, 6);
+		nh->nlmsg_len += RTA_LENGTH(6);
+	}
+	return NLMSG_ALIGN(nh->nlmsg_len);
+}
+
+START_TEST(test_rtnl_neigh_answer)
+{
+	uint8_t buf[512] __attribute__((aligned(4))), mac[6] = { 0 };
+	const uint8_t peer[6] = { 2, 0, 0, 0, 0, 9 };
+	size_t n;
+
+	n = neigh_answer(buf, 5, RTM_NEWNEIGH, NUD_REACHABLE, peer);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 1);
+	ck_assert_mem_eq(mac, peer, 6);
+	n = neigh_answer(buf, 5, RTM_NEWNEIGH, NUD_STALE, peer);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 1);
+	n = neigh_answer(buf, 5, RTM_NEWNEIGH, NUD_INCOMPLETE, peer);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 0);
+	n = neigh_answer(buf, 5, RTM_NEWNEIGH, NUD_FAILED, NULL);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 0);
+	n = neigh_answer(buf, 5, RTM_NEWNEIGH, NUD_REACHABLE, NULL);   /* no lladdr */
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 0);
+	n = neigh_answer(buf, 5, NLMSG_ERROR, 0, NULL);               /* no such entry */
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 0);
+	/* an answer to an earlier get first, then ours */
+	n = neigh_answer(buf, 4, RTM_NEWNEIGH, NUD_FAILED, NULL);
+	n += neigh_answer(buf + n, 5, RTM_NEWNEIGH, NUD_PERMANENT, peer);
+	memset(mac, 0, 6);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), 1);
+	ck_assert_mem_eq(mac, peer, 6);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 6, mac), -1);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, 3, 5, mac), -1);     /* less than a header */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("wire");
@@ -731,6 +815,8 @@ int main(void)
 	tcase_add_test(tc, test_gso_split_refusals);
 	tcase_add_test(tc, test_gso_reflow_for_a_udp_socket);
 	tcase_add_test(tc, test_builder_matches_real_nics);
+	tcase_add_test(tc, test_rtnl_neigh_request);
+	tcase_add_test(tc, test_rtnl_neigh_answer);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -2,12 +2,15 @@
  * kernel's rdma_cm makes: a source address by the routes, an ephemeral port. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netlink.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include "emu/rdmacm/rdmacm.h"
+#include "wire/rtnl.h"
 
 void rcm_addr_gid(const struct sockaddr *sa, uint8_t gid[16])
 {
@@ -94,6 +97,38 @@ bool rcm_addr_any(const struct sockaddr *sa)
 		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr) ||
 		       rcm_addr_loopback(sa);
 	return true;
+}
+
+/* The kernel's rdma_cm finds a neighbour in the same table first and waits only for one it
+ * lacks; so here, and only a missing one is asked of the daemon (which looks again when it
+ * connects). The kernel answers a get within the send. */
+bool rcm_neighbour_known(struct rcm_device *d, const struct sockaddr *dst)
+{
+	static uint32_t seq;
+	uint8_t req[RTNL_NEIGH_REQ_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
+	char buf[RTNL_NEIGH_ANSWER_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
+	uint8_t gid[16], mac[6];
+	uint32_t mine = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+	bool v4 = dst->sa_family == AF_INET;
+	size_t len;
+	ssize_t n;
+	int fd;
+
+	if (!d->ifindex) {
+		unsigned index = if_nametoindex(d->rv->port.ifname);
+
+		d->ifindex = index ? (int)index : -1;
+	}
+	rcm_addr_gid(dst, gid);
+	len = rtnl_neigh_request(req, mine, dst->sa_family, d->ifindex, v4 ? gid + 12 : gid);
+	if (d->ifindex < 0 || !len)
+		return false;
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return false;
+	n = send(fd, req, len, 0) < 0 ? -1 : recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	close(fd);
+	return n > 0 && rtnl_neigh_answer(buf, (size_t)n, mine, mac) == 1;
 }
 
 /* The kernel's rdma_cm picks a port of ip_local_port_range at random. */

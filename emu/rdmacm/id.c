@@ -315,8 +315,9 @@ static int resolve_neighbour(struct rcm_device *d, const struct sockaddr *dst)
 	int err;
 
 	/* an address of the device itself has no neighbour to resolve (the daemon delivers
-	 * to its own QPs), and the daemon would say so: no round trip to ask it */
-	if (rcm_device_of(dst) == d)
+	 * to its own QPs), and a neighbour in the kernel's table is resolved: the daemon
+	 * would say so, and is not asked */
+	if (rcm_device_of(dst) == d || rcm_neighbour_known(d, dst))
 		return 0;
 	rcm_addr_gid(dst, m.dgid);
 	pthread_mutex_lock(&d->rv->lock);

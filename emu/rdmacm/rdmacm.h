@@ -57,6 +57,7 @@ struct rcm_device {
 	struct ibv_context *verbs;
 	struct rv_context *rv;
 	struct ibv_pd *pd;           /* the ids' default PD (rdma_create_ep, a NULL pd) */
+	int ifindex;                 /* its daemon's interface here: 0 before a look, -1 none */
 };
 
 struct rcm_channel {
@@ -122,6 +123,8 @@ bool rcm_addr_loopback(const struct sockaddr *sa);
 /* The wildcard, or a loopback address (which the kernel's cma takes as the wildcard). */
 bool rcm_addr_any(const struct sockaddr *sa);
 uint16_t rcm_ephemeral_port(void);
+/* The kernel's neighbour table holds a usable entry for dst on d's interface. */
+bool rcm_neighbour_known(struct rcm_device *d, const struct sockaddr *dst);
 /* The source address the kernel's routes pick for dst (no packet is sent). */
 int rcm_route_source(const struct sockaddr *dst, struct sockaddr_storage *src);
 

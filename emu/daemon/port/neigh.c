@@ -4,7 +4,6 @@
  * of the client that asked, not in the loop: other clients and the wire go on meanwhile. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/neighbour.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
@@ -13,35 +12,16 @@
 #include <unistd.h>
 
 #include "emu/daemon/port/port.h"
+#include "wire/rtnl.h"
 
 #define LOOK_EVERY 0.01           /* seconds between looks at the table */
 #define LOOKS 100                 /* a second for the peer to answer */
 #define ASK_EVERY 25              /* looks between two datagrams that make the kernel ask */
 #define DISCARD_PORT 9
 
-#define NUD_USABLE (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT)
-
 int neigh_socket_open(void)
 {
 	return socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
-}
-
-/* The link-layer address of the kernel's answer to our get, when usable. */
-static bool usable_lladdr(const struct nlmsghdr *nh, uint8_t mac[6])
-{
-	const struct ndmsg *nd = NLMSG_DATA(nh);
-	int len = (int)nh->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*nd));
-
-	if (nh->nlmsg_type != RTM_NEWNEIGH || len < 0 || !(nd->ndm_state & NUD_USABLE))
-		return false;
-	for (const struct rtattr *a = (const struct rtattr *)((const char *)nd + NLMSG_ALIGN(sizeof(*nd)));
-	     RTA_OK(a, len); a = RTA_NEXT(a, len)) {
-		if (a->rta_type == NDA_LLADDR && RTA_PAYLOAD(a) == 6) {
-			memcpy(mac, RTA_DATA(a), 6);
-			return true;
-		}
-	}
-	return false;
 }
 
 /* The kernel's neighbour entry for the GID's address on our interface (ARP for IPv4,
@@ -51,31 +31,20 @@ static bool table_lookup(const struct port *port, const uint8_t gid[16], uint8_t
 {
 	static uint32_t seq;
 	bool v4 = addr_gid_is_ipv4(gid);
-	struct {
-		struct nlmsghdr nh;
-		struct ndmsg nd;
-		struct rtattr dst;
-		uint8_t addr[16];
-	} req = {
-		.nh = { .nlmsg_type = RTM_GETNEIGH, .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = ++seq },
-		.nd = { .ndm_family = v4 ? AF_INET : AF_INET6, .ndm_ifindex = port->ifindex },
-		.dst = { .rta_type = NDA_DST, .rta_len = RTA_LENGTH(v4 ? 4 : 16) },
-	};
-	char buf[1024] __attribute__((aligned(NLMSG_ALIGNTO)));
+	uint8_t req[RTNL_NEIGH_REQ_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
+	char buf[RTNL_NEIGH_ANSWER_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
+	size_t len = rtnl_neigh_request(req, ++seq, v4 ? AF_INET : AF_INET6, port->ifindex,
+					v4 ? gid + 12 : gid);
 	ssize_t n;
 
-	memcpy(req.addr, v4 ? gid + 12 : gid, v4 ? 4 : 16);
-	req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(req.nd)) + RTA_LENGTH(v4 ? 4 : 16);
-	if (send(port->neigh_fd, &req, req.nh.nlmsg_len, 0) < 0)
+	if (send(port->neigh_fd, req, len, 0) < 0)
 		return false;
 	/* an answer to an earlier ask that went unread is skipped by its sequence number */
 	while ((n = recv(port->neigh_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
-		int left = (int)n;
+		int found = rtnl_neigh_answer(buf, (size_t)n, seq, mac);
 
-		for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, left);
-		     nh = NLMSG_NEXT(nh, left))
-			if (nh->nlmsg_seq == req.nh.nlmsg_seq)
-				return usable_lladdr(nh, mac);
+		if (found >= 0)
+			return found == 1;
 	}
 	return false;
 }
