@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/netlink.h>
-#include <net/if.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -114,14 +113,13 @@ bool rcm_neighbour_known(struct rcm_device *d, const struct sockaddr *dst)
 	ssize_t n;
 	int fd;
 
-	if (!d->ifindex) {
-		unsigned index = if_nametoindex(d->rv->port.ifname);
+	int ifindex = rcm_device_ifindex(d);
 
-		d->ifindex = index ? (int)index : -1;
-	}
+	if (!ifindex)
+		return false;
 	rcm_addr_gid(dst, gid);
-	len = rtnl_neigh_request(req, mine, dst->sa_family, d->ifindex, v4 ? gid + 12 : gid);
-	if (d->ifindex < 0 || !len)
+	len = rtnl_neigh_request(req, mine, dst->sa_family, ifindex, v4 ? gid + 12 : gid);
+	if (!len)
 		return false;
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (fd < 0)

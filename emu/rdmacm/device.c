@@ -2,6 +2,7 @@
  * layer, with a default PD, as librdmacm opens every device it finds; the one whose daemon
  * serves an address. */
 #include <errno.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,16 @@ struct rcm_device *rcm_device_of(const struct sockaddr *addr)
 
 	rcm_addr_gid(addr, gid);
 	return rcm_device_of_gid(gid);
+}
+
+int rcm_device_ifindex(struct rcm_device *d)
+{
+	if (!d->ifindex) {
+		unsigned index = if_nametoindex(d->rv->port.ifname);
+
+		d->ifindex = index ? (int)index : -1;
+	}
+	return d->ifindex > 0 ? d->ifindex : 0;
 }
 
 int rcm_request(struct rcm_device *d, void *req, size_t len, void *reply, size_t reply_len,

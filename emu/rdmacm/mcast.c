@@ -14,7 +14,6 @@
  * One difference: the kernel refuses IPv6 groups on RoCE v2 (-ENOTSUPP); rocemu takes them
  * (docs/verbs.md). */
 #include <errno.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +70,7 @@ static uint8_t source_gid_index(const struct rcm_id *id)
  * reports (IGMP, MLD) and answers the queries while the socket holds it. 0 or an errno. */
 static int ip_join(struct rcm_mcast *mc, const struct rcm_id *id)
 {
-	unsigned ifindex = if_nametoindex(id->dev->rv->port.ifname);
+	unsigned ifindex = (unsigned)rcm_device_ifindex(id->dev);
 	int fd, rc;
 
 	if (!ifindex)

@@ -57,7 +57,7 @@ struct rcm_device {
 	struct ibv_context *verbs;
 	struct rv_context *rv;
 	struct ibv_pd *pd;           /* the ids' default PD (rdma_create_ep, a NULL pd) */
-	int ifindex;                 /* its daemon's interface here: 0 before a look, -1 none */
+	int ifindex;                 /* rcm_device_ifindex's: 0 before a look, -1 none */
 };
 
 struct rcm_channel {
@@ -107,6 +107,8 @@ static inline struct rcm_id *rcm_id(struct rdma_cm_id *id)
 /* device.c: every rocemu device, opened once; the one serving an address */
 int rcm_devices(struct rcm_device **devs);
 struct rcm_device *rcm_device_of(const struct sockaddr *addr);
+/* The index of d's daemon's interface here (looked up once), 0 when it has none. */
+int rcm_device_ifindex(struct rcm_device *d);
 struct rcm_device *rcm_device_of_gid(const uint8_t gid[16]);
 /* A daemon request through the device's context (its lock held): 0 or an errno. */
 int rcm_request(struct rcm_device *d, void *req, size_t len, void *reply, size_t reply_len,
