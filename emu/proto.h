@@ -794,12 +794,16 @@ struct proto_list_reply {
  *                      must write to it (a CQ: wake the client);
  *   PROTO_RING_LAZY    a QP's receive ring only, set unless the QP is in ERROR: the
  *                      daemon takes a receive when a message arrives for it, so a post
- *                      needs no doorbell; in ERROR every post must ring, to be flushed.
+ *                      needs no doorbell; in ERROR every post must ring, to be flushed;
+ *   PROTO_RING_WAKE_SOLICITED  with PROTO_RING_WAKE, a CQ armed for solicited events
+ *                      only: the write waits for a solicited completion, so a channel's
+ *                      fd turns readable only for an event, as on a kernel device.
  * Either side stores its index or flag, then a full fence, then loads the other's: of two
  * racing sides at least one sees the other's store, so no wakeup is lost. */
 #define PROTO_RING_POLLED 1u
 #define PROTO_RING_WAKE   2u
 #define PROTO_RING_LAZY   4u
+#define PROTO_RING_WAKE_SOLICITED 8u
 struct proto_ring_ctl {
 	uint32_t prod;
 	uint8_t pad0[60];

@@ -175,17 +175,22 @@ uint32_t rocemu_cq_forget_qp(struct rocemu_cq *cq, uint32_t qp_num, bool keep_re
  * is one, ETIMEDOUT, or EPIPE when the daemon went away. */
 int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms);
 /* Verbs' completion events: rocemu_req_notify_cq arms the CQ for the next completion added
- * (solicited_only: the next receive of a message sent with IBV_SEND_SOLICITED), and
- * rocemu_get_cq_event waits up to timeout_ms (-1: no limit) for it: 0 (the CQ is disarmed:
- * arm it again for the next), ETIMEDOUT, EINVAL when not armed, or EPIPE. */
+ * (solicited_only: the next receive of a message sent with IBV_SEND_SOLICITED), and the
+ * daemon queues one event when it comes, as a kernel device does. rocemu_get_cq_event
+ * takes one, waiting up to timeout_ms (-1: no limit): 0, ETIMEDOUT, EINVAL when none is
+ * queued and the CQ is not armed, or EPIPE. */
 int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only);
 int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
-/* A pipe the daemon writes after adding completions to an armed CQ (and that hangs up
- * when the daemon goes away): arm the CQ with rocemu_req_notify_cq, poll/epoll the pipe
- * for POLLIN to sleep on several CQs at once, then call rocemu_get_cq_event, which empties
- * it. A CQ nobody armed or waits on costs the daemon no write: it stays quiet. Never
- * close it. */
+/* A pipe that holds the CQ's queued events, a write each (and that hangs up when the
+ * daemon goes away): poll/epoll it for POLLIN to sleep on several CQs at once; it is
+ * readable exactly when an event is queued. rocemu_cq_take_event takes one, waiting up to
+ * timeout_ms for it (-1: no limit): 0, EAGAIN when none came, or EPIPE. A CQ nobody armed
+ * or waits on costs the daemon no write. Never close it. */
 int rocemu_cq_event_fd(const struct rocemu_cq *cq);
+int rocemu_cq_take_event(struct rocemu_cq *cq, int timeout_ms);
+/* Whether the daemon has answered the CQ's arming: its event is queued or about to be,
+ * so a wait for it need not sleep (a look at shared memory, no system call). */
+bool rocemu_cq_event_coming(const struct rocemu_cq *cq);
 
 /* On success attr's max_send_wr and max_recv_wr hold the queues' sizes: at least what was
  * asked (a power of two), as ibv_create_qp reports them in cap. */

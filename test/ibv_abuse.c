@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1191,6 +1192,117 @@ static void case_channel(void)
 	CHECK("channel: destroyed once its CQs are", ibv_destroy_comp_channel(ch) == 0);
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* ibv_get_cq_event on a blocking channel, given up after ms by a signal whose handler
+ * lacks SA_RESTART (the call then fails with EINTR, as read() of a kernel channel does):
+ * whether it returned an event of cq. */
+static bool get_event_within(struct ibv_comp_channel *ch, struct ibv_cq *cq, unsigned ms)
+{
+	struct sigaction sa = { .sa_handler = on_alarm }, old;
+	struct itimerval t = { .it_value = { .tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000 } };
+	struct itimerval off = { 0 };
+	struct ibv_cq *got = NULL;
+	void *got_ctx;
+	int rc;
+
+	sigaction(SIGALRM, &sa, &old);
+	setitimer(ITIMER_REAL, &t, NULL);
+	rc = ibv_get_cq_event(ch, &got, &got_ctx);
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	if (rc == 0)
+		ibv_ack_cq_events(got, 1);
+	return rc == 0 && got == cq;
+}
+
+static bool fd_readable(int fd, int ms)
+{
+	return poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, ms) == 1;
+}
+
+/* An event loop as tgtd's iSER driver runs it: poll the channel's fd, then a blocking
+ * ibv_get_cq_event, re-arm, drain the CQ. The fd is readable exactly when an event is
+ * queued, as a kernel channel's is: after the drain it stays quiet, so the next blocking
+ * get is never called for nothing (rocemu's fd stayed readable there, and tgtd hung). */
+static void case_channel_loop(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct end a, b;
+	struct ibv_wc wc;
+	int got = 0, quiet = 0;
+
+	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
+		{ report("channel loop: setup", false, strerror(errno)); return; }
+	ibv_destroy_qp(a.qp);
+	ibv_destroy_cq(a.cq);
+	a.cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
+	a.qp = a.cq ? make_qp(a.cq, DEPTH) : NULL;
+	if (!a.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
+		{ report("channel loop: QPs", false, strerror(errno)); return; }
+	ibv_req_notify_cq(a.cq, 0);
+	for (int round = 0; round < 20; round++) {
+		post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey,
+			   round);
+		if (!fd_readable(ch->fd, 5000) || !get_event_within(ch, a.cq, 2000))
+			break;
+		ibv_req_notify_cq(a.cq, 0);
+		while (ibv_poll_cq(a.cq, 1, &wc) == 1)
+			got += wc.status == IBV_WC_SUCCESS;
+		quiet += !fd_readable(ch->fd, 0);
+	}
+	CHECK("channel loop: 20 events, each readable on the fd and taken by a blocking get",
+	      got == 20);
+	CHECK("channel loop: ... and the fd quiet after each was taken and the CQ drained",
+	      quiet == 20);
+	free_end(&a);
+	free_end(&b);
+	ibv_destroy_comp_channel(ch);
+}
+
+static bool send_flagged(struct end *a, struct end *b, unsigned flags)
+{
+	struct ibv_sge rs = { (uintptr_t)b->buf, 64, b->mr->lkey }, ss = { (uintptr_t)a->buf, 64,
+									   a->mr->lkey };
+	struct ibv_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_send_wr swr = { .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED | flags }, *sbad;
+	struct ibv_wc wc;
+
+	return ibv_post_recv(b->qp, &rwr, &rbad) == 0 && ibv_post_send(a->qp, &swr, &sbad) == 0 &&
+	       wait_wc(a->cq, &wc, 5000) == 0;
+}
+
+/* A CQ armed for solicited events only: a message sent without IBV_SEND_SOLICITED leaves
+ * the channel's fd quiet; a solicited one makes it readable, and the event is there. */
+static void case_channel_solicited(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct end a, b;
+	bool quiet, readable;
+
+	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
+		{ report("channel solicited: setup", false, strerror(errno)); return; }
+	ibv_destroy_qp(b.qp);
+	ibv_destroy_cq(b.cq);
+	b.cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
+	b.qp = b.cq ? make_qp(b.cq, DEPTH) : NULL;
+	if (!b.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
+		{ report("channel solicited: QPs", false, strerror(errno)); return; }
+	ibv_req_notify_cq(b.cq, 1);
+	quiet = send_flagged(&a, &b, 0) && !fd_readable(ch->fd, 200);
+	readable = send_flagged(&a, &b, IBV_SEND_SOLICITED) && fd_readable(ch->fd, 5000);
+	CHECK("channel solicited: an unsolicited message leaves the fd quiet", quiet);
+	CHECK("channel solicited: a solicited one makes it readable, with its event",
+	      readable && get_event_within(ch, b.cq, 2000));
+	free_end(&a);
+	free_end(&b);
+	ibv_destroy_comp_channel(ch);
+}
+
 /* An extended CQ read with ibv_start_poll / ibv_next_poll / ibv_end_poll, once stopped
  * after the first completion: every completion is read once, in order, with its fields. */
 static void case_cq_ex(void)
@@ -1372,6 +1484,8 @@ int main(int argc, char **argv)
 	case_srq_limit();
 	case_reset_forgets();
 	case_channel();
+	case_channel_loop();
+	case_channel_solicited();
 	case_cq_ex();
 	case_fork();
 	case_killed_peer();

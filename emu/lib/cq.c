@@ -158,8 +158,9 @@ int rocemu_destroy_cq(struct rocemu_cq *cq)
 	return err;
 }
 
-/* Asks the daemon to write the pipe for the completions it adds from now on. It clears
- * the flag when it writes: every sleep sets it again, before its last look. */
+/* Asks the daemon to write the pipe for the completions it adds from now on (a wait for
+ * completions; an armed CQ asks through cq_arm). It clears the flag when it writes: every
+ * sleep sets it again, before its last look. */
 static void cq_want_wakeup(struct rocemu_cq *cq)
 {
 	__atomic_store_n(&cq->ring.ctl->cons_flags, PROTO_RING_WAKE, __ATOMIC_RELAXED);
@@ -325,8 +326,8 @@ static bool has_completions(const struct rocemu_cq *cq)
 }
 
 /* Sleeps until the notify pipe or the socket has something, or ms passes: 0 (look again),
- * ETIMEDOUT, or an errno. */
-static int cq_sleep(struct rocemu_cq *cq, int ms)
+ * ETIMEDOUT, or an errno. The write that woke it is read when take_write. */
+static int cq_sleep(struct rocemu_cq *cq, int ms, bool take_write)
 {
 	struct pollfd p[2] = {
 		{ .fd = cq->notify_fd, .events = POLLIN },
@@ -343,7 +344,7 @@ static int cq_sleep(struct rocemu_cq *cq, int ms)
 		rpc_gone(cq->ctx);
 	if (p[0].revents & POLLNVAL)
 		return EBADF;
-	if (p[0].revents & POLLIN)
+	if ((p[0].revents & POLLIN) && take_write)
 		while (read(cq->notify_fd, &count, sizeof(count)) < 0 && errno == EINTR)
 			;
 	return 0;
@@ -373,34 +374,68 @@ void cq_nap(struct rocemu_cq *cq, unsigned usec)
 			;
 }
 
+/* Completion events, queued as a kernel device queues them: arming asks the daemon for
+ * one write (PROTO_RING_WAKE, and PROTO_RING_WAKE_SOLICITED when armed for solicited
+ * completions only), which the daemon takes and answers when it adds a completion the
+ * arming waits for. Each write in the pipe is one event: it stays there, as an event
+ * stays queued, whether or not the program has polled its completions since, and taking
+ * an event reads one. So the pipe, and a channel's fd, are readable exactly when an event
+ * is there to take, and a program that polls the fd and then blocks in ibv_get_cq_event
+ * never blocks there (tgtd's iSER driver does so). */
 int rocemu_req_notify_cq(struct rocemu_cq *cq, int solicited_only)
 {
+	uint32_t ask = PROTO_RING_WAKE | (solicited_only ? PROTO_RING_WAKE_SOLICITED : 0);
+
 	if (!cq)
 		return EINVAL;
 	if (cq->ctx->dead)
 		return rpc_gone(cq->ctx);
 	cq->armed = true;
-	cq->armed_solicited = solicited_only != 0;
-	cq_want_wakeup(cq);
-	cq->armed_at = ring_load(&cq->ring.ctl->prod);
+	__atomic_store_n(&cq->ring.ctl->cons_flags, ask, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return 0;
 }
 
-/* Whether a completion added since the CQ was armed is one its event waits for: any, or a
- * solicited one. Entries the ring has since reused count as events: they may have been. */
-static bool event_due(const struct rocemu_cq *cq)
+/* The daemon took the arming's request: its write is in the pipe or on its way. */
+static bool arming_answered(const struct rocemu_cq *cq)
 {
-	uint32_t prod = ring_load(&cq->ring.ctl->prod);
-	const struct proto_cqe *entries = cq->ring.entries;
+	return cq->armed &&
+	       !(__atomic_load_n(&cq->ring.ctl->cons_flags, __ATOMIC_ACQUIRE) & PROTO_RING_WAKE);
+}
 
-	if (prod == cq->armed_at)
-		return false;
-	if (!cq->armed_solicited || prod - cq->armed_at > cq->ring.count)
-		return true;
-	for (uint32_t i = cq->armed_at; i != prod; i++)
-		if (entries[i & (cq->ring.count - 1)].solicited)
-			return true;
-	return false;
+bool rocemu_cq_event_coming(const struct rocemu_cq *cq)
+{
+	return cq && arming_answered(cq);
+}
+
+int rocemu_cq_take_event(struct rocemu_cq *cq, int timeout_ms)
+{
+	uint64_t token;
+	ssize_t n;
+
+	if (!cq)
+		return EINVAL;
+	for (;;) {
+		/* an answered arming is no longer armed, whichever queued write we read */
+		bool answered = arming_answered(cq);
+
+		n = read(cq->notify_fd, &token, sizeof(token));
+		if (n == (ssize_t)sizeof(token)) {
+			if (answered)
+				cq->armed = false;
+			return 0;
+		}
+		if (n == 0)
+			return rpc_gone(cq->ctx);
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return errno;
+		if (timeout_ms == 0 ||
+		    poll(&(struct pollfd){ .fd = cq->notify_fd, .events = POLLIN }, 1,
+			 timeout_ms) <= 0)
+			return EAGAIN;
+	}
 }
 
 int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
@@ -409,17 +444,20 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 	int64_t deadline;
 	int err = 0;
 
-	if (!cq || !cq->armed)
+	if (!cq)
+		return EINVAL;
+	if (rocemu_cq_take_event(cq, 0) == 0)
+		return 0;
+	if (!cq->armed)
 		return EINVAL;
 	deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	if (timeout_ms != 0)
-		spin_for(cq, began, event_due);
-	/* At least one look at the pipe and the socket, so that a timeout of 0 still empties
-	 * the one and notices a hang-up on the other. */
+	if (timeout_ms != 0 && spin_for(cq, began, arming_answered) &&
+	    rocemu_cq_take_event(cq, EVENT_WRITE_WAIT_MS) == 0) {
+		learn_wait(cq, began, timeout_ms);
+		return 0;
+	}
 	for (bool slept = false;; slept = true) {
-		cq_want_wakeup(cq);
-		if (event_due(cq)) {
-			cq->armed = false;
+		if (rocemu_cq_take_event(cq, 0) == 0) {
 			learn_wait(cq, began, timeout_ms);
 			return 0;
 		}
@@ -427,7 +465,7 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 			return rpc_gone(cq->ctx);
 		if (err || (slept && deadline >= 0 && now_ms() >= deadline))
 			return err ? err : ETIMEDOUT;
-		err = cq_sleep(cq, ms_left(deadline));
+		err = cq_sleep(cq, ms_left(deadline), false);
 		if (err == ETIMEDOUT)
 			err = 0;
 	}
@@ -459,7 +497,7 @@ int rocemu_wait_cq(struct rocemu_cq *cq, int timeout_ms)
 		}
 		if (cq->ctx->dead)
 			return rpc_gone(cq->ctx);
-		err = cq_sleep(cq, ms_left(deadline));
+		err = cq_sleep(cq, ms_left(deadline), true);
 	} while (!err && (deadline < 0 || now_ms() < deadline));
 	/* What happened during the last sleep still counts: a completion, or a hang-up. */
 	if (cq_ready(cq)) {

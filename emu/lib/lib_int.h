@@ -94,9 +94,7 @@ struct rocemu_cq {
 	struct ring ring;       /* the daemon produces, we consume */
 	int notify_fd;
 	unsigned idle_polls;    /* empty polls so far: every so many, ask if the daemon lives */
-	bool armed;             /* rocemu_req_notify_cq: an event is wanted */
-	bool armed_solicited;   /* ... for a solicited completion only */
-	uint32_t armed_at;      /* the producer index when it was armed */
+	bool armed;             /* rocemu_req_notify_cq asked for an event, not yet answered */
 	uint64_t spin_ns;       /* how long the next wait polls before it sleeps */
 	LIST_ENTRY(rocemu_cq) link;
 };
@@ -220,6 +218,9 @@ static inline void ring_store(uint32_t *index, uint32_t value)
 /* cq.c, for the verbs layer: sleeps at most usec on the CQ's wakeup, back at once when a
  * completion is there or comes, or the daemon hangs up. It empties the CQ's pipe: not for
  * a CQ bound to a completion channel, whose sleepers that pipe wakes. */
+/* How long a take waits for the write of an event whose request the daemon has taken: it
+ * comes within a loop of the daemon's, short of a dead daemon, which hangs the pipe up. */
+#define EVENT_WRITE_WAIT_MS 1000
 void cq_nap(struct rocemu_cq *cq, unsigned usec);
 
 /* cq.c, for the verbs layer's channels too: hybrid polling, a wait's look at the ring before

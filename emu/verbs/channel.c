@@ -1,8 +1,7 @@
 /* Completion channels. A channel's fd is an epoll set of the event pipes of the CQs bound
- * to it, so a program may poll/epoll the channel as on a NIC. The pipes signal every batch
- * of completions, armed or not: ibv_get_cq_event empties them and returns only a CQ whose
- * armed event is due; a program polling a nonblocking channel may thus see it readable and
- * get EAGAIN, which verbs allows. */
+ * to it, so a program may poll/epoll the channel as on a NIC: each pipe holds its CQ's
+ * queued events, a write each (rocemu_req_notify_cq), so the fd is readable exactly when
+ * an event is there to take, and ibv_get_cq_event takes one. */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
@@ -73,23 +72,26 @@ void rv_channel_unbind(struct rv_cq *cq)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* The first CQ of the channel whose armed event is due (it is disarmed), or NULL; err is
- * set when the daemon is gone. */
-static struct rv_cq *due_cq(struct rv_channel *c, int *err)
+/* The first CQ of the channel whose arming the daemon has answered, its event taken
+ * (waiting the moment it takes the daemon to write it), or NULL; *err is set when the
+ * daemon is gone. A look at shared memory per CQ, no system call. */
+static struct rv_cq *answered_cq(struct rv_channel *c, int *err)
 {
 	struct rv_cq *found = NULL, *cq;
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
 	LIST_FOREACH(cq, &c->cqs, link) {
+		if (!rocemu_cq_event_coming(cq->cq))
+			continue;
 		pthread_mutex_lock(&cq->lock);
-		rc = rocemu_get_cq_event(cq->cq, 0);
+		rc = rocemu_cq_take_event(cq->cq, EVENT_WRITE_WAIT_MS);
 		pthread_mutex_unlock(&cq->lock);
 		if (rc == 0) {
 			found = cq;
 			break;
 		}
-		if (rc != ETIMEDOUT && rc != EINVAL)
+		if (rc != EAGAIN)
 			*err = rc;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -124,16 +126,14 @@ bool rv_interrupt_returns(void)
 	return false;
 }
 
-/* Sleeps up to ms (-1: until a bound CQ's pipe has something), then empties those pipes
- * before the next look at the CQs, so a completion added after that look writes again: a
- * CQ that is not armed must not keep the channel readable, or a program that polls the
- * channel's fd would spin. 0, or EPIPE once the daemon is gone (its end of every pipe
- * hangs up). */
-static int channel_sleep(struct rv_channel *c, int ms)
+/* Waits up to ms (-1: no limit) for a queued event and takes it: *found is its CQ (other
+ * CQs' events stay queued for the next call). 0 (*found may be NULL: nothing came, or
+ * another thread took it), or EPIPE once the daemon is gone (its end of every pipe hangs
+ * up). */
+static int take_queued(struct rv_channel *c, int ms, struct rv_cq **found)
 {
 	struct epoll_event ev[8];
-	uint64_t count;
-	int n = epoll_wait(c->ch.fd, ev, 8, ms);
+	int n = epoll_wait(c->ch.fd, ev, 8, ms), rc;
 
 	if (n < 0)
 		return errno == EINTR && !rv_interrupt_returns() ? 0 : errno;
@@ -142,8 +142,15 @@ static int channel_sleep(struct rv_channel *c, int ms)
 
 		if (ev[i].events & (EPOLLHUP | EPOLLERR))
 			return EPIPE;
-		while (read(rocemu_cq_event_fd(cq->cq), &count, sizeof(count)) > 0)
-			;
+		pthread_mutex_lock(&cq->lock);
+		rc = rocemu_cq_take_event(cq->cq, 0);
+		pthread_mutex_unlock(&cq->lock);
+		if (rc == 0) {
+			*found = cq;
+			return 0;
+		}
+		if (rc != EAGAIN)
+			return rc;
 	}
 	return 0;
 }
@@ -159,13 +166,13 @@ static int64_t now_ns(void)
 /* Hybrid polling, as rocemu_wait_cq: a blocking ibv_get_cq_event looks for a while before
  * its first sleep, so an event due within a round trip costs no sleep and wakeup; how long
  * follows the channel's waits (wait_spin_next). */
-static struct rv_cq *spin_for_due(struct rv_channel *c, int64_t began, int *err)
+static struct rv_cq *spin_for_answer(struct rv_channel *c, int64_t began, int *err)
 {
 	int64_t end = began + (int64_t)__atomic_load_n(&c->spin_ns, __ATOMIC_RELAXED);
 	struct rv_cq *cq;
 
 	do {
-		cq = due_cq(c, err);
+		cq = answered_cq(c, err);
 		if (cq || *err)
 			return cq;
 		sched_yield();      /* the daemon that will add it may be waiting for this CPU */
@@ -178,18 +185,16 @@ int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq_out, void *
 	struct rv_channel *c = (struct rv_channel *)ch;
 	bool nonblocking = fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK;
 	int64_t began = now_ns();
-	struct rv_cq *cq;
-	int err = 0;
+	struct rv_cq *cq = NULL;
+	int err = take_queued(c, 0, &cq);
 
-	for (bool looked = false;; looked = true) {
-		cq = looked || nonblocking ? due_cq(c, &err) : spin_for_due(c, began, &err);
-		if (cq)
-			break;
-		if (err || (nonblocking && looked)) {
-			errno = err ? err : EAGAIN;
-			return -1;
-		}
-		err = channel_sleep(c, nonblocking ? 0 : -1);
+	if (!cq && !err && !nonblocking)
+		cq = spin_for_answer(c, began, &err);
+	while (!cq && !err && !nonblocking)
+		err = take_queued(c, -1, &cq);
+	if (!cq) {
+		errno = err ? err : EAGAIN;
+		return -1;
 	}
 	if (!nonblocking)   /* (threads on one channel: the last one's lesson stands) */
 		__atomic_store_n(&c->spin_ns,

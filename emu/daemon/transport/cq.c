@@ -98,16 +98,36 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	}
 	cq->ring[prod & (cq->entries - 1)] = *cqe;
 	__atomic_store_n(&cq->ctl->prod, prod + 1, __ATOMIC_RELEASE);
+	cq->solicited_pending |= cqe->solicited != 0;
 	if (!cq->notify_pending) {
 		cq->notify_pending = true;
 		STAILQ_INSERT_TAIL(&cq->owner->dev->tp.notify_list, cq, notify_link);
 	}
 }
 
+/* Whether the client asked for a write (proto.h: PROTO_RING_WAKE, and for a CQ armed for
+ * solicited events only PROTO_RING_WAKE_SOLICITED, which a solicited completion answers)
+ * and we took the request: the flags change to nothing only if the client did not change
+ * them meanwhile, so a request is answered by one write, and only by a completion it
+ * waits for. */
+static bool take_wakeup(struct cq *cq)
+{
+	uint32_t flags = __atomic_load_n(&cq->ctl->cons_flags, __ATOMIC_RELAXED);
+
+	while (flags & PROTO_RING_WAKE) {
+		if ((flags & PROTO_RING_WAKE_SOLICITED) && !cq->solicited_pending)
+			return false;
+		if (__atomic_compare_exchange_n(&cq->ctl->cons_flags, &flags, 0, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
 /* At most one wakeup write per CQ per loop iteration, however many completions it got,
- * and none to a client that polls: only one that asked (PROTO_RING_WAKE, proto.h) is
- * woken, and the flag is taken, so a client asleep gets one write per sleep. The fence
- * orders the indices cq_push published before the flags are read. */
+ * and none to a client that polls: only one that asked is woken, and the flag is taken,
+ * so a client asleep gets one write per sleep. The fence orders the indices cq_push
+ * published before the flags are read. */
 void cq_flush_notify(struct dev *dev)
 {
 	struct cq *cq;
@@ -120,10 +140,10 @@ void cq_flush_notify(struct dev *dev)
 	while ((cq = STAILQ_FIRST(&dev->tp.notify_list))) {
 		STAILQ_REMOVE_HEAD(&dev->tp.notify_list, notify_link);
 		cq->notify_pending = false;
-		if (__atomic_load_n(&cq->ctl->cons_flags, __ATOMIC_RELAXED) & PROTO_RING_WAKE &&
-		    __atomic_exchange_n(&cq->ctl->cons_flags, 0, __ATOMIC_RELAXED) & PROTO_RING_WAKE) {
+		if (take_wakeup(cq)) {
 			dev->cnt.cq_wakeups++;
 			(void)!write(cq->notify_fd, &one, sizeof(one));
 		}
+		cq->solicited_pending = false;
 	}
 }
