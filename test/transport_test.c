@@ -70,6 +70,7 @@
  * qpn, pd, the CQs, srq, the rings, state, pmtu and the two timers. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +372,7 @@ struct pkt {
 	uint8_t opcode;
 	uint32_t psn;
 	bool no_ack_req;              /* AckReq clear (most packets here ask for an ACK) */
+	bool solicited;               /* SE set */
 	struct wire_ext ext;
 	const uint8_t *payload;
 	size_t len;
@@ -381,7 +383,8 @@ static size_t build(const struct pkt *p, uint8_t *frame, size_t cap)
 {
 	struct wire_bth bth = { .opcode = p->opcode, .pkey = 0xffff,
 				.dest_qp = p->dest_qp ? p->dest_qp : qp->qpn,
-				.ack_req = !p->no_ack_req, .psn = PSN(p->psn) };
+				.ack_req = !p->no_ack_req, .solicited = p->solicited,
+				.psn = PSN(p->psn) };
 	size_t len = wire_build(frame, cap, &peer_path, peer_ip_id++, &bth, &p->ext, p->payload,
 				p->len);
 
@@ -802,6 +805,36 @@ START_TEST(test_send_only_fills_the_receive)
 	ck_assert_uint_eq(c.qp_num, qp->qpn);
 	ck_assert_uint_eq(qp->rq_ctl->cons, 1);
 	expect_bytes(RECV_OFF, data + 200, 100);
+}
+END_TEST
+
+/* A CQ armed for solicited events only asks with PROTO_RING_WAKE_SOLICITED: an unsolicited
+ * message's completion leaves its pipe unwritten and the request standing, so the
+ * channel's fd stays quiet as a kernel device's; a solicited one takes the request and
+ * writes once, the event. */
+START_TEST(test_solicited_arming_waits_for_a_solicited_completion)
+{
+	const uint32_t asked = PROTO_RING_WAKE | PROTO_RING_WAKE_SOLICITED;
+	uint64_t token;
+
+	ck_assert_int_eq(fcntl(cq->client_end, F_SETFL, O_NONBLOCK), 0);
+	__atomic_store_n(&cq->ctl->cons_flags, asked, __ATOMIC_RELAXED);
+	post_recv(qp, recv_wqe(21, 0, 128));
+	post_recv(qp, recv_wqe(22, 0, 128));
+	peer_send(WIRE_OP_RC_SEND_ONLY, rq(0), 200, 100);
+	expect_ack(rq(0), WIRE_SYN_ACK, 1);
+	expect_cqe(21, IBV_WC_SUCCESS, IBV_WC_RECV);
+	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), -1);
+	ck_assert_uint_eq(cq->ctl->cons_flags, asked);
+	peer(&(struct pkt){ .opcode = WIRE_OP_RC_SEND_ONLY, .psn = rq(1), .solicited = true,
+			    .payload = data, .len = 10 });
+	expect_ack(rq(1), WIRE_SYN_ACK, 2);
+	ck_assert(expect_cqe(22, IBV_WC_SUCCESS, IBV_WC_RECV).solicited);
+	expect_bytes(RECV_OFF, data + 200, 100);
+	expect_bytes(RECV_OFF, data, 10);
+	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), (int)sizeof(token));
+	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), -1);
+	ck_assert_uint_eq(cq->ctl->cons_flags, 0);
 }
 END_TEST
 
@@ -2870,6 +2903,7 @@ static void add_responder_tests(Suite *s)
 	tcase_add_test(tc, test_zero_length_write_checks_no_key);
 	tcase_add_test(tc, test_write_with_imm_consumes_a_receive);
 	tcase_add_test(tc, test_send_only_fills_the_receive);
+	tcase_add_test(tc, test_solicited_arming_waits_for_a_solicited_completion);
 	tcase_add_test(tc, test_ack_goes_before_the_answer);
 	tcase_add_test(tc, test_rings_parked_for_the_next_queue);
 	tcase_add_test(tc, test_send_multi_packet_over_two_sges);
