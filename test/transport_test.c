@@ -811,7 +811,7 @@ END_TEST
 /* A CQ armed for solicited events only asks with PROTO_RING_WAKE_SOLICITED: an unsolicited
  * message's completion leaves its pipe unwritten and the request standing, so the
  * channel's fd stays quiet as a kernel device's; a solicited one takes the request and
- * writes once, the event. */
+ * writes once, the event; so does an unsuccessful one (a receive flushed). */
 START_TEST(test_solicited_arming_waits_for_a_solicited_completion)
 {
 	const uint32_t asked = PROTO_RING_WAKE | PROTO_RING_WAKE_SOLICITED;
@@ -834,6 +834,14 @@ START_TEST(test_solicited_arming_waits_for_a_solicited_completion)
 	expect_bytes(RECV_OFF, data, 10);
 	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), (int)sizeof(token));
 	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), -1);
+	ck_assert_uint_eq(cq->ctl->cons_flags, 0);
+
+	__atomic_store_n(&cq->ctl->cons_flags, asked, __ATOMIC_RELAXED);
+	post_recv(qp, recv_wqe(23, 0, 64));
+	qp_to_error(qp);
+	pump();
+	ck_assert(!expect_cqe(23, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV).solicited);
+	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), (int)sizeof(token));
 	ck_assert_uint_eq(cq->ctl->cons_flags, 0);
 }
 END_TEST

@@ -159,8 +159,8 @@ int rocemu_destroy_cq(struct rocemu_cq *cq)
 }
 
 /* Asks the daemon to write the pipe for the completions it adds from now on (a wait for
- * completions; an armed CQ asks through cq_arm). It clears the flag when it writes: every
- * sleep sets it again, before its last look. */
+ * completions; arming asks in rocemu_req_notify_cq). It clears the flag when it writes:
+ * every sleep sets it again, before its last look. */
 static void cq_want_wakeup(struct rocemu_cq *cq)
 {
 	__atomic_store_n(&cq->ring.ctl->cons_flags, PROTO_RING_WAKE, __ATOMIC_RELAXED);

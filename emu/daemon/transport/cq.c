@@ -98,7 +98,9 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	}
 	cq->ring[prod & (cq->entries - 1)] = *cqe;
 	__atomic_store_n(&cq->ctl->prod, prod + 1, __ATOMIC_RELEASE);
-	cq->solicited_pending |= cqe->solicited != 0;
+	/* an unsuccessful completion answers a solicited arming too, as the IBTA says and
+	 * ConnectX does (rxe: for flushed receives) */
+	cq->solicited_pending |= cqe->solicited || cqe->status != IBV_WC_SUCCESS;
 	if (!cq->notify_pending) {
 		cq->notify_pending = true;
 		STAILQ_INSERT_TAIL(&cq->owner->dev->tp.notify_list, cq, notify_link);

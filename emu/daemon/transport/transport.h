@@ -86,7 +86,8 @@ struct cq {
 	int notify_fd;               /* our (write) end of the notification pipe */
 	int client_end;              /* the read end, handed to the client */
 	bool notify_pending;
-	bool solicited_pending;  /* a solicited completion is among those notify_pending stands for */
+	bool solicited_pending;  /* a solicited or unsuccessful completion is among those
+				  * notify_pending stands for */
 	bool overflowed;
 	int users;                   /* QPs using it */
 	STAILQ_ENTRY(cq) notify_link;
