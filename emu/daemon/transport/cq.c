@@ -98,8 +98,8 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 	}
 	cq->ring[prod & (cq->entries - 1)] = *cqe;
 	__atomic_store_n(&cq->ctl->prod, prod + 1, __ATOMIC_RELEASE);
-	/* an unsuccessful completion answers a solicited arming too, as the IBTA says and
-	 * ConnectX does (rxe: for flushed receives) */
+	/* an unsuccessful completion answers a solicited arming too, as ibv_req_notify_cq(3)
+	 * defines "solicited" (rxe counts only its flushed receives) */
 	cq->solicited_pending |= cqe->solicited || cqe->status != IBV_WC_SUCCESS;
 	if (!cq->notify_pending) {
 		cq->notify_pending = true;
