@@ -31,6 +31,7 @@ packages=(
 	openmpi-bin libopenmpi-dev   # Open MPI's mpirun and mpicc: an MPI program over UCX and libfabric, under rocemu-run
 	qperf                        # qperf's RC tests over rdma_cm, run under rocemu-run
 	tgt libiscsi-bin             # an iSCSI target (tgtd) and initiator (libiscsi) talking iSER, under rocemu-run
+	fio                          # fio's rdma engine (WRITE, READ and SEND over rdma_cm), run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC
 	check                        # unit tests
 	zlib1g-dev                   # the tests' independent reference CRC
