@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 22
+#define PROTO_VERSION 23
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -106,6 +106,16 @@ struct proto_hello {
 	struct proto_hdr hdr;
 	uint32_t version;
 	uint32_t pad;
+};
+
+/* PROTO_HELLO's reply carries one descriptor: the read end of the connection's event pipe.
+ * The daemon writes a proto_async_event there for each asynchronous event it raises on the
+ * connection's objects (IBV_EVENT_CQ_ERR: a completion lost to a full CQ, one per loss, as
+ * rxe raises them), as the kernel queues them on a context's async fd. Nonblocking at both
+ * ends: while the pipe is full, further events are lost. */
+struct proto_async_event {
+	uint32_t type;       /* enum ibv_event_type */
+	uint32_t handle;     /* the object's */
 };
 
 struct proto_hello_reply {
@@ -553,6 +563,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(credit_waits, "times a QP waited for the daemon's unacknowledged-packet limit")  \
 	X(drop_reply_full, "dropped: READ, atomic or ACK with the QP's responses queue full") \
 	X(cq_overflow, "completions lost to a full CQ")                                  \
+	X(async_events_lost, "asynchronous events lost to a client's full event pipe")   \
 	X(doorbells, "doorbells that woke the daemon (a client's post while it slept)")   \
 	X(polled_posts, "posts the daemon found polling, the client's doorbell skipped")  \
 	X(cq_wakeups, "completion wakeups written to a client asleep on its CQ")         \

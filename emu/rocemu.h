@@ -124,6 +124,16 @@ const char *rocemu_last_error(const struct rocemu_context *ctx);
 /* The socket to the daemon, only to watch with poll/epoll for POLLRDHUP (the daemon went
  * away); never read, write or close it. */
 int rocemu_context_fd(const struct rocemu_context *ctx);
+/* The pipe where the daemon queues the context's asynchronous events (readable while one
+ * is queued, nonblocking); rocemu_take_async_event takes one without waiting: 0, EAGAIN
+ * when none is queued, or EPIPE once the daemon is gone. An event about an object the
+ * context has since destroyed comes with that object NULL. */
+struct rocemu_async_event {
+	enum ibv_event_type type;
+	struct rocemu_cq *cq;    /* IBV_EVENT_CQ_ERR: a completion was lost to the full CQ */
+};
+int rocemu_async_event_fd(const struct rocemu_context *ctx);
+int rocemu_take_async_event(struct rocemu_context *ctx, struct rocemu_async_event *event);
 
 int rocemu_query_device(struct rocemu_context *ctx, struct rocemu_device_attr *attr);
 int rocemu_query_port(struct rocemu_context *ctx, struct rocemu_port_attr *attr);
@@ -187,6 +197,9 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms);
  * timeout_ms for it (-1: no limit): 0, EAGAIN when none came, or EPIPE. A CQ nobody armed
  * or waits on costs the daemon no write. Never close it. */
 int rocemu_cq_event_fd(const struct rocemu_cq *cq);
+/* A pointer of the caller's kept with the CQ (NULL until set). */
+void rocemu_cq_set_user(struct rocemu_cq *cq, void *user);
+void *rocemu_cq_user(const struct rocemu_cq *cq);
 int rocemu_cq_take_event(struct rocemu_cq *cq, int timeout_ms);
 /* Whether the daemon has answered the CQ's arming: its event is queued or about to be,
  * so a wait for it need not sleep (a look at shared memory, no system call). */

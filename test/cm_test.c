@@ -73,8 +73,9 @@ static void setup(void)
 	ck_assert_ptr_nonnull(dev.cm);
 	dev.tp.on_gsi = cm_on_frame;
 	dev.tp.gsi_ctx = dev.cm;
-	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000 };
-	stranger = (struct owner){ .dev = &dev, .pid = getpid() + 1, .uid = 1001 };
+	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000, .async_fd = -1 };
+	stranger = (struct owner){ .dev = &dev, .pid = getpid() + 1, .uid = 1001,
+				    .async_fd = -1 };
 	cq = cq_create(&owner, 16, fds, &err);
 	ck_assert_ptr_nonnull(cq);
 	qp = qp_create(&owner, &req, fds, &err);

@@ -1303,6 +1303,45 @@ static void case_channel_solicited(void)
 	ibv_destroy_comp_channel(ch);
 }
 
+/* A CQ too small for its completions: each one lost is an IBV_EVENT_CQ_ERR on the
+ * context's async_fd, about that CQ, as rxe raises them (7 for 8 WRITEs into its CQ of
+ * one entry); the completions it kept are still there. */
+static void case_cq_overflow(void)
+{
+	struct ibv_cq *tiny = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	struct ibv_qp *x = tiny ? make_qp(tiny, DEPTH) : NULL, *y = tiny ? make_qp(tiny, DEPTH) : NULL;
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	int flags = fcntl(ctx->async_fd, F_GETFL), events = 0, kept = 0, others = 0;
+	struct ibv_async_event ev;
+	struct ibv_wc wc;
+
+	if (!mr || !x || !y || connect_qp(x, y->qp_num) || connect_qp(y, x->qp_num))
+		{ report("cq overflow: setup", false, strerror(errno)); return; }
+	for (int i = 0; i < 8; i++)
+		post_write(x, (uintptr_t)buf, mr->lkey, 8, (uintptr_t)buf + 64, mr->rkey, i);
+	fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+	while (fd_readable(ctx->async_fd, events ? 500 : 5000) && ibv_get_async_event(ctx, &ev) == 0) {
+		if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == tiny)
+			events++;
+		else
+			others++;
+		ibv_ack_async_event(&ev);
+	}
+	fcntl(ctx->async_fd, F_SETFL, flags);
+	while (ibv_poll_cq(tiny, 1, &wc) == 1)
+		kept++;
+	CHECK("cq overflow: each lost completion an IBV_EVENT_CQ_ERR about the CQ",
+	      events > 0 && others == 0 && events + kept == 8);
+	ibv_destroy_qp(x);
+	ibv_destroy_qp(y);
+	CHECK("cq overflow: the CQ is destroyed once its events are acknowledged",
+	      ibv_destroy_cq(tiny) == 0);
+	ibv_dereg_mr(mr);
+	free(buf);
+}
+
 /* An extended CQ read with ibv_start_poll / ibv_next_poll / ibv_end_poll, once stopped
  * after the first completion: every completion is read once, in order, with its fields. */
 static void case_cq_ex(void)
@@ -1486,6 +1525,7 @@ int main(int argc, char **argv)
 	case_channel();
 	case_channel_loop();
 	case_channel_solicited();
+	case_cq_overflow();
 	case_cq_ex();
 	case_fork();
 	case_killed_peer();

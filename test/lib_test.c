@@ -66,6 +66,7 @@ struct fake {
 	bool bad_cq_ring;
 	bool reuse_cq_ring;     /* a new CQ gets the last CQ's memfd again, as the daemon's */
 	uint32_t ring_start;    /* both indices of every new ring start here */
+	int events;             /* the write end of the event pipe HELLO handed out */
 	/* what it saw and made */
 	unsigned count[PROTO_OP_COUNT];
 	unsigned nmrs;
@@ -207,9 +208,16 @@ static void on_hello(struct fake *f, const void *req, int fd)
 		.max_srq_wr = 512, .max_inline_data = 128,
 	};
 
+	int ends[2];
+
 	(void)fd;
 	ck_assert_uint_eq(q->version, PROTO_VERSION);
-	fake_send(f, &r, sizeof(r), NULL, 0);
+	ck_assert_int_eq(pipe2(ends, O_CLOEXEC | O_NONBLOCK), 0);
+	if (f->events >= 0)
+		close(f->events);
+	f->events = ends[1];
+	fake_send(f, &r, sizeof(r), &ends[0], 1);
+	close(ends[0]);
 }
 
 static void on_query_port(struct fake *f, const void *req, int fd)
@@ -521,7 +529,7 @@ static void fake_start(struct fake *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->conn = -1;
-	f->cq.efd = f->qp.efd = f->cq_memfd = -1;
+	f->cq.efd = f->qp.efd = f->cq_memfd = f->events = -1;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rocemu-lib-test-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/rocemud.sock", f->dir);
@@ -564,6 +572,8 @@ static void fake_stop(struct fake *f)
 	fake_unmap(&f->qp);
 	if (f->cq_memfd >= 0)
 		close(f->cq_memfd);
+	if (f->events >= 0)
+		close(f->events);
 }
 
 /* The daemon's side of the rings. */
@@ -1824,6 +1834,30 @@ START_TEST(test_cq_poll_daemon_gone)
 }
 END_TEST
 
+/* The daemon queues an asynchronous event in the context's pipe: taken with the CQ it is
+ * about, NULL once that CQ is destroyed; none left is EAGAIN, and the pipe is quiet. */
+START_TEST(test_cq_async_event)
+{
+	struct proto_async_event ev = { .type = IBV_EVENT_CQ_ERR, .handle = cq->handle };
+	struct rocemu_async_event got;
+	struct pollfd p = { .fd = rocemu_async_event_fd(ctx), .events = POLLIN };
+
+	ck_assert_int_eq(poll(&p, 1, 0), 0);
+	ck_assert_int_eq(write(fk.events, &ev, sizeof(ev)), sizeof(ev));
+	ck_assert_int_eq(poll(&p, 1, 1000), 1);
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), 0);
+	ck_assert_int_eq(got.type, IBV_EVENT_CQ_ERR);
+	ck_assert_ptr_eq(got.cq, cq);
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), EAGAIN);
+	ck_assert_int_eq(write(fk.events, &ev, sizeof(ev)), sizeof(ev));
+	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
+	cq = NULL;
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), 0);
+	ck_assert_ptr_null(got.cq);
+	ck_assert_int_eq(poll(&p, 1, 0), 0);
+}
+END_TEST
+
 START_TEST(test_cq_destroy)
 {
 	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
@@ -2614,6 +2648,7 @@ static void add_cq_tests(Suite *s)
 	tcase_add_test(tc, test_cq_wait_daemon_gone);
 	tcase_add_test(tc, test_cq_poll_daemon_gone);
 	tcase_add_test(tc, test_cq_destroy);
+	tcase_add_test(tc, test_cq_async_event);
 	tcase_add_test(tc, test_cq_create_invalid);
 	tcase_add_test(tc, test_cq_bad_ring);
 	tcase_add_test(tc, test_cq_destroy_daemon_gone);

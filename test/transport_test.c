@@ -324,7 +324,7 @@ static void setup(void)
 	sched_init(&dev);
 	dcqcn_defaults(&dev.tp.cc, 1.25e9);
 	dev.tp.find_ah = find_ah;
-	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000 };
+	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000, .async_fd = -1 };
 	setup_memory();
 	setup_queues();
 	connect_rc(&default_conn);
@@ -843,6 +843,34 @@ START_TEST(test_solicited_arming_waits_for_a_solicited_completion)
 	ck_assert(!expect_cqe(23, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV).solicited);
 	ck_assert_int_eq(read(cq->client_end, &token, sizeof(token)), (int)sizeof(token));
 	ck_assert_uint_eq(cq->ctl->cons_flags, 0);
+}
+END_TEST
+
+/* A full CQ loses the completion, and its client learns of each loss from an
+ * IBV_EVENT_CQ_ERR in its event pipe, as rxe raises one for each. */
+START_TEST(test_full_cq_raises_cq_err_per_lost_completion)
+{
+	struct proto_async_event ev[4];
+	uint64_t lost = dev.cnt.cq_overflow;
+	int ends[2], fds[2], err;
+	struct cq *small;
+
+	ck_assert_int_eq(pipe2(ends, O_NONBLOCK), 0);
+	owner.async_fd = ends[1];
+	small = cq_create(&owner, 1, fds, &err);
+	ck_assert_ptr_nonnull(small);
+	for (uint64_t i = 0; i < 3; i++)
+		cq_push(small, &(struct proto_cqe){ .wr_id = i });
+	ck_assert_uint_eq(small->ctl->prod, small->entries);
+	ck_assert_uint_eq(dev.cnt.cq_overflow - lost, 3 - small->entries);
+	ck_assert_int_eq(read(ends[0], ev, sizeof(ev)),
+			 (int)((3 - small->entries) * sizeof(ev[0])));
+	ck_assert_uint_eq(ev[0].type, IBV_EVENT_CQ_ERR);
+	ck_assert_uint_eq(ev[0].handle, small->handle);
+	owner.async_fd = -1;
+	close(ends[0]);
+	close(ends[1]);
+	ck_assert_int_eq(cq_destroy(small), 0);
 }
 END_TEST
 
@@ -2912,6 +2940,7 @@ static void add_responder_tests(Suite *s)
 	tcase_add_test(tc, test_write_with_imm_consumes_a_receive);
 	tcase_add_test(tc, test_send_only_fills_the_receive);
 	tcase_add_test(tc, test_solicited_arming_waits_for_a_solicited_completion);
+	tcase_add_test(tc, test_full_cq_raises_cq_err_per_lost_completion);
 	tcase_add_test(tc, test_ack_goes_before_the_answer);
 	tcase_add_test(tc, test_rings_parked_for_the_next_queue);
 	tcase_add_test(tc, test_send_multi_packet_over_two_sges);

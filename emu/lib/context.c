@@ -84,7 +84,7 @@ static int hello(struct rocemu_context *ctx)
 	struct proto_hello req = { .hdr.op = PROTO_HELLO, .version = PROTO_VERSION };
 	struct proto_hello_reply r;
 	struct rpc_msg in = { .buf = &req, .len = sizeof(req) };
-	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
+	struct rpc_msg out = { .buf = &r, .len = sizeof(r), .fds = &ctx->event_fd, .nfds = 1 };
 	int err = rpc_call(ctx, &in, &out);
 
 	if (err)
@@ -117,6 +117,7 @@ struct rocemu_context *rocemu_open(const char *path)
 	if (!ctx)
 		return NULL;
 	ctx->sock = -1;
+	ctx->event_fd = -1;
 	LIST_INIT(&ctx->pds);
 	LIST_INIT(&ctx->mrs);
 	LIST_INIT(&ctx->mws);
@@ -132,6 +133,8 @@ struct rocemu_context *rocemu_open(const char *path)
 	if (err) {
 		if (ctx->sock >= 0)
 			close(ctx->sock);
+		if (ctx->event_fd >= 0)
+			close(ctx->event_fd);
 		free(ctx);
 		errno = err;
 		return NULL;
@@ -177,7 +180,47 @@ int rocemu_close(struct rocemu_context *ctx)
 		return 0;
 	free_objects(ctx);
 	close(ctx->sock);
+	if (ctx->event_fd >= 0)
+		close(ctx->event_fd);
 	free(ctx);
+	return 0;
+}
+
+int rocemu_async_event_fd(const struct rocemu_context *ctx)
+{
+	return ctx ? ctx->event_fd : -1;
+}
+
+static struct rocemu_cq *cq_of(struct rocemu_context *ctx, uint32_t handle)
+{
+	struct rocemu_cq *cq;
+
+	LIST_FOREACH(cq, &ctx->cqs, link)
+		if (cq->handle == handle)
+			return cq;
+	return NULL;
+}
+
+int rocemu_take_async_event(struct rocemu_context *ctx, struct rocemu_async_event *event)
+{
+	struct proto_async_event ev;
+	ssize_t n;
+
+	if (!ctx || !event)
+		return EINVAL;
+	do
+		n = read(ctx->event_fd, &ev, sizeof(ev));
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN ? EAGAIN : errno;
+	if (n == 0)
+		return rpc_gone(ctx);
+	if (n != (ssize_t)sizeof(ev))
+		return rpc_fail(ctx, EPROTO, "the daemon at %s wrote an event of %zd bytes",
+				ctx->path, n);
+	*event = (struct rocemu_async_event){ .type = ev.type };
+	if (ev.type == IBV_EVENT_CQ_ERR)
+		event->cq = cq_of(ctx, ev.handle);
 	return 0;
 }
 

@@ -471,6 +471,16 @@ int rocemu_get_cq_event(struct rocemu_cq *cq, int timeout_ms)
 	}
 }
 
+void rocemu_cq_set_user(struct rocemu_cq *cq, void *user)
+{
+	cq->user = user;
+}
+
+void *rocemu_cq_user(const struct rocemu_cq *cq)
+{
+	return cq->user;
+}
+
 int rocemu_cq_event_fd(const struct rocemu_cq *cq)
 {
 	return cq ? cq->notify_fd : -1;

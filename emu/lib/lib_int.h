@@ -40,6 +40,7 @@ struct ring_park {
 
 struct rocemu_context {
 	int sock;
+	int event_fd;           /* the read end of the daemon's event pipe (proto.h) */
 	bool dead;              /* the daemon went away or broke the protocol: every call
 				 * that needs it fails with EPIPE from now on */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -95,6 +96,7 @@ struct rocemu_cq {
 	int notify_fd;
 	unsigned idle_polls;    /* empty polls so far: every so many, ask if the daemon lives */
 	bool armed;             /* rocemu_req_notify_cq asked for an event, not yet answered */
+	void *user;             /* rocemu_cq_set_user's */
 	uint64_t spin_ns;       /* how long the next wait polls before it sleeps */
 	LIST_ENTRY(rocemu_cq) link;
 };

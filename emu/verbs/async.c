@@ -1,5 +1,6 @@
 /* Asynchronous events: the context's async_fd is an epoll set of the daemon's socket
- * (its hang-up is IBV_EVENT_DEVICE_FATAL) and the SRQs' limit fds (SRQ_LIMIT_REACHED).
+ * (its hang-up is IBV_EVENT_DEVICE_FATAL), its event pipe (IBV_EVENT_CQ_ERR) and the SRQs'
+ * limit fds (SRQ_LIMIT_REACHED).
  * The port's state is asked of the daemon at least once a second while a program waits,
  * and a change is told as IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR. */
 #include "emu/verbs/verbs_int.h"
@@ -12,14 +13,19 @@
 
 #define PORT_POLL_MS 1000
 
+/* The event pipe's mark in the set (the socket's is NULL, an SRQ's the SRQ) */
+static char event_pipe_mark;
+
 int rv_async_init(struct rv_context *ctx)
 {
 	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = NULL };
+	struct epoll_event pipe_ev = { .events = EPOLLIN, .data.ptr = &event_pipe_mark };
 
 	ctx->async_ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ctx->async_ep < 0)
 		return errno;
-	if (epoll_ctl(ctx->async_ep, EPOLL_CTL_ADD, rocemu_context_fd(ctx->rc), &ev)) {
+	if (epoll_ctl(ctx->async_ep, EPOLL_CTL_ADD, rocemu_context_fd(ctx->rc), &ev) ||
+	    epoll_ctl(ctx->async_ep, EPOLL_CTL_ADD, rocemu_async_event_fd(ctx->rc), &pipe_ev)) {
 		int err = errno;
 
 		close(ctx->async_ep);
@@ -58,12 +64,38 @@ static bool port_changed(struct rv_context *ctx, struct ibv_async_event *event)
 	return true;
 }
 
+/* One event the daemon queued, if any is about an object still here. */
+static bool queued_event(struct rv_context *ctx, struct ibv_async_event *event)
+{
+	struct rocemu_async_event ev;
+	struct rv_cq *cq;
+
+	pthread_mutex_lock(&ctx->lock);
+	while (rocemu_take_async_event(ctx->rc, &ev) == 0) {
+		if (ev.type != IBV_EVENT_CQ_ERR || !ev.cq)
+			continue;
+		cq = rocemu_cq_user(ev.cq);
+		pthread_mutex_unlock(&ctx->lock);
+		event->event_type = IBV_EVENT_CQ_ERR;
+		event->element.cq = (struct ibv_cq *)&cq->ex;
+		return true;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return false;
+}
+
 /* What one readied member of the set has to tell, if anything. */
 static bool ready_event(struct rv_context *ctx, const struct epoll_event *ev,
 			struct ibv_async_event *event)
 {
 	struct rv_srq *srq = ev->data.ptr;
 
+	if (ev->data.ptr == &event_pipe_mark) {
+		/* the daemon is gone: the socket's hang-up tells it */
+		if (ev->events & (EPOLLHUP | EPOLLERR))
+			epoll_ctl(ctx->async_ep, EPOLL_CTL_DEL, rocemu_async_event_fd(ctx->rc), NULL);
+		return queued_event(ctx, event);
+	}
 	if (!srq) {
 		/* Told once; the socket stays hung up, so it leaves the set. */
 		epoll_ctl(ctx->async_ep, EPOLL_CTL_DEL, rocemu_context_fd(ctx->rc), NULL);

@@ -215,6 +215,7 @@ struct rv_cq *rv_cq_wrap(struct rv_context *ctx, struct rocemu_cq *rcq, int cqe,
 
 	if (cq) {
 		cq->cq = rcq;
+		rocemu_cq_set_user(rcq, cq);
 		if (ch)
 			err = rv_channel_bind((struct rv_channel *)ch, cq);
 	}

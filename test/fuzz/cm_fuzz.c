@@ -120,7 +120,7 @@ static void setup(void)
 	p->max_mtu = p->active_mtu = IBV_MTU_4096;
 	p->hop_limit[0] = p->hop_limit[1] = 64;
 	sched_init(&dev);
-	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000 };
+	owner = (struct owner){ .dev = &dev, .pid = getpid(), .uid = 1000, .async_fd = -1 };
 	qp = qp_create(&owner, &req, fds, &err);
 	MUST(qp);
 	req.qp_type = IBV_QPT_UD;

@@ -353,6 +353,7 @@ static void setup(void)
 	MUST(dev.mrs != NULL);
 	owner.dev = &dev;
 	owner.pid = getpid();
+	owner.async_fd = -1;
 	mrc = mr_client_new(dev.mrs, 0);
 	MUST(mrc != NULL);
 	pd = mr_pd_alloc(mrc);

@@ -272,6 +272,8 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	if (fd >= 0)
 		close(fd);
 	send_reply(c, &rep);
+	for (int i = 0; rep.fds_given && i < rep.nfds; i++)
+		close(rep.fds[i]);
 }
 
 /* Registering memory or making a QP can take milliseconds, and a turn of the loop may
@@ -425,6 +427,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	c->own.dev = dev;
+	c->own.async_fd = -1;
 	c->fd = fd;
 	neigh_init(&c->own.neigh, &dev->port, c);
 	ev_io_init(&c->watcher, client_cb, fd, EV_READ);
@@ -488,6 +491,8 @@ void ctl_client_destroy(struct client *c)
 	handle_free(&c->pds);
 	ev_io_stop(c->own.dev->loop, &c->watcher);
 	close(c->fd);
+	if (c->own.async_fd >= 0)
+		close(c->own.async_fd);
 	log_info("client pid %d gone: its objects destroyed, %llu bytes unpinned", (int)c->own.pid,
 		 (unsigned long long)pinned);
 	free(c);

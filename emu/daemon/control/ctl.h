@@ -14,6 +14,7 @@ struct ctl_reply {
 	size_t len;
 	int fds[PROTO_MAX_REPLY_FDS];
 	int nfds;
+	bool fds_given;   /* the fds are the client's alone: ours are closed once sent */
 };
 
 struct ctl_request {

@@ -37,6 +37,25 @@ static void *find(const struct handle_table *t, uint32_t handle, const char *wha
 	return item;
 }
 
+/* The connection's event pipe (proto.h): its read end goes with the reply, and a hello
+ * said again replaces it. */
+static int open_event_pipe(struct client *c, struct ctl_reply *rep)
+{
+	int ends[2];
+
+	if (pipe2(ends, O_NONBLOCK | O_CLOEXEC) < 0) {
+		op_error(rep, "no event pipe: %s", strerror(errno));
+		return -1;
+	}
+	if (c->own.async_fd >= 0)
+		close(c->own.async_fd);
+	c->own.async_fd = ends[1];
+	rep->fds[0] = ends[0];
+	rep->nfds = 1;
+	rep->fds_given = true;
+	return 0;
+}
+
 int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_hello_reply *r = REP(proto_hello_reply);
@@ -46,6 +65,8 @@ int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *
 			 "the same rocemu", REQ(proto_hello)->version, PROTO_VERSION);
 		return -EPROTO;
 	}
+	if (open_event_pipe(c, rep) < 0)
+		return -errno;
 	r->version = PROTO_VERSION;
 	r->max_qp = DEV_MAX_QP - 2;
 	r->max_qp_wr = PROTO_MAX_RING;

@@ -81,8 +81,18 @@ int cq_destroy(struct cq *cq)
 	return 0;
 }
 
+/* An asynchronous event for the client (proto_async_event); lost when its pipe is full. */
+static void raise_async_event(struct owner *own, uint32_t type, uint32_t handle)
+{
+	struct proto_async_event ev = { .type = type, .handle = handle };
+
+	if (own->async_fd >= 0 && write(own->async_fd, &ev, sizeof(ev)) != (ssize_t)sizeof(ev))
+		own->dev->cnt.async_events_lost++;
+}
+
 /* The client owns the consumer index: it is trusted only as far as it stays between what
- * was produced and one ring behind it. A CQ whose consumer lies counts as full. */
+ * was produced and one ring behind it. A CQ whose consumer lies counts as full; each
+ * completion lost is an IBV_EVENT_CQ_ERR, as rxe raises one for each. */
 void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 {
 	uint32_t prod = cq->ctl->prod;
@@ -94,6 +104,7 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 			log_limited("client pid %d: CQ %u overflowed; completions lost",
 				    (int)cq->owner->pid, cq->handle);
 		cq->overflowed = true;
+		raise_async_event(cq->owner, IBV_EVENT_CQ_ERR, cq->handle);
 		return;
 	}
 	cq->ring[prod & (cq->entries - 1)] = *cqe;

@@ -55,6 +55,7 @@ struct owner {
 	uid_t uid;
 	struct neigh_wait neigh;     /* a QP's path waits here for its peer's MAC */
 	struct ring_park park;       /* destroyed queues' rings, for its next ones */
+	int async_fd;                /* write end of its event pipe (proto.h), or -1 */
 };
 
 
