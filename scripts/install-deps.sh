@@ -43,7 +43,7 @@ packages=(
 	systemd                      # the install test checks the unit with systemd-analyze
 	tshark                       # the pcap test decodes the daemon's recordings as Wireshark does
 	ethtool                      # the GSO test turns off a veth's UDP segmentation offload
-	qemu-system-x86 busybox-static  # make interop: the kernel's rxe in a virtual machine
+	qemu-system-x86 busybox-static  # make interop: the kernel's rxe in a virtual machine; qemu's RDMA migration test
 )
 
 missing=()
