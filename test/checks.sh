@@ -1,6 +1,7 @@
 # Sourced by tests that count many checks and report them at the end (after daemons.sh,
 # whose BUILD and WORK it uses).
 #   passed TEXT / failed TEXT   count a check; finish NAME prints the totals and exits
+#   daemons_alive               a check each that daemons a and b still run
 #   check_wire CAP FILTER MIN   every frame of CAP passes rocemuctl decode (ICRC), the
 #                               reference ICRC (test/pcap_icrc) and tshark, and at least MIN
 #                               frames match the display FILTER (CHECK_WIRE_NO_TSHARK=1
@@ -10,6 +11,14 @@ PASSED=0
 
 passed() { echo "[${SECONDS}s] $*"; PASSED=$((PASSED + 1)); }
 failed() { echo "FAILED: $1"; FAILED+=("$1"); }
+# whatever a program did through the layers must not have taken its daemon down
+daemons_alive() {
+	local side
+	for side in a b; do
+		kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
+			failed "rocemud $side died"
+	done
+}
 
 finish() {
 	echo "$1: $PASSED passed, ${#FAILED[@]} failed"

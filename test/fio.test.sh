@@ -73,8 +73,5 @@ row write
 row read
 row send
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "fio"

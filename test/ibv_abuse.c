@@ -1150,6 +1150,20 @@ static int watch_events(void)
 	}
 }
 
+/* e's QP and CQ made again with the CQ on ch; false (and a FAIL for what) if they cannot be */
+static bool end_on_channel(struct end *e, struct end *peer, struct ibv_comp_channel *ch,
+			   const char *what)
+{
+	ibv_destroy_qp(e->qp);
+	ibv_destroy_cq(e->cq);
+	e->cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
+	e->qp = e->cq ? make_qp(e->cq, DEPTH) : NULL;
+	if (e->qp && !connect_qp(e->qp, peer->qp->qp_num) && !connect_qp(peer->qp, e->qp->qp_num))
+		return true;
+	report(what, false, strerror(errno));
+	return false;
+}
+
 /* A channel with two CQs, one armed: completions on the other must not leave the channel
  * readable (a program polling its fd would spin), nor wake a nonblocking get. */
 static void case_channel(void)
@@ -1164,13 +1178,9 @@ static void case_channel(void)
 
 	if (!armed || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
 		{ report("channel: setup", false, strerror(errno)); return; }
-	/* a's CQ joins the channel too: made again with it */
-	ibv_destroy_qp(a.qp);
-	ibv_destroy_cq(a.cq);
-	a.cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
-	a.qp = a.cq ? make_qp(a.cq, DEPTH) : NULL;
-	if (!a.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
-		{ report("channel: QPs", false, strerror(errno)); return; }
+	/* a's CQ joins the channel too */
+	if (!end_on_channel(&a, &b, ch, "channel: QPs"))
+		return;
 	ibv_req_notify_cq(armed, 0);
 	flags = fcntl(ch->fd, F_GETFL);
 	fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK);
@@ -1237,12 +1247,8 @@ static void case_channel_loop(void)
 
 	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
 		{ report("channel loop: setup", false, strerror(errno)); return; }
-	ibv_destroy_qp(a.qp);
-	ibv_destroy_cq(a.cq);
-	a.cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
-	a.qp = a.cq ? make_qp(a.cq, DEPTH) : NULL;
-	if (!a.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
-		{ report("channel loop: QPs", false, strerror(errno)); return; }
+	if (!end_on_channel(&a, &b, ch, "channel loop: QPs"))
+		return;
 	ibv_req_notify_cq(a.cq, 0);
 	for (int round = 0; round < 20; round++) {
 		post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey,
@@ -1286,12 +1292,8 @@ static void case_channel_solicited(void)
 
 	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
 		{ report("channel solicited: setup", false, strerror(errno)); return; }
-	ibv_destroy_qp(b.qp);
-	ibv_destroy_cq(b.cq);
-	b.cq = ibv_create_cq(ctx, 4 * DEPTH, NULL, ch, 0);
-	b.qp = b.cq ? make_qp(b.cq, DEPTH) : NULL;
-	if (!b.qp || connect_qp(a.qp, b.qp->qp_num) || connect_qp(b.qp, a.qp->qp_num))
-		{ report("channel solicited: QPs", false, strerror(errno)); return; }
+	if (!end_on_channel(&b, &a, ch, "channel solicited: QPs"))
+		return;
 	ibv_req_notify_cq(b.cq, 1);
 	quiet = send_flagged(&a, &b, 0) && !fd_readable(ch->fd, 200);
 	readable = send_flagged(&a, &b, IBV_SEND_SOLICITED) && fd_readable(ch->fd, 5000);

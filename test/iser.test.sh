@@ -123,8 +123,5 @@ for suite in Write16 WriteVerify10 Verify10 CompareAndWrite Read6 Read16 ReadCap
 	scsi_tests "$suite" "ALL.$suite"
 done
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "iser"

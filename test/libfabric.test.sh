@@ -70,8 +70,5 @@ pingpong msg-ipv6 "$ADDR6_B" -p verbs -e msg -S all -I 5 -c -6
 pingpong rdm "$ADDR_B" -p verbs -e rdm -S all -I 10 -c
 pingpong dgram "$ADDR_B" -p verbs -e dgram -I 200 -c
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "libfabric"

@@ -62,8 +62,5 @@ mpi_row() {
 mpi_row "Open MPI over UCX" --mca pml ucx -x UCX_TLS=rc_verbs,ud_verbs,self
 mpi_row "Open MPI over libfabric" --mca pml cm --mca mtl ofi -x FI_PROVIDER=verbs
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "MPI"

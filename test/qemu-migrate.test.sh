@@ -105,8 +105,5 @@ row() {
 row on
 row off
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "qemu-migrate"

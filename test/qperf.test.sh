@@ -56,8 +56,5 @@ row ver_rc_fetch_add
 
 "${IN_A[@]}" timeout 10 "$RUN" -D "$SOCK_A" qperf "$ADDR_B" -lp "$PORT" quit >/dev/null 2>&1
 wait "$SERVER" 2>/dev/null
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "qperf"

@@ -482,9 +482,6 @@ else
 	failed "a client short of descriptors: 4 CM channels, then EMFILE (rocemuctl $other)"
 fi
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 
 finish "rdma_cm"

@@ -112,8 +112,5 @@ sends=$(($(counter a rdma_sends) - sends0))
 	passed "ud_verbs: $sends datagrams sent by host a, no ACK on either side (UD)" ||
 	failed "ud_verbs: $sends sends, $acks ACKs"
 
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 finish "ucx"

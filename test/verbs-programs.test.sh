@@ -177,9 +177,6 @@ daemon_start a
 
 # The daemons lived through all of it and still serve.
 pingpong after-all "$ADDR_B" ibv_rc_pingpong -g 0 -c -n 100
-for side in a b; do
-	kill -0 "${DAEMON_PID[$side]}" 2>/dev/null && passed "rocemud $side still running" ||
-		failed "rocemud $side died"
-done
+daemons_alive
 
 finish "verbs programs"
