@@ -32,6 +32,7 @@ packages=(
 	qperf                        # qperf's RC tests over rdma_cm, run under rocemu-run
 	tgt libiscsi-bin             # an iSCSI target (tgtd) and initiator (libiscsi) talking iSER, under rocemu-run
 	fio                          # fio's rdma engine (WRITE, READ and SEND over rdma_cm), run under rocemu-run
+	dapl2-utils                  # DAPL's dtest, dtestx and dtestcm over its rdma_cm provider, run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC
 	check                        # unit tests
 	zlib1g-dev                   # the tests' independent reference CRC
