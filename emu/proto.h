@@ -109,14 +109,17 @@ struct proto_hello {
 };
 
 /* PROTO_HELLO's reply carries one descriptor: the read end of the connection's event pipe.
- * The daemon writes a proto_async_event there for each asynchronous event it raises on the
- * connection's objects (IBV_EVENT_CQ_ERR: a completion lost to a full CQ, one per loss, as
- * rxe raises them), as the kernel queues them on a context's async fd. Nonblocking at both
- * ends: while the pipe is full, further events are lost. */
+ * The daemon writes a proto_async_event there for each asynchronous event it raises, as the
+ * kernel queues them on a context's async fd: IBV_EVENT_CQ_ERR (a completion lost to a
+ * full CQ, one per loss, as rxe raises them; handle: the CQ's), IBV_EVENT_PORT_ACTIVE and
+ * IBV_EVENT_PORT_ERR (the link started or stopped running; handle: PROTO_PORT_NUM).
+ * Nonblocking at both ends: while the pipe is full, further events are lost. */
 struct proto_async_event {
 	uint32_t type;       /* enum ibv_event_type */
 	uint32_t handle;     /* the object's */
 };
+
+#define PROTO_PORT_NUM 1     /* a device's one port */
 
 struct proto_hello_reply {
 	struct proto_reply r;

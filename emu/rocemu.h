@@ -131,6 +131,8 @@ int rocemu_context_fd(const struct rocemu_context *ctx);
 struct rocemu_async_event {
 	enum ibv_event_type type;
 	struct rocemu_cq *cq;    /* IBV_EVENT_CQ_ERR: a completion was lost to the full CQ */
+	uint8_t port_num;        /* IBV_EVENT_PORT_ACTIVE, IBV_EVENT_PORT_ERR: the link
+				  * started or stopped running */
 };
 int rocemu_async_event_fd(const struct rocemu_context *ctx);
 int rocemu_take_async_event(struct rocemu_context *ctx, struct rocemu_async_event *event);

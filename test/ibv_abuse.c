@@ -4,7 +4,9 @@
  * work (loopback QPs, an iova other than the address, two threads on one QP and CQ) does.
  * One line per case: "ok NAME" or "FAIL NAME: why"; exit 0 when every case passed.
  * With --events it only prints each asynchronous event ("event NAME") until the device's
- * fatal one, for the test script to cause them. */
+ * fatal one, for the test script to cause them: waiting in ibv_get_async_event, or with
+ * --events-polled in poll() on async_fd, as an event loop does, taking an event only once
+ * the fd says one is there. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1130,15 +1132,25 @@ static void case_fork(void)
 	free(buf);
 }
 
-/* --events: the port's state changes and the daemon's end, as the test script causes them. */
-static int watch_events(void)
+/* --events: the port's state changes and the daemon's end, as the test script causes them;
+ * polled: each taken only once poll() says async_fd has one, without blocking in the call. */
+static int watch_events(bool polled)
 {
+	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event ev;
 
+	if (polled)
+		fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
 	printf("ready\n");
 	fflush(stdout);
 	for (;;) {
+		if (polled && poll(&p, 1, -1) < 0) {
+			printf("FAIL events: poll: %s\n", strerror(errno));
+			return 1;
+		}
 		if (ibv_get_async_event(ctx, &ev)) {
+			if (polled && errno == EAGAIN)
+				continue;
 			printf("FAIL events: ibv_get_async_event: %s\n", strerror(errno));
 			return 1;
 		}
@@ -1486,7 +1498,8 @@ int main(int argc, char **argv)
 	struct ibv_device **list;
 	struct in_addr addr;
 
-	bool events = argc == 3 && strcmp(argv[1], "--events") == 0;
+	bool polled = argc == 3 && strcmp(argv[1], "--events-polled") == 0;
+	bool events = polled || (argc == 3 && strcmp(argv[1], "--events") == 0);
 	const char *silent = !events && argc == 3 ? argv[2] : NULL;
 	struct in_addr unused;
 
@@ -1494,7 +1507,7 @@ int main(int argc, char **argv)
 	    (silent && inet_pton(AF_INET, silent, &unused) != 1)) {
 		fprintf(stderr, "usage: ibv_abuse IPV4 [SILENT_IPV4]   (the address of the daemon's "
 			"device; one on its link that nobody answers)\n"
-			"       ibv_abuse --events IPV4\n");
+			"       ibv_abuse --events[-polled] IPV4\n");
 		return 2;
 	}
 	list = ibv_get_device_list(NULL);
@@ -1506,7 +1519,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (events)
-		return watch_events();
+		return watch_events(polled);
 	CHECK("setup: GID 0 is the daemon's address, IPv4-mapped",
 	      memcmp(&gid.raw[12], &addr, 4) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff);
 	case_gid_table();

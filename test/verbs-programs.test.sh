@@ -154,21 +154,32 @@ why=$("${IN_A[@]}" env ROCEMU_DEBUG=1 timeout 20 "$RUN" -D "$SOCK_A" ibv_rc_ping
 	failed "ROCEMU_DEBUG=1 ibv_rc_pingpong -r 2000000 did not say why its QP was refused: '$why'"
 
 # Asynchronous events: the link of host a goes down and up, then its daemon stops.
-EVENTS_OUT=$WORK/events.out
-"${IN_A[@]}" timeout 60 "$RUN" -D "$SOCK_A" "$ABUSE" --events "$ADDR_A" >"$EVENTS_OUT" 2>&1 &
-watcher=$!
-PIDS+=($watcher)
-# wait_line PATTERN: up to 10 s for the watcher to print it
+# Two watchers: one blocks in ibv_get_async_event; one polls async_fd as an event loop does
+# (tgtd, UCX), which hears of the link only if the daemon tells the fd at once.
+declare -A watcher
+for mode in events events-polled; do
+	"${IN_A[@]}" timeout 60 "$RUN" -D "$SOCK_A" "$ABUSE" "--$mode" "$ADDR_A" \
+		>"$WORK/$mode.out" 2>&1 &
+	watcher[$mode]=$!
+	PIDS+=($!)
+done
+# wait_line PATTERN: up to 10 s for both watchers to print it
 wait_line() {
-	for _ in $(seq 100); do grep -qx "$1" "$EVENTS_OUT" && return 0; sleep 0.1; done
+	for _ in $(seq 100); do
+		grep -qx "$1" "$WORK/events.out" && grep -qx "$1" "$WORK/events-polled.out" &&
+			return 0
+		sleep 0.1
+	done
 	return 1
 }
 if wait_line ready && "${IN_A[@]}" ip link set "$IF_A" down && wait_line 'event port error' &&
 	"${IN_A[@]}" ip link set "$IF_A" up && wait_line 'event port active' &&
-	daemon_stop a && wait_line 'event local catastrophic error' && wait "$watcher"; then
-	passed "async events: $(grep '^event' "$EVENTS_OUT" | sed 's/^event //' | paste -sd, | sed 's/,/, /g')"
+	daemon_stop a && wait_line 'event local catastrophic error' &&
+	wait "${watcher[events]}" && wait "${watcher[events-polled]}"; then
+	passed "async events, waited for and polled: $(grep '^event' "$WORK/events-polled.out" |
+		sed 's/^event //' | paste -sd, | sed 's/,/, /g')"
 else
-	sed 's/^/  | /' "$EVENTS_OUT"
+	for mode in events events-polled; do sed "s/^/  | $mode: /" "$WORK/$mode.out"; done
 	failed "async events: link down, link up, daemon gone"
 fi
 "${IN_A[@]}" ip link set "$IF_A" up

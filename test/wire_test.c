@@ -11,6 +11,7 @@
 #include "wire/rtnl.h"
 #include "wire/wire.h"
 
+#include <linux/if.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
@@ -786,6 +787,47 @@ START_TEST(test_rtnl_neigh_answer)
 }
 END_TEST
 
+/* A link message as the kernel tells it to a socket subscribed to RTMGRP_LINK. */
+static size_t link_message(void *buf, uint16_t type, int ifindex, unsigned flags)
+{
+	struct nlmsghdr *nh = buf;
+	struct ifinfomsg *ifi = NLMSG_DATA(nh);
+
+	memset(buf, 0, NLMSG_SPACE(sizeof(*ifi)));
+	*nh = (struct nlmsghdr){ .nlmsg_type = type, .nlmsg_len = NLMSG_LENGTH(sizeof(*ifi)) };
+	ifi->ifi_index = ifindex;
+	ifi->ifi_flags = flags;
+	return NLMSG_ALIGN(nh->nlmsg_len);
+}
+
+START_TEST(test_rtnl_link_state)
+{
+	uint8_t buf[512] __attribute__((aligned(4)));
+	bool running = false;
+	size_t n;
+
+	n = link_message(buf, RTM_NEWLINK, 7, IFF_UP | IFF_RUNNING);
+	ck_assert_int_eq(rtnl_link_state(buf, n, 7, &running), 1);
+	ck_assert(running);
+	ck_assert_int_eq(rtnl_link_state(buf, n, 8, &running), 0);   /* another link's */
+	n = link_message(buf, RTM_NEWLINK, 7, IFF_UP);                 /* no carrier */
+	ck_assert_int_eq(rtnl_link_state(buf, n, 7, &running), 1);
+	ck_assert(!running);
+	/* down, then up again in one read: the last one counts */
+	n = link_message(buf, RTM_NEWLINK, 7, 0);
+	n += link_message(buf + n, RTM_NEWLINK, 9, 0);
+	n += link_message(buf + n, RTM_NEWLINK, 7, IFF_UP | IFF_RUNNING);
+	ck_assert_int_eq(rtnl_link_state(buf, n, 7, &running), 1);
+	ck_assert(running);
+	n = link_message(buf, RTM_DELLINK, 7, IFF_UP | IFF_RUNNING);
+	ck_assert_int_eq(rtnl_link_state(buf, n, 7, &running), 1);
+	ck_assert(!running);
+	n = link_message(buf, RTM_NEWADDR, 7, IFF_UP | IFF_RUNNING);   /* not a link message */
+	ck_assert_int_eq(rtnl_link_state(buf, n, 7, &running), 0);
+	ck_assert_int_eq(rtnl_link_state(buf, 3, 7, &running), 0);     /* less than a header */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("wire");
@@ -817,6 +859,7 @@ int main(void)
 	tcase_add_test(tc, test_builder_matches_real_nics);
 	tcase_add_test(tc, test_rtnl_neigh_request);
 	tcase_add_test(tc, test_rtnl_neigh_answer);
+	tcase_add_test(tc, test_rtnl_link_state);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -2,6 +2,7 @@
 #include "wire/rtnl.h"
 
 #include <limits.h>
+#include <linux/if.h>
 #include <linux/neighbour.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -63,4 +64,21 @@ int rtnl_neigh_answer(const void *buf, size_t len, uint32_t seq, uint8_t mac[6])
 		if (nh->nlmsg_seq == seq)
 			return usable_lladdr(nh, mac);
 	return -1;
+}
+
+int rtnl_link_state(const void *buf, size_t len, int ifindex, bool *running)
+{
+	int left = len > INT_MAX ? INT_MAX : (int)len, found = 0;
+
+	for (const struct nlmsghdr *nh = buf; NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left)) {
+		const struct ifinfomsg *ifi = NLMSG_DATA(nh);
+
+		if ((nh->nlmsg_type != RTM_NEWLINK && nh->nlmsg_type != RTM_DELLINK) ||
+		    nh->nlmsg_len < NLMSG_LENGTH(sizeof(*ifi)) || ifi->ifi_index != ifindex)
+			continue;
+		*running = nh->nlmsg_type == RTM_NEWLINK && (ifi->ifi_flags & IFF_UP) &&
+			   (ifi->ifi_flags & IFF_RUNNING);
+		found = 1;
+	}
+	return found;
 }

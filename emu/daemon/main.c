@@ -514,6 +514,8 @@ static int dev_start(struct dev *dev, const struct options *o)
 	char err[256], path[108];
 
 	dev->port.gso_off = o->no_gso;
+	dev->port.on_link = ctl_link_changed;
+	dev->port.link_ctx = dev;
 	if (net_open(&dev->port, o->ifname, o->addrs, o->naddrs, err, sizeof(err)) < 0) {
 		fprintf(stderr, "rocemud: %s\n", err);
 		return -1;

@@ -221,6 +221,8 @@ int rocemu_take_async_event(struct rocemu_context *ctx, struct rocemu_async_even
 	*event = (struct rocemu_async_event){ .type = ev.type };
 	if (ev.type == IBV_EVENT_CQ_ERR)
 		event->cq = cq_of(ctx, ev.handle);
+	else if (ev.type == IBV_EVENT_PORT_ACTIVE || ev.type == IBV_EVENT_PORT_ERR)
+		event->port_num = (uint8_t)ev.handle;
 	return 0;
 }
 

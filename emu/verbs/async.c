@@ -64,24 +64,41 @@ static bool port_changed(struct rv_context *ctx, struct ibv_async_event *event)
 	return true;
 }
 
+/* A port event the daemon queued, unless a look at the port told it already. */
+static bool port_event(struct rv_context *ctx, const struct rocemu_async_event *ev,
+		       struct ibv_async_event *event)
+{
+	enum ibv_port_state state = ev->type == IBV_EVENT_PORT_ACTIVE ? IBV_PORT_ACTIVE :
+									IBV_PORT_DOWN;
+
+	if (state == ctx->event_port_state)
+		return false;
+	ctx->event_port_state = state;
+	event->event_type = ev->type;
+	event->element.port_num = ev->port_num;
+	return true;
+}
+
 /* One event the daemon queued, if any is about an object still here. */
 static bool queued_event(struct rv_context *ctx, struct ibv_async_event *event)
 {
 	struct rocemu_async_event ev;
-	struct rv_cq *cq;
+	bool found = false;
 
 	pthread_mutex_lock(&ctx->lock);
-	while (rocemu_take_async_event(ctx->rc, &ev) == 0) {
-		if (ev.type != IBV_EVENT_CQ_ERR || !ev.cq)
-			continue;
-		cq = rocemu_cq_user(ev.cq);
-		pthread_mutex_unlock(&ctx->lock);
-		event->event_type = IBV_EVENT_CQ_ERR;
-		event->element.cq = (struct ibv_cq *)&cq->ex;
-		return true;
+	while (!found && rocemu_take_async_event(ctx->rc, &ev) == 0) {
+		if (ev.type == IBV_EVENT_PORT_ACTIVE || ev.type == IBV_EVENT_PORT_ERR) {
+			found = port_event(ctx, &ev, event);
+		} else if (ev.type == IBV_EVENT_CQ_ERR && ev.cq) {
+			struct rv_cq *cq = rocemu_cq_user(ev.cq);
+
+			event->event_type = IBV_EVENT_CQ_ERR;
+			event->element.cq = (struct ibv_cq *)&cq->ex;
+			found = true;
+		}
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	return false;
+	return found;
 }
 
 /* What one readied member of the set has to tell, if anything. */

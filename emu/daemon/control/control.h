@@ -54,6 +54,10 @@ void handle_free(struct handle_table *t);
 int ctl_open(struct dev *dev, const char *path, const char *group, char *err, size_t errlen);
 void ctl_close(struct dev *dev);
 void ctl_client_destroy(struct client *c);
+/* The port's link started or stopped running: every client is told, as a kernel device
+ * raises IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR (the port's on_link hook; ctx is the
+ * device). */
+void ctl_link_changed(void *ctx, bool running);
 /* Handles a client's deferred request again (its neighbour wait ended). */
 void ctl_resume(struct client *c);
 

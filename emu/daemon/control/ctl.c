@@ -461,6 +461,18 @@ static uint64_t release_memory(struct client *c)
 	return before - mr_client_pinned_bytes(c->mrc);
 }
 
+void ctl_link_changed(void *ctx, bool running)
+{
+	struct dev *dev = ctx;
+	struct client *c;
+
+	log_info("link %s %s", dev->port.ifname, running ? "running: port active" :
+		 "not running: port down");
+	LIST_FOREACH(c, &dev->ctl.clients, link)
+		owner_async_event(&c->own, running ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR,
+				  PROTO_PORT_NUM);
+}
+
 void ctl_client_destroy(struct client *c)
 {
 	uint64_t pinned;

@@ -174,7 +174,7 @@ static int open_udp_guard(struct port *port, char *err, size_t errlen)
 int net_open(struct port *port, const char *ifname, const char *const *addrs, unsigned naddrs,
 	     char *err, size_t errlen)
 {
-	port->tx_fd = port->rx.fd = -1;
+	port->tx_fd = port->rx.fd = port->link_fd = -1;
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
 		port->udp_guard_fd[i] = port->udp_tx_fd[i] = -1;
 	port->neigh_fd = neigh_socket_open();
@@ -190,7 +190,7 @@ int net_open(struct port *port, const char *ifname, const char *const *addrs, un
 	}
 	if (addr_serve(port, addrs, naddrs, err, errlen) || read_link(port, err, errlen) ||
 	    open_rx(port, err, errlen) || open_tx(port, err, errlen) ||
-	    open_udp_guard(port, err, errlen))
+	    open_udp_guard(port, err, errlen) || link_watch_open(port, err, errlen))
 		return -1;
 	port->max_mtu = port->active_mtu = net_mtu_for_link(port->link_mtu);
 	port->ip_id = (uint16_t)getpid();
@@ -210,6 +210,7 @@ void net_close(struct port *port)
 		close(port->tx_fd);
 	if (port->neigh_fd >= 0)
 		close(port->neigh_fd);
+	link_watch_close(port);
 	for (unsigned i = 0; i < DEV_MAX_GIDS; i++)
 		if (port->udp_guard_fd[i] >= 0)
 			close(port->udp_guard_fd[i]);

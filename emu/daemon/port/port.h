@@ -96,6 +96,11 @@ struct port {
 	ev_io rx_watcher;
 	int tx_fd;
 	int neigh_fd;                /* rtnetlink, for the neighbour table (neigh.c) */
+	int link_fd;                 /* rtnetlink, told of link changes (link.c) */
+	ev_io link_watcher;
+	bool link_running;           /* up and with carrier, as last told */
+	void (*on_link)(void *ctx, bool running);   /* told when that changes */
+	void *link_ctx;
 	bool tx_vnet;                /* every message sent starts with a virtio-net header */
 	bool tx_gso;                 /* frames of one flow go out as UDP GSO frames */
 	bool gso_off;                /* --no-gso */
@@ -185,6 +190,10 @@ static inline unsigned net_mtu_bytes(enum ibv_mtu mtu)
 {
 	return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
 }
+
+/* link.c: the kernel tells the port when its link starts or stops running (on_link) */
+int link_watch_open(struct port *port, char *err, size_t errlen);
+void link_watch_close(struct port *port);
 
 /* netpath.c: the TX batch and the fault stages. A frame is built in net_tx_slot() and
  * handed over with net_tx_commit(); net_flush() sends the batch before the loop waits. */

@@ -81,8 +81,7 @@ int cq_destroy(struct cq *cq)
 	return 0;
 }
 
-/* An asynchronous event for the client (proto_async_event); lost when its pipe is full. */
-static void raise_async_event(struct owner *own, uint32_t type, uint32_t handle)
+void owner_async_event(struct owner *own, uint32_t type, uint32_t handle)
 {
 	struct proto_async_event ev = { .type = type, .handle = handle };
 
@@ -104,7 +103,7 @@ void cq_push(struct cq *cq, const struct proto_cqe *cqe)
 			log_limited("client pid %d: CQ %u overflowed; completions lost",
 				    (int)cq->owner->pid, cq->handle);
 		cq->overflowed = true;
-		raise_async_event(cq->owner, IBV_EVENT_CQ_ERR, cq->handle);
+		owner_async_event(cq->owner, IBV_EVENT_CQ_ERR, cq->handle);
 		return;
 	}
 	cq->ring[prod & (cq->entries - 1)] = *cqe;

@@ -304,6 +304,9 @@ struct srq *srq_create(struct owner *o, const struct proto_create_srq *req, int 
 int srq_destroy(struct srq *srq);
 void cq_push(struct cq *cq, const struct proto_cqe *cqe);
 void cq_flush_notify(struct dev *dev);
+/* An asynchronous event (enum ibv_event_type) about the owner's object handle, written to
+ * its event pipe (proto_async_event); lost, and counted, when the pipe is full. */
+void owner_async_event(struct owner *own, uint32_t type, uint32_t handle);
 struct qp *qp_create(struct owner *o, const struct proto_create_qp *req, int fds[2],
 		     int *err);
 int qp_destroy(struct qp *qp);
