@@ -38,14 +38,16 @@ static void *find(const struct handle_table *t, uint32_t handle, const char *wha
 }
 
 /* The connection's event pipe (proto.h): its read end goes with the reply, and a hello
- * said again replaces it. */
+ * said again replaces it. 0 or -errno. */
 static int open_event_pipe(struct client *c, struct ctl_reply *rep)
 {
 	int ends[2];
 
 	if (pipe2(ends, O_NONBLOCK | O_CLOEXEC) < 0) {
-		op_error(rep, "no event pipe: %s", strerror(errno));
-		return -1;
+		int err = errno;
+
+		op_error(rep, "no event pipe: %s", strerror(err));
+		return -err;
 	}
 	if (c->own.async_fd >= 0)
 		close(c->own.async_fd);
@@ -59,14 +61,15 @@ static int open_event_pipe(struct client *c, struct ctl_reply *rep)
 int op_hello(struct client *c, const struct ctl_request *req, struct ctl_reply *rep)
 {
 	struct proto_hello_reply *r = REP(proto_hello_reply);
+	int rc;
 
 	if (REQ(proto_hello)->version != PROTO_VERSION) {
 		op_error(rep, "protocol version %u, this rocemud speaks %u: rebuild against "
 			 "the same rocemu", REQ(proto_hello)->version, PROTO_VERSION);
 		return -EPROTO;
 	}
-	if (open_event_pipe(c, rep) < 0)
-		return -errno;
+	if ((rc = open_event_pipe(c, rep)) < 0)
+		return rc;
 	r->version = PROTO_VERSION;
 	r->max_qp = DEV_MAX_QP - 2;
 	r->max_qp_wr = PROTO_MAX_RING;
