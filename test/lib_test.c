@@ -2074,6 +2074,25 @@ START_TEST(test_post_send_writes_wqes)
 }
 END_TEST
 
+/* An sg_list four bytes off the alignment its 64-bit addresses want, as libiscsi's (in a
+ * packed struct) is: read as any other, with no misaligned access (the sanitizer build's
+ * UBSan stops at one). */
+START_TEST(test_post_send_misaligned_sg_list)
+{
+	_Alignas(8) uint8_t room[4 + 2 * sizeof(struct ibv_sge)];
+	struct ibv_sge *packed = (struct ibv_sge *)(room + 4);
+	struct ibv_send_wr wr = write_wr(5), *bad = NULL;
+	const struct proto_sge want[2] = { { 0x1000, 100, 0x1111 }, { 0x2000, 200, 0x2222 } };
+
+	memcpy(room + 4, sges, 2 * sizeof(struct ibv_sge));
+	wr.sg_list = packed;
+	wr.num_sge = 2;
+	ready_to_post(qp);
+	ck_assert_int_eq(rocemu_post_send(qp, &wr, &bad), 0);
+	ck_assert_mem_eq(sq_slot(0)->sge, want, sizeof(want));
+}
+END_TEST
+
 START_TEST(test_post_send_full)
 {
 	struct ibv_send_wr wr[6], *bad = NULL;
@@ -2662,6 +2681,7 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_qp_cqs_in_one_round_trip);
 	tcase_add_test(tc, test_qp_cqs_all_or_nothing);
 	tcase_add_test(tc, test_post_send_writes_wqes);
+	tcase_add_test(tc, test_post_send_misaligned_sg_list);
 	tcase_add_test(tc, test_post_send_full);
 	tcase_add_test(tc, test_post_send_wraps);
 	tcase_add_test(tc, test_post_send_bad_opcode);

@@ -48,12 +48,23 @@ static bool is_atomic(enum ibv_wr_opcode opcode)
 	return opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+/* Entry i of a program's sg_list, wherever it lies: libiscsi's sits in a packed struct, 4
+ * bytes off the 8 its 64-bit address wants (as the kernel's providers, which copy it the
+ * same way on x86, never notice). */
+static struct ibv_sge sge_at(const struct ibv_sge *sg_list, int i)
+{
+	struct ibv_sge sge;
+
+	memcpy(&sge, (const char *)sg_list + (size_t)i * sizeof(sge), sizeof(sge));
+	return sge;
+}
+
 static uint64_t sg_list_bytes(const struct ibv_sge *sg_list, int num_sge)
 {
 	uint64_t total = 0;
 
 	for (int i = 0; i < num_sge; i++)
-		total += sg_list[i].length;
+		total += sge_at(sg_list, i).length;
 	return total;
 }
 
@@ -121,9 +132,10 @@ static uint64_t atomic_write_bytes(const struct ibv_send_wr *wr)
 	uint64_t value;
 
 	for (int i = 0; i < wr->num_sge; i++) {
-		memcpy(bytes + at, (const void *)(uintptr_t)wr->sg_list[i].addr,
-		       wr->sg_list[i].length);
-		at += wr->sg_list[i].length;
+		struct ibv_sge sge = sge_at(wr->sg_list, i);
+
+		memcpy(bytes + at, (const void *)(uintptr_t)sge.addr, sge.length);
+		at += sge.length;
 	}
 	memcpy(&value, bytes, sizeof(value));
 	return value;
@@ -135,9 +147,10 @@ static void copy_inline(struct proto_swqe *slot, const struct ibv_send_wr *wr)
 	uint32_t at = 0;
 
 	for (int i = 0; i < wr->num_sge; i++) {
-		memcpy(slot->inline_data + at, (const void *)(uintptr_t)wr->sg_list[i].addr,
-		       wr->sg_list[i].length);
-		at += wr->sg_list[i].length;
+		struct ibv_sge sge = sge_at(wr->sg_list, i);
+
+		memcpy(slot->inline_data + at, (const void *)(uintptr_t)sge.addr, sge.length);
+		at += sge.length;
 	}
 	slot->inline_len = at;
 	slot->num_sge = 0;
@@ -210,9 +223,12 @@ static int check_send_wr(struct qp_priv *qp, const struct ibv_send_wr *wr)
 
 static void copy_sg_list(struct proto_sge *to, const struct ibv_sge *from, int n)
 {
-	for (int i = 0; i < n; i++)
-		to[i] = (struct proto_sge){ .addr = from[i].addr, .length = from[i].length,
-					    .lkey = from[i].lkey };
+	for (int i = 0; i < n; i++) {
+		struct ibv_sge sge = sge_at(from, i);
+
+		to[i] = (struct proto_sge){ .addr = sge.addr, .length = sge.length,
+					    .lkey = sge.lkey };
+	}
 }
 
 /* BIND_MW and LOCAL_INV carry no data; the window's place goes where a WRITE's would. */
