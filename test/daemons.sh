@@ -37,6 +37,21 @@ plain_pass_only() {
 	case $BUILD in */asan) skip "$1 runs in the plain pass" ;; esac
 }
 
+# needs_programs PACKAGES PROGRAM...: the test is skipped unless every PROGRAM is installed
+# (scripts/install-deps.sh installs PACKAGES), and fails unless rocemu-run and the verbs
+# layer it loads are built; RUN is rocemu-run
+needs_programs() {
+	local packages=$1 p
+	shift
+	for p in "$@"; do
+		command -v "$p" >/dev/null ||
+			skip "$p is missing: scripts/install-deps.sh installs $packages"
+	done
+	RUN=$BUILD/rocemu-run
+	[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] ||
+		fail "$RUN or librocemu-verbs.so is missing"
+}
+
 teardown() {
 	local pid
 	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done

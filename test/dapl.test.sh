@@ -12,11 +12,7 @@ source "$(dirname "$0")/checks.sh"
 require_root
 plain_pass_only "dapl"
 
-RUN=$BUILD/rocemu-run
-for p in dtest dtestx dtestcm; do
-	command -v "$p" >/dev/null || skip "$p is missing: scripts/install-deps.sh installs dapl2-utils"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs dapl2-utils dtest dtestx dtestcm
 unset ROCEMU_DEBUG
 
 topology_up netns

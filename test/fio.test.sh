@@ -13,9 +13,7 @@ source "$(dirname "$0")/checks.sh"
 require_root
 plain_pass_only "fio"
 
-RUN=$BUILD/rocemu-run
-command -v fio >/dev/null || skip "fio is missing: scripts/install-deps.sh installs it"
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs fio fio
 unset ROCEMU_DEBUG
 
 topology_up netns

@@ -19,12 +19,7 @@ source "$(dirname "$0")/checks.sh"
 require_root
 plain_pass_only "iser"
 
-RUN=$BUILD/rocemu-run
-for p in tgtd tgtadm iscsi-inq iscsi-readcapacity16 iscsi-test-cu; do
-	command -v "$p" >/dev/null ||
-		skip "$p is missing: scripts/install-deps.sh installs tgt and libiscsi-bin"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs "tgt and libiscsi-bin" tgtd tgtadm iscsi-inq iscsi-readcapacity16 iscsi-test-cu
 unset ROCEMU_DEBUG
 
 CONTROL=$((4000 + RANDOM % 2000))           # tgtd's management socket, per run

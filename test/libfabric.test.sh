@@ -13,11 +13,7 @@ source "$(dirname "$0")/checks.sh"
 require_root
 plain_pass_only "libfabric"
 
-RUN=$BUILD/rocemu-run
-for p in fi_info fi_pingpong ss; do
-	command -v "$p" >/dev/null || skip "$p is missing: scripts/install-deps.sh installs libfabric-bin"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs libfabric-bin fi_info fi_pingpong ss
 T=${FABRIC_TIMEOUT:-60}
 
 NETNS_IPV6=1 topology_up netns

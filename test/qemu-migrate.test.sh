@@ -13,11 +13,8 @@ source "$(dirname "$0")/checks.sh"
 require_root
 plain_pass_only "qemu-migrate"
 
-RUN=$BUILD/rocemu-run
 QEMU=qemu-system-x86_64
-command -v "$QEMU" >/dev/null ||
-	skip "$QEMU is missing: scripts/install-deps.sh installs qemu-system-x86"
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs qemu-system-x86 "$QEMU"
 unset ROCEMU_DEBUG
 
 topology_up netns

@@ -14,11 +14,7 @@ source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
 require_root
 
-RUN=$BUILD/rocemu-run
-for p in qperf ss; do
-	command -v "$p" >/dev/null || skip "$p is missing: scripts/install-deps.sh installs qperf"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs qperf qperf ss
 unset ROCEMU_DEBUG
 # qperf frees its PD before its MRs; the refused ibv_dealloc_pd (EBUSY, as on a kernel
 # device) leaves the PD to the exit, which the sanitizer would count as a leak

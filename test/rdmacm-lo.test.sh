@@ -10,11 +10,7 @@ source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/pairs.sh"
 require_root
 
-for p in rping ucmatose ib_write_bw; do
-	command -v "$p" >/dev/null ||
-		skip "$p is missing: scripts/install-deps.sh installs rdmacm-utils and perftest"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs "rdmacm-utils and perftest" rping ucmatose ib_write_bw
 unset ROCEMU_DEBUG
 T=${CM_TIMEOUT:-40}
 

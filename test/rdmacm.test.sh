@@ -25,12 +25,8 @@ source "$(dirname "$0")/pairs.sh"
 require_root
 
 PEER=$BUILD/test/cm_peer
-for p in rping ucmatose udaddy mckey cmtime rdma_server rdma_client rdma_xserver ib_write_bw ib_send_bw \
-	ib_read_lat rstream riostream udpong; do
-	command -v "$p" >/dev/null ||
-		skip "$p is missing: scripts/install-deps.sh installs rdmacm-utils and perftest"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs "rdmacm-utils and perftest" rping ucmatose udaddy mckey cmtime rdma_server \
+	rdma_client rdma_xserver ib_write_bw ib_send_bw ib_read_lat rstream riostream udpong
 [ -x "$PEER" ] || fail "$PEER is missing (make $PEER)"
 unset ROCEMU_DEBUG
 T=${CM_TIMEOUT:-40}

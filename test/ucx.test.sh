@@ -12,12 +12,7 @@ source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
 require_root
 
-RUN=$BUILD/rocemu-run
-for p in ucx_info ucx_perftest; do
-	command -v "$p" >/dev/null ||
-		skip "$p is missing: scripts/install-deps.sh installs ucx-utils"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs ucx-utils ucx_info ucx_perftest
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 ITERS=${UCX_ITERS:-2000}
 

@@ -17,11 +17,8 @@ source "$(dirname "$0")/pairs.sh"
 require_root
 
 ABUSE=$BUILD/test/ibv_abuse
-for p in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ib_write_bw ib_atomic_lat; do
-	command -v "$p" >/dev/null ||
-		skip "$p is missing: scripts/install-deps.sh installs ibverbs-utils and perftest"
-done
-[ -x "$RUN" ] && [ -f "$BUILD/librocemu-verbs.so" ] || fail "$RUN or librocemu-verbs.so is missing"
+needs_programs "ibverbs-utils and perftest" ibv_devices ibv_devinfo ibv_rc_pingpong \
+	ibv_srq_pingpong ib_write_bw ib_atomic_lat
 [ -x "$ABUSE" ] || fail "$ABUSE is missing (make $ABUSE)"
 # (pairs.sh leaves the programs' own allocations unjudged: perftest frees little at exit)
 unset ROCEMU_DEBUG
