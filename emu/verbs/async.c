@@ -1,8 +1,8 @@
 /* Asynchronous events: the context's async_fd is an epoll set of the daemon's socket
- * (its hang-up is IBV_EVENT_DEVICE_FATAL), its event pipe (IBV_EVENT_CQ_ERR) and the SRQs'
- * limit fds (SRQ_LIMIT_REACHED).
- * The port's state is asked of the daemon at least once a second while a program waits,
- * and a change is told as IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR. */
+ * (its hang-up is IBV_EVENT_DEVICE_FATAL), its event pipe (IBV_EVENT_CQ_ERR, and
+ * IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR when the link starts or stops running) and
+ * the SRQs' limit fds (SRQ_LIMIT_REACHED). The port's state is also asked of the daemon
+ * once a second while a program waits: a change told both ways is reported once. */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
