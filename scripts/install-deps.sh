@@ -31,7 +31,7 @@ packages=(
 	openmpi-bin libopenmpi-dev   # Open MPI's mpirun and mpicc: an MPI program over UCX and libfabric, under rocemu-run
 	qperf                        # qperf's RC tests over rdma_cm, run under rocemu-run
 	tgt libiscsi-bin             # an iSCSI target (tgtd) and initiator (libiscsi) talking iSER, under rocemu-run
-	fio                          # fio's rdma engine (WRITE, READ and SEND over rdma_cm), run under rocemu-run
+	fio                          # fio's rdma engine (WRITE and READ over rdma_cm), run under rocemu-run
 	dapl2-utils                  # DAPL's dtest, dtestx and dtestcm over its rdma_cm provider, run under rocemu-run
 	libisal-dev                  # hardware-accelerated CRC-32 for the ICRC
 	check                        # unit tests
