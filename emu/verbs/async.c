@@ -1,8 +1,8 @@
 /* Asynchronous events: the context's async_fd is an epoll set of the daemon's socket
  * (its hang-up is IBV_EVENT_DEVICE_FATAL), its event pipe (IBV_EVENT_CQ_ERR, and
  * IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR when the link starts or stops running) and
- * the SRQs' limit fds (SRQ_LIMIT_REACHED). The port's state is also asked of the daemon
- * once a second while a program waits: a change told both ways is reported once. */
+ * the SRQs' limit fds (SRQ_LIMIT_REACHED). The port's state at open is remembered, so a
+ * change the daemon queued before the program saw the port is not reported again. */
 #include "emu/verbs/verbs_int.h"
 
 #include <errno.h>
@@ -10,8 +10,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
-
-#define PORT_POLL_MS 1000
 
 /* The event pipe's mark in the set (the socket's is NULL, an SRQ's the SRQ) */
 static char event_pipe_mark;
@@ -47,24 +45,7 @@ void rv_async_unwatch_srq(struct rv_context *ctx, struct rv_srq *srq)
 	epoll_ctl(ctx->async_ep, EPOLL_CTL_DEL, rocemu_srq_event_fd(srq->srq), NULL);
 }
 
-static bool port_changed(struct rv_context *ctx, struct ibv_async_event *event)
-{
-	struct rocemu_port_attr port;
-	int err;
-
-	pthread_mutex_lock(&ctx->lock);
-	err = rocemu_query_port(ctx->rc, &port);
-	pthread_mutex_unlock(&ctx->lock);
-	if (err || port.state == ctx->event_port_state)
-		return false;
-	ctx->event_port_state = port.state;
-	event->event_type = port.state == IBV_PORT_ACTIVE ? IBV_EVENT_PORT_ACTIVE :
-							     IBV_EVENT_PORT_ERR;
-	event->element.port_num = RV_PORT;
-	return true;
-}
-
-/* A port event the daemon queued, unless a look at the port told it already. */
+/* A port event the daemon queued, unless the port was already in that state. */
 static bool port_event(struct rv_context *ctx, const struct rocemu_async_event *ev,
 		       struct ibv_async_event *event)
 {
@@ -138,12 +119,10 @@ int ibv_get_async_event(struct ibv_context *ibctx, struct ibv_async_event *event
 
 	memset(event, 0, sizeof(*event));
 	for (;;) {
-		n = epoll_wait(ctx->async_ep, &ev, 1, nonblocking ? 0 : PORT_POLL_MS);
+		n = epoll_wait(ctx->async_ep, &ev, 1, nonblocking ? 0 : -1);
 		if (n < 0 && (errno != EINTR || rv_interrupt_returns()))
 			return -1;
 		if (n > 0 && ready_event(ctx, &ev, event))
-			return 0;
-		if (!ctx->fatal_sent && port_changed(ctx, event))
 			return 0;
 		if (n == 0 && nonblocking) {
 			errno = EAGAIN;
