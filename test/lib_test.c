@@ -1287,6 +1287,68 @@ START_TEST(test_reg_untouched_buffer)
 }
 END_TEST
 
+/* A file whose path is close to PATH_MAX, mapped private and writable: its line in
+ * /proc/self/maps is longer than the pieces the arena reads the maps in. */
+static void *map_long_named_file(char *dir, size_t dir_cap)
+{
+	char name[256];
+	size_t depth = 0;
+	void *map;
+	int fd;
+
+	snprintf(dir, dir_cap, "/tmp/rocemu-maps.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	memset(name, 'n', 200);
+	name[200] = '\0';
+	/* directories one under another, then a file name, to a path of 4,080 bytes: its
+	 * line is longer than the kernel's reads of 4 KiB, which then cut it */
+	for (size_t len = strlen(dir); len + 201 + 100 < 4080; len += 201, depth++) {
+		strcat(dir, "/");
+		strcat(dir, name);
+		ck_assert_int_eq(mkdir(dir, 0700), 0);
+	}
+	ck_assert_uint_gt(depth, 0);
+	strcat(dir, "/");
+	memset(dir + strlen(dir), 'f', 4080 - strlen(dir));
+	dir[4080] = '\0';
+	fd = open(dir, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, page), 0);
+	map = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	close(fd);
+	return map;
+}
+
+static void remove_long_named_file(char *path)
+{
+	char *slash;
+
+	unlink(path);
+	while ((slash = strrchr(path, '/')) != NULL && strncmp(path, "/tmp/", 5) == 0 &&
+	       slash > path + 4) {
+		*slash = '\0';
+		if (rmdir(path) != 0)
+			break;
+	}
+}
+
+/* Registration reads the maps line of the buffer's own mapping, here longer than a piece
+ * of the maps the arena reads at once. */
+START_TEST(test_reg_buffer_in_a_long_named_file)
+{
+	char path[4096];
+	uint8_t *buf = map_long_named_file(path, sizeof(path));
+
+	fill(buf, (size_t)page);
+	reg(buf, (size_t)page);
+	check_contents(buf, (size_t)page, fk.mrs[0].view, 0, (size_t)page, pattern);
+	check_shared(&fk.mrs[0], buf, (size_t)page);
+	munmap(buf, (size_t)page);
+	remove_long_named_file(path);
+}
+END_TEST
+
 START_TEST(test_reg_touched_buffer)
 {
 	const size_t pages = 16, len = pages * (size_t)page;
@@ -2636,6 +2698,7 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_reg_reused_address);
 	tcase_add_test(tc, test_reg_untouched_buffer);
 	tcase_add_test(tc, test_reg_touched_buffer);
+	tcase_add_test(tc, test_reg_buffer_in_a_long_named_file);
 	tcase_add_test(tc, test_reg_sparse_pages);
 	tcase_add_test(tc, test_reg_edge_pages_shared);
 	tcase_add_test(tc, test_reg_partly_adopted);

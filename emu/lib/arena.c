@@ -49,7 +49,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,10 +65,12 @@
 /* Set for pages never populated too (it follows the mapping's soft-dirty flag), so it is
  * the one bit that says nothing about whether a page has contents. */
 #define PAGEMAP_SOFT_DIRTY (UINT64_C(1) << 55)
-/* The buffer /proc/self/maps is read through: stdio's default for it is 1 KiB (the
- * st_blksize procfs gives), a system call for every dozen mappings, each dear under
- * emulation (docs/benchmarks.md); 64 KiB holds the maps of most processes whole. */
-#define MAPS_READ_BYTES (64 * 1024)
+/* /proc/self/maps is read a piece at a time and no further than needed: the kernel
+ * formats only what a read asks for, and every line is dear under emulation
+ * (docs/benchmarks.md), while a registered buffer usually lies in the first mappings (the
+ * program's data and heap). A piece holds a few dozen lines; the reader's buffer holds
+ * three, more than the longest line (a path of PATH_MAX), so a line is never cut. */
+#define MAPS_PIECE_BYTES 4096
 /* The most stack the moves use below the frame that starts them, system calls and
  * allocations included; they need a few KiB. */
 #define MOVE_STACK_BYTES (64 * 1024)
@@ -101,6 +102,14 @@ struct maps_line {
 	const char *name; /* "" for an anonymous mapping without one */
 };
 
+/* /proc/self/maps line by line, with no allocation (a forked child reads it while its heap
+ * pages are still shared with the parent). */
+struct maps_reader {
+	int fd;
+	size_t have, at; /* bytes in buf, and where the next line starts */
+	char buf[3 * MAPS_PIECE_BYTES + 1];
+};
+
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t arena_fork_once = PTHREAD_ONCE_INIT;
 static int arena_fd = -1;
@@ -118,7 +127,8 @@ static void fork_parent(void)
 }
 
 static enum vma_kind vma_kind(const struct maps_line *l);
-static bool parse_maps_line(char *line, struct maps_line *l);
+static int maps_open(struct maps_reader *r);
+static int maps_next(struct maps_reader *r, struct maps_line *l);
 
 /* The child's copy of [start, end): only the arena's data extents are read (pread, with no
  * fault on the shared mapping), holes stay untouched zero pages; then the copy takes the
@@ -145,40 +155,26 @@ static bool privatize(uintptr_t start, uintptr_t end)
 	return false;
 }
 
-/* Up to max arena mappings of this process, from /proc/self/maps read with a buffer on the
- * stack: nothing here may allocate, since malloc would write to the heap pages that are
- * still shared. How many it found; 0 when there are none left (or on any error). */
+/* Up to max arena mappings of this process, read with a buffer on the stack: nothing here
+ * may allocate, since malloc would write to the heap pages that are still shared. How many
+ * it found; 0 when there are none left (or on any error). */
 #define FORK_BATCH 64
 static unsigned find_arena_mappings(uintptr_t (*ranges)[2], unsigned max)
 {
-	char buf[4096 + 1];
-	size_t have = 0;
+	struct maps_reader r;
+	struct maps_line l;
 	unsigned n = 0;
-	ssize_t got;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	if (maps_open(&r) != 0)
 		return 0;
-	while (n < max && (got = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
-		char *line = buf, *nl;
-
-		have += (size_t)got;
-		buf[have] = '\0';
-		while (n < max && (nl = strchr(line, '\n')) != NULL) {
-			struct maps_line l;
-
-			*nl = '\0';
-			if (parse_maps_line(line, &l) && vma_kind(&l) == VMA_IN_ARENA) {
-				ranges[n][0] = l.start;
-				ranges[n][1] = l.end;
-				n++;
-			}
-			line = nl + 1;
+	while (n < max && maps_next(&r, &l) > 0) {
+		if (vma_kind(&l) == VMA_IN_ARENA) {
+			ranges[n][0] = l.start;
+			ranges[n][1] = l.end;
+			n++;
 		}
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
 	}
-	close(fd);
+	close(r.fd);
 	return n;
 }
 
@@ -255,17 +251,98 @@ static int pieces_add(struct layout *p, uintptr_t start, uintptr_t end, enum vma
 	return 0;
 }
 
-static bool parse_maps_line(char *line, struct maps_line *l)
+/* A number in base 16 or 10 at *p, which moves past it; false when there is none. */
+static bool take_number(const char **p, unsigned base, uint64_t *v)
 {
-	int name_at = -1;
+	const char *at = *p;
+	uint64_t n = 0;
 
-	line[strcspn(line, "\n")] = '\0';
-	if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %4s %" SCNx64 " %x:%x %" SCNu64 " %n",
-		   &l->start, &l->end, l->perms, &l->offset, &l->dev_major, &l->dev_minor,
-		   &l->inode, &name_at) != 7 || name_at < 0)
+	for (;; at++) {
+		unsigned d = *at >= '0' && *at <= '9' ? (unsigned)(*at - '0') :
+			     base == 16 && *at >= 'a' && *at <= 'f' ? (unsigned)(*at - 'a' + 10) :
+								      base;
+
+		if (d >= base)
+			break;
+		n = n * base + d;
+	}
+	if (at == *p)
 		return false;
-	l->name = line + name_at;
+	*p = at;
+	*v = n;
 	return true;
+}
+
+/* Whether *p is c, then moves past it. */
+static bool take_char(const char **p, char c)
+{
+	if (**p != c)
+		return false;
+	(*p)++;
+	return true;
+}
+
+/* "start-end perms offset major:minor inode   name", as fs/proc/task_mmu.c writes it (by
+ * hand: sscanf was a tenth of a registration's time under emulation). */
+static bool parse_maps_line(const char *line, struct maps_line *l)
+{
+	uint64_t start, end, major, minor;
+
+	if (!take_number(&line, 16, &start) || !take_char(&line, '-') ||
+	    !take_number(&line, 16, &end) || !take_char(&line, ' ') || strlen(line) < 5 ||
+	    line[4] != ' ')
+		return false;
+	memcpy(l->perms, line, 4);
+	l->perms[4] = '\0';
+	line += 5;
+	if (!take_number(&line, 16, &l->offset) || !take_char(&line, ' ') ||
+	    !take_number(&line, 16, &major) || !take_char(&line, ':') ||
+	    !take_number(&line, 16, &minor) || !take_char(&line, ' ') ||
+	    !take_number(&line, 10, &l->inode))
+		return false;
+	while (*line == ' ')
+		line++;
+	l->start = (uintptr_t)start;
+	l->end = (uintptr_t)end;
+	l->dev_major = (unsigned)major;
+	l->dev_minor = (unsigned)minor;
+	l->name = line;
+	return true;
+}
+
+static int maps_open(struct maps_reader *r)
+{
+	r->fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	r->have = r->at = 0;
+	return r->fd < 0 ? errno : 0;
+}
+
+/* The next line: 1, 0 at the end, or -errno. A line that does not parse is skipped. */
+static int maps_next(struct maps_reader *r, struct maps_line *l)
+{
+	for (;;) {
+		char *line = r->buf + r->at, *nl = memchr(line, '\n', r->have - r->at);
+		ssize_t got;
+
+		if (nl) {
+			*nl = '\0';
+			r->at = (size_t)(nl + 1 - r->buf);
+			if (parse_maps_line(line, l))
+				return 1;
+			continue;
+		}
+		r->have -= r->at;
+		memmove(r->buf, line, r->have);
+		r->at = 0;
+		if (r->have > sizeof(r->buf) - 1 - MAPS_PIECE_BYTES)
+			r->have = 0; /* longer than the kernel writes: dropped */
+		got = read(r->fd, r->buf + r->have, MAPS_PIECE_BYTES);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : 0;
+		r->have += (size_t)got;
+	}
 }
 
 /* The names the kernel gives private anonymous memory: none, the heap, a stack, or one
@@ -292,23 +369,19 @@ static enum vma_kind vma_kind(const struct maps_line *l)
  * before anything moved, when part of the range is not mapped. */
 static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	char *line = NULL, *buf = malloc(MAPS_READ_BYTES);
-	size_t cap = 0;
+	struct maps_reader *r = malloc(sizeof(*r));
+	struct maps_line l;
 	uintptr_t covered = start;
-	int err = 0;
+	int err = r ? maps_open(r) : ENOMEM, got = 0;
 
-	if (!f) {
-		free(buf);
-		return errno;
+	if (err) {
+		free(r);
+		return err;
 	}
-	if (buf)
-		setvbuf(f, buf, _IOFBF, MAPS_READ_BYTES);
-	while (!err && covered < end && getline(&line, &cap, f) > 0) {
-		struct maps_line l;
+	while (!err && covered < end && (got = maps_next(r, &l)) > 0) {
 		uintptr_t piece_end;
 
-		if (!parse_maps_line(line, &l) || l.end <= covered)
+		if (l.end <= covered)
 			continue;
 		if (l.start > covered)
 			break;
@@ -316,9 +389,10 @@ static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 		err = pieces_add(out, covered, piece_end, vma_kind(&l));
 		covered = piece_end;
 	}
-	free(line);
-	fclose(f);
-	free(buf);
+	close(r->fd);
+	free(r);
+	if (!err && got < 0)
+		err = -got;
 	return err ? err : covered < end ? EFAULT : 0;
 }
 
