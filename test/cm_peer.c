@@ -22,6 +22,8 @@
  *   cm_peer channels ADDR N             listens on ADDR with up to N ids, each on a channel
  *                                       of its own, until one fails; prints how many, then
  *                                       holds them 2 s
+ *   cm_peer src-ports ADDR N            resolves ADDR N times with no source given; prints
+ *                                       the source port each id was bound to
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
@@ -527,6 +529,20 @@ static int channels(const char *addr, int n)
 	return 0;
 }
 
+static int src_ports(const char *addr, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct rdma_cm_id *id = resolved(addr, "7471", false);
+
+		if (!id)
+			return 1;
+		printf("%s%u", i ? " " : "", ntohs(rdma_get_src_port(id)));
+		rdma_destroy_id(id);
+	}
+	printf("\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 2;
@@ -554,12 +570,15 @@ int main(int argc, char **argv)
 		rc = give_up_client(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "channels"))
 		rc = channels(argv[2], atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "src-ports"))
+		rc = src_ports(argv[2], atoi(argv[3]));
 	else
 		fprintf(stderr, "usage: cm_peer reject-server PORT N | reject-client ADDR PORT |\n"
 			"               cycle-server PORT N | cycle-client ADDR PORT N |\n"
 			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
 			"               destroy-drops ADDR | late-server PORT |\n"
-			"               give-up-client ADDR PORT | channels ADDR N\n");
+			"               give-up-client ADDR PORT | channels ADDR N |\n"
+			"               src-ports ADDR N\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

@@ -364,6 +364,18 @@ else
 	echo "  | $out"
 	failed "rdma_listen waited for another thread's rdma_resolve_addr"
 fi
+# An id bound with no port takes one of ip_local_port_range as the kernel has it now, as the
+# kernel's rdma_cm does (here host a's namespace's range, narrowed for the run).
+range=$("${IN_A[@]}" cat /proc/sys/net/ipv4/ip_local_port_range)
+"${IN_A[@]}" sysctl -qw net.ipv4.ip_local_port_range="40123 40124"
+out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" src-ports "$ADDR_B" 6 2>&1)
+"${IN_A[@]}" sysctl -qw net.ipv4.ip_local_port_range="$range"
+if grep -qE '^(4012[34] ){5}4012[34]$' <<<"$out"; then
+	passed "ids bound with no port take ports of ip_local_port_range 40123-40124: $out"
+else
+	echo "  | $out"
+	failed "source ports outside ip_local_port_range 40123-40124"
+fi
 out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" destroy-drops "$ADDR_B" 2>&1)
 if [ "$out" = "after rdma_destroy_id the channel has nothing to read" ]; then
 	passed "cm_peer destroy-drops: $out"

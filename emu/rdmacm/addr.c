@@ -2,8 +2,9 @@
  * kernel's rdma_cm makes: a source address by the routes, an ephemeral port. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/netlink.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -129,18 +130,34 @@ bool rcm_neighbour_known(struct rcm_device *d, const struct sockaddr *dst)
 	return n > 0 && rtnl_neigh_answer(buf, (size_t)n, mine, mac) == 1;
 }
 
+/* ip_local_port_range as the kernel has it now, or 32768-60999 (its default) when it cannot
+ * be read; without stdio, whose buffer costs an fstat and an allocation at each bind. */
+static void local_port_range(unsigned *lo, unsigned *hi)
+{
+	char text[64], *end;
+	int fd = open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	unsigned long a, b;
+
+	if (fd >= 0)
+		close(fd);
+	*lo = 32768, *hi = 60999;
+	if (n <= 0)
+		return;
+	text[n] = '\0';
+	a = strtoul(text, &end, 10);
+	b = strtoul(end, &end, 10);
+	if (a <= b && b <= 65535 && end > text)
+		*lo = (unsigned)a, *hi = (unsigned)b;
+}
+
 /* The kernel's rdma_cm picks a port of ip_local_port_range at random. */
 uint16_t rcm_ephemeral_port(void)
 {
-	unsigned lo = 32768, hi = 60999;
+	unsigned lo, hi;
 	uint32_t r = 0;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
-	if (f) {
-		if (fscanf(f, "%u %u", &lo, &hi) != 2 || lo > hi || hi > 65535)
-			lo = 32768, hi = 60999;
-		fclose(f);
-	}
+	local_port_range(&lo, &hi);
 	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
 		r = (uint32_t)getpid() * 2654435761u;
 	return (uint16_t)(lo + r % (hi - lo + 1));
