@@ -1317,6 +1317,31 @@ static void case_channel_solicited(void)
 	ibv_destroy_comp_channel(ch);
 }
 
+/* A CQ armed, then resized (the daemon gives it a new ring): the arming holds, so the next
+ * completion is an event on the channel, as a kernel CQ's arming survives ibv_resize_cq. */
+static void case_channel_resize(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct end a, b;
+	struct ibv_wc wc;
+	bool resized, evented;
+
+	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
+		{ report("channel resize: setup", false, strerror(errno)); return; }
+	if (!end_on_channel(&a, &b, ch, "channel resize: QPs"))
+		return;
+	ibv_req_notify_cq(a.cq, 0);
+	resized = ibv_resize_cq(a.cq, 16 * DEPTH) == 0 && a.cq->cqe >= 16 * DEPTH;
+	post_write(a.qp, (uintptr_t)a.buf, a.mr->lkey, 64, (uintptr_t)b.buf, b.mr->rkey, 1);
+	evented = fd_readable(ch->fd, 5000) && get_event_within(ch, a.cq, 2000);
+	CHECK("channel resize: an armed CQ resized to more entries", resized);
+	CHECK("channel resize: ... stays armed: its next completion is an event on the channel",
+	      evented && ibv_poll_cq(a.cq, 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+	free_end(&a);
+	free_end(&b);
+	ibv_destroy_comp_channel(ch);
+}
+
 /* A CQ too small for its completions: each one lost is an IBV_EVENT_CQ_ERR on the
  * context's async_fd, about that CQ, as rxe raises them (7 for 8 WRITEs into its CQ of
  * one entry); the completions it kept are still there. */
@@ -1539,6 +1564,7 @@ int main(int argc, char **argv)
 	case_reset_forgets();
 	case_channel();
 	case_channel_loop();
+	case_channel_resize();
 	case_channel_solicited();
 	case_cq_overflow();
 	case_cq_ex();
