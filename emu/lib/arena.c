@@ -68,9 +68,12 @@
 /* /proc/self/maps is read a piece at a time and no further than needed: the kernel
  * formats only what a read asks for, and every line is dear under emulation
  * (docs/benchmarks.md), while a registered buffer usually lies in the first mappings (the
- * program's data and heap). A piece holds a few dozen lines; the reader's buffer holds
- * three, more than the longest line (a path of PATH_MAX), so a line is never cut. */
-#define MAPS_PIECE_BYTES 4096
+ * program's data and heap). The first piece holds a dozen lines, and each next one twice
+ * as many up to MAPS_PIECE_MAX, so a buffer far down costs a few more reads. The reader's
+ * buffer holds three of the largest pieces, more than the longest line (a path of
+ * PATH_MAX), so a line is never cut. */
+#define MAPS_PIECE_FIRST 1024
+#define MAPS_PIECE_MAX 4096
 /* The most stack the moves use below the frame that starts them, system calls and
  * allocations included; they need a few KiB. */
 #define MOVE_STACK_BYTES (64 * 1024)
@@ -107,7 +110,8 @@ struct maps_line {
 struct maps_reader {
 	int fd;
 	size_t have, at; /* bytes in buf, and where the next line starts */
-	char buf[3 * MAPS_PIECE_BYTES + 1];
+	size_t piece;    /* what the next read asks for */
+	char buf[3 * MAPS_PIECE_MAX + 1];
 };
 
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -314,6 +318,7 @@ static int maps_open(struct maps_reader *r)
 {
 	r->fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	r->have = r->at = 0;
+	r->piece = MAPS_PIECE_FIRST;
 	return r->fd < 0 ? errno : 0;
 }
 
@@ -334,14 +339,16 @@ static int maps_next(struct maps_reader *r, struct maps_line *l)
 		r->have -= r->at;
 		memmove(r->buf, line, r->have);
 		r->at = 0;
-		if (r->have > sizeof(r->buf) - 1 - MAPS_PIECE_BYTES)
+		if (r->have > sizeof(r->buf) - 1 - MAPS_PIECE_MAX)
 			r->have = 0; /* longer than the kernel writes: dropped */
-		got = read(r->fd, r->buf + r->have, MAPS_PIECE_BYTES);
+		got = read(r->fd, r->buf + r->have, r->piece);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
 			return got < 0 ? -errno : 0;
 		r->have += (size_t)got;
+		if (r->piece < MAPS_PIECE_MAX)
+			r->piece *= 2;
 	}
 }
 
