@@ -69,11 +69,12 @@
  * formats only what a read asks for, and every line is dear under emulation
  * (docs/benchmarks.md), while a registered buffer usually lies in the first mappings (the
  * program's data and heap). The first piece holds a dozen lines, and each next one twice
- * as many up to MAPS_PIECE_MAX, so a buffer far down costs a few more reads. The reader's
- * buffer holds three of the largest pieces, more than the longest line (a path of
- * PATH_MAX), so a line is never cut. */
+ * as many up to MAPS_PIECE_MAX, so a buffer far down costs a few more reads. Beside a
+ * largest piece the reader's buffer has room for twice MAPS_LINE_MAX, more than the
+ * longest line the kernel writes (its path at most PATH_MAX), so a line is never cut. */
 #define MAPS_PIECE_FIRST 1024
-#define MAPS_PIECE_MAX 4096
+#define MAPS_PIECE_MAX 16384
+#define MAPS_LINE_MAX 4096
 /* The most stack the moves use below the frame that starts them, system calls and
  * allocations included; they need a few KiB. */
 #define MOVE_STACK_BYTES (64 * 1024)
@@ -111,7 +112,7 @@ struct maps_reader {
 	int fd;
 	size_t have, at; /* bytes in buf, and where the next line starts */
 	size_t piece;    /* what the next read asks for */
-	char buf[3 * MAPS_PIECE_MAX + 1];
+	char buf[MAPS_PIECE_MAX + 2 * MAPS_LINE_MAX + 1];
 };
 
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
