@@ -127,7 +127,8 @@ int rocemu_context_fd(const struct rocemu_context *ctx);
 /* The pipe where the daemon queues the context's asynchronous events (readable while one
  * is queued, nonblocking); rocemu_take_async_event takes one without waiting: 0, EAGAIN
  * when none is queued, or EPIPE once the daemon is gone. An event about an object the
- * context has since destroyed comes with that object NULL. */
+ * context has since destroyed comes with that object NULL, even when a new one has taken
+ * its handle meanwhile. */
 struct rocemu_async_event {
 	enum ibv_event_type type;
 	struct rocemu_cq *cq;    /* IBV_EVENT_CQ_ERR: a completion was lost to the full CQ */

@@ -1920,6 +1920,38 @@ START_TEST(test_cq_async_event)
 }
 END_TEST
 
+/* Events about a CQ still unread when it is destroyed and a new CQ takes its handle: they
+ * are about the old one, so they come with no CQ, as the kernel drops a destroyed CQ's
+ * events; one the daemon raises after, about the new CQ, comes with it. */
+START_TEST(test_cq_async_event_of_a_reused_handle)
+{
+	uint32_t handle = cq->handle;
+	struct proto_async_event ev = { .type = IBV_EVENT_CQ_ERR, .handle = handle };
+	struct proto_async_event port = { .type = IBV_EVENT_PORT_ERR, .handle = 1 };
+	struct rocemu_async_event got;
+
+	ck_assert_int_eq(write(fk.events, &ev, sizeof(ev)), sizeof(ev));
+	ck_assert_int_eq(write(fk.events, &port, sizeof(port)), sizeof(port));
+	ck_assert_int_eq(write(fk.events, &ev, sizeof(ev)), sizeof(ev));
+	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
+	fk.next_handle = handle - 1;
+	cq = rocemu_create_cq(ctx, 5);
+	ck_assert_ptr_nonnull(cq);
+	ck_assert_uint_eq(cq->handle, handle);
+	ck_assert_int_eq(write(fk.events, &ev, sizeof(ev)), sizeof(ev));
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), 0);
+	ck_assert_ptr_null(got.cq);
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), 0);
+	ck_assert_int_eq(got.type, IBV_EVENT_PORT_ERR);
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), 0);
+	ck_assert_ptr_null(got.cq);
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), 0);
+	ck_assert_ptr_eq(got.cq, cq);
+	ck_assert_int_eq(rocemu_take_async_event(ctx, &got), EAGAIN);
+	ck_assert_uint_eq(ctx->n_gone_cqs, 0);
+}
+END_TEST
+
 START_TEST(test_cq_destroy)
 {
 	ck_assert_int_eq(rocemu_destroy_cq(cq), 0);
@@ -2731,6 +2763,7 @@ static void add_cq_tests(Suite *s)
 	tcase_add_test(tc, test_cq_poll_daemon_gone);
 	tcase_add_test(tc, test_cq_destroy);
 	tcase_add_test(tc, test_cq_async_event);
+	tcase_add_test(tc, test_cq_async_event_of_a_reused_handle);
 	tcase_add_test(tc, test_cq_create_invalid);
 	tcase_add_test(tc, test_cq_bad_ring);
 	tcase_add_test(tc, test_cq_destroy_daemon_gone);

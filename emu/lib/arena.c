@@ -47,7 +47,6 @@
 #include <alloca.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -201,6 +202,43 @@ static struct rocemu_cq *cq_of(struct rocemu_context *ctx, uint32_t handle)
 	return NULL;
 }
 
+/* The kernel drops a destroyed CQ's events that were not read; here they wait in the pipe,
+ * and a new CQ may take the handle they name. What the pipe holds at the destroy was
+ * written before it, so the next that many events are looked at for the handle. Up to
+ * GONE_CQS_MAX destroys are remembered at once (the oldest goes first): only a program
+ * that destroys more CQs than that while leaving their events unread could be told of an
+ * old CQ's loss as the new one's. */
+void ctx_cq_gone(struct rocemu_context *ctx, uint32_t handle)
+{
+	int bytes = 0;
+
+	if (ctx->event_fd < 0 || ioctl(ctx->event_fd, FIONREAD, &bytes) != 0 ||
+	    bytes < (int)sizeof(struct proto_async_event))
+		return;
+	if (ctx->n_gone_cqs == GONE_CQS_MAX)
+		memmove(ctx->gone_cqs, ctx->gone_cqs + 1, --ctx->n_gone_cqs * sizeof(ctx->gone_cqs[0]));
+	ctx->gone_cqs[ctx->n_gone_cqs++] = (struct gone_cq){
+		.handle = handle, .queued = (uint32_t)bytes / sizeof(struct proto_async_event) };
+}
+
+/* Whether ev, just read, is about a CQ destroyed since it was written; it passes every
+ * remembered destroy's window by one. */
+static bool event_of_gone_cq(struct rocemu_context *ctx, const struct proto_async_event *ev)
+{
+	unsigned kept = 0;
+	bool gone = false;
+
+	for (unsigned i = 0; i < ctx->n_gone_cqs; i++) {
+		struct gone_cq *g = &ctx->gone_cqs[i];
+
+		gone |= ev->type == IBV_EVENT_CQ_ERR && ev->handle == g->handle;
+		if (--g->queued > 0)
+			ctx->gone_cqs[kept++] = *g;
+	}
+	ctx->n_gone_cqs = kept;
+	return gone;
+}
+
 int rocemu_take_async_event(struct rocemu_context *ctx, struct rocemu_async_event *event)
 {
 	struct proto_async_event ev;
@@ -219,7 +257,9 @@ int rocemu_take_async_event(struct rocemu_context *ctx, struct rocemu_async_even
 		return rpc_fail(ctx, EPROTO, "the daemon at %s wrote an event of %zd bytes",
 				ctx->path, n);
 	*event = (struct rocemu_async_event){ .type = ev.type };
-	if (ev.type == IBV_EVENT_CQ_ERR)
+	if (event_of_gone_cq(ctx, &ev))
+		event->cq = NULL;
+	else if (ev.type == IBV_EVENT_CQ_ERR)
 		event->cq = cq_of(ctx, ev.handle);
 	else if (ev.type == IBV_EVENT_PORT_ACTIVE || ev.type == IBV_EVENT_PORT_ERR)
 		event->port_num = (uint8_t)ev.handle;

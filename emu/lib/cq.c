@@ -19,6 +19,7 @@
 
 void cq_release(struct rocemu_cq *cq)
 {
+	ctx_cq_gone(cq->ctx, cq->handle);
 	LIST_REMOVE(cq, link);
 	ring_unmap_park(cq->ctx, &cq->map);
 	close(cq->notify_fd);

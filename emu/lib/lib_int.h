@@ -38,6 +38,15 @@ struct ring_park {
 	unsigned n;
 };
 
+/* A CQ destroyed while events may still wait in the event pipe: the next `queued` events
+ * read were written before the daemon destroyed it, and one about its handle among them is
+ * about it, not about a new CQ given the handle since (context.c). */
+struct gone_cq {
+	uint32_t handle;
+	uint32_t queued;
+};
+#define GONE_CQS_MAX 16
+
 struct rocemu_context {
 	int sock;
 	int event_fd;           /* the read end of the daemon's event pipe (proto.h) */
@@ -54,6 +63,8 @@ struct rocemu_context {
 	LIST_HEAD(, rocemu_srq) srqs;
 	LIST_HEAD(, ah_priv) ahs;
 	struct ring_park park;
+	struct gone_cq gone_cqs[GONE_CQS_MAX];  /* oldest first */
+	unsigned n_gone_cqs;
 };
 
 struct ah_priv {
@@ -145,6 +156,8 @@ static inline struct qp_priv *to_qp(struct rocemu_qp *qp)
 /* The one *.sock socket in dir, written to out; 0, or ENOENT when there is none, ENOTUNIQ
  * when there are several, or the error of reading dir. */
 int ctx_find_socket(const char *dir, char *out, size_t out_len);
+/* CQ handle was destroyed: events about it still in the event pipe are dropped when read. */
+void ctx_cq_gone(struct rocemu_context *ctx, uint32_t handle);
 
 /* rpc.c: one request, one reply. Return 0 or a positive errno; on failure the context's
  * last error says why. */
