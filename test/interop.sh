@@ -572,7 +572,7 @@ vlan_in_guest() {
 # (rocemu's at least rxe's), over CM_ROUNDS alternated rounds; a rate that could not be
 # measured fails.
 CM_CYCLES=${CM_CYCLES:-200}
-CM_ROUNDS=${CM_ROUNDS:-3}
+CM_ROUNDS=${CM_ROUNDS:-5}
 cm_rate_of() {
 	sed -nE "s/^$CM_CYCLES connections .*: ([0-9]+) per second$/\1/p" <<<"$1"
 }
