@@ -1176,6 +1176,23 @@ static bool end_on_channel(struct end *e, struct end *peer, struct ibv_comp_chan
 	return false;
 }
 
+/* A channel and two connected ends, on's CQ on the channel; NULL (and a FAIL for what's
+ * setup) if they cannot be made. */
+static struct ibv_comp_channel *ends_on_channel(struct end *on, struct end *other,
+						const char *what)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	char name[64];
+
+	snprintf(name, sizeof(name), "%s: setup", what);
+	if (!ch || !make_end(on, DEPTH) || !make_end(other, DEPTH)) {
+		report(name, false, strerror(errno));
+		return NULL;
+	}
+	snprintf(name, sizeof(name), "%s: QPs", what);
+	return end_on_channel(on, other, ch, name) ? ch : NULL;
+}
+
 /* A channel with two CQs, one armed: completions on the other must not leave the channel
  * readable (a program polling its fd would spin), nor wake a nonblocking get. */
 static void case_channel(void)
@@ -1252,14 +1269,12 @@ static bool fd_readable(int fd, int ms)
  * get is never called for nothing (rocemu's fd stayed readable there, and tgtd hung). */
 static void case_channel_loop(void)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct end a, b;
+	struct ibv_comp_channel *ch = ends_on_channel(&a, &b, "channel loop");
 	struct ibv_wc wc;
 	int got = 0, quiet = 0;
 
-	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
-		{ report("channel loop: setup", false, strerror(errno)); return; }
-	if (!end_on_channel(&a, &b, ch, "channel loop: QPs"))
+	if (!ch)
 		return;
 	ibv_req_notify_cq(a.cq, 0);
 	for (int round = 0; round < 20; round++) {
@@ -1298,13 +1313,11 @@ static bool send_flagged(struct end *a, struct end *b, unsigned flags)
  * the channel's fd quiet; a solicited one makes it readable, and the event is there. */
 static void case_channel_solicited(void)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct end a, b;
+	struct ibv_comp_channel *ch = ends_on_channel(&b, &a, "channel solicited");
 	bool quiet, readable;
 
-	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
-		{ report("channel solicited: setup", false, strerror(errno)); return; }
-	if (!end_on_channel(&b, &a, ch, "channel solicited: QPs"))
+	if (!ch)
 		return;
 	ibv_req_notify_cq(b.cq, 1);
 	quiet = send_flagged(&a, &b, 0) && !fd_readable(ch->fd, 200);
@@ -1321,14 +1334,12 @@ static void case_channel_solicited(void)
  * completion is an event on the channel, as a kernel CQ's arming survives ibv_resize_cq. */
 static void case_channel_resize(void)
 {
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct end a, b;
+	struct ibv_comp_channel *ch = ends_on_channel(&a, &b, "channel resize");
 	struct ibv_wc wc;
 	bool resized, evented;
 
-	if (!ch || !make_end(&a, DEPTH) || !make_end(&b, DEPTH))
-		{ report("channel resize: setup", false, strerror(errno)); return; }
-	if (!end_on_channel(&a, &b, ch, "channel resize: QPs"))
+	if (!ch)
 		return;
 	ibv_req_notify_cq(a.cq, 0);
 	resized = ibv_resize_cq(a.cq, 16 * DEPTH) == 0 && a.cq->cqe >= 16 * DEPTH;

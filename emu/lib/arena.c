@@ -255,25 +255,15 @@ static int pieces_add(struct layout *p, uintptr_t start, uintptr_t end, enum vma
 	return 0;
 }
 
-/* A number in base 16 or 10 at *p, which moves past it; false when there is none. */
-static bool take_number(const char **p, unsigned base, uint64_t *v)
+/* A number in base at *p, which moves past it; false when there is none. */
+static bool take_number(const char **p, int base, uint64_t *v)
 {
-	const char *at = *p;
-	uint64_t n = 0;
+	char *end;
 
-	for (;; at++) {
-		unsigned d = *at >= '0' && *at <= '9' ? (unsigned)(*at - '0') :
-			     base == 16 && *at >= 'a' && *at <= 'f' ? (unsigned)(*at - 'a' + 10) :
-								      base;
-
-		if (d >= base)
-			break;
-		n = n * base + d;
-	}
-	if (at == *p)
+	*v = strtoull(*p, &end, base);
+	if (end == *p)
 		return false;
-	*p = at;
-	*v = n;
+	*p = end;
 	return true;
 }
 
@@ -293,7 +283,7 @@ static bool parse_maps_line(const char *line, struct maps_line *l)
 	uint64_t start, end, major, minor;
 
 	if (!take_number(&line, 16, &start) || !take_char(&line, '-') ||
-	    !take_number(&line, 16, &end) || !take_char(&line, ' ') || strlen(line) < 5 ||
+	    !take_number(&line, 16, &end) || !take_char(&line, ' ') || strnlen(line, 5) < 5 ||
 	    line[4] != ' ')
 		return false;
 	memcpy(l->perms, line, 4);
