@@ -20,6 +20,7 @@
 #   vm_spawn NAME COMMAND        starts COMMAND in the guest in the background;
 #                                vm_wait NAME SECONDS waits for it as vm_run does
 #   vm_stop                      powers the guest off (killed by pid if it will not)
+#   vm_rxe_gid ADDR              the index of rxe0's GID for the guest's address ADDR
 set -u
 
 INTEROP_CACHE=${INTEROP_CACHE:-${ROCEMU_ROOT:-.}/build/interop}
@@ -191,6 +192,16 @@ vm_run() {
 	local name=run.$BASHPID.$RANDOM$RANDOM
 	vm_spawn "$name" "$2"
 	vm_wait "$name" "$1"
+}
+
+# rxe keeps a GID for each of the guest's addresses (its IPv6 link-local one among them)
+# in an order of its own, so programs are told the index; sysfs shows a GID as eight
+# groups of four hex digits. Needs test/daemons.sh's gid_hex.
+vm_rxe_gid() {
+	local want
+	want=$(gid_hex "$1" | tr -d ' ' | sed -E 's/(....)/\1:/g; s/:$//')
+	vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; do
+		[ \"\$(cat \$g)\" = $want ] && echo \$g && break; done"
 }
 
 vm_stop() {

@@ -96,18 +96,9 @@ start_rocemud "$PCAP"
 ip netns exec "$NS" dumpcap -q -B 64 -i "$VM_TAP" -f "udp port 4791" -w "$TAP_PCAP" >/dev/null 2>&1 &
 DUMPCAP=$!
 
-# rxe's GID table holds a GID for each of the guest's addresses, its IPv6 link-local one
-# among them, in an order of its own: the guest's programs are told the index of the one
-# wanted. rxe_gid ADDR: that index (sysfs writes GIDs as eight groups of four digits).
-rxe_gid() {
-	local want
-	want=$(gid_hex "$1" | tr -d ' ' | sed -E 's/(....)/\1:/g; s/:$//')
-	vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; do
-		[ \"\$(cat \$g)\" = $want ] && echo \$g && break; done"
-}
-RXE_GID=$(rxe_gid "$ADDR_X")
+RXE_GID=$(vm_rxe_gid "$ADDR_X")
 [ -n "$RXE_GID" ] || fail "rxe0 has no GID for $ADDR_X"
-RXE_GID6=$(rxe_gid "$ADDR6_X")
+RXE_GID6=$(vm_rxe_gid "$ADDR6_X")
 [ -n "$RXE_GID6" ] || fail "rxe0 has no GID for $ADDR6_X"
 echo "rxe0's GID $RXE_GID is ::ffff:$ADDR_X, its GID $RXE_GID6 $ADDR6_X"
 

@@ -73,11 +73,8 @@ boot b
 
 # rxe_gid GUEST: rxe0's GID index for the guest's IPv4 address
 rxe_gid() {
-	local want
-	want=$(gid_hex "${ADDR[$1]}" | tr -d ' ' | sed -E 's/(....)/\1:/g; s/:$//')
 	on "$1"
-	vm_run 30 "cd /sys/class/infiniband/rxe0/ports/1/gids && for g in *; do
-		[ \"\$(cat \$g)\" = $want ] && echo \$g && break; done"
+	vm_rxe_gid "${ADDR[$1]}"
 }
 
 # pair NAME SERVER CLIENT: SERVER in guest b (in the background), CLIENT in guest a, each a
