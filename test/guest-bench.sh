@@ -49,16 +49,24 @@ declare -A V=()   # V[DEVICE-CASE] = the rounds' figures, space-separated
 
 # measure DEVICE ARGS...: one run of test/guest-perftest.sh in the guest; each of its
 # "CASE VALUE" lines appended to V[DEVICE-CASE] (or, for rocemu's, V[CASE], whose names
-# say self- or two-)
+# say self- or two-); a case it printed no line for gets "-", and its output is shown
 measure() {
-	local device=$1 out name value
+	local device=$1 out name value c seen=" "
 	shift
 	out=$(vm_run 900 "cd $ROCEMU_ROOT && ROCEMUD_ARGS='${ROCEMUD_ARGS:-}' bash test/guest-perftest.sh $*" 2>&1)
 	while read -r name value; do
 		[ "$device" = rxe ] && name=rxe-$name
 		V[$name]="${V[$name]:-} $value"
+		seen+="$name "
 	done < <(grep -E '^[a-z0-9-]+ ([0-9.]+|-)$' <<<"$out")
 	grep -E ' \| ' <<<"$out" | sed "s/^/  $device: /"
+	for c in "${CASES[@]}"; do
+		for name in $([ "$device" = rxe ] && echo "rxe-$c" || echo "self-$c two-$c"); do
+			[[ $seen == *" $name "* ]] && continue
+			V[$name]="${V[$name]:-} -"
+			tail -n 8 <<<"$out" | sed "s/^/  $device, no $name: /"
+		done
+	done
 }
 
 last() { # NAME: the latest round's figure of V[NAME]
