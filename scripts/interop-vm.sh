@@ -33,8 +33,13 @@ VM_PID=
 VM_WORK=
 
 # The modules the guest needs; vm_initramfs adds what they depend on, in order.
-# rxe asks the crypto API for "crc32" (its ICRC), which is a module here.
-VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe veth 8021q rdma_ucm"
+# rxe asks the crypto API for "crc32" (its ICRC), which is a module here. nf_tables lets a
+# rocemud in the guest keep RoCE frames out of the kernel's IP input with its ingress rule,
+# as on any Debian VM; it needs libcrc32c, which asks the crypto API for "crc32c" (a soft
+# dependency, which vm_add_module does not follow: without crc32c_generic first, libcrc32c
+# and then nf_tables fail to load, and nft cannot read the kernel's tables).
+VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe veth 8021q rdma_ucm
+	crc32c_generic nf_tables"
 
 vm_say() { echo "interop-vm: $*" >&2; }
 

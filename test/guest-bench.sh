@@ -4,7 +4,9 @@
 # ib_write_bw of 1 MiB and of 64 bytes, and ib_write_lat of 64 bytes, on rxe0 to the
 # guest's own address (rxe in Linux 6.1 serves only the first network namespace, so its
 # two ends cannot sit in two), on one rocemu daemon to its own address, and, for the
-# record, between two daemons in two namespaces of the guest joined by a veth pair.
+# record, between two daemons in two namespaces of the guest joined by a veth pair. Then
+# the RDMA CM's connection rate the same three ways (test/guest-rates.sh, as make interop
+# measures it in its one-vCPU guest).
 # The guest is scripts/interop-vm.sh's, with VM_CPUS (default 2) vCPUs; KVM where it
 # works, TCG otherwise (said at the top). GUEST_BENCH_ROUNDS (default 3) rounds, rxe's and
 # rocemu's runs alternated; each target is judged on the median of the rounds' ratios and
@@ -17,12 +19,14 @@ VM_CPUS=${VM_CPUS:-2}
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
 source "$ROCEMU_ROOT/scripts/interop-vm.sh"
+ROUNDS=${GUEST_BENCH_ROUNDS:-3}
+CM_ROUNDS=${CM_ROUNDS:-$ROUNDS}
+source "$(dirname "$0")/guest-rates.sh"
 require_root
 
 NS=gb$((RANDOM % 100000))
 NET=10.78.$((RANDOM % 250 + 1))
 ADDR_HOST=$NET.1 ADDR_GUEST=$NET.2
-ROUNDS=${GUEST_BENCH_ROUNDS:-3}
 CASES=(write-1m write-64 write-lat)
 
 cleanup() {
@@ -81,9 +85,6 @@ for r in $(seq "$ROUNDS"); do
 		printf ' %s %s %s %s;' "$c" "$(last "rxe-$c")" "$(last "self-$c")" "$(last "two-$c")"; done)"
 done
 
-median_of() { # numbers...
-	printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-}
 # ratios A B: each round's A/B, one per line ("-" where either is missing)
 ratios() {
 	paste -d' ' <(tr ' ' '\n' <<<"${V[$1]:-}" | grep .) <(tr ' ' '\n' <<<"${V[$2]:-}" | grep .) |
@@ -108,4 +109,7 @@ judge() {
 judge "ib_write_bw -s 1M, MB/s" write-1m ge 1.0
 judge "ib_write_bw -s 64, MB/s" write-64 ge 1.0
 judge "ib_write_lat -s 64 t_typical, us" write-lat le 1.5
+# and the RDMA CM issue's connection rate, here with the guest's VM_CPUS vCPUs (make
+# interop's guest has one)
+cm_rate_in_guest "$ADDR_GUEST"
 finish guest-bench
