@@ -85,7 +85,7 @@ for r in $(seq "$ROUNDS"); do
 		printf ' %s %s %s %s;' "$c" "$(last "rxe-$c")" "$(last "self-$c")" "$(last "two-$c")"; done)"
 done
 
-# ratios A B: each round's A/B, one per line ("-" where either is missing)
+# ratios A B: each round's A/B, one per line (a round where either is "-" is left out)
 ratios() {
 	paste -d' ' <(tr ' ' '\n' <<<"${V[$1]:-}" | grep .) <(tr ' ' '\n' <<<"${V[$2]:-}" | grep .) |
 		awk '$1 == "-" || $2 == "-" || $2 == 0 { next } { printf "%.3f\n", $1 / $2 }'
