@@ -269,7 +269,7 @@ interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer 
 two-vms: all $(BUILD)/test/pcap_icrc $(BUILD)/test/cm_peer
 	test/two-vms.sh $(BUILD)
 
-# The latency issue's rows inside one qemu guest, rocemu beside the kernel's rxe on the
+# perftest's bandwidth and latency inside one qemu guest, rocemu beside the kernel's rxe on the
 # same vCPUs, the same perftest binaries on both (docs/benchmarks.md).
 .PHONY: guest-bench
 guest-bench: all

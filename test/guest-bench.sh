@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# make guest-bench: the latency issue's rows inside a qemu guest, rocemu beside the kernel's
-# rxe on the same vCPUs with the same perftest binaries (test/guest-perftest.sh):
-# ib_write_bw of 1 MiB and of 64 bytes, and ib_write_lat of 64 bytes, on rxe0 to the
-# guest's own address (rxe in Linux 6.1 serves only the first network namespace, so its
-# two ends cannot sit in two), on one rocemu daemon to its own address, and, for the
-# record, between two daemons in two namespaces of the guest joined by a veth pair. Then
-# the RDMA CM's connection rate the same three ways (test/guest-rates.sh, as make interop
-# measures it in its one-vCPU guest).
+# make guest-bench: perftest's bandwidth and latency inside a qemu guest, rocemu beside
+# the kernel's rxe on the same vCPUs with the same perftest binaries
+# (test/guest-perftest.sh): ib_write_bw of 1 MiB and of 64 bytes, and ib_write_lat of 64
+# bytes, on rxe0 to the guest's own address (rxe in Linux 6.1 serves only the first
+# network namespace, so its two ends cannot sit in two), on one rocemu daemon to its own
+# address, and, for the record, between two daemons in two namespaces of the guest joined
+# by a veth pair. Then the RDMA CM's connection rate the same three ways
+# (test/guest-rates.sh, as make interop measures it in its one-vCPU guest).
 # The guest is scripts/interop-vm.sh's, with VM_CPUS (default 2) vCPUs; KVM where it
 # works, TCG otherwise (said at the top). GUEST_BENCH_ROUNDS (default 3) rounds, rxe's and
 # rocemu's runs alternated; each target is judged on the median of the rounds' ratios and
@@ -109,7 +109,7 @@ judge() {
 judge "ib_write_bw -s 1M, MB/s" write-1m ge 1.0
 judge "ib_write_bw -s 64, MB/s" write-64 ge 1.0
 judge "ib_write_lat -s 64 t_typical, us" write-lat le 1.5
-# and the RDMA CM issue's connection rate, here with the guest's VM_CPUS vCPUs (make
+# and the RDMA CM's connection rate, here with the guest's VM_CPUS vCPUs (make
 # interop's guest has one)
 cm_rate_in_guest "$ADDR_GUEST"
 finish guest-bench

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian's perftest between two ends on one machine, a line "CASE VALUE" per case: MB/s for
 # ib_write_bw (its average), us for ib_write_lat (its t_typical). make guest-bench runs it
-# inside its guest, on the kernel's rxe and on rocemu, for the latency issue's ratios there.
+# inside its guest, on the kernel's rxe and on rocemu, for the ratios between the two.
 #   test/guest-perftest.sh --rxe DEV GID ADDR   plain perftest, both ends on the kernel's
 #                                               DEV (GID index GID), the client connecting
 #                                               to ADDR: one device to itself

@@ -8,10 +8,10 @@
 # another): on the kernel's rxe, cm_peer on rxe0 connecting to the guest's own address
 # (rxe 6.1 serves only the first network namespace, so its two ends cannot sit in two); on
 # rocemu the same way, one daemon whose client connects to the daemon's own address
-# (test/cm-rate.sh with CM_TO_ITSELF), which is the measure; and, for the record,
+# (test/cm-rate.sh with CM_TO_ITSELF), on which the target is judged; and, for the record,
 # two daemons in two namespaces of the guest joined by a veth pair (make check's
 # topology), which adds a daemon and a wire crossing that rxe's run does not have. The
-# rates and the ratios are shown beside the target (rocemu's at least rxe's), over
+# rates and the ratios are shown beside the target (rocemu's at least rxe's), over
 # CM_ROUNDS alternated rounds; a rate that could not be measured fails.
 CM_CYCLES=${CM_CYCLES:-200}
 CM_ROUNDS=${CM_ROUNDS:-5}

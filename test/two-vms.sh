@@ -71,12 +71,6 @@ ip netns exec "$NS" ip link set "$BRIDGE" up
 boot a
 boot b
 
-# rxe_gid GUEST: rxe0's GID index for the guest's IPv4 address
-rxe_gid() {
-	on "$1"
-	vm_rxe_gid "${ADDR[$1]}"
-}
-
 # pair NAME SERVER CLIENT: SERVER in guest b (in the background), CLIENT in guest a, each a
 # command line (@B@: guest b's address); the client's output in NAME.out, its status in RC
 pair() {
@@ -147,7 +141,7 @@ if [ -z "$SHORT" ]; then
 fi
 
 # --- the kernel's rxe on both guests' eth0
-GID_A=$(rxe_gid a)
+GID_A=$(on a && vm_rxe_gid "${ADDR[a]}")
 [ -n "$GID_A" ] || fail "rxe0 in guest a has no GID for ${ADDR[a]}"
 if [ -z "$SHORT" ]; then
 	perftest rxe-write-1m "" "$GID_A" ib_write_bw -d rxe0 -s 1048576 -n 50; R[rxe_1m]=$ROW
