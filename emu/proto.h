@@ -390,7 +390,11 @@ struct proto_cm_listen {
 	uint64_t service_id;         /* port space << 16 | port */
 	uint8_t gid[16];             /* the address listened on; all zeros: any */
 	uint8_t any_family;          /* with a zero gid: 4 or 6 only (AFONLY), 0 both */
-	uint8_t pad[7];
+	/* 1: only hold the service ID (an id bound to port 0 holds its port as the kernel's
+	 * does); REQs to it are answered as to nobody until a listen names the handle */
+	uint8_t bind_only;
+	uint8_t pad[2];
+	uint32_t bound;              /* the handle a bind_only request gave, now listened on */
 };
 
 struct proto_cm_resolve {

@@ -24,6 +24,9 @@
  *                                       holds them 2 s
  *   cm_peer src-ports ADDR N            resolves ADDR N times with no source given; prints
  *                                       the source port each id was bound to
+ *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
+ *                                       port, until one fails; prints their ports, then
+ *                                       what a listen on the first one's port again says
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
@@ -529,6 +532,36 @@ static int channels(const char *addr, int n)
 	return 0;
 }
 
+/* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
+ * listen on the first one's port, named. */
+static int any_ports(const char *addr, int n)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+	uint16_t first = 0;
+	int i;
+
+	if (addr_of(addr, "0", &ss))
+		return 1;
+	for (i = 0; i < n; i++) {
+		if (rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
+			return die("rdma_create_id");
+		if (rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 1))
+			break;
+		printf("%s%u", i ? " " : "", ntohs(rdma_get_src_port(id)));
+		first = first ? first : ntohs(rdma_get_src_port(id));
+	}
+	printf(", then: %s\n", strerror(errno));
+	rdma_destroy_id(id);
+	if (!first || rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
+		return 1;
+	((struct sockaddr_in *)&ss)->sin_port = htons(first);
+	if (rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 1))
+		printf("port %u listened on again: %s\n", first, strerror(errno));
+	rdma_destroy_id(id);
+	return 0;
+}
+
 static int src_ports(const char *addr, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -568,6 +601,8 @@ int main(int argc, char **argv)
 		rc = late_server(argv[2]);
 	else if (argc == 4 && !strcmp(argv[1], "give-up-client"))
 		rc = give_up_client(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
+		rc = any_ports(argv[2], atoi(argv[3]));
 	else if (argc == 4 && !strcmp(argv[1], "channels"))
 		rc = channels(argv[2], atoi(argv[3]));
 	else if (argc == 4 && !strcmp(argv[1], "src-ports"))
@@ -578,7 +613,7 @@ int main(int argc, char **argv)
 			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
 			"               destroy-drops ADDR | late-server PORT |\n"
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
-			"               src-ports ADDR N\n");
+			"               src-ports ADDR N | any-ports ADDR N\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

@@ -268,6 +268,39 @@ START_TEST(test_req_without_listener_gets_rej_8)
 }
 END_TEST
 
+/* A port held by a bound id (rdma_bind_addr to port 0) is nobody's to listen on, and a
+ * REQ to it finds nobody until its id listens. */
+START_TEST(test_a_held_port_is_nobodys_until_listened_on)
+{
+	struct proto_cm_listen m = { .channel = channel, .cookie = COOKIE,
+				     .service_id = SERVICE_ID, .any_family = 4, .bind_only = 1 };
+	struct proto_cm_entry listed[2];
+	char err[PROTO_ERRMSG];
+	uint32_t held, h;
+
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &held, err, sizeof(err)), 0);
+	ck_assert_uint_eq(cm_list(dev.cm, 0, listed, 2, &h), 1);
+	ck_assert_str_eq(listed[0].state, "BOUND");
+	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
+	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_INVALID_SERVICE_ID);
+	/* held: neither another hold nor a listen takes it */
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	m.bind_only = 0;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	ck_assert_str_eq(err, "service ID 0x1061d2f is held already");
+	/* only its own client turns it into a listener, once */
+	m.bound = held;
+	ck_assert_int_eq(cm_listen(dev.cm, &stranger, &m, &h, err, sizeof(err)), -EINVAL);
+	m.backlog = 4;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), 0);
+	ck_assert_uint_eq(h, held);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EINVAL);
+	arrive(peer_req(PEER_COMM_ID + 1, SERVICE_ID));
+	ck_assert_uint_eq(next_event(CM_EV_CONNECT_REQUEST).cookie, COOKIE);
+	ck_assert_uint_eq(dev.cnt.cm_rej_no_listener, 1);
+}
+END_TEST
+
 START_TEST(test_passive_connection_lives_and_ends)
 {
 	struct proto_cm_event ev;
@@ -1162,6 +1195,7 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_req_without_listener_gets_rej_8);
+	tcase_add_test(tc, test_a_held_port_is_nobodys_until_listened_on);
 	tcase_add_test(tc, test_passive_connection_lives_and_ends);
 	tcase_add_test(tc, test_duplicate_req_is_answered_again);
 	tcase_add_test(tc, test_active_connection_and_duplicate_rep);

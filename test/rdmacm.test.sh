@@ -369,12 +369,22 @@ fi
 range=$("${IN_A[@]}" cat /proc/sys/net/ipv4/ip_local_port_range)
 "${IN_A[@]}" sysctl -qw net.ipv4.ip_local_port_range="40123 40124"
 out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" src-ports "$ADDR_B" 6 2>&1)
+# listeners on such ids each hold a port of their own, as the kernel's: a range of two
+# ports gives two, then EADDRNOTAVAIL, and a listen on a port held is EADDRINUSE
+held=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" any-ports "$ADDR_A" 3 2>&1)
 "${IN_A[@]}" sysctl -qw net.ipv4.ip_local_port_range="$range"
 if grep -qE '^(4012[34] ){5}4012[34]$' <<<"$out"; then
 	passed "ids bound with no port take ports of ip_local_port_range 40123-40124: $out"
 else
 	echo "  | $out"
 	failed "source ports outside ip_local_port_range 40123-40124"
+fi
+if grep -qxE '(40123 40124|40124 40123), then: Cannot assign requested address' <<<"$held" &&
+	grep -qxE 'port 4012[34] listened on again: Address already in use' <<<"$held"; then
+	passed "listeners on ids bound with no port: $(tr '\n' ';' <<<"$held")"
+else
+	echo "  | $held"
+	failed "listeners on ids bound with no port: a port each, then EADDRNOTAVAIL"
 fi
 out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" destroy-drops "$ADDR_B" 2>&1)
 if [ "$out" = "after rdma_destroy_id the channel has nothing to read" ]; then

@@ -319,12 +319,14 @@ static void print_qp(const struct proto_list_reply *r, uint32_t i, bool json)
 	       e->sq_taken, e->sq_done, e->rq_posted, e->rq_taken);
 }
 
-/* A CM listener ("LISTEN": its address, all zeros for any) or connection. */
+/* A CM listener ("LISTEN"), a port an id holds before it listens ("BOUND"), each with its
+ * address (all zeros for any), or a connection. */
 static void print_cm(const struct proto_list_reply *r, uint32_t i, bool json)
 {
 	const struct proto_cm_entry *e = &r->u.cms[i];
 	static const uint8_t any[16];
 	char ip[INET6_ADDRSTRLEN];
+	bool conn = strncmp(e->state, "LISTEN", 6) && strncmp(e->state, "BOUND", 5);
 
 	if (!memcmp(e->peer_gid, any, sizeof(any)))
 		snprintf(ip, sizeof(ip), "*");
@@ -336,7 +338,7 @@ static void print_cm(const struct proto_list_reply *r, uint32_t i, bool json)
 		      "pid %u state %.12s local_comm_id 0x%08x remote_comm_id 0x%08x qpn %u "
 		      "remote_qpn %u service_id 0x%016" PRIx64 " %s %s\n",
 	       e->pid, e->state, e->local_comm_id, e->remote_comm_id, e->local_qpn, e->remote_qpn,
-	       e->service_id, strncmp(e->state, "LISTEN", 6) ? "peer" : "address", ip);
+	       e->service_id, conn ? "peer" : "address", ip);
 }
 
 typedef void (*print_entry_fn)(const struct proto_list_reply *r, uint32_t i, bool json);

@@ -132,7 +132,7 @@ bool rcm_neighbour_known(struct rcm_device *d, const struct sockaddr *dst)
 
 /* ip_local_port_range as the kernel has it now, or 32768-60999 (its default) when it cannot
  * be read; without stdio, whose buffer costs an fstat and an allocation at each bind. */
-static void local_port_range(unsigned *lo, unsigned *hi)
+void rcm_port_range(unsigned *lo, unsigned *hi)
 {
 	char text[64], *end;
 	int fd = open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
@@ -151,16 +151,22 @@ static void local_port_range(unsigned *lo, unsigned *hi)
 		*lo = (unsigned)a, *hi = (unsigned)b;
 }
 
+uint16_t rcm_random_port(unsigned lo, unsigned hi)
+{
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (uint32_t)getpid() * 2654435761u;
+	return (uint16_t)(lo + r % (hi - lo + 1));
+}
+
 /* The kernel's rdma_cm picks a port of ip_local_port_range at random. */
 uint16_t rcm_ephemeral_port(void)
 {
 	unsigned lo, hi;
-	uint32_t r = 0;
 
-	local_port_range(&lo, &hi);
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
-		r = (uint32_t)getpid() * 2654435761u;
-	return (uint16_t)(lo + r % (hi - lo + 1));
+	rcm_port_range(&lo, &hi);
+	return rcm_random_port(lo, hi);
 }
 
 /* A UDP socket connected to dst: the kernel picks the source address its routes give,

@@ -83,10 +83,7 @@ struct rcm_id *rcm_id_take_event(uint64_t cookie)
 
 bool rcm_id_listening(const struct rcm_id *id)
 {
-	for (int i = 0; i < RCM_MAX_DEVICES; i++)
-		if (id->listener[i])
-			return true;
-	return false;
+	return id->listening;
 }
 
 struct rcm_id *rcm_id_of_conn(const struct rcm_device *d, uint32_t conn)
@@ -165,6 +162,7 @@ static void unlisten(struct rcm_id *id)
 			rcm_request(&devs[i], &m, sizeof(m), NULL, 0, -1);
 		id->listener[i] = 0;
 	}
+	id->listening = false;
 }
 
 static void forget_conn(struct rcm_id *id)
@@ -221,10 +219,78 @@ static void prepare_listen(struct rcm_id *id)
 			(void)rcm_channel_at(id->chan, &devs[i], &handle);
 }
 
+static uint64_t service_id(const struct rcm_id *id, uint16_t port)
+{
+	return (uint64_t)id->id.ps << 16 | port;
+}
+
+/* The request that listens on the id's address and port at one device (or holds them). */
+static int listen_request(struct rcm_id *id, struct rcm_device *d, struct proto_cm_listen *m)
+{
+	const struct sockaddr *src = &id->id.route.addr.src_addr;
+	int err = rcm_channel_at(id->chan, d, &m->channel);
+
+	if (err)
+		return err;
+	m->hdr.op = PROTO_CM_LISTEN;
+	m->cookie = id->cookie;
+	m->service_id = service_id(id, rcm_port(src));
+	if (!rcm_addr_any(src))
+		rcm_addr_gid(src, m->gid);
+	else if (src->sa_family == AF_INET || id->afonly)
+		m->any_family = src->sa_family == AF_INET ? 4 : 6;
+	return 0;
+}
+
+/* The id's port held at each of its devices, or at none. */
+static int hold_port(struct rcm_id *id)
+{
+	struct rcm_device *devs;
+	int n = rcm_devices(&devs), err = 0;
+
+	for (int i = 0; i < n && !err; i++) {
+		struct proto_cm_listen m = { .bind_only = 1 };
+		struct proto_handle_reply r;
+
+		if (id->dev && id->dev != &devs[i])
+			continue;
+		err = listen_request(id, &devs[i], &m);
+		if (!err)
+			err = rcm_request(&devs[i], &m, sizeof(m), &r, sizeof(r), -1);
+		if (!err)
+			id->listener[i] = r.handle;
+	}
+	if (err)
+		unlisten(id);
+	return err;
+}
+
+/* An id bound to port 0 holds one no other id at its devices holds, as the kernel's
+ * rdma_cm gives one: from a random port of ip_local_port_range on, the first free. */
+static int hold_any_port(struct rcm_id *id)
+{
+	struct sockaddr *src = &id->id.route.addr.src_addr;
+	unsigned lo, hi, port;
+
+	rcm_port_range(&lo, &hi);
+	port = rcm_random_port(lo, hi);
+	for (unsigned tried = 0; tried <= hi - lo; tried++) {
+		int err;
+
+		rcm_set_port(src, (uint16_t)port);
+		err = hold_port(id);
+		if (err != EADDRINUSE)
+			return err;
+		port = port == hi ? lo : port + 1;
+	}
+	return EADDRNOTAVAIL;
+}
+
 int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 {
 	struct rcm_id *id = rcm_id(cmid);
 	struct sockaddr *src = &cmid->route.addr.src_addr;
+	int err;
 
 	if (!cmid || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return fail(EINVAL);
@@ -239,34 +305,24 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 		rcm_id_bind_device(id, d);
 	}
 	memcpy(&cmid->route.addr.src_storage, addr, rcm_addr_len(addr));
-	if (!rcm_port(src))
-		rcm_set_port(src, rcm_ephemeral_port());
+	if (!rcm_port(src) && (err = hold_any_port(id))) {
+		rcm_set_port(src, 0);
+		return fail(err);
+	}
 	id->bound = true;
 	prepare_listen(id);
 	return 0;
 }
 
-static uint64_t service_id(const struct rcm_id *id, uint16_t port)
-{
-	return (uint64_t)id->id.ps << 16 | port;
-}
-
 static int listen_on(struct rcm_id *id, struct rcm_device *d, int idx, int backlog)
 {
-	const struct sockaddr *src = &id->id.route.addr.src_addr;
-	struct proto_cm_listen m = { .hdr.op = PROTO_CM_LISTEN };
+	struct proto_cm_listen m = { .bound = id->listener[idx] };
 	struct proto_handle_reply r;
-	int err = rcm_channel_at(id->chan, d, &m.channel);
+	int err = listen_request(id, d, &m);
 
 	if (err)
 		return err;
-	m.cookie = id->cookie;
 	m.backlog = backlog > 0 ? (uint32_t)backlog : 0;
-	m.service_id = service_id(id, rcm_port(src));
-	if (!rcm_addr_any(src))
-		rcm_addr_gid(src, m.gid);
-	else if (src->sa_family == AF_INET || id->afonly)
-		m.any_family = src->sa_family == AF_INET ? 4 : 6;
 	err = rcm_request(d, &m, sizeof(m), &r, sizeof(r), -1);
 	if (!err)
 		id->listener[idx] = r.handle;
@@ -279,7 +335,7 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 	struct rcm_device *devs;
 	int n, err = 0, listening = 0;
 
-	if (!cmid)
+	if (!cmid || id->listening)
 		return fail(EINVAL);
 	if (!id->bound) {
 		/* any address of the family the id was given, else IPv4's, as the kernel binds */
@@ -301,6 +357,7 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 		unlisten(id);
 		return fail(err);
 	}
+	id->listening = listening > 0;
 	return listening ? 0 : fail(ENODEV);
 }
 

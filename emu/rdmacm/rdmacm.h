@@ -80,7 +80,8 @@ struct rcm_id {
 	uint64_t cookie;
 	struct rcm_channel *chan;
 	struct rcm_device *dev;      /* bound to, NULL before */
-	uint32_t listener[RCM_MAX_DEVICES];
+	uint32_t listener[RCM_MAX_DEVICES]; /* each device's listener, or its port held */
+	bool listening;              /* rdma_listen succeeded */
 	uint32_t conn;               /* the daemon's connection, 0 for none */
 	struct ibv_sa_path_rec path;
 	/* rdma_conn_param's depths for this id (RDMA_MAX_*: the device's) */
@@ -125,6 +126,8 @@ bool rcm_addr_loopback(const struct sockaddr *sa);
 /* The wildcard, or a loopback address (which the kernel's cma takes as the wildcard). */
 bool rcm_addr_any(const struct sockaddr *sa);
 uint16_t rcm_ephemeral_port(void);
+void rcm_port_range(unsigned *lo, unsigned *hi);
+uint16_t rcm_random_port(unsigned lo, unsigned hi);
 /* The kernel's neighbour table holds a usable entry for dst on d's interface. */
 bool rcm_neighbour_known(struct rcm_device *d, const struct sockaddr *dst);
 /* The source address the kernel's routes pick for dst (no packet is sent). */

@@ -96,38 +96,75 @@ static bool gids_overlap(const struct cm_listener *l, const struct proto_cm_list
 	}
 }
 
-int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
-	      uint32_t *handle, char *err, size_t errlen)
+static struct cm_listener *find_own_listener(struct cm *cm, const struct owner *own,
+					      uint32_t handle)
 {
-	struct cm_channel *ch = find_channel(cm, own, m->channel);
+	struct cm_listener *l;
+
+	LIST_FOREACH(l, &cm->listeners, link)
+		if (l->handle == handle && l->own == own)
+			return l;
+	return NULL;
+}
+
+/* The listener a request makes, or the held service ID it turns into a listener. */
+static int listener_for(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
+			struct cm_listener **out, char *err, size_t errlen)
+{
 	struct cm_listener *l;
 	unsigned mine = 0;
 
-	if (!ch) {
-		snprintf(err, errlen, "no CM channel %u", m->channel);
+	if (m->bound) {
+		*out = find_own_listener(cm, own, m->bound);
+		if (*out && !(*out)->listening && !m->bind_only)
+			return 0;
+		snprintf(err, errlen, "no service ID held with handle %u", m->bound);
 		return -EINVAL;
 	}
 	LIST_FOREACH(l, &cm->listeners, link)
 		mine += l->own == own;
 	if (mine >= CM_MAX_OWNER_LISTENERS) {
-		snprintf(err, errlen, "this client listens on %u service IDs, the most it may",
+		snprintf(err, errlen, "this client holds %u service IDs, the most it may",
 			 CM_MAX_OWNER_LISTENERS);
 		return -ENOMEM;
 	}
+	*out = NULL;
+	return 0;
+}
+
+int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
+	      uint32_t *handle, char *err, size_t errlen)
+{
+	struct cm_channel *ch = find_channel(cm, own, m->channel);
+	struct cm_listener *l, *other;
+	int rc;
+
+	if (!ch) {
+		snprintf(err, errlen, "no CM channel %u", m->channel);
+		return -EINVAL;
+	}
+	rc = listener_for(cm, own, m, &l, err, errlen);
+	if (rc)
+		return rc;
 	if (memcmp(m->gid, any_gid, 16) && addr_find(&cm->dev->port, m->gid) < 0) {
 		snprintf(err, errlen, "the address listened on is not this device's");
 		return -EADDRNOTAVAIL;
 	}
-	LIST_FOREACH(l, &cm->listeners, link)
-		if (l->service_id == m->service_id && gids_overlap(l, m)) {
-			snprintf(err, errlen, "service ID 0x%llx is listened on already",
-				 (unsigned long long)m->service_id);
+	LIST_FOREACH(other, &cm->listeners, link)
+		if (other != l && other->service_id == m->service_id && gids_overlap(other, m)) {
+			snprintf(err, errlen, "service ID 0x%llx is %s already",
+				 (unsigned long long)m->service_id,
+				 other->listening ? "listened on" : "held");
 			return -EADDRINUSE;
 		}
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	l->own = own;
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		l->own = own;
+		l->handle = cm->next_handle++;
+		LIST_INSERT_HEAD(&cm->listeners, l, link);
+	}
 	l->ch = ch;
 	l->cookie = m->cookie;
 	l->service_id = m->service_id;
@@ -135,8 +172,7 @@ int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 	l->any_family = m->any_family;
 	l->backlog = m->backlog && m->backlog < CM_MAX_LISTEN_BACKLOG ? m->backlog :
 		     CM_MAX_LISTEN_BACKLOG;
-	l->handle = cm->next_handle++;
-	LIST_INSERT_HEAD(&cm->listeners, l, link);
+	l->listening = !m->bind_only;
 	*handle = l->handle;
 	return 0;
 }
@@ -162,14 +198,12 @@ static void free_listener(struct cm *cm, struct cm_listener *l)
 
 int cm_unlisten(struct cm *cm, struct owner *own, uint32_t handle)
 {
-	struct cm_listener *l;
+	struct cm_listener *l = find_own_listener(cm, own, handle);
 
-	LIST_FOREACH(l, &cm->listeners, link)
-		if (l->handle == handle && l->own == own) {
-			free_listener(cm, l);
-			return 0;
-		}
-	return -EINVAL;
+	if (!l)
+		return -EINVAL;
+	free_listener(cm, l);
+	return 0;
 }
 
 /* The connection, if it is the client's; a connection in REQ_RCVD is the client's whose
@@ -581,7 +615,7 @@ uint32_t cm_list(const struct cm *cm, uint32_t start, struct proto_cm_entry *out
 		}
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].pid = (uint32_t)l->own->pid;
-		snprintf(out[n].state, sizeof(out[n].state), "LISTEN");
+		snprintf(out[n].state, sizeof(out[n].state), l->listening ? "LISTEN" : "BOUND");
 		out[n].service_id = l->service_id;
 		memcpy(out[n].peer_gid, l->gid, 16);
 		n++;

@@ -76,6 +76,7 @@ struct cm_listener {
 	uint8_t any_family;
 	uint32_t backlog;
 	uint32_t pending;            /* connections in REQ_RCVD it was told of */
+	bool listening;              /* false: the service ID is only held (bind_only) */
 	LIST_ENTRY(cm_listener) link;
 };
 

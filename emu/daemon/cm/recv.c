@@ -30,7 +30,7 @@ static struct cm_listener *find_service(struct cm *cm, uint64_t service_id)
 	struct cm_listener *l;
 
 	LIST_FOREACH(l, &cm->listeners, link)
-		if (l->service_id == service_id)
+		if (l->listening && l->service_id == service_id)
 			return l;
 	return NULL;
 }
@@ -56,7 +56,8 @@ static struct cm_listener *find_listener(struct cm *cm, const struct cm_req *req
 
 	*service_known = find_service(cm, req->service_id) != NULL;
 	LIST_FOREACH(l, &cm->listeners, link)
-		if (l->service_id == req->service_id && listener_takes(l, cma, dst_gid))
+		if (l->listening && l->service_id == req->service_id &&
+		    listener_takes(l, cma, dst_gid))
 			return l;
 	return NULL;
 }
