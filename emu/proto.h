@@ -599,6 +599,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(cm_dup_req, "CM: duplicate REQs (answered again when answered)")               \
 	X(cm_dup_rep, "CM: duplicate REPs (the RTU sent again)")                         \
 	X(cm_rej_no_listener, "CM: REQs rejected with reason 8: nobody listens on the service ID") \
+	X(cm_req_waited, "CM: requests to a port held and not listened on yet, kept a moment for the listen") \
 	X(cm_rej_backlog, "CM: REQs rejected: the listener's backlog is full")           \
 	X(cm_rej_too_many, "CM: REQs rejected: the daemon holds its most connections")   \
 	X(cm_rej_sent, "CM: REJs sent, every reason")                                    \

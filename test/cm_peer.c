@@ -10,7 +10,8 @@
  *                                       prints the rate, and where a cycle's time went
  *   cm_peer sync-client ADDR PORT       the same once with a synchronous id (no channel):
  *                                       rdma_disconnect returns with DISCONNECTED in
- *                                       id->event, as librdmacm's
+ *                                       id->event, as librdmacm's; PORT "-": the first line of
+ *                                       the standard input, read once the library is up
  *   cm_peer parallel-resolve NOBODY HERE  one thread resolves an address nobody answers
  *                                       for; another's rdma_listen on HERE returns before
  *                                       that resolution ends
@@ -24,6 +25,8 @@
  *                                       holds them 2 s
  *   cm_peer src-ports ADDR N            resolves ADDR N times with no source given; prints
  *                                       the source port each id was bound to
+ *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
+ *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
  *                                       port, until one fails; prints their ports, then
  *                                       what a listen on the first one's port again says
@@ -222,16 +225,12 @@ static void print_steps(const char *const *names, const double *sum, int count, 
 		printf(" %s %.2f%s", names[s], sum[s] * 1e3 / n, s + 1 < count ? "," : "\n");
 }
 
-static int cycle_server(const char *port, int n)
+/* n connections taken on the listening id, each until its peer disconnects */
+static int serve(struct rdma_cm_id *listen, int n)
 {
-	struct rdma_cm_id *listen = listen_on(port);
 	static char buf[64];
 	double sum[SERVE_COUNT] = { 0 }, mark;
 
-	if (!listen)
-		return 1;
-	printf("listening\n");
-	fflush(stdout);
 	mark = seconds();
 	for (int i = 0; i < n; i++) {
 		struct rdma_cm_event *ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -285,6 +284,35 @@ static int cycle_server(const char *port, int n)
 	rdma_destroy_id(listen);
 	print_steps(serve_names, sum, SERVE_COUNT, n);
 	return 0;
+}
+
+static int cycle_server(const char *port, int n)
+{
+	struct rdma_cm_id *listen = listen_on(port);
+
+	if (!listen)
+		return 1;
+	printf("listening\n");
+	fflush(stdout);
+	return serve(listen, n);
+}
+
+/* Binds with no port, tells it, and listens only ms later (as qperf 0.4.11 does, slowly) */
+static int late_listen(int ms)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *listen;
+
+	if (addr_of(NULL, "0", &ss) || rdma_create_id(channel, &listen, NULL, RDMA_PS_TCP))
+		return 1;
+	if (rdma_bind_addr(listen, (struct sockaddr *)&ss))
+		return die("rdma_bind_addr");
+	printf("bound %u\n", ntohs(rdma_get_src_port(listen)));
+	fflush(stdout);
+	usleep((useconds_t)ms * 1000);
+	if (rdma_listen(listen, 1))
+		return die("rdma_listen");
+	return serve(listen, 1);
 }
 
 static int send_one(struct rdma_cm_id *id)
@@ -369,10 +397,16 @@ static int sync_client(const char *addr, const char *port)
 	struct rdma_cm_id *id;
 	int got;
 
-	if (addr_of(addr, port, &dst))
-		return 1;
+	char line[16];
+
 	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
 		return die("rdma_create_id (synchronous)");
+	/* "-": the port is the first line of the standard input, read with the library
+	 * ready, so the REQ follows it at once */
+	if (!strcmp(port, "-") && !fgets(line, sizeof(line), stdin))
+		return die("no port on the standard input");
+	if (addr_of(addr, strcmp(port, "-") ? port : strtok(line, "\n"), &dst))
+		return 1;
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
 	    rdma_resolve_route(id, 2000))
 		return die("rdma_resolve_addr/route");
@@ -601,6 +635,8 @@ int main(int argc, char **argv)
 		rc = late_server(argv[2]);
 	else if (argc == 4 && !strcmp(argv[1], "give-up-client"))
 		rc = give_up_client(argv[2], argv[3]);
+	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
+		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
 		rc = any_ports(argv[2], atoi(argv[3]));
 	else if (argc == 4 && !strcmp(argv[1], "channels"))
@@ -613,7 +649,7 @@ int main(int argc, char **argv)
 			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
 			"               destroy-drops ADDR | late-server PORT |\n"
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
-			"               src-ports ADDR N | any-ports ADDR N\n");
+			"               src-ports ADDR N | any-ports ADDR N | late-listen MS\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

@@ -268,36 +268,67 @@ START_TEST(test_req_without_listener_gets_rej_8)
 }
 END_TEST
 
-/* A port held by a bound id (rdma_bind_addr to port 0) is nobody's to listen on, and a
- * REQ to it finds nobody until its id listens. */
-START_TEST(test_a_held_port_is_nobodys_until_listened_on)
+static uint32_t hold_here(void)
 {
 	struct proto_cm_listen m = { .channel = channel, .cookie = COOKIE,
 				     .service_id = SERVICE_ID, .any_family = 4, .bind_only = 1 };
+	char err[PROTO_ERRMSG];
+	uint32_t h;
+
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), 0);
+	return h;
+}
+
+/* A port held by a bound id (rdma_bind_addr to port 0) is nobody else's to listen on; a
+ * REQ to it waits for its id's listen. */
+START_TEST(test_a_held_port_waits_for_its_listen)
+{
+	struct proto_cm_listen m = { .channel = channel, .cookie = COOKIE,
+				     .service_id = SERVICE_ID, .any_family = 4, .bind_only = 1 };
+	uint32_t held = hold_here(), h;
 	struct proto_cm_entry listed[2];
 	char err[PROTO_ERRMSG];
-	uint32_t held, h;
 
-	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &held, err, sizeof(err)), 0);
 	ck_assert_uint_eq(cm_list(dev.cm, 0, listed, 2, &h), 1);
 	ck_assert_str_eq(listed[0].state, "BOUND");
-	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
-	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_INVALID_SERVICE_ID);
-	/* held: neither another hold nor a listen takes it */
 	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
 	m.bind_only = 0;
 	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
 	ck_assert_str_eq(err, "service ID 0x1061d2f is held already");
-	/* only its own client turns it into a listener, once */
+	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
+	expect_nothing_sent();
+	ck_assert_uint_eq(dev.cnt.cm_req_waited, 1);
+	/* only its own client listens on it, once */
 	m.bound = held;
 	ck_assert_int_eq(cm_listen(dev.cm, &stranger, &m, &h, err, sizeof(err)), -EINVAL);
 	m.backlog = 4;
 	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), 0);
 	ck_assert_uint_eq(h, held);
-	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EINVAL);
-	arrive(peer_req(PEER_COMM_ID + 1, SERVICE_ID));
 	ck_assert_uint_eq(next_event(CM_EV_CONNECT_REQUEST).cookie, COOKIE);
-	ck_assert_uint_eq(dev.cnt.cm_rej_no_listener, 1);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(dev.cm->nwaiting, 0);
+	ck_assert_uint_eq(dev.cnt.cm_rej_no_listener, 0);
+}
+END_TEST
+
+/* ... and is refused as to nobody when the listen does not come in time; no more than
+ * CM_MAX_WAITING wait at once. */
+START_TEST(test_a_held_port_nobody_listens_on_refuses)
+{
+	struct cm_waiting_req *w;
+
+	hold_here();
+	for (uint32_t i = 0; i <= CM_MAX_WAITING; i++)
+		arrive(peer_req(PEER_COMM_ID + i, SERVICE_ID));
+	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.remote_comm_id, PEER_COMM_ID + CM_MAX_WAITING);
+	expect_nothing_sent();
+	ck_assert_uint_eq(dev.cm->nwaiting, CM_MAX_WAITING);
+	w = TAILQ_FIRST(&dev.cm->waiting);
+	ck_assert(ev_is_active(&w->timer));
+	ev_invoke(dev.loop, &w->timer, EV_TIMER);
+	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_INVALID_SERVICE_ID);
+	ck_assert_uint_eq(dev.cm->nwaiting, CM_MAX_WAITING - 1);
+	ck_assert_uint_eq(dev.cnt.cm_rej_no_listener, 2);
 }
 END_TEST
 
@@ -1195,7 +1226,8 @@ int main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_req_without_listener_gets_rej_8);
-	tcase_add_test(tc, test_a_held_port_is_nobodys_until_listened_on);
+	tcase_add_test(tc, test_a_held_port_waits_for_its_listen);
+	tcase_add_test(tc, test_a_held_port_nobody_listens_on_refuses);
 	tcase_add_test(tc, test_passive_connection_lives_and_ends);
 	tcase_add_test(tc, test_duplicate_req_is_answered_again);
 	tcase_add_test(tc, test_active_connection_and_duplicate_rep);

@@ -386,6 +386,38 @@ else
 	echo "  | $held"
 	failed "listeners on ids bound with no port: a port each, then EADDRNOTAVAIL"
 fi
+# A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
+# to the port the server's bind holds waits for that listen. The client is up before it
+# reads the port, so its REQ comes within the server's 150 ms before it listens.
+mkfifo "$WORK/port.fifo"
+exec 7<>"$WORK/port.fifo"
+before=$(counter b cm_req_waited)
+"${IN_A[@]}" timeout "$T" "$RUN" -D "$SOCK_A" "$PEER" sync-client "$ADDR_B" - <&7 \
+	>"$WORK/late.client" 2>&1 &
+client=$!
+PIDS+=($client)
+"${IN_B[@]}" timeout "$T" "$RUN" -D "$SOCK_B" "$PEER" late-listen 150 >"$WORK/late.server" 2>&1 &
+server=$!
+PIDS+=($server)
+for _ in $(seq 300); do
+	grep -q '^bound' "$WORK/late.server" && break
+	sleep 0.01
+done
+awk '/^bound/ {print $2}' "$WORK/late.server" >&7
+wait "$client" && status=0 || status=1
+# a server whose REQ was refused waits for none: it goes, not to meet the rows after
+[ $status -eq 0 ] || kill "$server" 2>/dev/null
+wait "$server" || status=1
+exec 7>&-
+after=$(counter b cm_req_waited)
+if [ $status -eq 0 ] && grep -q 'returned with RDMA_CM_EVENT_DISCONNECTED' "$WORK/late.client" &&
+	[ "$after" = $((before + 1)) ]; then
+	passed "a REQ before its listener's listen waited for it and connected (cm_req_waited $before -> $after)"
+else
+	sed 's/^/  client| /' "$WORK/late.client"
+	sed 's/^/  server| /' "$WORK/late.server"
+	failed "a REQ before the listen: connected after it (cm_req_waited $before -> $after)"
+fi
 out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" destroy-drops "$ADDR_B" 2>&1)
 if [ "$out" = "after rdma_destroy_id the channel has nothing to read" ]; then
 	passed "cm_peer destroy-drops: $out"

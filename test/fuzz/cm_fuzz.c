@@ -1,8 +1,8 @@
 /* libFuzzer harness for the daemon's CM state machine (emu/daemon/cm) with the receive path
  * in front of it: MADs from the input go through rx_frame() to the CM, between the steps
- * a client may take (listen, connect, accept, reject, establish, disconnect, destroy,
- * going away) and the firing of connection timers. Every input starts from a fresh CM over
- * one device and QP built once. Checked: every frame the CM sends is a well-formed CM MAD
+ * a client may take (hold a port, listen, connect, accept, reject, establish, disconnect,
+ * destroy, going away) and the firing of connection timers and of a waiting REQ's. Every
+ * input starts from a fresh CM over one device and QP built once. Checked: every frame the CM sends is a well-formed CM MAD
  * in a UD SEND_ONLY to QP 1 with a good ICRC, to the peer; the connections stay within
  * CM_MAX_CONNS; every event written to the channel is whole; and ASan and UBSan watch the
  * rest. Only the network and the log are replaced, below.
@@ -11,7 +11,9 @@
  *   op % 8 == 0  a MAD: the next 256 bytes (fewer are padded with zeros); with bit 3 of op
  *                set, the comm IDs at the message's start are patched to a connection's
  *                local ID (chosen by the op's top bits) so the fuzzer reaches live state
- *   1            listen on port op >> 3 (backlog 2), in the UDP port space when it is odd
+ *   1            listen on port (op >> 3) & 15 (backlog 2), in the UDP port space when it
+ *                is odd; with bit 7 set only hold the port (a REQ to it waits), and a
+ *                listen on a port held turns the hold into the listener
  *   2            connect to the peer on port op >> 3, the same way (a SIDR_REQ for UDP)
  *   3..6         accept, reject, establish, disconnect the connection chosen by op >> 3
  *   7            a step chosen by op >> 3: fire a connection's timer, destroy one, or the
@@ -212,11 +214,18 @@ static void client_op(uint8_t op)
 
 	switch (op & 7) {
 	case 1: {
-		/* odd ports in the UDP space (SIDR), even ones in TCP's */
+		/* odd ports in the UDP space (SIDR), even ones in TCP's; with the top bit the
+		 * port is only held (an id bound to port 0), and a listen turns a hold of its
+		 * port into the listener */
 		struct proto_cm_listen m = { .channel = channel, .backlog = 2,
 					     .service_id = (op & 8 ? 0x01110000u : 0x01060000u) |
-							   (op >> 3) };
+							   ((op >> 3) & 15),
+					     .bind_only = op >> 7 };
+		struct cm_listener *l;
 
+		LIST_FOREACH(l, &dev.cm->listeners, link)
+			if (!m.bind_only && !l->listening && l->service_id == m.service_id)
+				m.bound = l->handle;
 		cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err));
 		break;
 	}
@@ -255,6 +264,8 @@ static void client_op(uint8_t op)
 	default:
 		if ((op >> 3) % 3 == 0 && c && ev_is_active(&c->timer))
 			ev_invoke(dev.loop, &c->timer, EV_TIMER);
+		else if ((op >> 3) % 3 == 0 && !TAILQ_EMPTY(&dev.cm->waiting))
+			ev_invoke(dev.loop, &TAILQ_FIRST(&dev.cm->waiting)->timer, EV_TIMER);
 		else if ((op >> 3) % 3 == 1)
 			cm_destroy(dev.cm, &owner, conn);
 		else if ((op >> 3) % 3 == 2)
@@ -356,6 +367,19 @@ static void write_seeds(const char *dir)
 		n += put_mad(b + n, 0, &m);
 		write_seed(dir, "sidr", b, n);
 	}
+	/* a port held, a REQ to it that waits, the listen that takes it, accept; and a REQ
+	 * to a port held that nobody listens on, refused when its wait ends */
+	n = 0;
+	b[n++] = 1 | 9 << 3 | 0x80;
+	n += seed_req(b + n, 9);
+	b[n++] = 1 | 9 << 3;
+	b[n++] = 3;
+	write_seed(dir, "held-listened", b, n);
+	n = 0;
+	b[n++] = 1 | 9 << 3 | 0x80;
+	n += seed_req(b + n, 9);
+	b[n++] = 7;
+	write_seed(dir, "held-refused", b, n);
 	/* a REQ to nobody, and a REJ to our REQ */
 	n = seed_req(b, 9);
 	b[n++] = 2 | 3 << 3;

@@ -174,6 +174,8 @@ int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 		     CM_MAX_LISTEN_BACKLOG;
 	l->listening = !m->bind_only;
 	*handle = l->handle;
+	if (l->listening)
+		cm_listening_now(cm, l->service_id);
 	return 0;
 }
 

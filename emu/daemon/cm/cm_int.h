@@ -116,11 +116,33 @@ struct cm_conn {
 	TAILQ_ENTRY(cm_conn) let_go_link;
 };
 
+/* Where a MAD came from and went to, to answer it. */
+struct mad_src {
+	uint8_t src_gid[16];         /* the peer's address */
+	uint8_t dst_gid[16];         /* ours, the one it was sent to */
+	uint8_t mac[6];
+};
+
+/* A REQ or SIDR_REQ to a service ID an id holds and does not listen on yet, waiting a
+ * moment for the listen before it is refused (recv.c). */
+#define CM_LISTEN_WAIT 0.2         /* seconds */
+#define CM_MAX_WAITING 64          /* requests waiting at once */
+
+struct cm_waiting_req {
+	struct cm *cm;
+	struct cm_mad mad;
+	struct mad_src src;
+	ev_timer timer;
+	TAILQ_ENTRY(cm_waiting_req) link;
+};
+
 struct cm {
 	struct dev *dev;
 	LIST_HEAD(, cm_channel) channels;
 	LIST_HEAD(, cm_listener) listeners;
 	LIST_HEAD(, cm_conn) conns;
+	TAILQ_HEAD(, cm_waiting_req) waiting;  /* oldest first */
+	uint32_t nwaiting;
 	/* forgotten connections in TimeWait, oldest first: a new connection may cut the
 	 * oldest's wait short when the CM is full (they count against no client) */
 	TAILQ_HEAD(, cm_conn) let_go;
@@ -170,6 +192,10 @@ bool cm_owner_full(struct cm *cm, const struct owner *own);
 /* The SIDR_REP of a SIDR_REQ received (status CM_SIDR_*); the connection then freed. */
 void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
 		     size_t len);
+
+/* recv.c: the requests waiting for a listen on service_id taken again; every one freed */
+void cm_listening_now(struct cm *cm, uint64_t service_id);
+void cm_free_waiting(struct cm *cm);
 
 static inline uint8_t cm_clamp_u8(uint8_t v, uint8_t max)
 {

@@ -45,6 +45,7 @@ struct cm *cm_new(struct dev *dev)
 	LIST_INIT(&cm->listeners);
 	LIST_INIT(&cm->conns);
 	TAILQ_INIT(&cm->let_go);
+	TAILQ_INIT(&cm->waiting);
 	/* comm IDs run from a random point, scrambled, as the kernel's: a restarted daemon's
 	 * IDs do not meet its old ones in a peer's TimeWait */
 	cm->next_id = random_u32();
@@ -64,6 +65,7 @@ void cm_free(struct cm *cm)
 
 	if (!cm)
 		return;
+	cm_free_waiting(cm);
 	while (!LIST_EMPTY(&cm->conns))
 		conn_free(LIST_FIRST(&cm->conns));
 	while (!LIST_EMPTY(&cm->listeners)) {
