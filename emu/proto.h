@@ -393,9 +393,16 @@ struct proto_cm_listen {
 	/* 1: only hold the service ID (an id bound to port 0 holds its port as the kernel's
 	 * does); REQs to it are answered as to nobody until a listen names the handle */
 	uint8_t bind_only;
-	uint8_t pad[2];
+	uint8_t hold_flags;          /* with bind_only: PROTO_CM_HOLD_* */
+	uint8_t pad;
 	uint32_t bound;              /* the handle a bind_only request gave, now listened on */
 };
+
+/* Holds of a port that all asked for it may share it (REUSEADDR), until one listens. */
+#define PROTO_CM_HOLD_REUSEADDR 1
+/* The library picked the port (ephemeral) and tries the next when this one is taken,
+ * which is then EADDRINUSE whatever the addresses. */
+#define PROTO_CM_HOLD_ANY_PORT  2
 
 struct proto_cm_resolve {
 	struct proto_hdr hdr;

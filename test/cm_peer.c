@@ -25,6 +25,9 @@
  *                                       holds them 2 s
  *   cm_peer src-ports ADDR N            resolves ADDR N times with no source given; prints
  *                                       the source port each id was bound to
+ *   cm_peer port-rules ADDR PORT        binds and listens on ADDR:PORT as the kernel's
+ *                                       rules for a port tell apart (REUSEADDR, the
+ *                                       wildcard); prints each step's result
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -566,6 +569,57 @@ static int channels(const char *addr, int n)
 	return 0;
 }
 
+/* An id bound to addr:port (REUSEADDR first when reuse); the bind's errno, or 0 */
+static int bound_id(const char *addr, const char *port, bool reuse, struct rdma_cm_id **id)
+{
+	struct sockaddr_storage ss;
+	int on = 1;
+
+	if (addr_of(addr, port, &ss) || rdma_create_id(channel, id, NULL, RDMA_PS_TCP))
+		return EINVAL;
+	if (reuse && rdma_set_option(*id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on,
+				     sizeof(on)))
+		return errno;
+	return rdma_bind_addr(*id, (struct sockaddr *)&ss) ? errno : 0;
+}
+
+static const char *result(int err)
+{
+	return err ? strerror(err) : "ok";
+}
+
+/* The kernel's rules for a port, step by step: one bind of an address and port; another
+ * of the same; of the wildcard and the port; two binds with REUSEADDR; a listen on one
+ * while the other holds the port, and alone; a bind with REUSEADDR of a port listened on;
+ * REUSEADDR set on a listener. */
+static int port_rules(const char *addr, const char *port)
+{
+	struct rdma_cm_id *a, *b, *c;
+	int on = 1, off = 0;
+
+	printf("bind: %s", result(bound_id(addr, port, false, &a)));
+	printf("; again: %s", result(bound_id(addr, port, false, &b)));
+	rdma_destroy_id(b);
+	printf("; the wildcard: %s", result(bound_id(NULL, port, false, &b)));
+	rdma_destroy_id(b);
+	rdma_destroy_id(a);
+	printf("; REUSEADDR twice: %s", result(bound_id(addr, port, true, &a)));
+	printf(", %s", result(bound_id(addr, port, true, &b)));
+	printf("; listen beside: %s", result(rdma_listen(a, 1) ? errno : 0));
+	rdma_destroy_id(b);
+	printf("; alone: %s", result(rdma_listen(a, 1) ? errno : 0));
+	printf("; REUSEADDR beside a listener: %s", result(bound_id(addr, port, true, &c)));
+	rdma_destroy_id(c);
+	printf("; REUSEADDR set on a listener: %s",
+	       result(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on,
+				      sizeof(on)) ? errno : 0));
+	printf(", cleared: %s\n",
+	       result(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &off,
+				      sizeof(off)) ? errno : 0));
+	rdma_destroy_id(a);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -585,7 +639,7 @@ static int any_ports(const char *addr, int n)
 		printf("%s%u", i ? " " : "", ntohs(rdma_get_src_port(id)));
 		first = first ? first : ntohs(rdma_get_src_port(id));
 	}
-	printf(", then: %s\n", strerror(errno));
+	printf(", then: %s\n", i < n ? strerror(errno) : "none failed");
 	rdma_destroy_id(id);
 	if (!first || rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
 		return 1;
@@ -635,6 +689,8 @@ int main(int argc, char **argv)
 		rc = late_server(argv[2]);
 	else if (argc == 4 && !strcmp(argv[1], "give-up-client"))
 		rc = give_up_client(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "port-rules"))
+		rc = port_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -649,7 +705,8 @@ int main(int argc, char **argv)
 			"               sync-client ADDR PORT | parallel-resolve NOBODY HERE |\n"
 			"               destroy-drops ADDR | late-server PORT |\n"
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
-			"               src-ports ADDR N | any-ports ADDR N | late-listen MS\n");
+			"               src-ports ADDR N | any-ports ADDR N | late-listen MS |\n"
+			"               port-rules ADDR PORT\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

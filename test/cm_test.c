@@ -291,9 +291,10 @@ START_TEST(test_a_held_port_waits_for_its_listen)
 
 	ck_assert_uint_eq(cm_list(dev.cm, 0, listed, 2, &h), 1);
 	ck_assert_str_eq(listed[0].state, "BOUND");
-	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	/* wildcards both: "not available", as the kernel's rdma_cm says */
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRNOTAVAIL);
 	m.bind_only = 0;
-	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRNOTAVAIL);
 	ck_assert_str_eq(err, "service ID 0x1061d2f is held already");
 	arrive(peer_req(PEER_COMM_ID, SERVICE_ID));
 	expect_nothing_sent();
@@ -329,6 +330,38 @@ START_TEST(test_a_held_port_nobody_listens_on_refuses)
 	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_INVALID_SERVICE_ID);
 	ck_assert_uint_eq(dev.cm->nwaiting, CM_MAX_WAITING - 1);
 	ck_assert_uint_eq(dev.cnt.cm_rej_no_listener, 2);
+}
+END_TEST
+
+/* Holds of one address and port that all asked for REUSEADDR share it until one listens;
+ * the same address is "in use", and so is any port the library picked. */
+START_TEST(test_reuseaddr_holds_share_a_port_until_one_listens)
+{
+	struct proto_cm_listen m = { .channel = channel, .cookie = COOKIE,
+				     .service_id = SERVICE_ID, .bind_only = 1,
+				     .hold_flags = PROTO_CM_HOLD_REUSEADDR };
+	char err[PROTO_ERRMSG];
+	uint32_t a, b, h;
+
+	memcpy(m.gid, our_gid, 16);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &b, err, sizeof(err)), 0);
+	m.hold_flags = 0;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	/* a listen shares with nobody: not while b holds the port, and then alone */
+	m.bind_only = 0;
+	m.bound = a;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	ck_assert_int_eq(cm_unlisten(dev.cm, &owner, b), 0);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), 0);
+	m.bind_only = 1;
+	m.bound = 0;
+	m.hold_flags = PROTO_CM_HOLD_REUSEADDR;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	memset(m.gid, 0, 16);
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRNOTAVAIL);
+	m.hold_flags = PROTO_CM_HOLD_ANY_PORT;
+	ck_assert_int_eq(cm_listen(dev.cm, &owner, &m, &h, err, sizeof(err)), -EADDRINUSE);
 }
 END_TEST
 
@@ -827,7 +860,7 @@ START_TEST(test_a_client_is_bounded)
 				   sizeof(err)), -EINVAL);
 	fd = dup(events_fd);
 	ck_assert_int_eq(cm_channel_open(dev.cm, &stranger, fd, &m.channel), 0);
-	ck_assert_int_eq(cm_listen(dev.cm, &stranger, &m, &h, err, sizeof(err)), -EADDRINUSE);
+	ck_assert_int_eq(cm_listen(dev.cm, &stranger, &m, &h, err, sizeof(err)), -EADDRNOTAVAIL);
 }
 END_TEST
 
@@ -1228,6 +1261,7 @@ int main(void)
 	tcase_add_test(tc, test_req_without_listener_gets_rej_8);
 	tcase_add_test(tc, test_a_held_port_waits_for_its_listen);
 	tcase_add_test(tc, test_a_held_port_nobody_listens_on_refuses);
+	tcase_add_test(tc, test_reuseaddr_holds_share_a_port_until_one_listens);
 	tcase_add_test(tc, test_passive_connection_lives_and_ends);
 	tcase_add_test(tc, test_duplicate_req_is_answered_again);
 	tcase_add_test(tc, test_active_connection_and_duplicate_rep);

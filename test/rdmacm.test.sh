@@ -386,6 +386,18 @@ else
 	echo "  | $held"
 	failed "listeners on ids bound with no port: a port each, then EADDRNOTAVAIL"
 fi
+# A port is held from the bind, as the kernel's rdma_cm holds it (these are its results,
+# run on rxe in the interop guest): a second bind of the address and port is EADDRINUSE,
+# of the wildcard EADDRNOTAVAIL; binds with REUSEADDR share the port until one listens,
+# and a listener shares it with nobody.
+RULES="bind: ok; again: Address already in use; the wildcard: Cannot assign requested address; REUSEADDR twice: ok, ok; listen beside: Address already in use; alone: ok; REUSEADDR beside a listener: Address already in use; REUSEADDR set on a listener: Invalid argument, cleared: Invalid argument"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" port-rules "$ADDR_B" $((PORT + 1)) 2>&1)
+if [ "$out" = "$RULES" ]; then
+	passed "the kernel's rules for a port: $out"
+else
+	echo "  | $out"
+	failed "the kernel's rules for a port (bind, REUSEADDR, the wildcard)"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.

@@ -242,14 +242,16 @@ static int listen_request(struct rcm_id *id, struct rcm_device *d, struct proto_
 	return 0;
 }
 
-/* The id's port held at each of its devices, or at none. */
-static int hold_port(struct rcm_id *id)
+/* The id's port held at each of its devices, or at none (flags: PROTO_CM_HOLD_*). */
+static int hold_port(struct rcm_id *id, uint8_t flags)
 {
 	struct rcm_device *devs;
 	int n = rcm_devices(&devs), err = 0;
 
+	if (id->reuseaddr)
+		flags |= PROTO_CM_HOLD_REUSEADDR;
 	for (int i = 0; i < n && !err; i++) {
-		struct proto_cm_listen m = { .bind_only = 1 };
+		struct proto_cm_listen m = { .bind_only = 1, .hold_flags = flags };
 		struct proto_handle_reply r;
 
 		if (id->dev && id->dev != &devs[i])
@@ -278,7 +280,7 @@ static int hold_any_port(struct rcm_id *id)
 		int err;
 
 		rcm_set_port(src, (uint16_t)port);
-		err = hold_port(id);
+		err = hold_port(id, PROTO_CM_HOLD_ANY_PORT);
 		if (err != EADDRINUSE)
 			return err;
 		port = port == hi ? lo : port + 1;
@@ -305,8 +307,11 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 		rcm_id_bind_device(id, d);
 	}
 	memcpy(&cmid->route.addr.src_storage, addr, rcm_addr_len(addr));
-	if (!rcm_port(src) && (err = hold_any_port(id))) {
-		rcm_set_port(src, 0);
+	/* the port is held from here, as the kernel's: another bind of it fails now */
+	err = rcm_port(src) ? hold_port(id, 0) : hold_any_port(id);
+	if (err) {
+		memset(&cmid->route.addr.src_storage, 0, sizeof(cmid->route.addr.src_storage));
+		rcm_id_bind_device(id, NULL);
 		return fail(err);
 	}
 	id->bound = true;
@@ -771,9 +776,12 @@ int rdma_set_option(struct rdma_cm_id *cmid, int level, int optname, void *optva
 		id->tos = *(uint8_t *)optval;
 		return 0;
 	case RDMA_OPTION_ID_REUSEADDR:
-		/* taken and without effect: a port is held from rdma_listen to rdma_destroy_id
-		 * only, never through a connection's TimeWait (docs/verbs.md) */
-		return optlen == sizeof(int) ? 0 : fail(EINVAL);
+		/* as the kernel's: set before a bind, or set (not cleared) before a listen; it
+		 * counts at the bind (a port is never held through TimeWait here) */
+		if (optlen != sizeof(int) || (*(int *)optval ? id->listening : id->bound))
+			return fail(EINVAL);
+		id->reuseaddr = *(int *)optval != 0;
+		return 0;
 	case RDMA_OPTION_ID_AFONLY:
 		if (optlen != sizeof(int))
 			return fail(EINVAL);

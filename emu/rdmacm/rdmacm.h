@@ -91,6 +91,7 @@ struct rcm_id {
 	uint8_t tos;
 	uint8_t ack_timeout;
 	int afonly;
+	bool reuseaddr;              /* RDMA_OPTION_ID_REUSEADDR */
 	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep(passive): rdma_get_request's QP */
 	/* events handed to the program and acked: rdma_destroy_id waits for the acks, as
 	 * librdmacm's does (a program's event thread is done with the id then) */

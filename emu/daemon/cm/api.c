@@ -107,6 +107,32 @@ static struct cm_listener *find_own_listener(struct cm *cm, const struct owner *
 	return NULL;
 }
 
+/* Who else holds or listens on the service ID at an address the request's overlaps, as
+ * the kernel's rdma_cm checks a port at a bind and at a listen: holds that both asked for
+ * REUSEADDR share it; a listener shares it with none. l: the request's own. */
+static struct cm_listener *port_taken(struct cm *cm, const struct cm_listener *l,
+				      const struct proto_cm_listen *m)
+{
+	bool reuse = m->bind_only && (m->hold_flags & PROTO_CM_HOLD_REUSEADDR);
+	struct cm_listener *other;
+
+	LIST_FOREACH(other, &cm->listeners, link)
+		if (other != l && other->service_id == m->service_id &&
+		    !(reuse && other->reuseaddr) && gids_overlap(other, m))
+			return other;
+	return NULL;
+}
+
+/* As the kernel's rdma_cm: a wildcard on either side is "not available", the same address
+ * "in use"; a port the library picked is "in use", its sign to try the next. */
+static int taken_errno(const struct proto_cm_listen *m, const struct cm_listener *other)
+{
+	bool wildcard = !memcmp(m->gid, any_gid, 16) || !memcmp(other->gid, any_gid, 16);
+
+	return wildcard && !(m->hold_flags & PROTO_CM_HOLD_ANY_PORT) ? -EADDRNOTAVAIL :
+								       -EADDRINUSE;
+}
+
 /* The listener a request makes, or the held service ID it turns into a listener. */
 static int listener_for(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 			struct cm_listener **out, char *err, size_t errlen)
@@ -150,13 +176,13 @@ int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 		snprintf(err, errlen, "the address listened on is not this device's");
 		return -EADDRNOTAVAIL;
 	}
-	LIST_FOREACH(other, &cm->listeners, link)
-		if (other != l && other->service_id == m->service_id && gids_overlap(other, m)) {
-			snprintf(err, errlen, "service ID 0x%llx is %s already",
-				 (unsigned long long)m->service_id,
-				 other->listening ? "listened on" : "held");
-			return -EADDRINUSE;
-		}
+	other = port_taken(cm, l, m);
+	if (other) {
+		snprintf(err, errlen, "service ID 0x%llx is %s already",
+			 (unsigned long long)m->service_id,
+			 other->listening ? "listened on" : "held");
+		return taken_errno(m, other);
+	}
 	if (!l) {
 		l = calloc(1, sizeof(*l));
 		if (!l)
@@ -173,6 +199,7 @@ int cm_listen(struct cm *cm, struct owner *own, const struct proto_cm_listen *m,
 	l->backlog = m->backlog && m->backlog < CM_MAX_LISTEN_BACKLOG ? m->backlog :
 		     CM_MAX_LISTEN_BACKLOG;
 	l->listening = !m->bind_only;
+	l->reuseaddr = m->bind_only && (m->hold_flags & PROTO_CM_HOLD_REUSEADDR);
 	*handle = l->handle;
 	if (l->listening)
 		cm_listening_now(cm, l->service_id);

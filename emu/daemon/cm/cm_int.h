@@ -77,6 +77,7 @@ struct cm_listener {
 	uint32_t backlog;
 	uint32_t pending;            /* connections in REQ_RCVD it was told of */
 	bool listening;              /* false: the service ID is only held (bind_only) */
+	bool reuseaddr;              /* held, and shared with other holds that are too */
 	LIST_ENTRY(cm_listener) link;
 };
 
