@@ -292,6 +292,7 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 {
 	struct rcm_id *id = rcm_id(cmid);
 	struct sockaddr *src = &cmid->route.addr.src_addr;
+	struct sockaddr_storage was;
 	int err;
 
 	if (!cmid || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
@@ -306,11 +307,12 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 			return fail(EADDRNOTAVAIL);
 		rcm_id_bind_device(id, d);
 	}
+	was = cmid->route.addr.src_storage;
 	memcpy(&cmid->route.addr.src_storage, addr, rcm_addr_len(addr));
 	/* the port is held from here, as the kernel's: another bind of it fails now */
 	err = rcm_port(src) ? hold_port(id, 0) : hold_any_port(id);
 	if (err) {
-		memset(&cmid->route.addr.src_storage, 0, sizeof(cmid->route.addr.src_storage));
+		cmid->route.addr.src_storage = was;
 		rcm_id_bind_device(id, NULL);
 		return fail(err);
 	}
