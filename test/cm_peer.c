@@ -107,6 +107,8 @@ static struct rdma_cm_id *listen_on(const char *port)
 		die("bind/listen");
 		return NULL;
 	}
+	printf("listening\n");   /* the test starts the client when it sees this */
+	fflush(stdout);
 	return id;
 }
 
@@ -116,8 +118,6 @@ static int reject_server(const char *port, int n)
 
 	if (!listen)
 		return 1;
-	printf("listening\n");
-	fflush(stdout);
 	for (int i = 0; i < n; i++) {
 		struct rdma_cm_event *ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
 		struct rdma_cm_id *id;
@@ -295,8 +295,6 @@ static int cycle_server(const char *port, int n)
 
 	if (!listen)
 		return 1;
-	printf("listening\n");
-	fflush(stdout);
 	return serve(listen, n);
 }
 
@@ -508,8 +506,6 @@ static int late_server(const char *port)
 
 	if (!listen)
 		return 1;
-	printf("listening\n");
-	fflush(stdout);
 	if (!(ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST)))
 		return 1;
 	child = ev->id;
