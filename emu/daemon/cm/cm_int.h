@@ -1,5 +1,6 @@
 /* Inside the CM: its objects, shared by conn.c (objects, sending, timers, events), recv.c
- * (what a peer's MAD does) and api.c (what a client asks). */
+ * (what a peer's MAD does), wait.c (requests waiting for a listen) and api.c (what a
+ * client asks). */
 #ifndef ROCEMU_DAEMON_CM_INT_H
 #define ROCEMU_DAEMON_CM_INT_H
 
@@ -125,7 +126,7 @@ struct mad_src {
 };
 
 /* A REQ or SIDR_REQ to a service ID an id holds and does not listen on yet, waiting a
- * moment for the listen before it is refused (recv.c). */
+ * moment for the listen before it is refused (wait.c). */
 #define CM_LISTEN_WAIT 0.2         /* seconds */
 #define CM_MAX_WAITING 64          /* requests waiting at once */
 
@@ -194,7 +195,14 @@ bool cm_owner_full(struct cm *cm, const struct owner *own);
 void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
 		     size_t len);
 
-/* recv.c: the requests waiting for a listen on service_id taken again; every one freed */
+/* recv.c: a REQ or SIDR_REQ taken (may_wait: it may wait for its listener's listen) */
+void cm_take_request(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
+		     bool may_wait);
+
+/* wait.c: whether the request waits for a listen (else it is refused now); the requests
+ * waiting for a listen on service_id taken again; every one freed */
+bool cm_wait_for_listen(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
+			uint64_t service_id);
 void cm_listening_now(struct cm *cm, uint64_t service_id);
 void cm_free_waiting(struct cm *cm);
 

@@ -3,7 +3,6 @@
  * or a DREQ ends one; a duplicate is answered again, a MAD for a comm ID unknown here or
  * in another state is counted and dropped. */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "emu/daemon/cm/cm_int.h"
@@ -54,91 +53,6 @@ static struct cm_listener *find_listener(struct cm *cm, const struct cm_req *req
 		    listener_takes(l, cma, dst_gid))
 			return l;
 	return NULL;
-}
-
-/* Whether an id holds the service ID without listening on it yet. */
-static bool service_held(struct cm *cm, uint64_t service_id)
-{
-	struct cm_listener *l;
-
-	LIST_FOREACH(l, &cm->listeners, link)
-		if (!l->listening && l->service_id == service_id)
-			return true;
-	return false;
-}
-
-static void take_request(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
-			 bool may_wait);
-
-static void free_waiting(struct cm_waiting_req *w)
-{
-	ev_timer_stop(w->cm->dev->loop, &w->timer);
-	TAILQ_REMOVE(&w->cm->waiting, w, link);
-	w->cm->nwaiting--;
-	free(w);
-}
-
-static void waited_enough(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct cm_waiting_req *w = t->data;
-	struct cm *cm = w->cm;
-	struct cm_waiting_req copy = *w;
-
-	(void)loop, (void)revents;
-	free_waiting(w);
-	take_request(cm, &copy.mad, &copy.src, false);
-}
-
-/* A request to a service ID an id holds but has not listened on yet waits CM_LISTEN_WAIT
- * for the listen, and is refused after: a program that tells its peer the port between
- * its bind and its listen (qperf 0.4.11) listens by a request to this daemon, later than a
- * system call would. To the peer, the wait is a slower wire. False: it is refused now. */
-static bool wait_for_listen(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
-			    uint64_t service_id)
-{
-	struct cm_waiting_req *w;
-
-	if (!service_held(cm, service_id) || cm->nwaiting >= CM_MAX_WAITING)
-		return false;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return false;
-	w->cm = cm;
-	w->mad = *in;
-	w->src = *src;
-	ev_timer_init(&w->timer, waited_enough, CM_LISTEN_WAIT, 0);
-	w->timer.data = w;
-	ev_timer_start(cm->dev->loop, &w->timer);
-	TAILQ_INSERT_TAIL(&cm->waiting, w, link);
-	cm->nwaiting++;
-	cm->dev->cnt.cm_req_waited++;
-	return true;
-}
-
-static uint64_t request_service_id(const struct cm_mad *m)
-{
-	return m->hdr.attr_id == CM_ATTR_REQ ? m->req.service_id : m->sidr_req.service_id;
-}
-
-void cm_listening_now(struct cm *cm, uint64_t service_id)
-{
-	struct cm_waiting_req *w, *next, copy;
-
-	/* (a request taken now never waits again: the list only loses w) */
-	for (w = TAILQ_FIRST(&cm->waiting); w; w = next) {
-		next = TAILQ_NEXT(w, link);
-		if (request_service_id(&w->mad) != service_id)
-			continue;
-		copy = *w;
-		free_waiting(w);
-		take_request(cm, &copy.mad, &copy.src, false);
-	}
-}
-
-void cm_free_waiting(struct cm *cm)
-{
-	while (!TAILQ_EMPTY(&cm->waiting))
-		free_waiting(TAILQ_FIRST(&cm->waiting));
 }
 
 /* A REJ to a REQ that made no connection. */
@@ -258,7 +172,8 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	l = NULL;
 	if (cm_cma_parse(in->req.private_data, sizeof(in->req.private_data), &cma))
 		l = find_listener(cm, &in->req, &cma, src->dst_gid, &service_known);
-	if (!l && !service_known && may_wait && wait_for_listen(cm, in, src, in->req.service_id))
+	if (!l && !service_known && may_wait &&
+	    cm_wait_for_listen(cm, in, src, in->req.service_id))
 		return;
 	if (!l) {
 		cm->dev->cnt.cm_rej_no_listener++;
@@ -539,7 +454,7 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 	if (cm_cma_parse(req->private_data, sizeof(req->private_data), &cma))
 		l = find_listener(cm, &as_req, &cma, src->dst_gid, &service_known);
 	if (!l && may_wait && !find_service(cm, req->service_id) &&
-	    wait_for_listen(cm, in, src, req->service_id))
+	    cm_wait_for_listen(cm, in, src, req->service_id))
 		return;
 	if (l && l->pending < l->backlog && !cm_owner_full(cm, l->own)) {
 		c = conn_new(cm);
@@ -621,8 +536,8 @@ static void on_sidr_rep(struct cm *cm, const struct cm_mad *in, const struct mad
 	conn_free(c);
 }
 
-static void take_request(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
-			 bool may_wait)
+void cm_take_request(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
+		     bool may_wait)
 {
 	if (in->hdr.attr_id == CM_ATTR_REQ)
 		on_req(cm, in, src, may_wait);
@@ -650,14 +565,14 @@ void cm_on_frame(void *ctx, const uint8_t *frame, const struct wire_pkt *pkt)
 	addr_gid(src.dst_gid, pkt->ip_version, pkt->dst_ip);
 	memcpy(src.mac, frame + 6, 6);
 	switch (mad.hdr.attr_id) {
-	case CM_ATTR_REQ: take_request(cm, &mad, &src, true); break;
+	case CM_ATTR_REQ: cm_take_request(cm, &mad, &src, true); break;
 	case CM_ATTR_REP: on_rep(cm, &mad, &src); break;
 	case CM_ATTR_RTU: on_rtu(cm, &mad, &src); break;
 	case CM_ATTR_REJ: on_rej(cm, &mad, &src); break;
 	case CM_ATTR_MRA: on_mra(cm, &mad, &src); break;
 	case CM_ATTR_DREQ: on_dreq(cm, &mad, &src); break;
 	case CM_ATTR_DREP: on_drep(cm, &mad, &src); break;
-	case CM_ATTR_SIDR_REQ: take_request(cm, &mad, &src, true); break;
+	case CM_ATTR_SIDR_REQ: cm_take_request(cm, &mad, &src, true); break;
 	case CM_ATTR_SIDR_REP: on_sidr_rep(cm, &mad, &src); break;
 	default:
 		cm->dev->cnt.cm_drop_malformed++;
