@@ -12,7 +12,7 @@
 #                                               (cases two-...)
 # The cases: write-1m (ib_write_bw -s 1M -n GUEST_BENCH_1M, default 50), write-64 (-s 64
 # -n 5000), write-lat (ib_write_lat -s 64 -n 500). perftest gives up now and then on
-# fitting its clock in an emulated guest: such a case runs once more. A case that still
+# fitting its clock in an emulated guest, or prints "inf": such a case runs once more. A case that still
 # gives no row prints "CASE -" and its outputs' tails, and the exit status is 1.
 set -u
 RXE_DEV=
@@ -51,11 +51,14 @@ one_run() {
 	return $rc
 }
 
-# row TOOL: the client's figure (ib_write_bw's average MB/s, ib_write_lat's t_typical us)
+# row TOOL: the client's figure (ib_write_bw's average MB/s, ib_write_lat's t_typical us);
+# nothing for a figure that is no number (perftest prints "inf" when it measured its clock
+# as 0 MHz, as it once did in the guest)
 row() {
 	local col=4
 	[[ $1 == *_lat ]] && col=5
-	awk -v c=$col '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print $c; exit }' "$WORK/client.out"
+	awk -v c=$col '/#bytes/ { t = 1; next }
+		t && /^ *[0-9]/ { if ($c ~ /^[0-9]+(\.[0-9]+)?$/) print $c; exit }' "$WORK/client.out"
 }
 
 # case_row NAME SERVER_PREFIX CLIENT_PREFIX ADDR TOOL ARGS...: one case, twice at most
