@@ -586,12 +586,11 @@ int cm_migrate(struct cm *cm, struct owner *own, const struct proto_cm_migrate *
 	if (!ch)
 		return -EINVAL;
 	if (m->listener) {
-		LIST_FOREACH(l, &cm->listeners, link)
-			if (l->handle == m->handle && l->own == own) {
-				l->ch = ch;
-				return 0;
-			}
-		return -EINVAL;
+		l = find_own_listener(cm, own, m->handle);
+		if (!l)
+			return -EINVAL;
+		l->ch = ch;
+		return 0;
 	}
 	c = owned(cm, own, m->handle);
 	if (!c || !c->own)
