@@ -390,8 +390,8 @@ struct proto_cm_listen {
 	uint64_t service_id;         /* port space << 16 | port */
 	uint8_t gid[16];             /* the address listened on; all zeros: any */
 	uint8_t any_family;          /* with a zero gid: 4 or 6 only (AFONLY), 0 both */
-	/* 1: only hold the service ID (an id bound to port 0 holds its port as the kernel's
-	 * does); REQs to it are answered as to nobody until a listen names the handle */
+	/* 1: only hold the service ID (a bound id holds its port from the bind, as the
+	 * kernel's); REQs to it wait for a listen that names the handle, or find nobody */
 	uint8_t bind_only;
 	uint8_t hold_flags;          /* with bind_only: PROTO_CM_HOLD_* */
 	uint8_t pad;

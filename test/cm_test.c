@@ -279,7 +279,7 @@ static uint32_t hold_here(void)
 	return h;
 }
 
-/* A port held by a bound id (rdma_bind_addr to port 0) is nobody else's to listen on; a
+/* A port held by a bound id (rdma_bind_addr) is nobody else's to listen on; a
  * REQ to it waits for its id's listen. */
 START_TEST(test_a_held_port_waits_for_its_listen)
 {

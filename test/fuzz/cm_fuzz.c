@@ -215,7 +215,7 @@ static void client_op(uint8_t op)
 	switch (op & 7) {
 	case 1: {
 		/* odd ports in the UDP space (SIDR), even ones in TCP's; with the top bit the
-		 * port is only held (an id bound to port 0), and a listen turns a hold of its
+		 * port is only held (a bound id), and a listen turns a hold of its
 		 * port into the listener */
 		struct proto_cm_listen m = { .channel = channel, .backlog = 2,
 					     .service_id = (op & 8 ? 0x01110000u : 0x01060000u) |
