@@ -203,22 +203,6 @@ int rdma_destroy_id(struct rdma_cm_id *cmid)
 	return 0;
 }
 
-/* What an rdma_listen of a bound id needs before its one request is done here: the
- * devices opened and the id's channel made known to their daemons. The kernel's listen is
- * one system call and programs count on it being quick: qperf 0.4.11 tells its client
- * the port between its bind and its listen, and the client's REQ found no listener. A
- * failure is left for the listen or connect to meet and report. */
-static void prepare_listen(struct rcm_id *id)
-{
-	struct rcm_device *devs;
-	uint32_t handle;
-	int n = rcm_devices(&devs);
-
-	for (int i = 0; i < n; i++)
-		if (!id->dev || id->dev == &devs[i])
-			(void)rcm_channel_at(id->chan, &devs[i], &handle);
-}
-
 static uint64_t service_id(const struct rcm_id *id, uint16_t port)
 {
 	return (uint64_t)id->id.ps << 16 | port;
@@ -242,7 +226,10 @@ static int listen_request(struct rcm_id *id, struct rcm_device *d, struct proto_
 	return 0;
 }
 
-/* The id's port held at each of its devices, or at none (flags: PROTO_CM_HOLD_*). */
+/* The id's port held at each of its devices, or at none (flags: PROTO_CM_HOLD_*). This
+ * also opens the devices and makes the id's channel known to their daemons, so that a
+ * later rdma_listen is one request: the kernel's listen is one system call, and qperf
+ * 0.4.11 tells its client the port between its bind and its listen. */
 static int hold_port(struct rcm_id *id, uint8_t flags)
 {
 	struct rcm_device *devs;
@@ -317,7 +304,6 @@ int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 		return fail(err);
 	}
 	id->bound = true;
-	prepare_listen(id);
 	return 0;
 }
 

@@ -195,6 +195,8 @@ bool cm_owner_full(struct cm *cm, const struct owner *own);
 void conn_sidr_reply(struct cm_conn *c, uint8_t status, uint32_t qpn, const void *priv,
 		     size_t len);
 
+/* recv.c: a listener on the service ID (listening), or an id only holding it (not) */
+struct cm_listener *cm_find_service(struct cm *cm, uint64_t service_id, bool listening);
 /* recv.c: a REQ or SIDR_REQ taken (may_wait: it may wait for its listener's listen) */
 void cm_take_request(struct cm *cm, const struct cm_mad *in, const struct mad_src *src,
 		     bool may_wait);

@@ -18,12 +18,12 @@ static bool from_peer(struct cm *cm, const struct cm_conn *c, const struct mad_s
 	return false;
 }
 
-static struct cm_listener *find_service(struct cm *cm, uint64_t service_id)
+struct cm_listener *cm_find_service(struct cm *cm, uint64_t service_id, bool listening)
 {
 	struct cm_listener *l;
 
 	LIST_FOREACH(l, &cm->listeners, link)
-		if (l->listening && l->service_id == service_id)
+		if (l->listening == listening && l->service_id == service_id)
 			return l;
 	return NULL;
 }
@@ -47,7 +47,7 @@ static struct cm_listener *find_listener(struct cm *cm, const struct cm_req *req
 {
 	struct cm_listener *l;
 
-	*service_known = find_service(cm, req->service_id) != NULL;
+	*service_known = cm_find_service(cm, req->service_id, true) != NULL;
 	LIST_FOREACH(l, &cm->listeners, link)
 		if (l->listening && l->service_id == req->service_id &&
 		    listener_takes(l, cma, dst_gid))
@@ -168,7 +168,7 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	/* rdma_cm's listeners are found by service ID, then by the CMA header's address:
 	 * a REQ without one, or to another address, is refused as the kernel's cma refuses
 	 * it (its handler fails: consumer defined) */
-	service_known = find_service(cm, in->req.service_id) != NULL;
+	service_known = cm_find_service(cm, in->req.service_id, true) != NULL;
 	l = NULL;
 	if (cm_cma_parse(in->req.private_data, sizeof(in->req.private_data), &cma))
 		l = find_listener(cm, &in->req, &cma, src->dst_gid, &service_known);
@@ -453,7 +453,7 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 	}
 	if (cm_cma_parse(req->private_data, sizeof(req->private_data), &cma))
 		l = find_listener(cm, &as_req, &cma, src->dst_gid, &service_known);
-	if (!l && may_wait && !find_service(cm, req->service_id) &&
+	if (!l && may_wait && !cm_find_service(cm, req->service_id, true) &&
 	    cm_wait_for_listen(cm, in, src, req->service_id))
 		return;
 	if (l && l->pending < l->backlog && !cm_owner_full(cm, l->own)) {

@@ -7,17 +7,6 @@
 
 #include "emu/daemon/cm/cm_int.h"
 
-/* Whether an id holds the service ID without listening on it yet. */
-static bool service_held(struct cm *cm, uint64_t service_id)
-{
-	struct cm_listener *l;
-
-	LIST_FOREACH(l, &cm->listeners, link)
-		if (!l->listening && l->service_id == service_id)
-			return true;
-	return false;
-}
-
 static void free_waiting(struct cm_waiting_req *w)
 {
 	ev_timer_stop(w->cm->dev->loop, &w->timer);
@@ -42,7 +31,7 @@ bool cm_wait_for_listen(struct cm *cm, const struct cm_mad *in, const struct mad
 {
 	struct cm_waiting_req *w;
 
-	if (!service_held(cm, service_id) || cm->nwaiting >= CM_MAX_WAITING)
+	if (!cm_find_service(cm, service_id, false) || cm->nwaiting >= CM_MAX_WAITING)
 		return false;
 	w = calloc(1, sizeof(*w));
 	if (!w)
