@@ -39,6 +39,7 @@ void mr_client_free(struct mr_client *client)
 		return;
 	while (!LIST_EMPTY(&client->pds))
 		pd_destroy(LIST_FIRST(&client->pds));
+	mr_map_forget_all(client);
 	LIST_REMOVE(client, link);
 	free(client);
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 
 struct mr_table {
 	struct mr **slots;      /* index -> MR, NULL when free; calloc'ed, so untouched pages
@@ -28,10 +29,26 @@ struct mr_table {
 	LIST_HEAD(, mr_client) clients;
 };
 
+/* How many released mappings a client keeps (mapcache.c), and the largest kept. */
+#define MR_MAP_KEPT 8
+#define MR_MAP_KEPT_MAX_BYTES ((size_t)1 << 20)
+
+/* A mapping of a file the daemon made for an MR: [offset, offset + len) of the file
+ * (dev, ino) at addr; addr NULL for an MR of the caller's own memory. */
+struct mr_map {
+	void *addr;
+	size_t len;
+	dev_t dev;
+	ino_t ino;
+	off_t offset;
+};
+
 struct mr_client {
 	struct mr_table *table;
 	uint64_t pin_cap;       /* 0 = only the table's cap applies */
 	uint64_t pinned;
+	struct mr_map kept[MR_MAP_KEPT]; /* released mappings, unlocked (mapcache.c) */
+	unsigned kept_next;     /* the slot the next one takes, the oldest's */
 	LIST_ENTRY(mr_client) link;
 	LIST_HEAD(, mr_pd) pds;
 };
@@ -55,7 +72,7 @@ struct mr {
 	void **pages;           /* host address of each page of the iova span: the MTT */
 	uintptr_t lock_start;   /* the page-rounded host span we mlock'ed and charged */
 	size_t lock_len;
-	void *map;              /* mr_reg_fd's mapping (lock_start, lock_len), else NULL */
+	struct mr_map map;      /* mr_reg_fd's mapping (lock_start, lock_len), else addr NULL */
 	uint32_t num_mw;        /* MWs bound to it: it cannot be deregistered until 0 */
 	LIST_ENTRY(mr) table_link;
 	LIST_ENTRY(mr) pd_link;
@@ -95,14 +112,22 @@ void mr_pin_uncharge(struct mr_client *client, uint64_t bytes);
 int mr_pin_lock(const struct mr_table *table, uintptr_t start, size_t len);
 void mr_pin_unlock(const struct mr_table *table, uintptr_t start, size_t len);
 
+/* mapcache.c: a released mapping is kept, unlocked, for the next registration of the
+ * same range of the same file. mr_map_take gives it back (NULL when none is kept). */
+void *mr_map_take(struct mr_client *client, const struct mr_map *want);
+void mr_map_release(struct mr_client *client, const struct mr_map *map);
+void mr_map_forget_all(struct mr_client *client);
+
 /* region.c: registration shared by mr_reg and mr_reg_fd, and teardown shared by mr_dereg,
  * mr_client_free and mr_table_free. map, when not NULL, is the mapping made for the MR:
- * it must be exactly the page-rounded span of [addr, addr + len), and is unmapped with it. */
+ * it must be exactly the page-rounded span of [addr, addr + len), and is released with
+ * it. */
 int mr_check_args(uint64_t iova, size_t len, int access);
 int mr_register(struct mr_pd *pd, uintptr_t addr, size_t len, uint64_t iova, int access,
-		void *map, struct mr **out);
+		const struct mr_map *map, struct mr **out);
 /* mr_rereg's work once the new memory is in reach at addr (map as for mr_register). */
-int mr_rereg_at(struct mr *mr, const struct mr_rereg *req, uintptr_t addr, void *map);
+int mr_rereg_at(struct mr *mr, const struct mr_rereg *req, uintptr_t addr,
+		const struct mr_map *map);
 void mr_invalidate(struct mr *mr);
 void mr_destroy(struct mr *mr);
 

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #define MR_ACCESS_SUPPORTED (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 			     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
@@ -97,7 +96,7 @@ static void mr_attach(struct mr_pd *pd, struct mr *mr)
 }
 
 int mr_register(struct mr_pd *pd, uintptr_t addr, size_t len, uint64_t iova, int access,
-		void *map, struct mr **out)
+		const struct mr_map *map, struct mr **out)
 {
 	struct mr_table *table = pd->client->table;
 	struct span span;
@@ -127,7 +126,8 @@ int mr_register(struct mr_pd *pd, uintptr_t addr, size_t len, uint64_t iova, int
 	mr->access = access;
 	mr->iova = iova;
 	mr->length = len;
-	mr->map = map;
+	if (map)
+		mr->map = *map;
 	mr_attach(pd, mr);
 	*out = mr;
 	return 0;
@@ -146,12 +146,13 @@ void mr_invalidate(struct mr *mr)
 
 /* Releases a span an MR held: its mapping, or the locks of its pages that no published
  * MR still holds (so the MR it was taken from is unpublished or holds another span now). */
-static void release_span(struct mr_client *client, uintptr_t start, size_t len, void *map)
+static void release_span(struct mr_client *client, uintptr_t start, size_t len,
+			 const struct mr_map *map)
 {
-	/* An fd MR's mapping is its own, so no other MR shares its pages and munmap drops the
-	 * lock with the mapping: the overlap scan of mr_pin_unlock is only for caller memory. */
-	if (map)
-		munmap(map, len);
+	/* An fd MR's mapping is its own, so no other MR shares its pages and one munlock
+	 * drops its locks: the overlap scan of mr_pin_unlock is only for caller memory. */
+	if (map->addr)
+		mr_map_release(client, map);
 	else
 		mr_pin_unlock(client->table, start, len);
 	mr_pin_uncharge(client, len);
@@ -165,7 +166,7 @@ void mr_destroy(struct mr *mr)
 	mr_invalidate(mr);
 	mr_table_unpublish(client->table, mr);
 	LIST_REMOVE(mr, pd_link);
-	release_span(client, mr->lock_start, mr->lock_len, mr->map);
+	release_span(client, mr->lock_start, mr->lock_len, &mr->map);
 	free(mr->pages);
 	free(mr);
 }
@@ -205,14 +206,14 @@ static int rereg_check(const struct mr *mr, const struct mr_rereg *req)
 /* Pins the new span and swaps it in; the old one is released only once the MR no longer
  * names it, so the unlock skips exactly the pages the new span (or another MR) holds. */
 static int move_translation(struct mr *mr, const struct mr_rereg *req, uintptr_t addr,
-			    void *map)
+			    const struct mr_map *map)
 {
 	struct mr_client *client = mr->pd->client;
 	struct mr_table *table = client->table;
 	uintptr_t old_start = mr->lock_start;
 	size_t old_len = mr->lock_len;
 	void **old_pages = mr->pages, **pages;
-	void *old_map = mr->map;
+	struct mr_map old_map = mr->map;
 	struct span span;
 	int err;
 
@@ -234,16 +235,17 @@ static int move_translation(struct mr *mr, const struct mr_rereg *req, uintptr_t
 		return err;
 	}
 	set_translation(mr, &span, pages);
-	mr->map = map;
+	mr->map = map ? *map : (struct mr_map){ 0 };
 	mr->iova = req->iova;
 	mr->length = req->len;
 	mr_pin_charge(client, span.len);
-	release_span(client, old_start, old_len, old_map);
+	release_span(client, old_start, old_len, &old_map);
 	free(old_pages);
 	return 0;
 }
 
-int mr_rereg_at(struct mr *mr, const struct mr_rereg *req, uintptr_t addr, void *map)
+int mr_rereg_at(struct mr *mr, const struct mr_rereg *req, uintptr_t addr,
+		const struct mr_map *map)
 {
 	int err = rereg_check(mr, req);
 

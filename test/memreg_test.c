@@ -1091,6 +1091,107 @@ START_TEST(test_reg_fd_asks_for_huge_pages)
 }
 END_TEST
 
+/* Whether [addr, addr + len) is mapped in this process: msync says ENOMEM where not. */
+static bool mapped(void *addr, size_t len)
+{
+	return msync(addr, len, MS_ASYNC) == 0;
+}
+
+static void *reg_fd_host(int fd, off_t offset, size_t len, uint64_t iova, struct mr **mr)
+{
+	ck_assert_int_eq(mr_reg_fd(pd, fd, offset, len, iova, LW | RW, mr), 0);
+	return mr_host_span(*mr, iova, &(size_t){ 0 });
+}
+
+/* A deregistration unlocks the MR's mapping and keeps it; registering the same range of
+ * the same file again takes it back and locks it anew, and it shows what the file holds
+ * then: bytes written meanwhile, and zeros where a hole was punched. */
+START_TEST(test_reg_fd_takes_back_a_kept_mapping)
+{
+	int fd = memfd_pages(4);
+	off_t offset = (off_t)ps + 100;
+	uint64_t iova = 0x70000000 + 100;
+	long before = vmlck_kib();
+	char *view = mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	struct mr *mr;
+	char *host, back[6];
+
+	ck_assert_ptr_ne(view, MAP_FAILED);
+	host = reg_fd_host(fd, offset, 2 * ps, iova, &mr);
+	ck_assert_int_eq(mr_dereg(mr), 0);
+	ck_assert_int_eq(vmlck_kib(), before);
+	ck_assert_uint_eq(mr_client_pinned_bytes(client), 0);
+	ck_assert(mapped(host - 100, 3 * ps));
+	memcpy(view + offset, "again", 6);
+	ck_assert_ptr_eq(reg_fd_host(fd, offset, 2 * ps, iova, &mr), host);
+	ck_assert_int_eq(vmlck_kib(), before + kib(3));
+	ck_assert_uint_eq(mr_client_pinned_bytes(client), 3 * ps);
+	ck_assert_int_eq(mr_copy_out(mr, iova, back, 6), 0);
+	ck_assert_str_eq(back, "again");
+	ck_assert_int_eq(mr_dereg(mr), 0);
+	ck_assert_int_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+				   (off_t)(4 * ps)), 0);
+	ck_assert_ptr_eq(reg_fd_host(fd, offset, 2 * ps, iova, &mr), host);
+	ck_assert_int_eq(vmlck_kib(), before + kib(3));
+	ck_assert_int_eq(mr_copy_out(mr, iova, back, 6), 0);
+	ck_assert_mem_eq(back, "\0\0\0\0\0\0", 6);
+	ck_assert_int_eq(mr_copy_in(mr, iova, "there", 6), 0);
+	ck_assert_str_eq(view + offset, "there");
+	mr_dereg(mr);
+	munmap(view, 4 * ps);
+	close(fd);
+}
+END_TEST
+
+/* Only the very range of the very file: another offset, length or file maps anew. */
+START_TEST(test_reg_fd_kept_mapping_only_for_its_range)
+{
+	int fd = memfd_pages(8), other = memfd_pages(8);
+	struct mr *mr, *mr2;
+	char *host;
+
+	host = reg_fd_host(fd, (off_t)ps, ps, ps, &mr);
+	mr_dereg(mr);
+	ck_assert_ptr_ne(reg_fd_host(fd, (off_t)(2 * ps), ps, 2 * ps, &mr), host);
+	ck_assert_ptr_ne(reg_fd_host(fd, (off_t)ps, 2 * ps, ps, &mr2), host);
+	mr_dereg(mr2);
+	mr_dereg(mr);
+	ck_assert_ptr_ne(reg_fd_host(other, (off_t)ps, ps, ps, &mr2), host);
+	ck_assert_ptr_eq(reg_fd_host(fd, (off_t)ps, ps, ps, &mr), host);
+	mr_dereg(mr);
+	mr_dereg(mr2);
+	close(fd);
+	close(other);
+}
+END_TEST
+
+/* A client keeps MR_MAP_KEPT mappings, the latest, none larger than MR_MAP_KEPT_MAX_BYTES,
+ * and none once it is gone. */
+START_TEST(test_kept_mappings_are_bounded)
+{
+	size_t big = ((size_t)1 << 20) / ps + 1;
+	int fd = memfd_pages(big);
+	char *host[9], *large;
+	struct mr *mr;
+
+	for (unsigned i = 0; i < 9; i++) {
+		host[i] = reg_fd_host(fd, (off_t)(i * ps), ps, i * ps, &mr);
+		mr_dereg(mr);
+	}
+	ck_assert(!mapped(host[0], ps));
+	for (unsigned i = 1; i < 9; i++)
+		ck_assert(mapped(host[i], ps));
+	large = reg_fd_host(fd, 0, big * ps, 0, &mr);
+	mr_dereg(mr);
+	ck_assert(!mapped(large, big * ps));
+	mr_client_free(client);
+	client = NULL;
+	for (unsigned i = 1; i < 9; i++)
+		ck_assert(!mapped(host[i], ps));
+	close(fd);
+}
+END_TEST
+
 /* ---- lifetimes ---- */
 
 START_TEST(test_client_free_releases_all)
@@ -1305,6 +1406,9 @@ static void add_fd_tests(Suite *s)
 	tcase_add_test(tc, test_reg_fd_bad_arguments);
 	tcase_add_test(tc, test_reg_fd_read_only);
 	tcase_add_test(tc, test_reg_fd_asks_for_huge_pages);
+	tcase_add_test(tc, test_reg_fd_takes_back_a_kept_mapping);
+	tcase_add_test(tc, test_reg_fd_kept_mapping_only_for_its_range);
+	tcase_add_test(tc, test_kept_mappings_are_bounded);
 }
 
 static void add_lifetime_tests(Suite *s)
