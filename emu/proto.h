@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 23
+#define PROTO_VERSION 24
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -38,7 +38,8 @@ enum proto_op {
 	PROTO_QUERY_PORT,
 	PROTO_ALLOC_PD,
 	PROTO_DEALLOC_PD,
-	PROTO_REG_MR,        /* + 1 fd: the memfd holding the pages */
+	PROTO_REG_MR,        /* + 1 fd: the memfd holding the pages, or none when memfd_ino
+			      * names the one the connection's last REG_MR with an fd gave */
 	PROTO_DEREG_MR,
 	PROTO_CREATE_CQ,     /* reply + 2 fds: ring memfd, notify pipe (read end) */
 	PROTO_DESTROY_CQ,
@@ -174,6 +175,8 @@ struct proto_reg_mr {
 	uint64_t iova;
 	uint64_t length;
 	uint64_t fd_offset;  /* where iova lies in the memfd */
+	uint64_t memfd_ino;  /* without an fd: the inode of the memfd meant (-ESTALE when the
+			      * daemon holds no such memfd for this connection) */
 };
 
 struct proto_reg_mr_reply {

@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -840,7 +841,7 @@ static const struct msg_case msg_cases[] = {
 	{ .name = "msg: unknown op 0xffffffff", .op = 0xffffffff },
 	{ .name = "msg: HELLO of protocol version 0xbad", .op = PROTO_HELLO,
 	  .p = SET(proto_hello, version, 0xbad) },
-	{ .name = "fd: REG_MR without a descriptor", .op = PROTO_REG_MR },
+	{ .name = "fd: REG_MR without a descriptor, naming no memfd held", .op = PROTO_REG_MR },
 	{ .name = "fd: REG_MR with two memfds", .op = PROTO_REG_MR, .fds = FD_TWO },
 	{ .name = "fd: REG_MR with a pipe", .op = PROTO_REG_MR, .fds = FD_PIPE },
 	{ .name = "fd: REG_MR with a regular file without seals", .op = PROTO_REG_MR,
@@ -1393,6 +1394,42 @@ static bool case_ring_seals(void)
 			ok = e2e_mismatch("%s can be resized", rings[i].what);
 	}
 	return ok;
+}
+
+/* A REG_MR may leave its memfd out and name by inode the one the connection's last
+ * REG_MR carried; naming any other inode is refused with ESTALE, saying what to do. */
+static bool case_reg_names_its_memfd(void)
+{
+	struct hostile *h = h1();
+	struct proto_reg_mr m = { .hdr.op = PROTO_REG_MR, .length = REG_BYTES, .iova = MR_IOVA,
+				  .access = IBV_ACCESS_LOCAL_WRITE };
+	int fd = memfd_of(REG_BYTES, F_SEAL_SHRINK);
+	uint32_t handles[2];
+	unsigned n = 0;
+	struct answer a, d;
+	struct stat st;
+	bool ok = true;
+
+	if (!h || fd < 0 || fstat(fd, &st) < 0)
+		return e2e_mismatch("no hostile client or memfd");
+	m.pd = h->pd2;
+	if (call_ok(h->fd, &m, sizeof(m), &fd, 1, &a, "REG_MR with its memfd") == 0)
+		handles[n++] = ((struct proto_reg_mr_reply *)a.m.bytes)->handle;
+	close(fd);   /* the daemon holds its own */
+	m.memfd_ino = (uint64_t)st.st_ino + 1;
+	call(h->fd, &m, sizeof(m), NULL, 0, &a);
+	if (!refused(&a) || a.got != GOT_REPLY || a.m.r.hdr.status != -ESTALE ||
+	    !strstr(a.m.r.errmsg, "send it"))
+		ok = e2e_mismatch("naming inode %llu: status %d \"%.*s\"",
+				  (unsigned long long)m.memfd_ino, (int)a.m.r.hdr.status,
+				  PROTO_ERRMSG, a.m.r.errmsg);
+	m.memfd_ino = (uint64_t)st.st_ino;
+	if (call_ok(h->fd, &m, sizeof(m), NULL, 0, &a, "REG_MR naming the memfd held") == 0)
+		handles[n++] = ((struct proto_reg_mr_reply *)a.m.bytes)->handle;
+	for (unsigned i = 0; i < n; i++)
+		if (handle_op(h->fd, PROTO_DEREG_MR, handles[i], &d, "DEREG_MR") < 0)
+			ok = false;
+	return ok && n == 2;
 }
 
 static void doorbell(struct qp_ring *q)
@@ -2219,6 +2256,8 @@ static const struct named_case cases[] = {
 	{ .name = "foreign: a second client names the first one's PD, CQ, MR and QP",
 	  .fn = case_foreign_handles },
 	{ .name = "ring: the ring memfds are sealed against resizing", .fn = case_ring_seals },
+	{ .name = "mr: REG_MR without a descriptor names the memfd held, no other",
+	  .fn = case_reg_names_its_memfd },
 	{ .name = "qp+cqs: refused at any of its three, none is made",
 	  .fn = case_qp_cqs_all_or_nothing },
 	{ .name = "ring: send producer index moved backwards", .fn = case_sq_backwards },

@@ -66,11 +66,15 @@ struct fake {
 	bool bad_cq_ring;
 	bool reuse_cq_ring;     /* a new CQ gets the last CQ's memfd again, as the daemon's */
 	uint32_t ring_start;    /* both indices of every new ring start here */
+	bool drop_memfd;        /* forget the memfd held, as a daemon given another would */
 	int events;             /* the write end of the event pipe HELLO handed out */
 	/* what it saw and made */
 	unsigned count[PROTO_OP_COUNT];
 	unsigned nmrs;
 	struct fake_mr mrs[FAKE_MAX_MRS];
+	int memfd;              /* the last memfd a REG_MR carried, held as rocemud holds it */
+	uint64_t memfd_ino;
+	unsigned reg_fds;       /* REG_MRs that carried one */
 	struct fake_ring cq;
 	int cq_memfd;           /* the last CQ's ring */
 	uint32_t cq_entries;
@@ -248,7 +252,9 @@ static void on_alloc_pd(struct fake *f, const void *req, int fd)
 	fake_send(f, &r, sizeof(r), NULL, 0);
 }
 
-/* As rocemud does: map the fd at fd_offset, so the MR's bytes are the daemon's to write. */
+/* As rocemud does: hold the memfd a registration hands over, for the later ones that name
+ * it instead (or refuse them with ESTALE when it holds another), and map it at fd_offset,
+ * so the MR's bytes are the daemon's to write. */
 static void on_reg_mr(struct fake *f, const void *req, int fd)
 {
 	struct proto_reg_mr qv, *q = memcpy(&qv, req, sizeof(qv));
@@ -256,13 +262,32 @@ static void on_reg_mr(struct fake *f, const void *req, int fd)
 	uint64_t base = q->fd_offset & ~(uint64_t)(page - 1);
 	struct proto_reg_mr_reply r = { .r.hdr.op = PROTO_REG_MR };
 
-	ck_assert_int_ge(fd, 0);
 	ck_assert_uint_lt(f->nmrs, FAKE_MAX_MRS);
+	if (f->drop_memfd && f->memfd >= 0) {
+		close(f->memfd);
+		f->memfd = -1;
+	}
+	if (fd >= 0) {
+		struct stat st;
+
+		ck_assert_int_eq(fstat(fd, &st), 0);
+		if (f->memfd >= 0)
+			close(f->memfd);
+		f->memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		f->memfd_ino = st.st_ino;
+		f->reg_fds++;
+	} else if (f->memfd < 0 || q->memfd_ino != f->memfd_ino) {
+		f->fail_status = -ESTALE;
+		fake_refuse(f, PROTO_REG_MR);
+		f->fail_status = 0;
+		return;
+	}
 	m->req = *q;
-	m->seals = fcntl(fd, F_GET_SEALS);
+	m->seals = fcntl(f->memfd, F_GET_SEALS);
 	m->map_len = (size_t)((q->fd_offset - base + q->length + (uint64_t)page - 1) &
 			      ~(uint64_t)(page - 1));
-	m->map = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
+	m->map = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, f->memfd,
+		      (off_t)base);
 	ck_assert_ptr_ne(m->map, MAP_FAILED);
 	m->view = (uint8_t *)m->map + (q->fd_offset - base);
 	r.handle = ++f->next_handle;
@@ -529,7 +554,7 @@ static void fake_start(struct fake *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->conn = -1;
-	f->cq.efd = f->qp.efd = f->cq_memfd = f->events = -1;
+	f->cq.efd = f->qp.efd = f->cq_memfd = f->events = f->memfd = -1;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/rocemu-lib-test-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/rocemud.sock", f->dir);
@@ -572,6 +597,8 @@ static void fake_stop(struct fake *f)
 	fake_unmap(&f->qp);
 	if (f->cq_memfd >= 0)
 		close(f->cq_memfd);
+	if (f->memfd >= 0)
+		close(f->memfd);
 	if (f->events >= 0)
 		close(f->events);
 }
@@ -1209,6 +1236,40 @@ START_TEST(test_reg_stack_buffer)
 }
 END_TEST
 
+/* The arena's fd goes with the connection's first registration only; later ones name it
+ * by its inode. */
+START_TEST(test_reg_hands_the_arena_over_once)
+{
+	uint8_t *buf = map_anon(3);
+
+	fill(buf, 3 * (size_t)page);
+	reg(buf, 10);
+	reg(buf + page, 10);
+	reg(buf + 2 * page, 10);
+	ck_assert_uint_eq(fk.nmrs, 3);
+	ck_assert_uint_eq(fk.reg_fds, 1);
+	ck_assert_uint_eq(fk.mrs[1].req.memfd_ino, fk.memfd_ino);
+	check_shared(&fk.mrs[2], buf + 2 * page, 10);
+}
+END_TEST
+
+/* A daemon that no longer holds the arena (another process on the connection handed over
+ * its own) refuses with ESTALE, and the registration goes again with the fd. */
+START_TEST(test_reg_hands_the_arena_over_again_on_estale)
+{
+	uint8_t *buf = map_anon(2);
+
+	fill(buf, 2 * (size_t)page);
+	reg(buf, 10);
+	fk.drop_memfd = true;
+	reg(buf + page, 10);
+	ck_assert_uint_eq(fk.nmrs, 2);
+	ck_assert_uint_eq(fk.reg_fds, 2);
+	ck_assert_uint_eq(fk.count[PROTO_REG_MR], 3);
+	check_shared(&fk.mrs[1], buf + page, 10);
+}
+END_TEST
+
 START_TEST(test_reg_mmap_buffer)
 {
 	uint8_t *buf = map_anon(4), *addr = buf + page / 2;
@@ -1268,7 +1329,7 @@ static long long arena_bytes(const void *adopted)
 	struct stat st;
 	int fd;
 
-	ck_assert_int_eq(arena_adopt((void *)adopted, 1, &fd), 0);
+	ck_assert_int_eq(arena_adopt((void *)adopted, 1, &fd, NULL), 0);
 	ck_assert_int_eq(fstat(fd, &st), 0);
 	return (long long)st.st_blocks * 512;
 }
@@ -1607,14 +1668,14 @@ START_TEST(test_fork_child_gets_own_arena)
 	pid_t pid;
 
 	buf[0] = 1;
-	ck_assert_int_eq(arena_adopt(buf, 10, &parent_fd), 0);
+	ck_assert_int_eq(arena_adopt(buf, 10, &parent_fd, NULL), 0);
 	parent_arena = fd_inode(parent_fd);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		int child_fd;
 
-		if (arena_adopt(buf, 10, &child_fd) != 0)
+		if (arena_adopt(buf, 10, &child_fd, NULL) != 0)
 			_exit(2);
 		if (fd_inode(child_fd) == parent_arena)
 			_exit(3);
@@ -1625,6 +1686,98 @@ START_TEST(test_fork_child_gets_own_arena)
 	ck_assert(WIFEXITED(status));
 	ck_assert_int_eq(WEXITSTATUS(status), 0);
 	ck_assert_uint_eq(buf[0], 1);
+}
+END_TEST
+
+/* The descriptor this process holds open on /proc/PID/maps, or -1. */
+static int maps_fd_of(pid_t pid)
+{
+	char want[64], path[300], target[64];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = -1;
+
+	ck_assert_ptr_nonnull(d);
+	snprintf(want, sizeof(want), "/proc/%d/maps", (int)pid);
+	while (found < 0 && (e = readdir(d)) != NULL) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n > 0 && (target[n] = '\0', strcmp(target, want) == 0))
+			found = atoi(e->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+/* The maps are read through a descriptor kept open, and each look reads them anew: a
+ * mapping made after the last look is found, one unmapped since is not. */
+START_TEST(test_adopt_reads_the_maps_anew)
+{
+	uint8_t *a = map_anon(1), *b;
+	int fd;
+
+	ck_assert_int_eq(arena_adopt(a, 10, &fd, NULL), 0);
+	ck_assert_int_ge(maps_fd_of(getpid()), 0);
+	b = map_anon(2);
+	ck_assert_int_eq(arena_adopt(b, 2 * (size_t)page, &fd, NULL), 0);
+	ck_assert_int_eq(munmap(b + page, (size_t)page), 0);
+	ck_assert_int_eq(arena_adopt(b, 2 * (size_t)page, &fd, NULL), EFAULT);
+	ck_assert_int_eq(arena_adopt(b, 10, &fd, NULL), 0);
+	munmap(b, (size_t)page);
+	munmap(a, (size_t)page);
+}
+END_TEST
+
+/* A program that closes the kept descriptor, whose number then names another file, still
+ * registers; that file stays open (it is not ours to close), and the next look keeps a
+ * descriptor of its own again. */
+START_TEST(test_adopt_survives_its_maps_fd_closed)
+{
+	uint8_t *a = map_anon(1);
+	int fd, kept, other = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+
+	ck_assert_int_eq(arena_adopt(a, 10, &fd, NULL), 0);
+	kept = maps_fd_of(getpid());
+	ck_assert_int_ge(kept, 0);
+	ck_assert_int_ge(other, 0);
+	ck_assert_int_eq(dup3(other, kept, O_CLOEXEC), kept);   /* closes ours */
+	ck_assert_int_eq(arena_adopt(a, 10, &fd, NULL), 0);
+	ck_assert_int_eq(fcntl(kept, F_GETFD), FD_CLOEXEC);
+	ck_assert_int_eq(arena_adopt(a, 10, &fd, NULL), 0);
+	ck_assert_int_ge(maps_fd_of(getpid()), 0);
+	ck_assert_int_ne(maps_fd_of(getpid()), kept);
+	close(kept);
+	close(other);
+	munmap(a, (size_t)page);
+}
+END_TEST
+
+/* A child must read its own maps, not the parent's through the inherited descriptor. */
+START_TEST(test_fork_child_reads_its_own_maps)
+{
+	uint8_t *a = map_anon(1);
+	pid_t parent = getpid(), pid;
+	int fd, status;
+
+	ck_assert_int_eq(arena_adopt(a, 10, &fd, NULL), 0);
+	ck_assert_int_ge(maps_fd_of(parent), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		uint8_t *mine = map_anon(1);
+
+		if (maps_fd_of(parent) >= 0)
+			_exit(2);
+		if (arena_adopt(mine, 10, &fd, NULL) != 0)
+			_exit(3);
+		_exit(maps_fd_of(getpid()) >= 0 ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	munmap(a, (size_t)page);
 }
 END_TEST
 
@@ -1639,7 +1792,7 @@ START_TEST(test_fork_child_writes_its_own_copy)
 
 	memset(buf, 0x5a, 4096);
 	buf[2 * 4096] = 0x6b;   /* the middle page is never populated */
-	ck_assert_int_eq(arena_adopt(buf, 3 * 4096, &fd), 0);
+	ck_assert_int_eq(arena_adopt(buf, 3 * 4096, &fd, NULL), 0);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
@@ -2727,6 +2880,8 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_reg_thread_stack_frames_in_moved_page);
 	tcase_add_test(tc, test_reg_free_stack_refused);
 	tcase_add_test(tc, test_reg_mmap_buffer);
+	tcase_add_test(tc, test_reg_hands_the_arena_over_once);
+	tcase_add_test(tc, test_reg_hands_the_arena_over_again_on_estale);
 	tcase_add_test(tc, test_reg_reused_address);
 	tcase_add_test(tc, test_reg_untouched_buffer);
 	tcase_add_test(tc, test_reg_touched_buffer);
@@ -2743,6 +2898,9 @@ static void add_arena_tests(Suite *s)
 	tcase_add_test(tc, test_dereg_refused_keeps_mr);
 	tcase_add_test(tc, test_fork_child_gets_own_arena);
 	tcase_add_test(tc, test_fork_child_writes_its_own_copy);
+	tcase_add_test(tc, test_fork_child_reads_its_own_maps);
+	tcase_add_test(tc, test_adopt_reads_the_maps_anew);
+	tcase_add_test(tc, test_adopt_survives_its_maps_fd_closed);
 }
 
 static void add_cq_tests(Suite *s)

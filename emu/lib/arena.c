@@ -109,6 +109,7 @@ struct maps_line {
  * pages are still shared with the parent). */
 struct maps_reader {
 	int fd;
+	off_t off;       /* where the next read starts in the file */
 	size_t have, at; /* bytes in buf, and where the next line starts */
 	size_t piece;    /* what the next read asks for */
 	char buf[MAPS_PIECE_MAX + 2 * MAPS_LINE_MAX + 1];
@@ -119,6 +120,13 @@ static pthread_once_t arena_fork_once = PTHREAD_ONCE_INIT;
 static int arena_fd = -1;
 static dev_t arena_dev;
 static ino_t arena_ino;
+/* /proc/self/maps, kept open for every registration's look: opening it walks procfs's
+ * path, which cost as much as the read under emulation. A read from offset 0 formats the
+ * maps anew, so it is never stale. Its identity tells, after a failed look, whether the
+ * descriptor is still ours or the program closed it (and the number names another file). */
+static int maps_fd = -1;
+static dev_t maps_dev;
+static ino_t maps_ino;
 
 static void fork_prepare(void)
 {
@@ -201,6 +209,9 @@ static void fork_child(void)
 		close(arena_fd);
 	}
 	arena_fd = -1;
+	if (maps_fd >= 0)
+		close(maps_fd);     /* the parent's maps */
+	maps_fd = -1;
 	pthread_mutex_unlock(&arena_lock);
 }
 
@@ -307,9 +318,35 @@ static bool parse_maps_line(const char *line, struct maps_line *l)
 static int maps_open(struct maps_reader *r)
 {
 	r->fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	r->off = 0;
 	r->have = r->at = 0;
 	r->piece = MAPS_PIECE_FIRST;
 	return r->fd < 0 ? errno : 0;
+}
+
+/* The same, through the kept fd. */
+static int maps_open_kept(struct maps_reader *r)
+{
+	struct stat st;
+	int err;
+
+	if (maps_fd < 0) {
+		err = maps_open(r);
+		if (!err && fstat(r->fd, &st) != 0) {
+			err = errno;
+			close(r->fd);
+		}
+		if (err)
+			return err;
+		maps_fd = r->fd;
+		maps_dev = st.st_dev;
+		maps_ino = st.st_ino;
+	}
+	r->fd = maps_fd;
+	r->off = 0;
+	r->have = r->at = 0;
+	r->piece = MAPS_PIECE_FIRST;
+	return 0;
 }
 
 /* The next line: 1, 0 at the end, or -errno. A line that does not parse is skipped. */
@@ -330,12 +367,13 @@ static int maps_next(struct maps_reader *r, struct maps_line *l)
 		memmove(r->buf, line, r->have);
 		r->at = 0;
 		if (r->have > sizeof(r->buf) - 1 - MAPS_PIECE_MAX)
-			r->have = 0; /* longer than the kernel writes: dropped */
-		got = read(r->fd, r->buf + r->have, r->piece);
+			return -EIO; /* longer than the kernel writes: not the maps */
+		got = pread(r->fd, r->buf + r->have, r->piece, r->off);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
 			return got < 0 ? -errno : 0;
+		r->off += got;
 		r->have += (size_t)got;
 		if (r->piece < MAPS_PIECE_MAX)
 			r->piece *= 2;
@@ -362,19 +400,16 @@ static enum vma_kind vma_kind(const struct maps_line *l)
 	return VMA_OTHER;
 }
 
-/* The mappings that make up [start, end), in address order and clipped to it; EFAULT,
- * before anything moved, when part of the range is not mapped. */
-static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
+/* The mappings that make up [start, end), in address order and clipped to it, read
+ * through r (opened); EFAULT when part of the range is not mapped. */
+static int layout_from(struct maps_reader *r, uintptr_t start, uintptr_t end,
+		       struct layout *out)
 {
-	struct maps_reader *r = malloc(sizeof(*r));
 	struct maps_line l;
 	uintptr_t covered = start;
-	int err = r ? maps_open(r) : ENOMEM, got = 0;
+	int err = 0, got = 0;
 
-	if (err) {
-		free(r);
-		return err;
-	}
+	out->n = 0;
 	while (!err && covered < end && (got = maps_next(r, &l)) > 0) {
 		uintptr_t piece_end;
 
@@ -386,11 +421,43 @@ static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
 		err = pieces_add(out, covered, piece_end, vma_kind(&l));
 		covered = piece_end;
 	}
-	close(r->fd);
-	free(r);
 	if (!err && got < 0)
 		err = -got;
 	return err ? err : covered < end ? EFAULT : 0;
+}
+
+static bool maps_fd_ours(void)
+{
+	struct stat st;
+
+	return fstat(maps_fd, &st) == 0 && st.st_dev == maps_dev && st.st_ino == maps_ino;
+}
+
+/* The layout of [start, end), before anything moved, read through the kept fd. A look
+ * that fails otherwise than on a range not mapped, or through a descriptor that is no
+ * longer ours, is made again through a new one; one that is not ours is forgotten, not
+ * closed. */
+static int read_layout(uintptr_t start, uintptr_t end, struct layout *out)
+{
+	struct maps_reader *r = malloc(sizeof(*r));
+	int err = r ? maps_open_kept(r) : ENOMEM;
+
+	if (!err)
+		err = layout_from(r, start, end, out);
+	if (err && err != ENOMEM && maps_fd >= 0) {
+		bool ours = maps_fd_ours();
+
+		if (!ours || err != EFAULT) {
+			if (ours)
+				close(maps_fd);
+			maps_fd = -1;
+			err = maps_open_kept(r);
+			if (!err)
+				err = layout_from(r, start, end, out);
+		}
+	}
+	free(r);
+	return err;
 }
 
 /* Whole pages are copied, bytes the application never allocated included (malloc's
@@ -558,7 +625,7 @@ static int adopt_span(uintptr_t start, uintptr_t end)
 	return err;
 }
 
-int arena_adopt(void *addr, size_t len, int *fd)
+int arena_adopt(void *addr, size_t len, int *fd, uint64_t *ino)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t first = (uintptr_t)addr, start, end;
@@ -575,6 +642,8 @@ int arena_adopt(void *addr, size_t len, int *fd)
 	if (!err)
 		err = adopt_span(start, end);
 	*fd = arena_fd;
+	if (ino)
+		*ino = arena_ino;
 	pthread_mutex_unlock(&arena_lock);
 	return err;
 }

@@ -62,6 +62,9 @@ struct rocemu_context {
 	LIST_HEAD(, qp_priv) qps;
 	LIST_HEAD(, rocemu_srq) srqs;
 	LIST_HEAD(, ah_priv) ahs;
+	uint64_t memfd_held;    /* the inode of the arena the daemon holds for this connection
+				 * (a REG_MR handed it over), 0 for none; read and written
+				 * atomically, and a stale value costs only a retry */
 	struct ring_park park;
 	struct gone_cq gone_cqs[GONE_CQS_MAX];  /* oldest first */
 	unsigned n_gone_cqs;
@@ -197,8 +200,8 @@ int qp_modify_request(struct rocemu_qp *qp, const struct ibv_qp_attr *attr, int 
 
 /* arena.c */
 /* Moves the pages of [addr, addr + len) that are not there yet onto the arena; returns 0
- * or a positive errno, and the arena's fd in *fd. */
-int arena_adopt(void *addr, size_t len, int *fd);
+ * or a positive errno, the arena's fd in *fd and its inode in *ino (when not NULL). */
+int arena_adopt(void *addr, size_t len, int *fd, uint64_t *ino);
 
 /* ring.c */
 /* Maps bytes of the daemon's ring memfd shared read-write, or takes the mapping a

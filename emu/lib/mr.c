@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int send_reg_mr(struct rocemu_pd *pd, int fd, struct mr_priv *mr, uint64_t iova,
-		       int access)
+/* The arena's fd goes with the connection's first registration only: the daemon keeps it,
+ * and later requests name it by its inode. A daemon that holds another (a forked child's
+ * registration on the same connection handed over its own arena) says ESTALE, and the
+ * request goes again with the fd. */
+static int send_reg_mr(struct rocemu_pd *pd, int fd, uint64_t ino, struct mr_priv *mr,
+		       uint64_t iova, int access)
 {
 	struct proto_reg_mr req = {
 		.hdr.op = PROTO_REG_MR,
@@ -16,14 +20,22 @@ static int send_reg_mr(struct rocemu_pd *pd, int fd, struct mr_priv *mr, uint64_
 		.iova = iova,
 		.length = mr->pub.length,
 		.fd_offset = (uintptr_t)mr->pub.addr,
+		.memfd_ino = ino,
 	};
 	struct proto_reg_mr_reply r;
-	struct rpc_msg in = { .buf = &req, .len = sizeof(req), .fds = &fd, .nfds = 1 };
+	bool held = __atomic_load_n(&pd->ctx->memfd_held, __ATOMIC_RELAXED) == ino;
+	struct rpc_msg in = { .buf = &req, .len = sizeof(req), .fds = &fd, .nfds = held ? 0 : 1 };
 	struct rpc_msg out = { .buf = &r, .len = sizeof(r) };
 	int err = rpc_call(pd->ctx, &in, &out);
 
+	if (err == ESTALE && held) {
+		in.nfds = 1;
+		err = rpc_call(pd->ctx, &in, &out);
+	}
 	if (err)
 		return err;
+	if (in.nfds)
+		__atomic_store_n(&pd->ctx->memfd_held, ino, __ATOMIC_RELAXED);
 	mr->pub.handle = r.handle;
 	mr->pub.lkey = r.lkey;
 	mr->pub.rkey = r.rkey;
@@ -34,6 +46,7 @@ struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t le
 				     uint64_t iova, int access)
 {
 	struct mr_priv *mr;
+	uint64_t ino;
 	int fd, err;
 
 	if (!pd) {
@@ -45,12 +58,12 @@ struct rocemu_mr *rocemu_reg_mr_iova(struct rocemu_pd *pd, void *addr, size_t le
 		return NULL;
 	mr->ctx = pd->ctx;
 	mr->pub = (struct rocemu_mr){ .pd = pd, .addr = addr, .length = length };
-	err = arena_adopt(addr, length, &fd);
+	err = arena_adopt(addr, length, &fd, &ino);
 	if (err)
 		rpc_fail(pd->ctx, err, "cannot share [%p, +%zu) with the daemon: %s", addr, length,
 			 strerror(err));
 	else
-		err = send_reg_mr(pd, fd, mr, iova, access);
+		err = send_reg_mr(pd, fd, ino, mr, iova, access);
 	if (err) {
 		free(mr);
 		errno = err;
@@ -87,7 +100,7 @@ int rocemu_rereg_mr(struct rocemu_mr *pub, int flags, struct rocemu_pd *pd, void
 	req.handle = pub->handle;
 	req.pd = flags & IBV_REREG_MR_CHANGE_PD ? pd->handle : 0;
 	if (moves) {
-		err = arena_adopt(addr, length, &fd);
+		err = arena_adopt(addr, length, &fd, NULL);
 		if (err)
 			return rpc_fail(mr->ctx, err, "cannot share [%p, +%zu) with the daemon: %s",
 					addr, length, strerror(err));

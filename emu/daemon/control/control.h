@@ -33,6 +33,8 @@ struct client {
 	size_t deferred_len;
 	uint32_t batch_next;         /* the deferred batch's request to go on from */
 	struct mr_client *mrc;       /* shared by every connection of one process */
+	int memfd;                   /* the last memfd a REG_MR handed over, or -1 */
+	uint64_t memfd_ino;
 	uint64_t pin_cap;            /* that process's pinned-byte budget, 0 = none */
 	struct handle_table pds, mrs, mws, cqs, qps, srqs, ahs;
 	LIST_ENTRY(client) link;

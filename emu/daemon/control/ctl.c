@@ -38,7 +38,7 @@ static const struct op_entry ops[PROTO_OP_COUNT] = {
 	[PROTO_QUERY_PORT] = { sizeof(struct proto_handle), sizeof(struct proto_port_reply), false, op_query_port },
 	[PROTO_ALLOC_PD] = { sizeof(struct proto_handle), sizeof(struct proto_handle_reply), false, op_alloc_pd },
 	[PROTO_DEALLOC_PD] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_dealloc_pd },
-	[PROTO_REG_MR] = { sizeof(struct proto_reg_mr), sizeof(struct proto_reg_mr_reply), true, op_reg_mr },
+	[PROTO_REG_MR] = { sizeof(struct proto_reg_mr), sizeof(struct proto_reg_mr_reply), false, op_reg_mr, .fd_optional = true },
 	[PROTO_DEREG_MR] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_dereg_mr },
 	[PROTO_CREATE_CQ] = { sizeof(struct proto_create_cq), sizeof(struct proto_create_cq_reply), false, op_create_cq },
 	[PROTO_DESTROY_CQ] = { sizeof(struct proto_handle), sizeof(struct proto_reply), false, op_destroy_cq },
@@ -428,6 +428,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	c->own.dev = dev;
 	c->own.async_fd = -1;
+	c->memfd = -1;
 	c->fd = fd;
 	neigh_init(&c->own.neigh, &dev->port, c);
 	ev_io_init(&c->watcher, client_cb, fd, EV_READ);
@@ -505,6 +506,8 @@ void ctl_client_destroy(struct client *c)
 	close(c->fd);
 	if (c->own.async_fd >= 0)
 		close(c->own.async_fd);
+	if (c->memfd >= 0)
+		close(c->memfd);
 	log_info("client pid %d gone: its objects destroyed, %llu bytes unpinned", (int)c->own.pid,
 		 (unsigned long long)pinned);
 	free(c);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "emu/daemon/control/ctl.h"
@@ -165,6 +166,34 @@ static int check_mr_fd(int fd, struct ctl_reply *rep)
 	return 0;
 }
 
+/* The memfd a REG_MR maps: the one it carries, or the one the connection holds when the
+ * request names its inode (the library registers everything from one memfd, so only its
+ * first registration needs to carry it). */
+static int reg_mr_memfd(const struct client *c, int fd, uint64_t ino, struct ctl_reply *rep)
+{
+	if (fd >= 0)
+		return check_mr_fd(fd, rep) ? -EINVAL : fd;
+	if (c->memfd >= 0 && ino == c->memfd_ino)
+		return c->memfd;
+	op_error(rep, "no memfd of inode %llu was handed over on this connection: send it "
+		 "with the request", (unsigned long long)ino);
+	return -ESTALE;
+}
+
+/* Keeps a memfd a registration mapped, for the next ones to name. */
+static void hold_memfd(struct client *c, int fd)
+{
+	struct stat st;
+	int kept;
+
+	if (fstat(fd, &st) != 0 || (kept = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		return;     /* the next registration carries it again */
+	if (c->memfd >= 0)
+		close(c->memfd);
+	c->memfd = kept;
+	c->memfd_ino = st.st_ino;
+}
+
 static void explain_reg_error(struct ctl_reply *rep, int rc, uint64_t length)
 {
 	switch (rc) {
@@ -195,7 +224,7 @@ int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply 
 	struct proto_reg_mr_reply *r = REP(proto_reg_mr_reply);
 	struct mr_pd *pd = find(&c->pds, m->pd, "PD", rep);
 	struct mr *mr;
-	int rc;
+	int memfd, rc;
 
 	if (!pd)
 		return -EINVAL;
@@ -204,10 +233,10 @@ int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply 
 			 (unsigned long long)m->length);
 		return -EINVAL;
 	}
-	rc = check_mr_fd(req->fd, rep);
-	if (rc)
-		return rc;
-	rc = mr_reg_fd(pd, req->fd, (off_t)m->fd_offset, m->length, m->iova, (int)m->access, &mr);
+	memfd = reg_mr_memfd(c, req->fd, m->memfd_ino, rep);
+	if (memfd < 0)
+		return memfd;
+	rc = mr_reg_fd(pd, memfd, (off_t)m->fd_offset, m->length, m->iova, (int)m->access, &mr);
 	if (rc) {
 		explain_reg_error(rep, rc, m->length);
 		return rc;
@@ -217,6 +246,8 @@ int op_reg_mr(struct client *c, const struct ctl_request *req, struct ctl_reply 
 		mr_dereg(mr);
 		return rc;
 	}
+	if (req->fd >= 0)
+		hold_memfd(c, req->fd);
 	r->lkey = mr_keys(mr).lkey;
 	r->rkey = mr_keys(mr).rkey;
 	return 0;
