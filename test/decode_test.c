@@ -9,6 +9,7 @@
 #include "test/testutil.h"
 #include "tools/decode.h"
 #include "wire/cm_mad.h"
+#include "wire/wire.h"
 
 START_TEST(test_agrees_with_expected)
 {
@@ -221,6 +222,92 @@ START_TEST(test_cm_rej_and_refusals_named)
 }
 END_TEST
 
+/* Three packets of one QP's WRITE as a sender's UDP GSO hands them to a veth, or to a
+ * virtio-net with USO: one frame, the first packet's headers with the lengths of the
+ * whole, then the UDP payloads of the other two (IPv4 ids 7, 8 and 9, as the kernel cuts
+ * them). spoil: the last one's ICRC is wrong. */
+static size_t gso_frame(uint8_t *frame, bool spoil)
+{
+	static const struct wire_path wp = { .src_mac = { 2, 0, 0, 0, 0, 1 },
+					     .dst_mac = { 2, 0, 0, 0, 0, 2 },
+					     .src_ip = 0x010012c6, .dst_ip = 0x020012c6,
+					     .src_port = 0xc0de, .ttl = 64 };
+	uint8_t one[2048], payload[1024];
+	size_t at = 0;
+
+	memset(payload, 0x5a, sizeof(payload));
+	for (int i = 0; i < 3; i++) {
+		struct wire_bth bth = { .opcode = i < 2 ? WIRE_OP_RC_WRITE_MIDDLE
+							: WIRE_OP_RC_WRITE_LAST,
+					.dest_qp = 0x12, .psn = 100 + (uint32_t)i };
+		struct wire_ext ext = { 0 };
+		size_t n = wire_build(one, sizeof(one), &wp, (uint16_t)(7 + i), &bth, &ext, payload,
+				      i < 2 ? 1024 : 300);
+
+		ck_assert_uint_gt(n, WIRE_GSO_HDR_LEN);
+		if (i == 0) {
+			memcpy(frame, one, n);
+			at = n;
+		} else {
+			memcpy(frame + at, one + WIRE_GSO_HDR_LEN, n - WIRE_GSO_HDR_LEN);
+			at += n - WIRE_GSO_HDR_LEN;
+		}
+	}
+	wire_gso_set_first(frame, at);
+	if (spoil)
+		frame[at - 1] ^= 1;
+	return at;
+}
+
+/* A GSO frame is shown as the packets it holds, each with its ICRC checked; one whose
+ * pieces do not all check stays one packet with a bad ICRC. */
+START_TEST(test_gso_frames_shown_as_their_packets)
+{
+	char path[] = "/tmp/rocemu-decode-gso.XXXXXX", err[512], *text = NULL;
+	pcap_t *dead = pcap_open_dead(DLT_EN10MB, 65535);
+	struct pcap_pkthdr h = { 0 };
+	struct decode_summary sum;
+	uint8_t frame[4096];
+	pcap_dumper_t *d;
+	size_t size = 0;
+	FILE *out;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	d = pcap_dump_open(dead, path);
+	ck_assert_ptr_nonnull(d);
+	for (int spoil = 0; spoil < 2; spoil++) {
+		h.caplen = h.len = (bpf_u_int32)gso_frame(frame, spoil);
+		pcap_dump((u_char *)d, &h, frame);
+	}
+	pcap_dump_close(d);
+	pcap_close(dead);
+	out = open_memstream(&text, &size);
+	ck_assert_int_eq(decode_file(path, out, false, &sum, err, sizeof(err)), 0);
+	decode_print_summary(out, &sum);
+	fclose(out);
+	ck_assert_ptr_nonnull(strstr(text, "psn 0x000064  payload 1024 pad 0 icrc ok  gso piece 1 of 3\n"));
+	ck_assert_ptr_nonnull(strstr(text, "psn 0x000065  payload 1024 pad 0 icrc ok  gso piece 2 of 3\n"));
+	ck_assert_ptr_nonnull(strstr(text, "psn 0x000066  payload 300 pad 0 icrc ok  gso piece 3 of 3\n"));
+	ck_assert_ptr_nonnull(strstr(text, "GSO frames 1, holding 3 of the packets\n"));
+	ck_assert_int_eq(sum.frames, 2);
+	ck_assert_int_eq(sum.roce, 4);
+	ck_assert_int_eq(sum.icrc_valid, 3);
+	ck_assert_int_eq(sum.icrc_bad, 1);
+	ck_assert_int_eq(sum.per_opcode[WIRE_OP_RC_WRITE_MIDDLE], 3);
+	free(text);
+	text = NULL;
+	out = open_memstream(&text, &size);
+	ck_assert_int_eq(decode_file(path, out, true, &sum, err, sizeof(err)), 0);
+	fclose(out);
+	ck_assert_ptr_nonnull(strstr(text, "\"psn\":102,"));
+	ck_assert_ptr_nonnull(strstr(text, "\"icrc_ok\":true,\"gso_piece\":3,\"gso_pieces\":3}"));
+	free(text);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_missing_file)
 {
 	struct decode_summary sum;
@@ -247,6 +334,7 @@ int main(void)
 	tcase_add_test(tc, test_cm_mads_in_text);
 	tcase_add_test(tc, test_cm_mads_in_json);
 	tcase_add_test(tc, test_cm_rej_and_refusals_named);
+	tcase_add_test(tc, test_gso_frames_shown_as_their_packets);
 	tcase_add_test(tc, test_missing_file);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -33,7 +33,7 @@ for line in open(sys.argv[1]):
         assert set(obj) == {"frame", "error"}, obj
         continue
     extra = set(obj) - keys
-    assert keys <= set(obj) and extra <= {"deth", "reth", "aeth", "imm", "cm"}, obj
+    assert keys <= set(obj) and extra <= {"deth", "reth", "aeth", "imm", "gso_piece", "gso_pieces", "cm"}, obj
     for k in ("frame", "ip_version", "opcode", "dest_qp", "psn", "pad", "payload_len"):
         assert type(obj[k]) is int, (k, obj)
 PY

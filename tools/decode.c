@@ -203,8 +203,15 @@ static const char *flush_level_name(uint8_t level)
 	return level == WIRE_FLUSH_RANGE ? "range" : level == WIRE_FLUSH_MR ? "mr" : "reserved";
 }
 
+/* Which of the packets a GSO frame held a line shows: index from 1, of count (0: the frame
+ * is one packet). */
+struct gso_piece {
+	unsigned index, count;
+};
+
 static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const char *src,
-		       const char *dst, bool icrc_ok, const struct cm_view *cm)
+		       const char *dst, bool icrc_ok, const struct cm_view *cm,
+		       struct gso_piece piece)
 {
 	const struct wire_bth *bth = &pkt->bth;
 	const unsigned headers = pkt->op->headers;
@@ -229,13 +236,16 @@ static void print_text(FILE *out, long frame, const struct wire_pkt *pkt, const 
 		fprintf(out, "  imm 0x%08x", pkt->ext.imm);
 	fprintf(out, "  payload %u pad %u icrc %s", pkt->payload_len, bth->pad,
 		icrc_ok ? "ok" : "BAD");
+	if (piece.count)
+		fprintf(out, "  gso piece %u of %u", piece.index, piece.count);
 	if (cm->present)
 		print_cm_text(out, cm);
 	fputc('\n', out);
 }
 
 static void print_json(FILE *out, long frame, const struct wire_pkt *pkt, const char *src,
-		       const char *dst, bool icrc_ok, const struct cm_view *cm)
+		       const char *dst, bool icrc_ok, const struct cm_view *cm,
+		       struct gso_piece piece)
 {
 	const struct wire_bth *bth = &pkt->bth;
 	const unsigned headers = pkt->op->headers;
@@ -260,6 +270,8 @@ static void print_json(FILE *out, long frame, const struct wire_pkt *pkt, const 
 			pkt->ext.aeth.msn);
 	if (headers & WIRE_HDR_IMMDT)
 		fprintf(out, ",\"imm\":%u", pkt->ext.imm);
+	if (piece.count)
+		fprintf(out, ",\"gso_piece\":%u,\"gso_pieces\":%u", piece.index, piece.count);
 	if (cm->present)
 		print_cm_json(out, cm);
 	fputs("}\n", out);
@@ -300,13 +312,97 @@ static void count(struct decode_summary *sum, const struct wire_pkt *pkt, enum w
 		sum->malformed++;
 }
 
+/* One RoCEv2 packet, parsed: a frame, or a piece of one. */
+static void show_packet(FILE *out, bool json, long frame, const uint8_t *data,
+			const struct wire_pkt *pkt, enum wire_status st, bool icrc_ok,
+			struct decode_summary *sum, struct gso_piece piece)
+{
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	struct cm_view cm;
+
+	count(sum, pkt, st, icrc_ok);
+	if (st != WIRE_OK) {
+		print_error(out, json, frame, st);
+		return;
+	}
+	format_ip(pkt, pkt->src_ip, src, sizeof(src));
+	format_ip(pkt, pkt->dst_ip, dst, sizeof(dst));
+	read_cm(data, pkt, &cm);
+	count_cm(sum, &cm);
+	(json ? print_json : print_text)(out, frame, pkt, src, dst, icrc_ok, &cm, piece);
+}
+
+/* The payloads the packets of a run carry: IBA's path MTUs. */
+static const size_t path_mtus[] = { 256, 512, 1024, 2048, 4096 };
+
+struct gso_run {
+	FILE *out;
+	bool json;
+	long frame;
+	struct decode_summary *sum;
+	struct gso_piece piece;
+	bool all_ok;
+};
+
+static void check_piece(void *ctx, const uint8_t *data, size_t len)
+{
+	struct gso_run *run = ctx;
+	struct wire_pkt pkt;
+
+	if (wire_parse(data, len, &pkt) != WIRE_OK || !wire_icrc_ok(data, &pkt))
+		run->all_ok = false;
+	run->piece.count++;
+}
+
+static void show_piece(void *ctx, const uint8_t *data, size_t len)
+{
+	struct gso_run *run = ctx;
+	struct wire_pkt pkt;
+	enum wire_status st = wire_parse(data, len, &pkt);
+
+	run->piece.index++;
+	show_packet(run->out, run->json, run->frame, data, &pkt, st, wire_icrc_ok(data, &pkt),
+		    run->sum, run->piece);
+}
+
+/* A frame that a sender's UDP GSO left whole (captured on the sending host, or between
+ * guests whose virtio-net carries it whole): one IPv4 frame whose UDP payload is a run of
+ * packets of one size but the last, each with its own ICRC. The size is not in the
+ * capture: it is the first packet's headers and a path MTU of payload, the one that gives
+ * every piece, cut as Linux cuts (wire_gso_split()), a valid ICRC. False, and nothing
+ * shown, when no size does. */
+static bool show_gso_frame(FILE *out, bool json, long frame, const uint8_t *data,
+			   const struct wire_pkt *pkt, struct decode_summary *sum)
+{
+	static uint8_t copy[WIRE_ETH_LEN + WIRE_VLAN_LEN + 65536];
+	size_t len = (size_t)pkt->l4_off + pkt->udp_len;
+	size_t headers = (size_t)pkt->payload_off - pkt->l4_off - WIRE_UDP_LEN;
+
+	if (pkt->ip_version != 4 || len > sizeof(copy))
+		return false;
+	for (size_t i = 0; i < sizeof(path_mtus) / sizeof(path_mtus[0]); i++) {
+		size_t piece = headers + path_mtus[i] + WIRE_ICRC_LEN;
+		struct gso_run run = { out, json, frame, sum, { 0, 0 }, true };
+
+		if (piece >= (size_t)pkt->udp_len - WIRE_UDP_LEN)
+			continue;
+		memcpy(copy, data, len);
+		if (!wire_gso_split(copy, len, piece, check_piece, &run) || !run.all_ok)
+			continue;
+		memcpy(copy, data, len);
+		wire_gso_split(copy, len, piece, show_piece, &run);
+		sum->gso_frames++;
+		sum->gso_packets += run.piece.count;
+		return true;
+	}
+	return false;
+}
+
 static void decode_frame(FILE *out, bool json, long frame, const uint8_t *data, size_t caplen,
 			 struct decode_summary *sum)
 {
 	struct wire_pkt pkt;
 	enum wire_status st = wire_parse(data, caplen, &pkt);
-	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
-	struct cm_view cm;
 	bool icrc_ok;
 
 	if (st == WIRE_NOT_ROCE) {
@@ -314,16 +410,10 @@ static void decode_frame(FILE *out, bool json, long frame, const uint8_t *data, 
 		return;
 	}
 	icrc_ok = wire_icrc_ok(data, &pkt);
-	count(sum, &pkt, st, icrc_ok);
-	if (st != WIRE_OK) {
-		print_error(out, json, frame, st);
+	if (st == WIRE_OK && !icrc_ok && (pkt.layers & WIRE_HAVE_UDP) &&
+	    show_gso_frame(out, json, frame, data, &pkt, sum))
 		return;
-	}
-	format_ip(&pkt, pkt.src_ip, src, sizeof(src));
-	format_ip(&pkt, pkt.dst_ip, dst, sizeof(dst));
-	read_cm(data, &pkt, &cm);
-	count_cm(sum, &cm);
-	(json ? print_json : print_text)(out, frame, &pkt, src, dst, icrc_ok, &cm);
+	show_packet(out, json, frame, data, &pkt, st, icrc_ok, sum, (struct gso_piece){ 0, 0 });
 }
 
 int decode_file(const char *path, FILE *out, bool json, struct decode_summary *sum,
@@ -391,6 +481,9 @@ void decode_print_summary(FILE *out, const struct decode_summary *sum)
 	fprintf(out, "frames %ld, RoCEv2 packets %ld (captured whole %ld, other frames %ld), "
 		"ICRC valid %ld, bad ICRC %ld, malformed %ld\n", sum->frames, sum->roce,
 		sum->complete, sum->other, sum->icrc_valid, sum->icrc_bad, sum->malformed);
+	if (sum->gso_frames)
+		fprintf(out, "GSO frames %ld, holding %ld of the packets\n", sum->gso_frames,
+			sum->gso_packets);
 	fprintf(out, "opcodes: %s\n", sum->roce ? ops : "none");
 	for (int op = 0; op < 256; op++) {
 		const struct wire_opcode_info *info = wire_opcode_info((uint8_t)op);

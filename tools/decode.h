@@ -7,12 +7,14 @@
 
 struct decode_summary {
 	long frames;        /* every frame in the file */
-	long roce;          /* UDP datagrams to port 4791, decodable or not */
+	long roce;          /* RoCEv2 packets (UDP datagrams to port 4791, decodable or not) */
 	long complete;      /* of those, the ones captured whole (ICRC checkable) */
 	long other;         /* frames that are not RoCEv2 */
 	long icrc_valid;
 	long icrc_bad;      /* RoCEv2 packets whose trailer could be checked and was wrong */
 	long malformed;     /* RoCEv2 packets that could not be decoded */
+	long gso_frames;    /* frames that held a run of packets (a sender's UDP GSO) */
+	long gso_packets;   /* the packets they held, each counted above as a packet */
 	long per_opcode[256];
 	long cm_mads;       /* UD SENDs to QP 1: CM MADs, decodable or not */
 	long cm_malformed;  /* of those, the ones cm_mad_parse() refused */
