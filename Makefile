@@ -154,8 +154,8 @@ $(BUILD)/test/many_qp: test/many_qp.c $(PEER_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -I. -o $@ $< test/peer_link.c -libverbs
 # The reference ICRC check of captured frames (ud.test.sh, interop.sh).
-$(BUILD)/test/pcap_icrc: $(BUILD)/test/pcap_icrc.o $(BUILD)/test/frames.o
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) -lz
+$(BUILD)/test/pcap_icrc: $(BUILD)/test/pcap_icrc.o $(BUILD)/test/frames.o $(LIB_WIRE) $(LIB_ICRC)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PCAP_LIBS) $(ISAL_LIBS) -lz
 # ud.test.sh and interop.sh: UD datagrams to 16 QPs, the same binary on rocemu and rxe.
 $(BUILD)/test/ud_peer: test/ud_peer.c $(PEER_LINK)
 	@mkdir -p $(dir $@)

@@ -18,12 +18,14 @@ static size_t l3_len(const uint8_t *frame)
 
 uint32_t frames_reference_icrc(const uint8_t *frame, size_t len)
 {
-	uint8_t copy[9000];
+	uint8_t copy[8 + 65536];    /* any IP datagram: a GSO frame's are up to 64 KiB */
 	const size_t ihl = l3_len(frame);
 	uint8_t *ip = copy + 8;
 	uint8_t *udp = ip + ihl;
 	size_t body = len - 14 - 4; /* from the IP header up to the trailer */
 
+	if (len < 14 + 4 || body > sizeof(copy) - 8)
+		return 0;
 	memset(copy, 0xff, 8);
 	memcpy(ip, frame + 14, body);
 	if ((ip[0] >> 4) == 4) {

@@ -4,6 +4,8 @@
 # packets. Checked here:
 # - transfers stay byte-exact at 64 B to 1 MiB, PMTU 4096 and 1024, with a short last
 #   segment, and every GSO frame sent is one received, with no ICRC or other drop;
+# - a capture on the sender's veth holds the GSO frames whole, and rocemuctl decode and the
+#   reference ICRC read them as their packets, every ICRC valid;
 # - with UDP segmentation offload off on the sender's veth the kernel cuts the GSO frames
 #   itself, as a NIC or a peer's UDP socket would: the receiver gets plain frames and their
 #   ICRCs hold, so the IPv4 ids and lengths rocemud builds each packet with are Linux's;
@@ -84,6 +86,31 @@ gso_transfer "4 KiB" 4096 2000
 gso_transfer "1 MiB" 1M 20
 gso_transfer "1 MiB at PMTU 1024" 1M 20 --mtu 1024
 gso_transfer "65537 B (a short last segment)" 65537 50 --mtu 1024
+
+# A capture on the sender's veth holds the GSO frames themselves (several packets, each
+# with its ICRC, in one frame): rocemuctl decode and the reference ICRC read them as the
+# packets they hold
+if command -v dumpcap >/dev/null; then
+	"${IN_A[@]}" dumpcap -q -P -i "$IF_A" -f "udp port 4791" -w "$WORK/gso.pcap" \
+		>"$WORK/dumpcap.out" 2>&1 &
+	capture=$!
+	PIDS+=($capture)
+	for _ in $(seq 100); do grep -q "File:" "$WORK/dumpcap.out" && break; sleep 0.1; done
+	gso_transfer "1 MiB, captured on the sender's veth" 1M 10
+	sleep 0.5
+	kill -INT $capture
+	wait $capture
+	out=$("$BUILD/rocemuctl" decode "$WORK/gso.pcap" 2>&1)
+	grep -q " icrc ok  gso piece 2 of " <<<"$out" ||
+		fail "rocemuctl decode shows no GSO frame's packets: $(tail -n 5 <<<"$out")"
+	! grep -q " icrc BAD" <<<"$out" ||
+		fail "rocemuctl decode: $(grep -c ' icrc BAD' <<<"$out") packets with a bad ICRC"
+	ref=$("$BUILD/test/pcap_icrc" "$WORK/gso.pcap") && grep -q "GSO frames holding" <<<"$ref" ||
+		fail "reference ICRC: $ref"
+	echo "gso: a capture on the sender's veth: $(grep '^GSO frames' <<<"$out"); reference ICRC: ${ref#*: }"
+else
+	echo "gso: dumpcap is missing: no capture of GSO frames on the veth"
+fi
 
 "${IN_A[@]}" ethtool -K "$IF_A" tx-udp-segmentation off >/dev/null ||
 	fail "ethtool cannot turn off UDP segmentation offload on $IF_A"
