@@ -222,11 +222,12 @@ START_TEST(test_cm_rej_and_refusals_named)
 }
 END_TEST
 
-/* Three packets of one QP's WRITE as a sender's UDP GSO hands them to a veth, or to a
- * virtio-net with USO: one frame, the first packet's headers with the lengths of the
- * whole, then the UDP payloads of the other two (IPv4 ids 7, 8 and 9, as the kernel cuts
- * them). spoil: the last one's ICRC is wrong. */
-static size_t gso_frame(uint8_t *frame, bool spoil)
+/* Three packets of one QP as a sender's UDP GSO hands them to a veth, or to a virtio-net
+ * with USO: one frame, the first packet's headers with the lengths of the whole, then the
+ * UDP payloads of the other two (IPv4 ids 7, 8 and 9, as the kernel cuts them): the
+ * middle and last of a long WRITE, or (small) three 64-byte WRITEs. spoil: the last one's
+ * ICRC is wrong. */
+static size_t gso_frame(uint8_t *frame, bool spoil, bool small)
 {
 	static const struct wire_path wp = { .src_mac = { 2, 0, 0, 0, 0, 1 },
 					     .dst_mac = { 2, 0, 0, 0, 0, 2 },
@@ -237,12 +238,13 @@ static size_t gso_frame(uint8_t *frame, bool spoil)
 
 	memset(payload, 0x5a, sizeof(payload));
 	for (int i = 0; i < 3; i++) {
-		struct wire_bth bth = { .opcode = i < 2 ? WIRE_OP_RC_WRITE_MIDDLE
+		struct wire_bth bth = { .opcode = small ? WIRE_OP_RC_WRITE_ONLY
+						: i < 2 ? WIRE_OP_RC_WRITE_MIDDLE
 							: WIRE_OP_RC_WRITE_LAST,
 					.dest_qp = 0x12, .psn = 100 + (uint32_t)i };
-		struct wire_ext ext = { 0 };
+		struct wire_ext ext = { .reth = { .va = 0x1000, .rkey = 0x77, .length = 64 } };
 		size_t n = wire_build(one, sizeof(one), &wp, (uint16_t)(7 + i), &bth, &ext, payload,
-				      i < 2 ? 1024 : 300);
+				      small ? 64 : i < 2 ? 1024 : 300);
 
 		ck_assert_uint_gt(n, WIRE_GSO_HDR_LEN);
 		if (i == 0) {
@@ -278,9 +280,11 @@ START_TEST(test_gso_frames_shown_as_their_packets)
 	d = pcap_dump_open(dead, path);
 	ck_assert_ptr_nonnull(d);
 	for (int spoil = 0; spoil < 2; spoil++) {
-		h.caplen = h.len = (bpf_u_int32)gso_frame(frame, spoil);
+		h.caplen = h.len = (bpf_u_int32)gso_frame(frame, spoil, false);
 		pcap_dump((u_char *)d, &h, frame);
 	}
+	h.caplen = h.len = (bpf_u_int32)gso_frame(frame, false, true);
+	pcap_dump((u_char *)d, &h, frame);
 	pcap_dump_close(d);
 	pcap_close(dead);
 	out = open_memstream(&text, &size);
@@ -290,10 +294,12 @@ START_TEST(test_gso_frames_shown_as_their_packets)
 	ck_assert_ptr_nonnull(strstr(text, "psn 0x000064  payload 1024 pad 0 icrc ok  gso piece 1 of 3\n"));
 	ck_assert_ptr_nonnull(strstr(text, "psn 0x000065  payload 1024 pad 0 icrc ok  gso piece 2 of 3\n"));
 	ck_assert_ptr_nonnull(strstr(text, "psn 0x000066  payload 300 pad 0 icrc ok  gso piece 3 of 3\n"));
-	ck_assert_ptr_nonnull(strstr(text, "GSO frames 1, holding 3 of the packets\n"));
-	ck_assert_int_eq(sum.frames, 2);
-	ck_assert_int_eq(sum.roce, 4);
-	ck_assert_int_eq(sum.icrc_valid, 3);
+	ck_assert_ptr_nonnull(strstr(text, "len 64  payload 64 pad 0 icrc ok  gso piece 3 of 3\n"));
+	ck_assert_ptr_nonnull(strstr(text, "GSO frames 2, holding 6 of the packets\n"));
+	ck_assert_int_eq(sum.frames, 3);
+	ck_assert_int_eq(sum.roce, 7);
+	ck_assert_int_eq(sum.icrc_valid, 6);
+	ck_assert_int_eq(sum.per_opcode[WIRE_OP_RC_WRITE_ONLY], 3);
 	ck_assert_int_eq(sum.icrc_bad, 1);
 	ck_assert_int_eq(sum.per_opcode[WIRE_OP_RC_WRITE_MIDDLE], 3);
 	free(text);

@@ -97,6 +97,7 @@ if command -v dumpcap >/dev/null; then
 	PIDS+=($capture)
 	for _ in $(seq 100); do grep -q "File:" "$WORK/dumpcap.out" && break; sleep 0.1; done
 	gso_transfer "1 MiB, captured on the sender's veth" 1M 10
+	gso_transfer "64 B, captured on the sender's veth" 64 5000 --tx-depth 128
 	sleep 0.5
 	kill -INT $capture
 	wait $capture

@@ -66,28 +66,36 @@ static void check_piece(void *ctx, const uint8_t *f, size_t len)
 	p->n++;
 }
 
+/* Whether f, cut into pieces of piece bytes of UDP payload (only the first when
+ * first_only), gives pieces whose trailers all check; p counts them. */
+static bool pieces_ok(const uint8_t *f, size_t headers_end, size_t len, size_t piece,
+		      bool first_only, struct pieces *p)
+{
+	static uint8_t copy[ETH_LEN + 4 + 65536];
+
+	if (first_only)
+		len = headers_end + piece;
+	memcpy(copy, f, len);
+	*p = (struct pieces){ 0, true };
+	return wire_gso_split(copy, len, piece, check_piece, p) && p->all_ok;
+}
+
 /* The packets a GSO frame of len bytes holds, every one's ICRC right; 0 when it is not
  * one (or a piece is wrong). */
 static unsigned gso_packets(const uint8_t *f, size_t len)
 {
-	static const size_t path_mtus[] = { 256, 512, 1024, 2048, 4096 };
-	static uint8_t copy[ETH_LEN + 4 + 65536];
 	struct wire_pkt pkt;
-	size_t headers;
+	struct pieces p;
+	size_t headers_end, piece;
 
-	if (len > sizeof(copy) || wire_parse(f, len, &pkt) != WIRE_OK || pkt.ip_version != 4)
+	if (len > ETH_LEN + 4 + 65536 || wire_parse(f, len, &pkt) != WIRE_OK ||
+	    pkt.ip_version != 4)
 		return 0;
-	headers = (size_t)pkt.payload_off - pkt.l4_off - WIRE_UDP_LEN;
-	for (size_t i = 0; i < sizeof(path_mtus) / sizeof(path_mtus[0]); i++) {
-		size_t piece = headers + path_mtus[i] + WIRE_ICRC_LEN;
-		struct pieces p = { 0, true };
-
-		if (piece >= (size_t)pkt.udp_len - WIRE_UDP_LEN)
-			continue;
-		memcpy(copy, f, len);
-		if (wire_gso_split(copy, len, piece, check_piece, &p) && p.all_ok && p.n > 1)
+	headers_end = (size_t)pkt.l4_off + WIRE_UDP_LEN;
+	for (unsigned i = 0; (piece = wire_gso_guess(&pkt, i)) != 0; i++)
+		if (piece < len - headers_end && pieces_ok(f, headers_end, len, piece, true, &p) &&
+		    pieces_ok(f, headers_end, len, piece, false, &p) && p.n > 1)
 			return p.n;
-	}
 	return 0;
 }
 

@@ -332,9 +332,6 @@ static void show_packet(FILE *out, bool json, long frame, const uint8_t *data,
 	(json ? print_json : print_text)(out, frame, pkt, src, dst, icrc_ok, &cm, piece);
 }
 
-/* The payloads the packets of a run carry: IBA's path MTUs. */
-static const size_t path_mtus[] = { 256, 512, 1024, 2048, 4096 };
-
 struct gso_run {
 	FILE *out;
 	bool json;
@@ -365,31 +362,44 @@ static void show_piece(void *ctx, const uint8_t *data, size_t len)
 		    run->sum, run->piece);
 }
 
+/* Whether data, cut into pieces of piece bytes of UDP payload (only the first piece when
+ * first_only), gives pieces that all parse and have a valid ICRC; run counts them. */
+static bool pieces_ok(const uint8_t *data, size_t headers_end, size_t len, size_t piece,
+		      bool first_only, struct gso_run *run)
+{
+	static uint8_t copy[WIRE_ETH_LEN + WIRE_VLAN_LEN + 65536];
+
+	if (first_only)
+		len = headers_end + piece;
+	memcpy(copy, data, len);
+	run->all_ok = true;
+	run->piece.count = 0;
+	return wire_gso_split(copy, len, piece, check_piece, run) && run->all_ok;
+}
+
 /* A frame that a sender's UDP GSO left whole (captured on the sending host, or between
  * guests whose virtio-net carries it whole): one IPv4 frame whose UDP payload is a run of
  * packets of one size but the last, each with its own ICRC. The size is not in the
- * capture: it is the first packet's headers and a path MTU of payload, the one that gives
- * every piece, cut as Linux cuts (wire_gso_split()), a valid ICRC. False, and nothing
- * shown, when no size does. */
+ * capture: of wire_gso_guess()'s guesses, the first whose cut (as Linux cuts,
+ * wire_gso_split()) gives every piece a valid ICRC; the first piece alone is tried first.
+ * False, and nothing shown, when no guess does. */
 static bool show_gso_frame(FILE *out, bool json, long frame, const uint8_t *data,
 			   const struct wire_pkt *pkt, struct decode_summary *sum)
 {
 	static uint8_t copy[WIRE_ETH_LEN + WIRE_VLAN_LEN + 65536];
-	size_t len = (size_t)pkt->l4_off + pkt->udp_len;
-	size_t headers = (size_t)pkt->payload_off - pkt->l4_off - WIRE_UDP_LEN;
+	size_t headers_end = (size_t)pkt->l4_off + WIRE_UDP_LEN;
+	size_t len = (size_t)pkt->l4_off + pkt->udp_len, piece;
+	struct gso_run run = { out, json, frame, sum, { 0, 0 }, true };
 
 	if (pkt->ip_version != 4 || len > sizeof(copy))
 		return false;
-	for (size_t i = 0; i < sizeof(path_mtus) / sizeof(path_mtus[0]); i++) {
-		size_t piece = headers + path_mtus[i] + WIRE_ICRC_LEN;
-		struct gso_run run = { out, json, frame, sum, { 0, 0 }, true };
-
-		if (piece >= (size_t)pkt->udp_len - WIRE_UDP_LEN)
+	for (unsigned i = 0; (piece = wire_gso_guess(pkt, i)) != 0; i++) {
+		if (piece >= len - headers_end ||
+		    !pieces_ok(data, headers_end, len, piece, true, &run) ||
+		    !pieces_ok(data, headers_end, len, piece, false, &run))
 			continue;
 		memcpy(copy, data, len);
-		if (!wire_gso_split(copy, len, piece, check_piece, &run) || !run.all_ok)
-			continue;
-		memcpy(copy, data, len);
+		run.piece.index = 0;
 		wire_gso_split(copy, len, piece, show_piece, &run);
 		sum->gso_frames++;
 		sum->gso_packets += run.piece.count;

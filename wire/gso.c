@@ -117,3 +117,21 @@ bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_f
 	}
 	return true;
 }
+
+size_t wire_gso_guess(const struct wire_pkt *first, unsigned i)
+{
+	static const size_t path_mtus[] = { 256, 512, 1024, 2048, 4096 };
+	const unsigned n_mtus = sizeof(path_mtus) / sizeof(path_mtus[0]);
+	size_t headers = (size_t)first->payload_off - first->l4_off - WIRE_UDP_LEN, payload;
+
+	if (i < n_mtus)
+		payload = path_mtus[i];
+	else if (i == n_mtus)
+		payload = first->op && (first->op->headers & WIRE_HDR_RETH) &&
+				  first->ext.reth.length <= 4096 ? first->ext.reth.length : 4096;
+	else if ((i - n_mtus - 1) * 4 <= 4096)
+		payload = (size_t)(i - n_mtus - 1) * 4;
+	else
+		return 0;
+	return headers + ((payload + 3) & ~(size_t)3) + WIRE_ICRC_LEN;
+}

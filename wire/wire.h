@@ -306,6 +306,14 @@ void wire_gso_restore_first(uint8_t *first, size_t first_len);
 bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_fn deliver,
 		    void *ctx);
 
+/* Guess i (from 0) at the UDP payload bytes of each packet of a captured GSO frame, whose
+ * whole was parsed as first (a capture does not keep the size): the first packet's
+ * headers and ICRC around a payload of one of IBA's path MTUs (a run of a long message),
+ * then of its RETH's length (a run of short WRITEs), then of every multiple of 4 up to
+ * 4096 (of short SENDs); 0 past the last guess. A guess is right when every piece of the
+ * frame cut at it has a valid ICRC. */
+size_t wire_gso_guess(const struct wire_pkt *first, unsigned i);
+
 /* The AETH syndrome's meaning. */
 enum wire_aeth_type { WIRE_AETH_ACK = 0, WIRE_AETH_RNR_NAK = 1, WIRE_AETH_RESERVED = 2,
 		      WIRE_AETH_NAK = 3 };
