@@ -2,8 +2,8 @@
  * (frames.c: zlib's crc32 over a masked copy), which shares no code with icrc/: what
  * rocemud wrote and what `rocemuctl decode` accepted is checked by a second hand. A frame
  * a sender's UDP GSO left whole (a run of one QP's packets, each with its ICRC) counts
- * as its packets when, cut as Linux cuts it (wire/'s GSO code, no CRC in it) at the first
- * packet's size for some path MTU, every piece checks.
+ * as its packets when, cut as Linux cuts it (wire/'s GSO code, no CRC in it) at one of
+ * wire_gso_guess()'s sizes, every piece checks.
  *   pcap_icrc FILE...   prints "FILE: N frames (V IPv4, S IPv6), every ICRC valid", and
  *                       how many were GSO frames holding how many packets; exit 1 naming
  *                       the first frame whose trailer differs */
