@@ -2,8 +2,8 @@
  * (frames.c: zlib's crc32 over a masked copy), which shares no code with icrc/: what
  * rocemud wrote and what `rocemuctl decode` accepted is checked by a second hand. A frame
  * a sender's UDP GSO left whole (a run of one QP's packets, each with its ICRC) counts
- * as its packets when, cut as Linux cuts it (wire/'s GSO code, no CRC in it) at one of
- * wire_gso_guess()'s sizes, every piece checks.
+ * as its packets when wire_gso_find_pieces() (wire/'s GSO code: the cut as Linux cuts,
+ * no CRC in it) finds the size at which every piece checks.
  *   pcap_icrc FILE...   prints "FILE: N frames (V IPv4, S IPv6), every ICRC valid", and
  *                       how many were GSO frames holding how many packets; exit 1 naming
  *                       the first frame whose trailer differs */
@@ -53,50 +53,23 @@ static bool trailer_ok(const uint8_t *f, size_t len)
 	return frames_reference_icrc(f, len) == got;
 }
 
-struct pieces {
-	unsigned n;
-	bool all_ok;
-};
-
-static void check_piece(void *ctx, const uint8_t *f, size_t len)
+static bool piece_ok(const uint8_t *f, size_t len)
 {
-	struct pieces *p = ctx;
-
-	p->all_ok &= len > ETH_LEN + 4 && trailer_ok(f, len);
-	p->n++;
-}
-
-/* Whether f, cut into pieces of piece bytes of UDP payload (only the first when
- * first_only), gives pieces whose trailers all check; p counts them. */
-static bool pieces_ok(const uint8_t *f, size_t headers_end, size_t len, size_t piece,
-		      bool first_only, struct pieces *p)
-{
-	static uint8_t copy[ETH_LEN + 4 + 65536];
-
-	if (first_only)
-		len = headers_end + piece;
-	memcpy(copy, f, len);
-	*p = (struct pieces){ 0, true };
-	return wire_gso_split(copy, len, piece, check_piece, p) && p->all_ok;
+	return len > ETH_LEN + 4 && trailer_ok(f, len);
 }
 
 /* The packets a GSO frame of len bytes holds, every one's ICRC right; 0 when it is not
  * one (or a piece is wrong). */
 static unsigned gso_packets(const uint8_t *f, size_t len)
 {
+	static uint8_t copy[ETH_LEN + 4 + 65536];
 	struct wire_pkt pkt;
-	struct pieces p;
-	size_t headers_end, piece;
+	unsigned n = 0;
 
-	if (len > ETH_LEN + 4 + 65536 || wire_parse(f, len, &pkt) != WIRE_OK ||
-	    pkt.ip_version != 4)
+	if (len > sizeof(copy) || wire_parse(f, len, &pkt) != WIRE_OK ||
+	    !wire_gso_find_pieces(f, len, &pkt, piece_ok, copy, &n))
 		return 0;
-	headers_end = (size_t)pkt.l4_off + WIRE_UDP_LEN;
-	for (unsigned i = 0; (piece = wire_gso_guess(&pkt, i)) != 0; i++)
-		if (piece < len - headers_end && pieces_ok(f, headers_end, len, piece, true, &p) &&
-		    pieces_ok(f, headers_end, len, piece, false, &p) && p.n > 1)
-			return p.n;
-	return 0;
+	return n;
 }
 
 static int check_file(const char *file)

@@ -338,17 +338,13 @@ struct gso_run {
 	long frame;
 	struct decode_summary *sum;
 	struct gso_piece piece;
-	bool all_ok;
 };
 
-static void check_piece(void *ctx, const uint8_t *data, size_t len)
+static bool piece_ok(const uint8_t *data, size_t len)
 {
-	struct gso_run *run = ctx;
 	struct wire_pkt pkt;
 
-	if (wire_parse(data, len, &pkt) != WIRE_OK || !wire_icrc_ok(data, &pkt))
-		run->all_ok = false;
-	run->piece.count++;
+	return wire_parse(data, len, &pkt) == WIRE_OK && wire_icrc_ok(data, &pkt);
 }
 
 static void show_piece(void *ctx, const uint8_t *data, size_t len)
@@ -362,50 +358,26 @@ static void show_piece(void *ctx, const uint8_t *data, size_t len)
 		    run->sum, run->piece);
 }
 
-/* Whether data, cut into pieces of piece bytes of UDP payload (only the first piece when
- * first_only), gives pieces that all parse and have a valid ICRC; run counts them. */
-static bool pieces_ok(const uint8_t *data, size_t headers_end, size_t len, size_t piece,
-		      bool first_only, struct gso_run *run)
-{
-	static uint8_t copy[WIRE_ETH_LEN + WIRE_VLAN_LEN + 65536];
-
-	if (first_only)
-		len = headers_end + piece;
-	memcpy(copy, data, len);
-	run->all_ok = true;
-	run->piece.count = 0;
-	return wire_gso_split(copy, len, piece, check_piece, run) && run->all_ok;
-}
-
 /* A frame that a sender's UDP GSO left whole (captured on the sending host, or between
  * guests whose virtio-net carries it whole): one IPv4 frame whose UDP payload is a run of
- * packets of one size but the last, each with its own ICRC. The size is not in the
- * capture: of wire_gso_guess()'s guesses, the first whose cut (as Linux cuts,
- * wire_gso_split()) gives every piece a valid ICRC; the first piece alone is tried first.
- * False, and nothing shown, when no guess does. */
+ * packets, each with its own ICRC, shown as those packets when wire_gso_find_pieces()
+ * finds the size that cuts it into pieces with valid ICRCs. False, and nothing shown,
+ * when it does not. */
 static bool show_gso_frame(FILE *out, bool json, long frame, const uint8_t *data,
 			   const struct wire_pkt *pkt, struct decode_summary *sum)
 {
 	static uint8_t copy[WIRE_ETH_LEN + WIRE_VLAN_LEN + 65536];
-	size_t headers_end = (size_t)pkt->l4_off + WIRE_UDP_LEN;
 	size_t len = (size_t)pkt->l4_off + pkt->udp_len, piece;
-	struct gso_run run = { out, json, frame, sum, { 0, 0 }, true };
+	struct gso_run run = { out, json, frame, sum, { 0, 0 } };
 
-	if (pkt->ip_version != 4 || len > sizeof(copy))
+	if (len > sizeof(copy) ||
+	    !(piece = wire_gso_find_pieces(data, len, pkt, piece_ok, copy, &run.piece.count)))
 		return false;
-	for (unsigned i = 0; (piece = wire_gso_guess(pkt, i)) != 0; i++) {
-		if (piece >= len - headers_end ||
-		    !pieces_ok(data, headers_end, len, piece, true, &run) ||
-		    !pieces_ok(data, headers_end, len, piece, false, &run))
-			continue;
-		memcpy(copy, data, len);
-		run.piece.index = 0;
-		wire_gso_split(copy, len, piece, show_piece, &run);
-		sum->gso_frames++;
-		sum->gso_packets += run.piece.count;
-		return true;
-	}
-	return false;
+	memcpy(copy, data, len);
+	wire_gso_split(copy, len, piece, show_piece, &run);
+	sum->gso_frames++;
+	sum->gso_packets += run.piece.count;
+	return true;
 }
 
 static void decode_frame(FILE *out, bool json, long frame, const uint8_t *data, size_t caplen,

@@ -118,7 +118,8 @@ bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_f
 	return true;
 }
 
-size_t wire_gso_guess(const struct wire_pkt *first, unsigned i)
+/* Guess i (from 0) at the pieces' bytes, as wire_gso_find_pieces() says; 0 past the last. */
+static size_t gso_guess(const struct wire_pkt *first, unsigned i)
 {
 	static const size_t path_mtus[] = { 256, 512, 1024, 2048, 4096 };
 	const unsigned n_mtus = sizeof(path_mtus) / sizeof(path_mtus[0]);
@@ -134,4 +135,49 @@ size_t wire_gso_guess(const struct wire_pkt *first, unsigned i)
 	else
 		return 0;
 	return headers + ((payload + 3) & ~(size_t)3) + WIRE_ICRC_LEN;
+}
+
+struct piece_check {
+	wire_piece_ok_fn ok;
+	unsigned n;
+	bool all_ok;
+};
+
+static void check_piece(void *ctx, const uint8_t *piece, size_t len)
+{
+	struct piece_check *c = ctx;
+
+	c->all_ok = c->all_ok && c->ok(piece, len);
+	c->n++;
+}
+
+/* Whether frame cut at piece bytes (of its first piece only when first_only) passes. */
+static bool cut_passes(const uint8_t *frame, size_t headers_end, size_t len, size_t piece,
+		       bool first_only, uint8_t *scratch, struct piece_check *c)
+{
+	if (first_only)
+		len = headers_end + piece;
+	memcpy(scratch, frame, len);
+	c->n = 0;
+	c->all_ok = true;
+	return wire_gso_split(scratch, len, piece, check_piece, c) && c->all_ok;
+}
+
+size_t wire_gso_find_pieces(const uint8_t *frame, size_t len, const struct wire_pkt *first,
+			    wire_piece_ok_fn piece_ok, uint8_t *scratch, unsigned *pieces)
+{
+	size_t headers_end = (size_t)first->l4_off + WIRE_UDP_LEN, piece;
+	struct piece_check c = { piece_ok, 0, true };
+
+	if (first->ip_version != 4 || len <= headers_end)
+		return 0;
+	for (unsigned i = 0; (piece = gso_guess(first, i)) != 0; i++) {
+		if (piece < len - headers_end &&
+		    cut_passes(frame, headers_end, len, piece, true, scratch, &c) &&
+		    cut_passes(frame, headers_end, len, piece, false, scratch, &c) && c.n > 1) {
+			*pieces = c.n;
+			return piece;
+		}
+	}
+	return 0;
 }

@@ -306,13 +306,16 @@ void wire_gso_restore_first(uint8_t *first, size_t first_len);
 bool wire_gso_split(uint8_t *frame, size_t len, size_t seg_bytes, wire_deliver_fn deliver,
 		    void *ctx);
 
-/* Guess i (from 0) at the UDP payload bytes of each packet of a captured GSO frame, whose
- * whole was parsed as first (a capture does not keep the size): the first packet's
- * headers and ICRC around a payload of one of IBA's path MTUs (a run of a long message),
- * then of its RETH's length (a run of short WRITEs), then of every multiple of 4 up to
- * 4096 (of short SENDs); 0 past the last guess. A guess is right when every piece of the
- * frame cut at it has a valid ICRC. */
-size_t wire_gso_guess(const struct wire_pkt *first, unsigned i);
+/* A captured GSO frame (a capture does not keep the size of its packets): the UDP payload
+ * bytes of each packet, the first at which cutting the frame (len bytes, its whole parsed
+ * as first) as wire_gso_split() does gives at least two pieces that all pass piece_ok.
+ * The guesses, in order: the first packet's headers and ICRC around a payload of one of
+ * IBA's path MTUs (a long message), of its RETH's length (short WRITEs), then of every
+ * multiple of 4 up to 4096 (short SENDs); the first piece alone is tried before the
+ * whole. scratch holds len bytes; *pieces is how many. 0 when no guess passes. */
+typedef bool (*wire_piece_ok_fn)(const uint8_t *piece, size_t len);
+size_t wire_gso_find_pieces(const uint8_t *frame, size_t len, const struct wire_pkt *first,
+			    wire_piece_ok_fn piece_ok, uint8_t *scratch, unsigned *pieces);
 
 /* The AETH syndrome's meaning. */
 enum wire_aeth_type { WIRE_AETH_ACK = 0, WIRE_AETH_RNR_NAK = 1, WIRE_AETH_RESERVED = 2,

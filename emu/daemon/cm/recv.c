@@ -39,15 +39,12 @@ static bool listener_takes(const struct cm_listener *l, const struct cm_cma_hdr 
 }
 
 /* The listener for the REQ: the service ID's, on the address the REQ came to (or on any
- * of the CMA header's IP version). *service_known says whether anyone listens on the
- * service ID at all. */
+ * of the CMA header's IP version). */
 static struct cm_listener *find_listener(struct cm *cm, const struct cm_req *req,
-					 const struct cm_cma_hdr *cma, const uint8_t dst_gid[16],
-					 bool *service_known)
+					 const struct cm_cma_hdr *cma, const uint8_t dst_gid[16])
 {
 	struct cm_listener *l;
 
-	*service_known = cm_find_service(cm, req->service_id, true) != NULL;
 	LIST_FOREACH(l, &cm->listeners, link)
 		if (l->listening && l->service_id == req->service_id &&
 		    listener_takes(l, cma, dst_gid))
@@ -171,7 +168,7 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	service_known = cm_find_service(cm, in->req.service_id, true) != NULL;
 	l = NULL;
 	if (cm_cma_parse(in->req.private_data, sizeof(in->req.private_data), &cma))
-		l = find_listener(cm, &in->req, &cma, src->dst_gid, &service_known);
+		l = find_listener(cm, &in->req, &cma, src->dst_gid);
 	if (!l && !service_known && may_wait &&
 	    cm_wait_for_listen(cm, in, src, in->req.service_id))
 		return;
@@ -445,14 +442,13 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 	struct cm_listener *l = NULL;
 	struct cm_conn *c = conn_find_remote(cm, req->request_id, src->src_gid);
 	struct cm_req as_req = { .service_id = req->service_id };
-	bool service_known;
 
 	if (c) {
 		cm->dev->cnt.cm_dup_req++;   /* answered when its listener answers */
 		return;
 	}
 	if (cm_cma_parse(req->private_data, sizeof(req->private_data), &cma))
-		l = find_listener(cm, &as_req, &cma, src->dst_gid, &service_known);
+		l = find_listener(cm, &as_req, &cma, src->dst_gid);
 	if (!l && may_wait && !cm_find_service(cm, req->service_id, true) &&
 	    cm_wait_for_listen(cm, in, src, req->service_id))
 		return;
