@@ -9,7 +9,14 @@
 # rxe0 on its virtio-net, and then runs the commands the host drops in a shared folder.
 # The guest's NIC is a tap device inside a network namespace of the caller's, where
 # rocemud serves the tap.
-#   vm_prepare                   the kernel and the initramfs (cached; a first run downloads)
+#   vm_prepare                   the kernel, qemu and the initramfs (cached; a first run
+#                                downloads)
+# VM_SUITE=bookworm-backports: the guests run that suite's kernel (Linux 6.12, whose
+# virtio-net can carry UDP GSO frames whole: tx-udp-segmentation) under its qemu (10.0,
+# whose tap and virtio-net pass them). Both are fetched through apt with a list of their
+# own under $INTEROP_CACHE (the system's sources untouched), checked against Debian's
+# archive key, unpacked with dpkg -x and never installed; qemu runs on Debian 12's
+# libraries. Unset: Debian 12's own kernel and the installed qemu.
 #   vm_start NETNS WORK ADDR_HOST ADDR_GUEST [ADDR6_HOST ADDR6_GUEST]
 #                                boots the guest; returns when rxe0 is up (or fails).
 #                                ADDR_HOST "-": the tap gets no address (a bridge's port)
@@ -29,6 +36,8 @@ VM_MAC=${VM_MAC:-52:54:00:12:34:56}
 VM_MEM=${VM_MEM:-1024}
 VM_CPUS=${VM_CPUS:-1}
 VM_BOOT_SECONDS=${VM_BOOT_SECONDS:-180}
+VM_SUITE=${VM_SUITE:-}
+VM_QEMU=(qemu-system-x86_64)
 VM_PID=
 VM_WORK=
 
@@ -43,28 +52,83 @@ VM_WANTED="virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic rdma_rxe 
 
 vm_say() { echo "interop-vm: $*" >&2; }
 
-# The kernel package behind linux-image-amd64 (Debian's current 6.1), unpacked.
+# apt-get or apt-cache (the first argument) on VM_SUITE's own package list, when one is
+# chosen; the list is fetched again after a day.
+vm_apt() {
+	local tool=$1 dir=$INTEROP_CACHE/apt-$VM_SUITE
+	local -a opts=(-o Dir::Etc::SourceList="$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" -o Dir::State::status=/dev/null)
+	shift
+	[ -n "$VM_SUITE" ] || { "$tool" "$@"; return; }
+	if [ -z "$(find "$dir/lists" -name '*Packages*' -mtime -1 2>/dev/null)" ]; then
+		mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" &&
+			echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(vm_mirror) $VM_SUITE main" \
+				>"$dir/sources.list" &&
+			apt-get "${opts[@]}" update >/dev/null 2>&1 ||
+			{ vm_say "cannot fetch $VM_SUITE's package list"; return 1; }
+	fi
+	"$tool" "${opts[@]}" "$@"
+}
+
+# the Debian mirror the system's own sources name (deb822 or one-line)
+vm_mirror() {
+	local uri
+	uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '$1 == "URIs:" && $2 ~ /debian\/?$/ { print $2; exit }')
+	[ -n "$uri" ] || uri=$(awk '$1 == "deb" && $2 ~ /debian\/?$/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
+	echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# vm_unpack PACKAGE DIR [VERSION]: the package's .deb (downloaded into the cache once)
+# unpacked in DIR
+vm_unpack() {
+	local pkg=$1 dir=$2 ver=${3:-} deb
+	[ -d "$dir" ] && return 0
+	mkdir -p "$INTEROP_CACHE"
+	deb=$(cd "$INTEROP_CACHE" && ls "${pkg}_${ver/:/%3a}"*.deb 2>/dev/null | head -n 1)
+	if [ -z "$deb" ]; then
+		vm_say "downloading $pkg${VM_SUITE:+ from $VM_SUITE} (once)"
+		(cd "$INTEROP_CACHE" && vm_apt apt-get download "$pkg${ver:+=$ver}" >/dev/null 2>&1) ||
+			{ vm_say "apt-get download $pkg failed"; return 1; }
+		deb=$(cd "$INTEROP_CACHE" && ls "${pkg}_${ver/:/%3a}"*.deb | head -n 1)
+	fi
+	rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" &&
+		dpkg -x "$INTEROP_CACHE/$deb" "$dir.tmp" && mv "$dir.tmp" "$dir"
+}
+
+# The kernel package behind linux-image-amd64 (Debian's current 6.1, or VM_SUITE's), unpacked.
 vm_kernel() {
-	local pkg deb
-	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+	local pkg
+	pkg=$(vm_apt apt-cache depends linux-image-amd64 2>/dev/null |
+		awk '/Depends: linux-image-/ { print $2; exit }')
 	[ -n "$pkg" ] || { vm_say "apt-cache does not know linux-image-amd64"; return 1; }
 	VM_KVER=${pkg#linux-image-}
 	VM_KDIR=$INTEROP_CACHE/kernel-$VM_KVER
-	[ -f "$VM_KDIR/boot/vmlinuz-$VM_KVER" ] && return 0
-	mkdir -p "$INTEROP_CACHE"
-	deb=$(cd "$INTEROP_CACHE" && ls "${pkg}"_*.deb 2>/dev/null | head -n 1)
-	if [ -z "$deb" ]; then
-		vm_say "downloading $pkg (about 70 MB, once)"
-		(cd "$INTEROP_CACHE" && apt-get download "$pkg" >/dev/null 2>&1) ||
-			{ vm_say "apt-get download $pkg failed"; return 1; }
-		deb=$(cd "$INTEROP_CACHE" && ls "${pkg}"_*.deb | head -n 1)
-	fi
-	rm -rf "$VM_KDIR.tmp" && mkdir -p "$VM_KDIR.tmp" &&
-		dpkg -x "$INTEROP_CACHE/$deb" "$VM_KDIR.tmp" && mv "$VM_KDIR.tmp" "$VM_KDIR"
+	[ -f "$VM_KDIR/boot/vmlinuz-$VM_KVER" ] || vm_unpack "$pkg" "$VM_KDIR"
 }
 
+# VM_SUITE's qemu, unpacked beside the kernel; the binary, its firmware and its modules
+# come from its three packages.
+vm_qemu() {
+	local ver dir p
+	[ -n "$VM_SUITE" ] || return 0
+	ver=$(vm_apt apt-cache policy qemu-system-x86 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')
+	[ -n "$ver" ] && [ "$ver" != "(none)" ] || { vm_say "$VM_SUITE has no qemu-system-x86"; return 1; }
+	dir=$INTEROP_CACHE/qemu-${ver//[:~+]/_}
+	for p in qemu-system-x86 qemu-system-common qemu-system-data; do
+		vm_unpack "$p" "$dir/$p" "$ver" || return 1
+	done
+	VM_QEMU=("$dir/qemu-system-x86/usr/bin/qemu-system-x86_64" -L "$dir/qemu-system-data/usr/share/qemu")
+	"${VM_QEMU[@]}" --version >/dev/null 2>&1 || { vm_say "$VM_SUITE's qemu does not run here"; return 1; }
+}
+
+# A module's file, .ko or compressed (.ko.xz, as Debian's kernels from 6.12); nothing for
+# a module built into the kernel.
 vm_module_file() {
-	find "$VM_KDIR/lib/modules/$VM_KVER" -name "$1.ko" | head -n 1
+	find "$VM_KDIR/lib/modules/$VM_KVER" \( -name "$1.ko" -o -name "$1.ko.xz" \) | head -n 1
+}
+
+vm_builtin() {
+	grep -q "/$1\.ko\$" "$VM_KDIR/lib/modules/$VM_KVER/modules.builtin" 2>/dev/null
 }
 
 # vm_add_module NAME: NAME after everything it depends on (the .modinfo section's
@@ -73,12 +137,28 @@ vm_add_module() {
 	local f dep
 	case " $VM_MODULES " in *" $1 "*) return 0 ;; esac
 	f=$(vm_module_file "$1")
-	[ -n "$f" ] || { vm_say "the kernel has no $1.ko"; return 1; }
-	for dep in $(objcopy -O binary --only-section=.modinfo "$f" /dev/stdout | tr '\0' '\n' |
-		sed -n 's/^depends=//p' | tr ',' ' '); do
+	if [ -z "$f" ]; then
+		vm_builtin "$1" && return 0
+		vm_say "the kernel has no $1.ko"
+		return 1
+	fi
+	for dep in $(vm_modinfo "$f" | tr '\0' '\n' | sed -n 's/^depends=//p' | tr ',' ' '); do
 		vm_add_module "$dep" || return 1
 	done
 	VM_MODULES="$VM_MODULES $1"
+}
+
+# a module's file uncompressed, on stdout (busybox's insmod takes no .xz)
+vm_module_plain() {
+	case $1 in *.xz) xz -dc "$1" ;; *) cat "$1" ;; esac
+}
+
+# its .modinfo section (objcopy wants a file it can seek in)
+vm_modinfo() {
+	local plain=$1
+	case $1 in *.xz) plain=$(mktemp) && xz -dc "$1" >"$plain" || return 1 ;; esac
+	objcopy -O binary --only-section=.modinfo "$plain" /dev/stdout
+	[ "$plain" = "$1" ] || rm -f "$plain"
 }
 
 vm_initramfs() {
@@ -89,7 +169,7 @@ vm_initramfs() {
 	root=$(mktemp -d)
 	mkdir -p "$root"/{bin,dev,proc,sys,mnt/lower,mnt/rw,newroot,modules}
 	cp /bin/busybox "$root/bin/busybox"
-	for m in $VM_MODULES; do cp "$(vm_module_file "$m")" "$root/modules/"; done
+	for m in $VM_MODULES; do vm_module_plain "$(vm_module_file "$m")" >"$root/modules/$m.ko"; done
 	cat >"$root/init" <<EOF
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -115,7 +195,7 @@ EOF
 vm_prepare() {
 	command -v qemu-system-x86_64 >/dev/null || { vm_say "qemu-system-x86_64 is missing"; return 1; }
 	[ -x /bin/busybox ] || { vm_say "/bin/busybox is missing (busybox-static)"; return 1; }
-	vm_kernel && vm_initramfs
+	vm_kernel && vm_qemu && vm_initramfs
 }
 
 # KVM when it works, else TCG. Working means the probe guest printed the kernel's banner
@@ -125,7 +205,7 @@ vm_prepare() {
 vm_accel() {
 	local out
 	if [ -w /dev/kvm ]; then
-		out=$(timeout 10 qemu-system-x86_64 -accel kvm -cpu host -M q35 -m 256 -nographic \
+		out=$(timeout 10 "${VM_QEMU[@]}" -accel kvm -cpu host -M q35 -m 256 -nographic \
 			-no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" \
 			-append "console=ttyS0 panic=-1 rdinit=/nonexistent" 2>&1 </dev/null | tr -d '\0')
 		if grep -aq 'Linux version' <<<"$out"; then
@@ -152,7 +232,7 @@ EOF
 	ip netns exec "$ns" ip link set "$VM_TAP" up
 	accel=${VM_ACCEL:-$(vm_accel)}
 	vm_say "booting $VM_KVER ($accel) in $ns"
-	ip netns exec "$ns" qemu-system-x86_64 $accel -M q35 -m "$VM_MEM" -smp "$VM_CPUS" -nographic \
+	ip netns exec "$ns" "${VM_QEMU[@]}" $accel -M q35 -m "$VM_MEM" -smp "$VM_CPUS" -nographic \
 		-no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" -initrd "$VM_INITRD" \
 		-append "console=ttyS0 panic=-1 quiet" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \

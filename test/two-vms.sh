@@ -11,6 +11,8 @@
 # rocemu's.
 #   test/two-vms.sh [BUILD]
 #   TWO_VMS_SHORT=1 test/two-vms.sh [BUILD]   rdma-write verified and one perftest row
+#   VM_SUITE=bookworm-backports test/two-vms.sh [BUILD]   the guests on Linux 6.12 under qemu
+#       10.0 (scripts/interop-vm.sh), whose virtio-net carries UDP GSO frames whole
 set -u
 ROCEMU_BUILD=$(cd "${1:-${ROCEMU_BUILD:-build}}" && pwd) || exit 1
 source "$(dirname "$0")/daemons.sh"
@@ -55,15 +57,22 @@ boot() {
 	ip netns exec "$NS" ip link set "${TAP[$1]}" master "$BRIDGE" || fail "tap $1 to the bridge"
 }
 
-for p in qemu-system-x86_64 ib_write_bw iperf3; do
+for p in qemu-system-x86_64 ib_write_bw; do
 	command -v "$p" >/dev/null || fail "$p is missing (scripts/install-deps.sh installs it)"
 done
+# iperf3 is this benchmark's own need, as make bench's (which installs it the same way)
+if ! command -v iperf3 >/dev/null; then
+	echo "iperf3 is missing: the TCP baseline needs it; installing it with apt-get"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 >/dev/null 2>&1 </dev/null ||
+		fail "apt-get install iperf3 failed; install it and run again"
+fi
 vm_prepare || fail "cannot prepare the guests' kernel and initramfs"
 ACCEL=${VM_ACCEL:-$(vm_accel)}
 # two vCPUs, as the cloud VMs rocemu is for have at least (TWO_VMS_CPUS to change)
 export VM_CPUS=${TWO_VMS_CPUS:-2}
 export VM_ACCEL=$ACCEL
-echo "two guests, $ACCEL, $VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
+echo "two guests, Linux $VM_KVER under $("${VM_QEMU[@]}" --version | head -n 1), $ACCEL," \
+	"$VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
 
 ip netns add "$NS" || fail "ip netns add $NS"
 ip netns exec "$NS" ip link add "$BRIDGE" type bridge || fail "no bridge"

@@ -619,6 +619,11 @@ int main(int argc, char **argv)
 	log_info("%s", dev.port.tx_gso ? "packets of one QP go out as UDP GSO frames" :
 		 o.no_gso ? "no GSO (--no-gso): every packet is a send of its own" :
 		 "no GSO: the kernel lacks virtio-net headers on packet sockets");
+	/* off by default on virtio-net, where on it carries a run whole to a VM or host peer */
+	if (dev.port.tx_gso && udptx_segmentation_off(&dev.port))
+		log_info("%s can cut UDP GSO frames itself, but its tx-udp-segmentation is off: "
+			 "'ethtool -K %s tx-udp-segmentation on' lets runs cross the link whole",
+			 dev.port.ifname, dev.port.ifname);
 	if (!o.no_ingress_drop)
 		start_ingress_drop(&dev);
 	if (fault_active(&dev.port.fault)) {

@@ -253,8 +253,10 @@ void txmsg_restore(struct port *port, unsigned m, unsigned msgs);
 /* udptx.c: runs of frames through UDP sockets with UDP_SEGMENT, where the kernel cuts them
  * before the interface (udptx_kernel_cuts). udptx_open: 0, or -1 and errno. udptx_prepare
  * marks the frames from first on that a UDP socket carries and gives them the id and
- * source port its send will (every frame -1 when tx_udp is off). */
+ * source port its send will (every frame -1 when tx_udp is off). udptx_segmentation_off:
+ * the device could cut UDP GSO frames itself but is told not to. */
 bool udptx_kernel_cuts(const struct port *port);
+bool udptx_segmentation_off(const struct port *port);
 int udptx_open(struct port *port);
 void udptx_close(struct port *port);
 void udptx_prepare(struct port *port, unsigned first);

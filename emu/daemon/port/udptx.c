@@ -67,8 +67,8 @@ static int open_one(struct port *port, const struct port_gid *g, uint16_t *src_p
 }
 
 /* The interface's feature named name: 1 on, 0 off or unknown to the kernel, -1 when the
- * kernel would not say (ETHTOOL_GFEATURES). */
-static int feature_state(int fd, const char *ifname, const char *name)
+ * kernel would not say (ETHTOOL_GFEATURES). *offered: whether the device can turn it on. */
+static int feature_state(int fd, const char *ifname, const char *name, bool *offered)
 {
 	struct { struct ethtool_sset_info info; uint32_t count; } sset = {
 		.info = { .cmd = ETHTOOL_GSSET_INFO, .sset_mask = 1ull << ETH_SS_FEATURES } };
@@ -99,24 +99,41 @@ static int feature_state(int fd, const char *ifname, const char *name)
 	state = 0;
 	for (uint32_t i = 0; i < n; i++)
 		if (!strncmp((const char *)names->data + (size_t)i * ETH_GSTRING_LEN, name,
-			     ETH_GSTRING_LEN))
+			     ETH_GSTRING_LEN)) {
 			state = !!(feats->features[i / 32].active & (1u << (i % 32)));
+			*offered = !!(feats->features[i / 32].available & (1u << (i % 32)));
+		}
 out:
 	free(names);
 	free(feats);
 	return state;
 }
 
-bool udptx_kernel_cuts(const struct port *port)
+static int segmentation_state(const struct port *port, bool *offered)
 {
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int passes_whole;
+	int state;
 
+	*offered = false;
 	if (fd < 0)
-		return false;
-	passes_whole = feature_state(fd, port->ifname, "tx-udp-segmentation");
+		return -1;
+	state = feature_state(fd, port->ifname, "tx-udp-segmentation", offered);
 	close(fd);
-	return passes_whole == 0;
+	return state;
+}
+
+bool udptx_kernel_cuts(const struct port *port)
+{
+	bool offered;
+
+	return segmentation_state(port, &offered) == 0;
+}
+
+bool udptx_segmentation_off(const struct port *port)
+{
+	bool offered;
+
+	return segmentation_state(port, &offered) == 0 && offered;
 }
 
 int udptx_open(struct port *port)
