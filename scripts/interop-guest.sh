@@ -34,7 +34,8 @@ for _ in $(seq 100); do
 	[ -e /dev/infiniband/uverbs0 ] && break
 	sleep 0.1
 done
-echo "$(uname -r), $ADDR, $(ibv_devices 2>&1 | awk '/rxe0/ { print $1 " GUID " $2 }'), tx-udp-segmentation ${uso:-unknown}" >"$work/ready"
+echo "$(uname -r), $ADDR, $(ibv_devices 2>&1 | awk '/rxe0/ { print $1 " GUID " $2 }'), tx-udp-segmentation ${uso:-unknown}" >"$work/ready.tmp" &&
+	mv "$work/ready.tmp" "$work/ready"
 
 while [ ! -e "$work/poweroff" ]; do
 	for cmd in "$work"/cmd.*; do

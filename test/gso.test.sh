@@ -14,7 +14,8 @@
 #   would keep a UDP socket's GSO frames whole (such a kernel's packet sockets cannot
 #   receive them), and runs through a UDP socket where the kernel cuts them (segmentation
 #   offload off): the ids and source port the frames were given are the kernel's, or the
-#   ICRCs would fail; a UDP send refused (a firewall) goes by the packet socket;
+#   ICRCs would fail; a UDP send refused (a firewall) goes by the packet socket; the
+#   daemon names the offload the veth offers and has off, and not when it is on;
 # - GSO frames on lo;
 # - a GSO frame larger than a ring slot, and one whose segments are not RoCE, are counted
 #   and dropped, and the daemon carries on.
@@ -78,6 +79,8 @@ gso_transfer() {
 topology_up netns
 grep -q "go out as UDP GSO frames" "$WORK/rocemud-a.log" ||
 	fail "rocemud a does not send GSO frames on a veth: $(cat "$WORK/rocemud-a.log")"
+! grep -q "tx-udp-segmentation is off" "$WORK/rocemud-a.log" ||
+	fail "rocemud a says $IF_A's UDP segmentation offload is off, which it is not"
 transfer "a first look" 4096 100
 ! grep -q "the kernel refuses UDP GSO frames" "$WORK/rocemud-a.log" ||
 	skip "Linux $(uname -r) refuses UDP GSO frames on packet sockets (6.2 added them): rocemud sends every packet alone here"
@@ -167,6 +170,8 @@ sent=$(delta a sent_gso_frames) got=$(delta b rcvd_gso_frames)
 [ "$(delta a send_udp_refused)" -eq 0 ] || fail "a UDP socket refused $(delta a send_udp_refused) sends"
 grep -q "the kernel refuses UDP GSO frames on packet sockets (Linux 6.2" "$WORK/rocemud-a.log" ||
 	fail "rocemud a did not report the refused GSO frame: $(cat "$WORK/rocemud-a.log")"
+grep -q "$IF_A can cut UDP GSO frames itself, but its tx-udp-segmentation is off" "$WORK/rocemud-a.log" ||
+	fail "rocemud a did not name the offload $IF_A offers and has off: $(cat "$WORK/rocemud-a.log")"
 echo "gso: packet socket refusing GSO: $(delta a sent_pkts) packets in $sent GSO frames through a UDP socket, cut by the kernel, byte-exact"
 # ... a UDP socket's send refused (a firewall rule here): those packets go by the packet
 # socket, nothing lost
