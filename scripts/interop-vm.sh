@@ -156,7 +156,12 @@ vm_module_plain() {
 # its .modinfo section (objcopy wants a file it can seek in)
 vm_modinfo() {
 	local plain=$1
-	case $1 in *.xz) plain=$(mktemp) && xz -dc "$1" >"$plain" || return 1 ;; esac
+	case $1 in
+	*.xz)
+		plain=$(mktemp) || return 1
+		xz -dc "$1" >"$plain" || { rm -f "$plain"; return 1; }
+		;;
+	esac
 	objcopy -O binary --only-section=.modinfo "$plain" /dev/stdout
 	[ "$plain" = "$1" ] || rm -f "$plain"
 }
