@@ -16,6 +16,10 @@
 #   cm_pair NAME SERVER... -- CLIENT...
 #                               an rdma_cm pair: the server waited for until its daemon
 #                               listens once more (CM_SERVER=a: on host a's daemon)
+#   perftest_cm_pair NAME ARGS...
+#                               perftest ARGS over rdma_cm as a cm_pair (the client adds host
+#                               b's address), run up to three times while perftest lost its
+#                               own race or could not fit its clock
 #   mark_refusals HOST NAME...  remembers those refused_NAME counters of HOST; then
 #   refusals_moved HOST NAME=N...  passes when each moved by exactly N since
 source "$(dirname "${BASH_SOURCE[0]}")/checks.sh"
@@ -208,4 +212,24 @@ cm_pair() {
 	RC_S=$?
 	status=$((RC_C | RC_S))
 	return $status
+}
+
+# perftest_cm_pair NAME ARGS...: perftest's -R or --rdma_cm client can be refused before its
+# server listened (perftest_refused_too_soon; the busier the machine, the likelier: seen
+# twice in a row beside two CPU hogs), and perftest gives up when it cannot fit its clock
+# on a noisy machine; either way the pair runs again, three runs at most, each retry said.
+perftest_cm_pair() {
+	local name=$1 attempt
+	shift
+	for attempt in 1 2 3; do
+		cm_pair "$name" "$@" -- "$@" "$ADDR_B" && return 0
+		if perftest_refused_too_soon "$OUT_C"; then
+			echo "  $name: REJ 8, perftest's own race (run $attempt)"
+		elif grep -q 'Correlation coefficient r^2' "$OUT_C" "$OUT_S"; then
+			echo "  $name: perftest could not fit its clock (run $attempt)"
+		else
+			return 1
+		fi
+	done
+	return 1
 }

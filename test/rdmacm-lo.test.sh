@@ -40,7 +40,7 @@ else
 	failed "ucmatose -c 10 to $ADDR_A (client exit $RC_C, server exit $RC_S)"
 fi
 
-if cm_pair write-bw-other ib_write_bw -R -n 500 -- ib_write_bw -R -n 500 "$ADDR_B" &&
+if perftest_cm_pair write-bw-other ib_write_bw -R -n 500 &&
 	[ "$(table_rows "$OUT_C")" -ge 1 ]; then
 	row=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print; exit }' "$OUT_C")
 	passed "ib_write_bw -R -n 500 to $ADDR_B: $(tr -s ' \t' ' ' <<<"$row")"

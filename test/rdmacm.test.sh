@@ -193,19 +193,7 @@ fi
 for args in "ib_write_bw -R" "ib_send_bw -R" "ib_read_lat -R" "ib_write_bw --rdma_cm" \
 	"ib_write_bw -R -q 4"; do
 	read -ra cmd <<<"$args"
-	# perftest gives up when it cannot fit its clock on a noisy machine, and its client
-	# can be refused before its server listened (the busier the machine, the likelier:
-	# seen twice in a row beside two CPU hogs): up to three runs, then
-	for attempt in 1 2 3; do
-		cm_pair "${cmd[0]}" "${cmd[@]}" -- "${cmd[@]}" "$ADDR_B" && break
-		if perftest_refused_too_soon "$OUT_C"; then
-			echo "  ${cmd[0]}: REJ 8, perftest's own race (run $attempt)"
-		elif grep -q 'Correlation coefficient r^2' "$OUT_C" "$OUT_S"; then
-			echo "  ${cmd[0]}: perftest could not fit its clock (run $attempt)"
-		else
-			break
-		fi
-	done
+	perftest_cm_pair "${cmd[0]}" "${cmd[@]}"
 	if [ "$RC_C" -eq 0 ] && [ "$RC_S" -eq 0 ] && rows=$(table_rows "$OUT_C") &&
 		[ "$rows" -eq 1 ]; then
 		last=$(awk '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { l = $0 } END { print l }' "$OUT_C")
