@@ -153,17 +153,12 @@ vm_module_plain() {
 	case $1 in *.xz) xz -dc "$1" ;; *) cat "$1" ;; esac
 }
 
-# its .modinfo section (objcopy wants a file it can seek in)
+# its .modinfo section, read from an uncompressed copy (objcopy wants a file it can seek in)
 vm_modinfo() {
-	local plain=$1
-	case $1 in
-	*.xz)
-		plain=$(mktemp) || return 1
-		xz -dc "$1" >"$plain" || { rm -f "$plain"; return 1; }
-		;;
-	esac
-	objcopy -O binary --only-section=.modinfo "$plain" /dev/stdout
-	[ "$plain" = "$1" ] || rm -f "$plain"
+	local plain
+	plain=$(mktemp) || return 1
+	vm_module_plain "$1" >"$plain" && objcopy -O binary --only-section=.modinfo "$plain" /dev/stdout
+	rm -f "$plain"
 }
 
 vm_initramfs() {

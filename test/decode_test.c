@@ -41,19 +41,32 @@ START_TEST(test_agrees_with_expected)
 }
 END_TEST
 
+/* What rocemuctl decode prints for the capture at path, its summary after it when asked. */
+static char *decode_path(const char *path, bool json, struct decode_summary *sum,
+			 bool with_summary)
+{
+	char *text = NULL, err[512];
+	size_t size = 0;
+	FILE *out = open_memstream(&text, &size);
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(decode_file(path, out, json, sum, err, sizeof(err)), 0);
+	if (with_summary)
+		decode_print_summary(out, sum);
+	fclose(out);
+	return text;
+}
+
+/* The same for one of ../shared/captures; NULL when they are absent. */
 static char *decode_to_string(const char *file, bool json, struct decode_summary *sum)
 {
 	const char *dir = testutil_captures_dir();
-	char *path, *text = NULL, err[512];
-	size_t size = 0;
-	FILE *out;
+	char *path, *text;
 
 	if (!dir)
 		return NULL;
 	ck_assert_int_gt(asprintf(&path, "%s/%s", dir, file), 0);
-	out = open_memstream(&text, &size);
-	ck_assert_int_eq(decode_file(path, out, json, sum, err, sizeof(err)), 0);
-	fclose(out);
+	text = decode_path(path, json, sum, false);
 	free(path);
 	return text;
 }
@@ -188,18 +201,14 @@ static void dump_mad_frames(const char *path)
 
 START_TEST(test_cm_rej_and_refusals_named)
 {
-	char path[] = "/tmp/rocemu-decode-cm.XXXXXX", err[512], *text = NULL;
+	char path[] = "/tmp/rocemu-decode-cm.XXXXXX", *text;
 	struct decode_summary sum;
-	size_t size = 0;
-	FILE *out;
 	int fd = mkstemp(path);
 
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	dump_mad_frames(path);
-	out = open_memstream(&text, &size);
-	ck_assert_int_eq(decode_file(path, out, false, &sum, err, sizeof(err)), 0);
-	fclose(out);
+	text = decode_path(path, false, &sum, false);
 	ck_assert_ptr_nonnull(strstr(text, "  cm REJ comm 0x11111111 remote 0x22222222 reason 8 "
 				     "(invalid service ID) of REQ\n"));
 	ck_assert_ptr_nonnull(strstr(text, "  cm malformed: unsupported attribute (LAP, APR, "
@@ -210,10 +219,7 @@ START_TEST(test_cm_rej_and_refusals_named)
 	ck_assert_int_eq(sum.cm_malformed, 2);
 	ck_assert_int_eq(sum.per_cm_attr[CM_ATTR_REJ], 1);
 	free(text);
-	text = NULL;
-	out = open_memstream(&text, &size);
-	ck_assert_int_eq(decode_file(path, out, true, &sum, err, sizeof(err)), 0);
-	fclose(out);
+	text = decode_path(path, true, &sum, false);
 	ck_assert_ptr_nonnull(strstr(text, "\"reason\":8,\"reason_name\":\"invalid service ID\","
 				     "\"message_rejected\":0,\"message_rejected_name\":\"REQ\"}"));
 	ck_assert_ptr_nonnull(strstr(text, ",\"cm\":{\"error\":\"unsupported attribute"));
@@ -265,14 +271,12 @@ static size_t gso_frame(uint8_t *frame, bool spoil, bool small)
  * pieces do not all check stays one packet with a bad ICRC. */
 START_TEST(test_gso_frames_shown_as_their_packets)
 {
-	char path[] = "/tmp/rocemu-decode-gso.XXXXXX", err[512], *text = NULL;
+	char path[] = "/tmp/rocemu-decode-gso.XXXXXX", *text;
 	pcap_t *dead = pcap_open_dead(DLT_EN10MB, 65535);
 	struct pcap_pkthdr h = { 0 };
 	struct decode_summary sum;
 	uint8_t frame[4096];
 	pcap_dumper_t *d;
-	size_t size = 0;
-	FILE *out;
 	int fd = mkstemp(path);
 
 	ck_assert_int_ge(fd, 0);
@@ -287,10 +291,7 @@ START_TEST(test_gso_frames_shown_as_their_packets)
 	pcap_dump((u_char *)d, &h, frame);
 	pcap_dump_close(d);
 	pcap_close(dead);
-	out = open_memstream(&text, &size);
-	ck_assert_int_eq(decode_file(path, out, false, &sum, err, sizeof(err)), 0);
-	decode_print_summary(out, &sum);
-	fclose(out);
+	text = decode_path(path, false, &sum, true);
 	ck_assert_ptr_nonnull(strstr(text, "psn 0x000064  payload 1024 pad 0 icrc ok  gso piece 1 of 3\n"));
 	ck_assert_ptr_nonnull(strstr(text, "psn 0x000065  payload 1024 pad 0 icrc ok  gso piece 2 of 3\n"));
 	ck_assert_ptr_nonnull(strstr(text, "psn 0x000066  payload 300 pad 0 icrc ok  gso piece 3 of 3\n"));
@@ -303,10 +304,7 @@ START_TEST(test_gso_frames_shown_as_their_packets)
 	ck_assert_int_eq(sum.icrc_bad, 1);
 	ck_assert_int_eq(sum.per_opcode[WIRE_OP_RC_WRITE_MIDDLE], 3);
 	free(text);
-	text = NULL;
-	out = open_memstream(&text, &size);
-	ck_assert_int_eq(decode_file(path, out, true, &sum, err, sizeof(err)), 0);
-	fclose(out);
+	text = decode_path(path, true, &sum, false);
 	ck_assert_ptr_nonnull(strstr(text, "\"psn\":102,"));
 	ck_assert_ptr_nonnull(strstr(text, "\"icrc_ok\":true,\"gso_piece\":3,\"gso_pieces\":3}"));
 	free(text);
