@@ -70,18 +70,21 @@ static int open_one(struct port *port, const struct port_gid *g, uint16_t *src_p
  * kernel would not say (ETHTOOL_GFEATURES). *offered: whether the device can turn it on. */
 static int feature_state(int fd, const char *ifname, const char *name, bool *offered)
 {
-	struct { struct ethtool_sset_info info; uint32_t count; } sset = {
-		.info = { .cmd = ETHTOOL_GSSET_INFO, .sset_mask = 1ull << ETH_SS_FEATURES } };
-	struct ifreq ifr = { .ifr_data = (void *)&sset };
+	/* room for the one count the kernel appends to the header (its data[]) */
+	uint64_t sset_room[(sizeof(struct ethtool_sset_info) + sizeof(uint32_t) + 7) / 8] = { 0 };
+	struct ethtool_sset_info *sset = (void *)sset_room;
+	struct ifreq ifr = { .ifr_data = (void *)sset };
 	struct ethtool_gstrings *names = NULL;
 	struct ethtool_gfeatures *feats = NULL;
 	int state = -1;
 	uint32_t n;
 
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-	if (ioctl(fd, SIOCETHTOOL, &ifr) < 0 || !sset.info.sset_mask)
+	sset->cmd = ETHTOOL_GSSET_INFO;
+	sset->sset_mask = 1ull << ETH_SS_FEATURES;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) < 0 || !sset->sset_mask)
 		return -1;
-	n = sset.count;
+	n = sset->data[0];
 	names = calloc(1, sizeof(*names) + (size_t)n * ETH_GSTRING_LEN);
 	feats = calloc(1, sizeof(*feats) + (n + 31) / 32 * sizeof(feats->features[0]));
 	if (!names || !feats)
