@@ -221,8 +221,9 @@ unit: $(UNIT_TESTS)
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_HARNESSES := $(patsubst test/fuzz/%.c,build/fuzz/%,$(wildcard test/fuzz/*_fuzz.c))
+# Warnings as the main build's; the harnesses' case tables leave trailing fields to zero.
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
-                -fno-sanitize-recover=all
+                -fno-sanitize-recover=all -Wall -Wextra -Werror -Wno-missing-field-initializers
 
 # The harnesses link the layers they drive, built once more with the fuzzer's coverage
 # instrumentation; each replaces what lies below the code under test with its own stubs.

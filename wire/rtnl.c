@@ -56,11 +56,19 @@ static int usable_lladdr(const struct nlmsghdr *nh, uint8_t mac[6])
 	return 0;
 }
 
+/* Whether a whole message starts at nh with left bytes to go: NLMSG_OK's test, written
+ * out so that its length is compared unsigned with unsigned (the macro mixes the two). */
+static bool message_fits(const struct nlmsghdr *nh, int left)
+{
+	return left >= (int)sizeof(*nh) && nh->nlmsg_len >= sizeof(*nh) &&
+	       nh->nlmsg_len <= (unsigned int)left;
+}
+
 int rtnl_neigh_answer(const void *buf, size_t len, uint32_t seq, uint8_t mac[6])
 {
 	int left = len > INT_MAX ? INT_MAX : (int)len;
 
-	for (const struct nlmsghdr *nh = buf; NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left))
+	for (const struct nlmsghdr *nh = buf; message_fits(nh, left); nh = NLMSG_NEXT(nh, left))
 		if (nh->nlmsg_seq == seq)
 			return usable_lladdr(nh, mac);
 	return -1;
@@ -70,7 +78,7 @@ int rtnl_link_state(const void *buf, size_t len, int ifindex, bool *running)
 {
 	int left = len > INT_MAX ? INT_MAX : (int)len, found = 0;
 
-	for (const struct nlmsghdr *nh = buf; NLMSG_OK(nh, left); nh = NLMSG_NEXT(nh, left)) {
+	for (const struct nlmsghdr *nh = buf; message_fits(nh, left); nh = NLMSG_NEXT(nh, left)) {
 		const struct ifinfomsg *ifi = NLMSG_DATA(nh);
 
 		if ((nh->nlmsg_type != RTM_NEWLINK && nh->nlmsg_type != RTM_DELLINK) ||
