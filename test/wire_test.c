@@ -784,6 +784,11 @@ START_TEST(test_rtnl_neigh_answer)
 	ck_assert_mem_eq(mac, peer, 6);
 	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 6, mac), -1);
 	ck_assert_int_eq(rtnl_neigh_answer(buf, 3, 5, mac), -1);     /* less than a header */
+	/* ours cut short by the buffer, and a length shorter than its own header */
+	n = neigh_answer(buf, 5, RTM_NEWNEIGH, NUD_REACHABLE, peer);
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n - 4, 5, mac), -1);
+	((struct nlmsghdr *)buf)->nlmsg_len = sizeof(struct nlmsghdr) - 1;
+	ck_assert_int_eq(rtnl_neigh_answer(buf, n, 5, mac), -1);
 }
 END_TEST
 
