@@ -25,7 +25,7 @@ first="ip netns add $ns && echo \"first: net \$(readlink /proc/self/ns/net) sees
 	sleep 0.5; echo '2 0' >>\"\$ROCEMU_RESULTS\"; echo 'first: done'"
 second="echo \"second: net \$(readlink /proc/self/ns/net) sees \$(ip netns list | grep -c $ns)\"
 	ip netns add $ns && ip netns delete $ns && echo 'second: made its own'
-	echo '2 1' >>\"\$ROCEMU_RESULTS\"; echo '[second] FAIL: a check' >>\"\$ROCEMU_FAILURES\"; exit 1"
+	echo '2 1' >>\"\$ROCEMU_RESULTS\"; echo '[second] the stand-in check that failed' >>\"\$ROCEMU_FAILURES\"; exit 1"
 out=$("$here/scripts/run-tests.sh" --summary-of --side-by-side "$first" "$second" 2>&1)
 rc=$?
 echo "$out" | sed 's/^/  | /'
@@ -33,7 +33,7 @@ net_first=$(sed -n 's/^first: net \([^ ]*\) .*/\1/p' <<<"$out")
 net_second=$(sed -n 's/^second: net \([^ ]*\) .*/\1/p' <<<"$out")
 check "the totals add over both passes, and a failed check fails the run" \
 	test "$rc" -eq 1 -a "$(tail -n 1 <<<"$out")" = "4 passed, 1 failed"
-check "the failed check is shown" grep -qx '\[second\] FAIL: a check' <<<"$out"
+check "the failed check is shown" grep -qx '\[second\] the stand-in check that failed' <<<"$out"
 check "the second pass runs in a network of its own" \
 	test -n "$net_first" -a -n "$net_second" -a "$net_first" != "$net_second"
 check "the first pass keeps this one's" test "$net_first" = "$(readlink /proc/self/ns/net)"
