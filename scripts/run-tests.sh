@@ -20,6 +20,20 @@ in_own_network() {
 		exec bash -c "$1"' in_own_network "$1"
 }
 
+# one_after_another DIR CMD...: each command in turn, writing its results and failures in
+# DIR/N (N from 0)
+one_after_another() {
+	local dir=$1 i=0 cmd status=0
+	shift
+	for cmd in "$@"; do
+		mkdir -p "$dir/$i"
+		ROCEMU_RESULTS=$dir/$i/results ROCEMU_FAILURES=$dir/$i/failures bash -c "$cmd" ||
+			status=1
+		i=$((i + 1))
+	done
+	return $status
+}
+
 # side_by_side DIR CMD...: every command at once, each writing its results and failures in
 # DIR/N. The passes' tests wait far more than they compute (on daemons, wakeups, a guest's
 # boot: a pass alone keeps two cores 40% busy), so two passes side by side take little
@@ -33,13 +47,8 @@ side_by_side() {
 	shift
 	if ! in_own_network true 2>/dev/null; then
 		echo "cannot make a network namespace here: the passes run one after another"
-		for i in $(seq 0 $(($# - 1))); do
-			mkdir -p "$dir/$i"
-			cmd=${*:$((i + 1)):1}
-			ROCEMU_RESULTS=$dir/$i/results ROCEMU_FAILURES=$dir/$i/failures bash -c "$cmd" ||
-				status=1
-		done
-		return $status
+		one_after_another "$dir" "$@"
+		return
 	fi
 	for i in $(seq 0 $(($# - 1))); do
 		mkdir -p "$dir/$i"
@@ -62,21 +71,18 @@ side_by_side() {
 
 if [ "${1:-}" = "--summary-of" ]; then
 	shift
-	results=$(mktemp)
-	failures=$(mktemp)
 	runs=$(mktemp -d)
-	trap 'rm -rf "$results" "$failures" "$runs"' EXIT
+	trap 'rm -rf "$runs"' EXIT
 	status=0
 	if [ "${1:-}" = "--side-by-side" ]; then
 		shift
 		side_by_side "$runs" "$@" || status=1
-		cat "$runs"/*/results >>"$results" 2>/dev/null
-		cat "$runs"/*/failures >>"$failures" 2>/dev/null
 	else
-		for cmd in "$@"; do
-			ROCEMU_RESULTS=$results ROCEMU_FAILURES=$failures bash -c "$cmd" || status=1
-		done
+		one_after_another "$runs" "$@" || status=1
 	fi
+	results=$runs/results failures=$runs/failures
+	cat "$runs"/*/results >"$results" 2>/dev/null
+	cat "$runs"/*/failures >"$failures" 2>/dev/null
 	if [ -s "$failures" ]; then
 		echo
 		echo "== what failed, each with the lines before it"
