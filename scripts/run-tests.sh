@@ -108,16 +108,22 @@ record() { # name status checks_passed checks_failed
 }
 
 # note_failure NAME STATUS OUTPUT: for the summary, the failed checks of a failed test with
-# the lines before each (or its last lines when it failed without naming a check)
+# the lines before each (or its last lines when it failed without naming a check), after
+# the first lines of any sanitizer report in OUTPUT (a report's heading is often further
+# up than the lines before a check)
 note_failure() {
 	[ -n "${ROCEMU_FAILURES:-}" ] || return 0
 	{
 		echo "[$1] ($build, exit $2)"
-		if grep -qE '^(FAIL|FAILED)' <<<"$3"; then
-			grep -E -B 3 '^(FAIL|FAILED)' <<<"$3" | head -n 10
-		else
-			tail -n 10 <<<"$3"
-		fi | cut -c1-200 | sed 's/^/  /'
+		{
+			grep -E 'runtime error: |ERROR: (Address|Leak)Sanitizer|^SUMMARY: ' <<<"$3" |
+				head -n 3
+			if grep -qE '^(FAIL|FAILED)' <<<"$3"; then
+				grep -E -B 3 '^(FAIL|FAILED)' <<<"$3" | head -n 10
+			else
+				tail -n 10 <<<"$3"
+			fi
+		} | cut -c1-200 | sed 's/^/  /'
 	} >>"$ROCEMU_FAILURES"
 }
 
