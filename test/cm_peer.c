@@ -33,6 +33,11 @@
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
  *                                       port, until one fails; prints their ports, then
  *                                       what a listen on the first one's port again says
+ *   cm_peer stale ADDR                  calls given an id or a channel already destroyed,
+ *                                       or a pointer that never was one, each refused
+ *                                       with EINVAL (a channel destroyed twice: the second
+ *                                       time ignored); then a new id resolves ADDR. rocemu
+ *                                       only: librdmacm follows such pointers
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
@@ -40,6 +45,7 @@
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -565,6 +571,61 @@ static int channels(const char *addr, int n)
 	return 0;
 }
 
+/* Whether call (its result rc) was refused with EINVAL; says so either way. */
+static bool refused(const char *call, int rc)
+{
+	bool ok = rc == -1 && errno == EINVAL;
+
+	printf("%s: %s\n", call, ok ? "EINVAL" : rc ? strerror(errno) : "accepted");
+	return ok;
+}
+
+/* perftest 4.5's -R client, refused once, goes on through the ids and the channel it has
+ * just destroyed: a library that followed them would read freed memory. */
+static int stale(const char *addr)
+{
+	struct rdma_cm_id *gone, *stray = (struct rdma_cm_id *)(uintptr_t)0x9d, *id;
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1 };
+	struct sockaddr_storage dst;
+	struct rdma_cm_event *ev;
+	bool ok = true;
+
+	if (addr_of(addr, "7", &dst) || !ch)
+		return 1;
+	if (rdma_create_id(ch, &gone, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(gone, NULL, (struct sockaddr *)&dst, 2000))
+		return die("rdma_resolve_addr");
+	rdma_destroy_id(gone);
+	ok &= refused("rdma_resolve_addr of a destroyed id",
+		      rdma_resolve_addr(gone, NULL, (struct sockaddr *)&dst, 2000));
+	ok &= refused("rdma_bind_addr of a destroyed id",
+		      rdma_bind_addr(gone, (struct sockaddr *)&dst));
+	ok &= refused("rdma_connect of a destroyed id", rdma_connect(gone, &param));
+	ok &= refused("rdma_destroy_id of a destroyed id", rdma_destroy_id(gone));
+	ok &= refused("rdma_resolve_addr of a stray pointer",
+		      rdma_resolve_addr(stray, NULL, (struct sockaddr *)&dst, 2000));
+	ok &= refused("rdma_listen of a stray pointer", rdma_listen(stray, 1));
+	if (rdma_get_src_port(stray)) {
+		printf("rdma_get_src_port of a stray pointer: not 0\n");
+		ok = false;
+	}
+	rdma_destroy_event_channel(ch);
+	rdma_destroy_event_channel(ch);
+	ok &= refused("rdma_create_id on a destroyed channel",
+		      rdma_create_id(ch, &id, NULL, RDMA_PS_TCP));
+	ok &= refused("rdma_get_cm_event on a destroyed channel", rdma_get_cm_event(ch, &ev));
+	ok &= refused("rdma_migrate_id to a destroyed channel",
+		      rdma_create_id(channel, &id, NULL, RDMA_PS_TCP) ? 0 : rdma_migrate_id(id, ch));
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
+	    !(ev = expect(RDMA_CM_EVENT_ADDR_RESOLVED)))
+		return die("a new id's rdma_resolve_addr afterwards");
+	printf("afterwards a new id resolves %s\n", addr);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	return ok ? 0 : 1;
+}
+
 /* An id bound to addr:port (REUSEADDR first when reuse); the bind's errno, or 0 */
 static int bound_id(const char *addr, const char *port, bool reuse, struct rdma_cm_id **id)
 {
@@ -695,6 +756,8 @@ int main(int argc, char **argv)
 		rc = channels(argv[2], atoi(argv[3]));
 	else if (argc == 4 && !strcmp(argv[1], "src-ports"))
 		rc = src_ports(argv[2], atoi(argv[3]));
+	else if (argc == 3 && !strcmp(argv[1], "stale"))
+		rc = stale(argv[2]);
 	else
 		fprintf(stderr, "usage: cm_peer reject-server PORT N | reject-client ADDR PORT |\n"
 			"               cycle-server PORT N | cycle-client ADDR PORT N |\n"
@@ -702,7 +765,7 @@ int main(int argc, char **argv)
 			"               destroy-drops ADDR | late-server PORT |\n"
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
 			"               src-ports ADDR N | any-ports ADDR N | late-listen MS |\n"
-			"               port-rules ADDR PORT\n");
+			"               port-rules ADDR PORT | stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

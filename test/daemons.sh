@@ -210,9 +210,10 @@ vmlck_kb() {
 # its control connection, while its server only then starts to listen for them: a server
 # slower than its client (in an emulated guest, or beside other tests on two cores) is not
 # listening yet, and the REQ is rightly rejected (reason 8, no listener: the kernel's CM and
-# rocemu's alike). perftest 4.5's client then retries through the ids it has just
-# destroyed and crashes (later perftest makes new ones), and its server waits for a
-# connection that never comes: such a pair is stopped and run again.
+# rocemu's alike). perftest 4.5's client then retries through the ids and channel it has
+# just destroyed (later perftest makes new ones), which rocemu refuses with EINVAL
+# (librdmacm would follow them and crash), and its server waits for a connection that
+# never comes: such a pair is stopped and run again.
 perftest_refused_too_soon() {
 	grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$1"
 }

@@ -12,7 +12,8 @@
 # and netcat under librspreload moving a file intact; the CM's hardening (the daemon's
 # sockets close-on-exec, a REQ given up before its answer REJECTED to the server's id, a
 # synchronous rdma_disconnect, one thread's resolution not holding up another's calls, an
-# id destroyed taking its events, a client short of descriptors). Then what the kernel's
+# id destroyed taking its events, a client short of descriptors, ids and channels used
+# after their end refused with EINVAL). Then what the kernel's
 # rdma_cm reports: a server that rejects gives REJECTED with status 28 (consumer defined)
 # and its private data; a port nobody listens on, REJECTED with status 8 (invalid service
 # ID), as a kernel passive side answers; 1,000 connect/SEND/disconnect cycles leave both
@@ -424,6 +425,13 @@ if [ "$out" = "after rdma_destroy_id the channel has nothing to read" ]; then
 else
 	echo "  | $out"
 	failed "rdma_destroy_id left the id's events in the channel"
+fi
+# what perftest 4.5's -R client does once refused: its ids and channel used after their end
+if out=$("${IN_A[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_A" "$PEER" stale "$ADDR_B" 2>&1); then
+	passed "cm_peer stale: $(grep -c ': EINVAL$' <<<"$out") calls given a destroyed id or channel, or a stray pointer, refused with EINVAL; a channel destroyed twice; a new id resolves afterwards"
+else
+	sed 's/^/  | /' <<<"$out"
+	failed "cm_peer stale: a destroyed id or channel, or a stray pointer, not refused"
 fi
 
 # ---- what the kernel's rdma_cm reports ----

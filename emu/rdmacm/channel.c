@@ -11,6 +11,40 @@
 
 #define RCM_CHANNEL_BYTES (4 << 20)  /* room for the events of thousands of connections */
 
+/* The channels not yet destroyed: a channel the program destroyed already, or a pointer
+ * that was never one, is refused (EINVAL) or, to rdma_destroy_event_channel, ignored,
+ * never followed. perftest 4.5's -R client, refused once, destroys its channel and then
+ * uses and destroys it again. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static LIST_HEAD(, rcm_channel) live = LIST_HEAD_INITIALIZER(live);
+
+bool rcm_channel_live(const struct rdma_event_channel *ch)
+{
+	struct rcm_channel *c;
+
+	pthread_mutex_lock(&live_lock);
+	LIST_FOREACH(c, &live, link)
+		if (&c->ch == ch)
+			break;
+	pthread_mutex_unlock(&live_lock);
+	return c != NULL;
+}
+
+/* Whether c was live, and is no more: of two threads destroying it, one goes on. */
+static bool unlist(struct rcm_channel *c)
+{
+	struct rcm_channel *it;
+
+	pthread_mutex_lock(&live_lock);
+	LIST_FOREACH(it, &live, link)
+		if (it == c)
+			break;
+	if (it)
+		LIST_REMOVE(c, link);
+	pthread_mutex_unlock(&live_lock);
+	return it != NULL;
+}
+
 struct rcm_channel *rcm_channel_new(void)
 {
 	struct rcm_channel *c = calloc(1, sizeof(*c));
@@ -29,14 +63,20 @@ struct rcm_channel *rcm_channel_new(void)
 	c->ch.fd = sv[0];
 	c->wr = sv[1];
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_lock(&live_lock);
+	LIST_INSERT_HEAD(&live, c, link);
+	pthread_mutex_unlock(&live_lock);
 	return c;
 }
 
 void rcm_channel_free(struct rcm_channel *c)
 {
 	struct rcm_device *devs;
-	int n = rcm_devices(&devs);
+	int n;
 
+	if (!unlist(c))
+		return;
+	n = rcm_devices(&devs);
 	for (int i = 0; i < n; i++) {
 		struct proto_handle m = { .hdr.op = PROTO_CM_CLOSE_CHANNEL, .handle = c->handle[i] };
 
@@ -109,8 +149,8 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 	return c ? &c->ch : NULL;
 }
 
+/* (a channel destroyed already, or never made, is left alone: rcm_channel_free) */
 void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
-	if (channel)
-		rcm_channel_free((struct rcm_channel *)channel);
+	rcm_channel_free((struct rcm_channel *)channel);
 }

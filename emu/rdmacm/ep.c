@@ -143,7 +143,7 @@ err:
 
 void rdma_destroy_ep(struct rdma_cm_id *cmid)
 {
-	if (!cmid)
+	if (!rcm_id_live(cmid))
 		return;
 	if (cmid->qp)
 		rdma_destroy_qp(cmid);
@@ -158,7 +158,7 @@ int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
 	struct rdma_cm_event *ev;
 	int err;
 
-	if (!listen || !out || !l->sync)
+	if (!rcm_id_live(listen) || !out || !l->sync)
 		return fail(EINVAL);
 	err = rcm_read_event(l->chan, &ev);
 	if (err)

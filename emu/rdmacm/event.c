@@ -254,7 +254,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 {
 	int err;
 
-	if (!channel || !event) {
+	if (!rcm_channel_live(channel) || !event) {
 		errno = EINVAL;
 		return -1;
 	}

@@ -57,6 +57,20 @@ struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_por
 	return id;
 }
 
+bool rcm_id_live(const struct rdma_cm_id *cmid)
+{
+	struct rcm_id *id;
+
+	if (!cmid)
+		return false;
+	pthread_mutex_lock(&ids_lock);
+	LIST_FOREACH(id, &ids, link)
+		if (&id->id == cmid)
+			break;
+	pthread_mutex_unlock(&ids_lock);
+	return id != NULL;
+}
+
 void rcm_id_acked(struct rcm_id *id)
 {
 	pthread_mutex_lock(&ids_lock);
@@ -129,7 +143,7 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 	bool sync = !channel;
 	struct rcm_id *new;
 
-	if (!id)
+	if (!id || (channel && !rcm_channel_live(channel)))
 		return fail(EINVAL);
 	/* IPoIB's port space is not served */
 	if (!ps_qp_type(ps))
@@ -178,7 +192,7 @@ int rdma_destroy_id(struct rdma_cm_id *cmid)
 {
 	struct rcm_id *id = rcm_id(cmid);
 
-	if (!cmid)
+	if (!rcm_id_live(cmid))
 		return fail(EINVAL);
 	if (id->id.event) {
 		rdma_ack_cm_event(id->id.event);
@@ -278,12 +292,13 @@ static int hold_any_port(struct rcm_id *id)
 int rdma_bind_addr(struct rdma_cm_id *cmid, struct sockaddr *addr)
 {
 	struct rcm_id *id = rcm_id(cmid);
-	struct sockaddr *src = &cmid->route.addr.src_addr;
+	struct sockaddr *src;
 	struct sockaddr_storage was;
 	int err;
 
-	if (!cmid || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
+	if (!rcm_id_live(cmid) || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
 		return fail(EINVAL);
+	src = &cmid->route.addr.src_addr;
 	/* bound already (the family alone may be set: rsockets set it at rsocket()) */
 	if (id->bound)
 		return fail(EINVAL);
@@ -328,7 +343,7 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 	struct rcm_device *devs;
 	int n, err = 0, listening = 0;
 
-	if (!cmid || id->listening)
+	if (!rcm_id_live(cmid) || id->listening)
 		return fail(EINVAL);
 	if (!id->bound) {
 		/* any address of the family the id was given, else IPv4's, as the kernel binds */
@@ -439,7 +454,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	int err;
 
 	(void)timeout_ms;
-	if (!cmid || !dst_addr || (dst_addr->sa_family != AF_INET &&
+	if (!rcm_id_live(cmid) || !dst_addr || (dst_addr->sa_family != AF_INET &&
 				   dst_addr->sa_family != AF_INET6))
 		return fail(EINVAL);
 	/* as the kernel's: src_addr counts only for an id not bound yet */
@@ -477,7 +492,7 @@ int rdma_resolve_route(struct rdma_cm_id *cmid, int timeout_ms)
 	int err;
 
 	(void)timeout_ms;
-	if (!cmid || !id->dev || !cmid->route.addr.dst_addr.sa_family)
+	if (!rcm_id_live(cmid) || !id->dev || !cmid->route.addr.dst_addr.sa_family)
 		return fail(EINVAL);
 	rcm_fill_path(id);
 	err = rcm_post_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
@@ -518,7 +533,7 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	struct proto_handle_reply r;
 	int err;
 
-	if (!cmid || !id->dev || !cmid->route.addr.dst_addr.sa_family || id->conn)
+	if (!rcm_id_live(cmid) || !id->dev || !cmid->route.addr.dst_addr.sa_family || id->conn)
 		return fail(EINVAL);
 	err = take_depths(id, p);
 	if (!err && p && p->private_data_len > PROTO_CM_REQ_PRIVATE)
@@ -583,7 +598,7 @@ int rdma_accept(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	uint8_t resp, init;
 	int err;
 
-	if (!cmid || !id->conn || !id->dev || (!cmid->qp && !p))
+	if (!rcm_id_live(cmid) || !id->conn || !id->dev || (!cmid->qp && !p))
 		return fail(EINVAL);
 	if (p && p->private_data_len > sizeof(m.private_data))
 		return fail(EINVAL);
@@ -632,7 +647,7 @@ int rdma_reject(struct rdma_cm_id *cmid, const void *private_data, uint8_t priva
 	struct proto_cm_reject m = { .hdr.op = PROTO_CM_REJECT };
 	int err;
 
-	if (!cmid || !id->conn || !id->dev || private_data_len > sizeof(m.private_data))
+	if (!rcm_id_live(cmid) || !id->conn || !id->dev || private_data_len > sizeof(m.private_data))
 		return fail(EINVAL);
 	m.conn = id->conn;
 	m.private_len = private_data_len;
@@ -651,7 +666,7 @@ int rdma_establish(struct rdma_cm_id *cmid)
 	struct proto_handle m = { .hdr.op = PROTO_CM_ESTABLISH };
 	int err;
 
-	if (!cmid || !id->conn || !id->dev)
+	if (!rcm_id_live(cmid) || !id->conn || !id->dev)
 		return fail(EINVAL);
 	m.handle = id->conn;
 	err = rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
@@ -664,7 +679,7 @@ int rdma_disconnect(struct rdma_cm_id *cmid)
 	struct proto_handle m = { .hdr.op = PROTO_CM_DISCONNECT };
 	int err;
 
-	if (!cmid || !id->dev)
+	if (!rcm_id_live(cmid) || !id->dev)
 		return fail(EINVAL);
 	if (!id->conn)
 		return fail(EINVAL);
@@ -682,7 +697,7 @@ int rdma_disconnect(struct rdma_cm_id *cmid)
  * daemon's RTU (or the REP's retries) settle it on its own, so there is nothing to do. */
 int rdma_notify(struct rdma_cm_id *cmid, enum ibv_event_type event)
 {
-	if (!cmid)
+	if (!rcm_id_live(cmid))
 		return fail(EINVAL);
 	if (event != IBV_EVENT_COMM_EST)
 		return fail(EINVAL);
@@ -725,7 +740,7 @@ int rdma_migrate_id(struct rdma_cm_id *cmid, struct rdma_event_channel *channel)
 	bool sync = !channel;
 	int err;
 
-	if (!cmid)
+	if (!rcm_id_live(cmid) || (channel && !rcm_channel_live(channel)))
 		return fail(EINVAL);
 	if (sync) {
 		to = rcm_channel_new();
@@ -753,7 +768,7 @@ int rdma_set_option(struct rdma_cm_id *cmid, int level, int optname, void *optva
 {
 	struct rcm_id *id = rcm_id(cmid);
 
-	if (!cmid || !optval)
+	if (!rcm_id_live(cmid) || !optval)
 		return fail(EINVAL);
 	if (level != RDMA_OPTION_ID)
 		return fail(ENOSYS);
@@ -787,12 +802,12 @@ int rdma_set_option(struct rdma_cm_id *cmid, int level, int optname, void *optva
 
 __be16 rdma_get_src_port(struct rdma_cm_id *cmid)
 {
-	return htons(rcm_port(&cmid->route.addr.src_addr));
+	return rcm_id_live(cmid) ? htons(rcm_port(&cmid->route.addr.src_addr)) : 0;
 }
 
 __be16 rdma_get_dst_port(struct rdma_cm_id *cmid)
 {
-	return htons(rcm_port(&cmid->route.addr.dst_addr));
+	return rcm_id_live(cmid) ? htons(rcm_port(&cmid->route.addr.dst_addr)) : 0;
 }
 
 int rcm_complete(struct rcm_id *id)

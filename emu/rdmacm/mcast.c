@@ -172,7 +172,7 @@ static int join(struct rcm_id *id, const struct sockaddr *addr, bool send_only, 
 
 int rdma_join_multicast(struct rdma_cm_id *cmid, struct sockaddr *addr, void *context)
 {
-	if (!cmid)
+	if (!rcm_id_live(cmid))
 		return fail(EINVAL);
 	return join(rcm_id(cmid), addr, false, context);
 }
@@ -180,7 +180,7 @@ int rdma_join_multicast(struct rdma_cm_id *cmid, struct sockaddr *addr, void *co
 int rdma_join_multicast_ex(struct rdma_cm_id *cmid, struct rdma_cm_join_mc_attr_ex *attr,
 			   void *context)
 {
-	if (!cmid || !attr)
+	if (!rcm_id_live(cmid) || !attr)
 		return fail(EINVAL);
 	if (attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED)
 		return fail(ENOTSUP);
@@ -205,7 +205,7 @@ int rdma_leave_multicast(struct rdma_cm_id *cmid, struct sockaddr *addr)
 	struct rcm_mcast *mc;
 	socklen_t len;
 
-	if (!cmid || !addr || !(len = rcm_addr_len(addr)))
+	if (!rcm_id_live(cmid) || !addr || !(len = rcm_addr_len(addr)))
 		return fail(EINVAL);
 	pthread_mutex_lock(&mcast_lock);
 	for (mc = id->mcasts; mc; mc = mc->next)

@@ -249,7 +249,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *cmid, struct ibv_qp_init_attr_ex *attr)
 	bool cqs_with_qp;
 	int err;
 
-	if (!cmid || !attr || !cmid->verbs || cmid->qp)
+	if (!rcm_id_live(cmid) || !attr || !cmid->verbs || cmid->qp)
 		return fail(EINVAL);
 	/* a type left 0 is the id's, as librdmacm takes it from rdma_getaddrinfo's answer */
 	if (!attr->qp_type)
@@ -334,7 +334,7 @@ void rdma_destroy_qp(struct rdma_cm_id *cmid)
 {
 	struct ibv_cq *cqs[2];
 
-	if (!cmid || !cmid->qp)
+	if (!rcm_id_live(cmid) || !cmid->qp)
 		return;
 	rcm_mcast_detach_qp(rcm_id(cmid));
 	/* librdmacm goes on past a failure, and so do we: the QP and CQs in one round trip */
@@ -349,7 +349,7 @@ int rdma_init_qp_attr(struct rdma_cm_id *cmid, struct ibv_qp_attr *a, int *mask)
 	struct rcm_id *id = rcm_id(cmid);
 	struct rv_qp_change c[3];
 
-	if (!cmid || !a || !mask)
+	if (!rcm_id_live(cmid) || !a || !mask)
 		return fail(EINVAL);
 	if (a->qp_state != IBV_QPS_INIT && !id->have_qp_attr)
 		return fail(EINVAL);
@@ -379,7 +379,7 @@ int rdma_create_srq_ex(struct rdma_cm_id *cmid, struct ibv_srq_init_attr_ex *att
 	struct ibv_srq_init_attr init;
 	struct ibv_srq *srq;
 
-	if (!cmid || !attr || !cmid->verbs || cmid->srq)
+	if (!rcm_id_live(cmid) || !attr || !cmid->verbs || cmid->srq)
 		return fail(EINVAL);
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)
 		return fail(EOPNOTSUPP);
@@ -415,7 +415,7 @@ int rdma_create_srq(struct rdma_cm_id *cmid, struct ibv_pd *pd, struct ibv_srq_i
 
 void rdma_destroy_srq(struct rdma_cm_id *cmid)
 {
-	if (!cmid || !cmid->srq)
+	if (!rcm_id_live(cmid) || !cmid->srq)
 		return;
 	ibv_destroy_srq(cmid->srq);
 	cmid->srq = NULL;

@@ -65,6 +65,7 @@ struct rcm_channel {
 	int wr;                         /* the write end the daemons and we write events to */
 	pthread_mutex_t lock;
 	uint32_t handle[RCM_MAX_DEVICES]; /* each device's name for it, 0 until it has one */
+	LIST_ENTRY(rcm_channel) link;   /* in the live channels (channel.c) */
 };
 
 struct rcm_id {
@@ -136,7 +137,11 @@ int rcm_route_source(const struct sockaddr *dst, struct sockaddr_storage *src);
 
 /* channel.c */
 struct rcm_channel *rcm_channel_new(void);
+/* Each channel is freed once: one destroyed already is left alone. */
 void rcm_channel_free(struct rcm_channel *c);
+/* Whether ch is a channel of this layer not yet destroyed (the pointer is compared, never
+ * followed). */
+bool rcm_channel_live(const struct rdma_event_channel *ch);
 /* The channel's handle at the device's daemon, registered at first use: 0 or an errno. */
 int rcm_channel_at(struct rcm_channel *c, struct rcm_device *d, uint32_t *handle);
 /* The events of the id named by cookie already written to from go to to, in order (the
@@ -155,6 +160,10 @@ struct rcm_id *rcm_id_new(struct rcm_channel *chan, void *context, enum rdma_por
  * event's ack, or undoes the count of one never handed out. */
 struct rcm_id *rcm_id_take_event(uint64_t cookie);
 void rcm_id_acked(struct rcm_id *id);
+/* Whether cmid is an id of this layer not yet destroyed: every call given an id asks
+ * first, so a program's stale or stray pointer gets EINVAL instead of being followed
+ * (the pointer is compared, never read through). */
+bool rcm_id_live(const struct rdma_cm_id *cmid);
 void rcm_id_bind_device(struct rcm_id *id, struct rcm_device *d);
 /* The id holding the daemon's connection conn on device d (any device for NULL: a request
  * a wildcard listener was told of), or NULL; as an event's id, valid until the program
