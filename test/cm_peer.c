@@ -35,9 +35,10 @@
  *                                       what a listen on the first one's port again says
  *   cm_peer stale ADDR                  calls given an id or a channel already destroyed,
  *                                       or a pointer that never was one, each refused
- *                                       with EINVAL (a channel destroyed twice: the second
- *                                       time ignored); then a new id resolves ADDR. rocemu
- *                                       only: librdmacm follows such pointers
+ *                                       with EINVAL (rdma_destroy_event_channel of a
+ *                                       channel destroyed already, or of a stray pointer:
+ *                                       ignored); then a new id resolves ADDR. rocemu only:
+ *                                       librdmacm follows such pointers
  * Exit 0 when every step gave the event expected; each failure is printed. */
 #include <errno.h>
 #include <netdb.h>
@@ -612,6 +613,9 @@ static int stale(const char *addr)
 	}
 	rdma_destroy_event_channel(ch);
 	rdma_destroy_event_channel(ch);
+	rdma_destroy_event_channel((struct rdma_event_channel *)stray);
+	ok &= refused("rdma_get_cm_event on a stray pointer",
+		      rdma_get_cm_event((struct rdma_event_channel *)stray, &ev));
 	ok &= refused("rdma_create_id on a destroyed channel",
 		      rdma_create_id(ch, &id, NULL, RDMA_PS_TCP));
 	ok &= refused("rdma_get_cm_event on a destroyed channel", rdma_get_cm_event(ch, &ev));

@@ -2,6 +2,7 @@
  * O_NONBLOCK work on it as on any socket), and whose write end each daemon an id of the
  * channel talks to holds a copy of. No /dev/infiniband/rdma_cm is needed. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,34 +16,43 @@
  * that was never one, is refused (EINVAL) or, to rdma_destroy_event_channel, ignored,
  * never followed. perftest 4.5's -R client, refused once, destroys its channel and then
  * uses and destroys it again. */
+_Static_assert(offsetof(struct rcm_channel, ch) == 0,
+	       "a channel's program pointer is the channel's own (the casts, listed())");
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static LIST_HEAD(, rcm_channel) live = LIST_HEAD_INITIALIZER(live);
 
-bool rcm_channel_live(const struct rdma_event_channel *ch)
+/* Under live_lock. The pointer p is compared with the live ones, never read through. */
+static struct rcm_channel *listed(const void *p)
 {
 	struct rcm_channel *c;
 
-	pthread_mutex_lock(&live_lock);
 	LIST_FOREACH(c, &live, link)
-		if (&c->ch == ch)
+		if ((const void *)&c->ch == p)
 			break;
+	return c;
+}
+
+bool rcm_channel_live(const struct rdma_event_channel *ch)
+{
+	bool found;
+
+	pthread_mutex_lock(&live_lock);
+	found = listed(ch) != NULL;
 	pthread_mutex_unlock(&live_lock);
-	return c != NULL;
+	return found;
 }
 
 /* Whether c was live, and is no more: of two threads destroying it, one goes on. */
 static bool unlist(struct rcm_channel *c)
 {
-	struct rcm_channel *it;
+	bool found;
 
 	pthread_mutex_lock(&live_lock);
-	LIST_FOREACH(it, &live, link)
-		if (it == c)
-			break;
-	if (it)
+	found = listed(c) != NULL;   /* (ch is c's first member) */
+	if (found)
 		LIST_REMOVE(c, link);
 	pthread_mutex_unlock(&live_lock);
-	return it != NULL;
+	return found;
 }
 
 struct rcm_channel *rcm_channel_new(void)
