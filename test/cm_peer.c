@@ -619,8 +619,9 @@ static int stale(const char *addr)
 	ok &= refused("rdma_create_id on a destroyed channel",
 		      rdma_create_id(ch, &id, NULL, RDMA_PS_TCP));
 	ok &= refused("rdma_get_cm_event on a destroyed channel", rdma_get_cm_event(ch, &ev));
-	ok &= refused("rdma_migrate_id to a destroyed channel",
-		      rdma_create_id(channel, &id, NULL, RDMA_PS_TCP) ? 0 : rdma_migrate_id(id, ch));
+	if (rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
+		return die("rdma_create_id");
+	ok &= refused("rdma_migrate_id to a destroyed channel", rdma_migrate_id(id, ch));
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
 	    !(ev = expect(RDMA_CM_EVENT_ADDR_RESOLVED)))
 		return die("a new id's rdma_resolve_addr afterwards");
