@@ -81,6 +81,8 @@ cli_checks() {
 	cli_check "-m 3000" 2 '256.*512.*1024.*2048.*4096' -i lo -m 3000 -d -s "$sock_dir/m.sock"
 	cli_check "--busy-poll 0" 2 'busy-poll 0: microseconds, 1 to 1000000' -i lo --busy-poll 0
 	cli_check "--busy-poll 5ms" 2 'busy-poll 5ms: microseconds' -i lo --busy-poll 5ms
+	cli_check "--slice 50" 2 'slice 50: microseconds, 100 to 100000, or 0' -i lo --slice 50
+	cli_check "--slice 1ms" 2 'slice 1ms: microseconds' -i lo --slice 1ms
 	if nobody_prefix; then
 		# A directory user nobody may create its socket in, so only privileges can fail.
 		chmod 711 "$WORK" && mkdir -m 1777 "$sock_dir"

@@ -86,6 +86,7 @@ struct dev {
 	ev_timer rt_restore;         /* the end of a step down */
 	int rt_priority;
 	bool rt_now;
+	uint64_t slice_ns;           /* --slice as the kernel took it, 0: its own (cpu.c) */
 	ev_tstamp wait_began;        /* when the loop last went into its wait */
 	ev_tstamp awake_since;       /* when it last came out of a sleep */
 	ev_tstamp rt_off_until;      /* stepped down from SCHED_FIFO until then */

@@ -14,6 +14,7 @@
 
 #include "emu/daemon/cm/cm.h"
 #include "emu/daemon/control/control.h"
+#include "emu/daemon/cpu.h"
 #include "emu/daemon/log.h"
 #include "emu/rocemu.h"
 
@@ -23,12 +24,6 @@
 #define POLL_BUDGET_DEFAULT_US 200
 /* A yield that took this long gave the CPU to someone: polling on costs them the core. */
 #define POLL_CONTENDED_S 20e-6
-/* --realtime's guard besides the kernel's RT throttling: a loop that ran this long without
- * sleeping goes on at --nice for RT_BACKOFF_MS. */
-#define RT_RUN_MAX_MS 10
-#define RT_BACKOFF_MS 100
-/* A wait longer than this was a sleep, not a look. */
-#define SLEPT_S 50e-6
 /* After a contended yield the loop sleeps at once for this long: polling is for a spare
  * core. */
 #define POLL_OFF_S 50e-3
@@ -53,8 +48,7 @@ struct options {
 	uint64_t pcap_max;
 	uint32_t poll_us;
 	bool busy_poll;              /* poll_us came from --busy-poll */
-	int nice;
-	int rt_priority;             /* --realtime: SCHED_FIFO at this priority, 0: off */
+	struct cpu_claim cpu;        /* --nice, --slice, --realtime */
 	bool no_ingress_drop;
 	bool no_gso;
 	bool foreground;
@@ -67,7 +61,7 @@ static void usage(FILE *out)
 		"usage: rocemud -i IFACE [-a ADDRESS]... [-s SOCKET] [-g GROUP] [-m PMTU] [-d] [-v]\n"
 		"               [--pin-total BYTES] [--fault SPEC] [--pcap FILE [--pcap-max BYTES]]\n"
 		"               [--poll-budget USEC] [--busy-poll USEC] [--no-ingress-drop]\n"
-		"               [--no-gso] [--cc SPEC] [--nice N] [--realtime PRIO]\n"
+		"               [--no-gso] [--cc SPEC] [--nice N] [--slice USEC] [--realtime PRIO]\n"
 		"  -i IFACE   the Ethernet interface to play the HCA on\n"
 		"  -a ADDRESS an interface address to serve, IPv4 or IPv6; again for more (up to %d:\n"
 		"             GIDs 0, 1, ... in this order; default: the first IPv4 address and\n"
@@ -102,11 +96,15 @@ static void usage(FILE *out)
 		"             burst, fast-stages, mark (ring slots); see rocemud(8)\n"
 		"  --nice N   the daemon's scheduling priority, -20 to 19 (default -10: it plays\n"
 		"             a NIC, which the programs it serves must not starve)\n"
+		"  --slice USEC  ask Linux (6.12 and later) for a time slice of USEC microseconds,\n"
+		"             %d to %d, so a wakeup of the daemon preempts a program spinning on\n"
+		"             the CPU sooner (0: the kernel's own)\n"
 		"  --realtime PRIO  sleep under SCHED_FIFO at PRIO (1-99; 0, the default: off), so\n"
 		"             a frame or a doorbell preempts the programs that spin on the CPU;\n"
 		"             the daemon polls and works at --nice, and drops the real-time\n"
 		"             policy for %d ms whenever it runs %d ms without sleeping\n",
-		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR, POLL_BUDGET_DEFAULT_US, RT_BACKOFF_MS,
+		DEV_MAX_GIDS, ROCEMU_DEFAULT_SOCKET_DIR, POLL_BUDGET_DEFAULT_US, CPU_SLICE_MIN_US,
+		CPU_SLICE_MAX_US, RT_BACKOFF_MS,
 		RT_RUN_MAX_MS);
 }
 
@@ -163,6 +161,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "cc", required_argument, NULL, 'c' },
 		{ "nice", required_argument, NULL, 'n' },
 		{ "realtime", required_argument, NULL, 'R' },
+		{ "slice", required_argument, NULL, 'S' },
 		{ "pin-total", required_argument, NULL, 'P' },
 		{ "pcap", required_argument, NULL, 'C' },
 		{ "pcap-max", required_argument, NULL, 'M' },
@@ -189,7 +188,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 					optarg);
 				return -1;
 			}
-			o->nice = (int)v;
+			o->cpu.nice = (int)v;
 			break;
 		}
 		case 'R': {
@@ -201,7 +200,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 						"to 99, or 0 for none\n", optarg);
 				return -1;
 			}
-			o->rt_priority = (int)v;
+			o->cpu.rt_priority = (int)v;
+			break;
+		}
+		case 'S': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (end == optarg || *end || *optarg == '-' || (v && v < CPU_SLICE_MIN_US) ||
+			    v > CPU_SLICE_MAX_US) {
+				fprintf(stderr, "rocemud: --slice %s: microseconds, %d to %d, or 0 "
+						"for the kernel's own\n", optarg, CPU_SLICE_MIN_US,
+					CPU_SLICE_MAX_US);
+				return -1;
+			}
+			o->cpu.slice_us = (uint32_t)v;
 			break;
 		}
 		case 'C': o->pcap = optarg; break;
@@ -299,61 +312,6 @@ static void on_poll_idle(struct ev_loop *loop, ev_idle *w, int revents)
 	}
 }
 
-/* --realtime: SCHED_FIFO while the loop sleeps and does its first turn after a wakeup,
- * the usual policy (at --nice) while it polls, where a yield must let others run. Forked
- * helpers (nft) start under the usual policy. */
-static void take_policy(struct dev *dev, bool fifo)
-{
-	struct sched_param p = { .sched_priority = fifo ? dev->rt_priority : 0 };
-
-	if (fifo == dev->rt_now)
-		return;
-	if (sched_setscheduler(0, fifo ? SCHED_FIFO | SCHED_RESET_ON_FORK : SCHED_OTHER, &p) < 0) {
-		log_warn("cannot %s SCHED_FIFO at priority %d (%s): --realtime is off",
-			 fifo ? "take" : "leave", dev->rt_priority, strerror(errno));
-		dev->rt_priority = 0;
-		return;
-	}
-	dev->rt_now = fifo;
-}
-
-/* After the loop's wait: how long it has run without sleeping. Under SCHED_FIFO past
- * RT_RUN_MAX_MS it steps down for RT_BACKOFF_MS, so a flood of work cannot keep the
- * programs it serves off the CPU (the kernel's RT throttling would, only after 950 ms). */
-static void on_check(struct ev_loop *loop, ev_check *w, int revents)
-{
-	struct dev *dev = w->data;
-	ev_tstamp now = ev_time();
-
-	(void)revents;
-	if (now - dev->wait_began > SLEPT_S)
-		dev->awake_since = now;
-	else if (dev->rt_now && now - dev->awake_since > RT_RUN_MAX_MS * 1e-3) {
-		dev->cnt.rt_backoffs++;
-		take_policy(dev, false);
-		dev->rt_off_until = now + RT_BACKOFF_MS * 1e-3;
-		/* a turn of the loop then, to take the policy back though nothing happens */
-		ev_timer_set(&dev->rt_restore, RT_BACKOFF_MS * 1e-3, 0);
-		ev_timer_start(loop, &dev->rt_restore);
-	}
-}
-
-static void on_rt_restore(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)w;
-	(void)revents;
-}
-
-/* Before the loop may sleep: under --realtime it sleeps under SCHED_FIFO, unless it
- * polls or steps down. */
-static void policy_for_wait(struct dev *dev)
-{
-	if (dev->rt_priority)
-		take_policy(dev, !ev_is_active(&dev->poll_idle) && ev_time() >= dev->rt_off_until);
-	dev->wait_began = ev_time();
-}
-
 /* Whether the CPUs have room for one more spinner: the tasks runnable now (this daemon
  * among them, /proc/loadavg's fourth field) no more than the CPUs and CPU_OVERCOMMIT. A
  * daemon that polls beside a program spinning on the same CPU is not woken when its frame
@@ -434,7 +392,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 	/* and the completions sending just made (UC, UD and local requests, failures): the
 	 * loop may sleep next, and a client asleep on one of them would sleep on with it */
 	cq_flush_notify(dev);
-	policy_for_wait(dev);
+	cpu_before_wait(dev);
 }
 
 /* The default cap on pinned memory: enough for any test, short of locking the host up. */
@@ -443,16 +401,6 @@ static uint64_t half_of_memory(void)
 	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
 
 	return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size / 2 : 0;
-}
-
-/* On two cores shared with dozens of busy programs, a daemon at their priority waits
- * tens of milliseconds for the CPU, and its peer's retransmission timer runs out though
- * nothing was lost. Without the privilege to raise it, it stays as it was. */
-static void take_priority(int nice)
-{
-	if (setpriority(PRIO_PROCESS, 0, nice) < 0)
-		log_warn("cannot set the scheduling priority to %d (%s): it stays at %d", nice,
-			 strerror(errno), getpriority(PRIO_PROCESS, 0));
 }
 
 /* Each CQ and QP costs two descriptors: take the hard limit, not the usual soft 1024. */
@@ -588,7 +536,7 @@ static void dev_stop(struct dev *dev)
 int main(int argc, char **argv)
 {
 	static struct dev dev;
-	struct options o = { .nice = -10, .poll_us = POLL_BUDGET_DEFAULT_US };
+	struct options o = { .cpu.nice = -10, .poll_us = POLL_BUDGET_DEFAULT_US };
 	ev_signal sigint, sigterm;
 	int status = 1;
 
@@ -603,7 +551,6 @@ int main(int argc, char **argv)
 	sched_init(&dev);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
-	take_priority(o.nice);
 	if (dev_start(&dev, &o) < 0)
 		goto out;
 	if (!o.foreground) {
@@ -647,14 +594,7 @@ int main(int argc, char **argv)
 	ev_prepare_start(dev.loop, &dev.flush_watcher);
 	ev_idle_init(&dev.poll_idle, on_poll_idle);
 	dev.poll_idle.data = &dev;
-	ev_check_init(&dev.wake_watcher, on_check);
-	dev.wake_watcher.data = &dev;
-	ev_check_start(dev.loop, &dev.wake_watcher);
-	ev_init(&dev.rt_restore, on_rt_restore);
-	dev.rt_priority = o.rt_priority;
-	dev.awake_since = ev_time();
-	if (o.rt_priority)
-		log_info("sleeping under SCHED_FIFO at priority %d (--realtime)", o.rt_priority);
+	cpu_claim_start(&dev, &o.cpu);
 	loopq_init(&dev.port);
 	dev.poll_budget = o.poll_us * 1e-6;
 	dev.tp.poll_rings = o.poll_us > 0;

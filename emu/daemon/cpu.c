@@ -1,0 +1,170 @@
+/* How the daemon claims the CPU.
+ *
+ * Its nice value weighs it against the programs it serves. Its time slice decides how
+ * soon its wakeup preempts them: Linux's EEVDF scheduler (6.6 and later) gives each task
+ * a virtual deadline one slice after it became eligible, and from 6.12 a task may ask for
+ * its own slice (sched_attr.sched_runtime, kept between 0.1 and 100 ms). A daemon whose
+ * work after a wakeup is a few microseconds asks for a short one, so its deadline comes
+ * before that of a program spinning on its completion queue and it runs at once, where
+ * with the default slice (0.7 ms times a factor for the CPUs) it may wait out the
+ * program's. Under --realtime it sleeps under SCHED_FIFO instead.
+ *
+ * sched_setattr is called through syscall(): Debian 12's glibc has no wrapper, and the
+ * kernel's header for its struct cannot be included beside <sched.h> (which libev's
+ * header brings), so the struct's first version is spelled out here. */
+#include "emu/daemon/cpu.h"
+
+#include <errno.h>
+#include <linux/sched.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "emu/daemon/log.h"
+
+/* A wait longer than this was a sleep, not a look. */
+#define SLEPT_S 50e-6
+
+/* The kernel's struct sched_attr as Linux 3.14 defined it (SCHED_ATTR_SIZE_VER0) */
+struct sched_attr_v0 {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime;
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+};
+
+/* The flag to reset the policy on fork is kept in both directions: a process without
+ * CAP_SYS_NICE (the unit's drop-in gives --realtime an RLIMIT_RTPRIO instead) may not
+ * clear it, so leaving SCHED_FIFO without it fails. */
+static int set_policy(uint32_t policy, int rt_priority, uint64_t slice_ns)
+{
+	struct sched_attr_v0 attr = {
+		.size = sizeof(attr),
+		.sched_policy = policy,
+		.sched_flags = SCHED_FLAG_RESET_ON_FORK,
+		.sched_nice = getpriority(PRIO_PROCESS, 0),
+		.sched_priority = (uint32_t)rt_priority,
+		.sched_runtime = policy == SCHED_NORMAL ? slice_ns : 0,
+	};
+
+	return syscall(SYS_sched_setattr, 0, &attr, 0) < 0 ? -errno : 0;
+}
+
+/* The slice the kernel now gives the daemon, or 0 where it reports none (before 6.12). */
+static uint64_t slice_now_ns(void)
+{
+	struct sched_attr_v0 attr;
+
+	memset(&attr, 0, sizeof(attr));
+	if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) < 0)
+		return 0;
+	return attr.sched_runtime;
+}
+
+/* On two cores shared with dozens of busy programs, a daemon at their priority waits
+ * tens of milliseconds for the CPU, and its peer's retransmission timer runs out though
+ * nothing was lost. Without the privilege to raise it, it stays as it was. */
+static void take_priority(int nice)
+{
+	if (setpriority(PRIO_PROCESS, 0, nice) < 0)
+		log_warn("cannot set the scheduling priority to %d (%s): it stays at %d", nice,
+			 strerror(errno), getpriority(PRIO_PROCESS, 0));
+}
+
+/* A kernel older than 6.12 takes sched_runtime for SCHED_OTHER without a word and does
+ * nothing with it: only reading the slice back tells. */
+static void take_slice(struct dev *dev, uint32_t slice_us)
+{
+	uint64_t want = (uint64_t)slice_us * 1000;
+	int err = set_policy(SCHED_NORMAL, 0, want);
+
+	if (err < 0) {
+		log_warn("cannot ask for a time slice of %u us (%s): the kernel's stays", slice_us,
+			 strerror(-err));
+		return;
+	}
+	if (slice_now_ns() != want) {
+		log_info("this kernel takes no time slice from a process (Linux 6.12 and later "
+			 "do): --slice %u is off", slice_us);
+		return;
+	}
+	dev->slice_ns = want;
+	log_info("time slice %u us (--slice)", slice_us);
+}
+
+/* --realtime: SCHED_FIFO while the loop sleeps and does its first turn after a wakeup,
+ * the usual policy (at --nice, with --slice) while it polls, where a yield must let
+ * others run. Forked helpers (nft) start under the usual policy. */
+static void take_policy(struct dev *dev, bool fifo)
+{
+	int err;
+
+	if (fifo == dev->rt_now)
+		return;
+	err = set_policy(fifo ? SCHED_FIFO : SCHED_NORMAL, fifo ? dev->rt_priority : 0,
+			 dev->slice_ns);
+	if (err < 0) {
+		log_warn("cannot %s SCHED_FIFO at priority %d (%s): --realtime is off",
+			 fifo ? "take" : "leave", dev->rt_priority, strerror(-err));
+		dev->rt_priority = 0;
+		return;
+	}
+	dev->rt_now = fifo;
+}
+
+/* After the loop's wait: how long it has run without sleeping. Under SCHED_FIFO past
+ * RT_RUN_MAX_MS it steps down for RT_BACKOFF_MS, so a flood of work cannot keep the
+ * programs it serves off the CPU (the kernel's RT throttling would, only after 950 ms). */
+static void on_check(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct dev *dev = w->data;
+	ev_tstamp now = ev_time();
+
+	(void)revents;
+	if (now - dev->wait_began > SLEPT_S)
+		dev->awake_since = now;
+	else if (dev->rt_now && now - dev->awake_since > RT_RUN_MAX_MS * 1e-3) {
+		dev->cnt.rt_backoffs++;
+		take_policy(dev, false);
+		dev->rt_off_until = now + RT_BACKOFF_MS * 1e-3;
+		/* a turn of the loop then, to take the policy back though nothing happens */
+		ev_timer_set(&dev->rt_restore, RT_BACKOFF_MS * 1e-3, 0);
+		ev_timer_start(loop, &dev->rt_restore);
+	}
+}
+
+static void on_rt_restore(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+void cpu_claim_start(struct dev *dev, const struct cpu_claim *claim)
+{
+	take_priority(claim->nice);
+	if (claim->slice_us)
+		take_slice(dev, claim->slice_us);
+	ev_check_init(&dev->wake_watcher, on_check);
+	dev->wake_watcher.data = dev;
+	ev_check_start(dev->loop, &dev->wake_watcher);
+	ev_init(&dev->rt_restore, on_rt_restore);
+	dev->rt_priority = claim->rt_priority;
+	dev->awake_since = ev_time();
+	if (claim->rt_priority)
+		log_info("sleeping under SCHED_FIFO at priority %d (--realtime)",
+			 claim->rt_priority);
+}
+
+/* Under --realtime the loop sleeps under SCHED_FIFO, unless it polls or steps down. */
+void cpu_before_wait(struct dev *dev)
+{
+	if (dev->rt_priority)
+		take_policy(dev, !ev_is_active(&dev->poll_idle) && ev_time() >= dev->rt_off_until);
+	dev->wait_began = ev_time();
+}
