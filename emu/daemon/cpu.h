@@ -1,6 +1,7 @@
-/* How the daemon claims the CPU (cpu.c): its nice value, its time slice, and under
- * --realtime SCHED_FIFO while it sleeps, with a watchdog of its own. main.c calls these at
- * start and before each wait of its loop; they call only the kernel and the log. */
+/* How the daemon uses and claims the CPU (cpu.c): its polling after work, its nice value,
+ * its time slice, and under --realtime SCHED_FIFO while it sleeps, with a watchdog of its
+ * own. main.c calls these at start and before each wait of its loop; they call the
+ * kernel, the log and the transport's ring polling. */
 #ifndef ROCEMU_DAEMON_CPU_H
 #define ROCEMU_DAEMON_CPU_H
 
@@ -17,6 +18,8 @@
 #define RT_BACKOFF_MS 100
 
 struct cpu_claim {
+	uint32_t poll_us;    /* --poll-budget or --busy-poll, 0: sleep at once */
+	bool busy_poll;      /* --busy-poll: poll on though the CPU is wanted */
 	int nice;            /* --nice */
 	uint32_t slice_us;   /* --slice, 0: the kernel's */
 	int rt_priority;     /* --realtime, 0: off */
@@ -24,6 +27,9 @@ struct cpu_claim {
 
 /* What the kernel refuses is logged, and the daemon runs on as it was. */
 void cpu_claim_start(struct dev *dev, const struct cpu_claim *claim);
+/* Before each wait of the loop, with a poll budget: poll on or let it sleep. */
+void cpu_poll_or_sleep(struct dev *dev);
+/* Last before each wait. */
 void cpu_before_wait(struct dev *dev);
 
 #endif

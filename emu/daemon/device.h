@@ -36,7 +36,7 @@ struct dev_transport {
 	uint32_t mcast_attached;     /* attachments of UD QPs to multicast groups (attach.c) */
 	ev_idle serve_idle;          /* keeps the loop from sleeping while any is ready */
 	TAILQ_HEAD(, qp) polled;     /* QPs whose rings the loop polls (poll.c) */
-	bool poll_rings;             /* main.c polls after work: adopt QPs that ring */
+	bool poll_rings;             /* the loop polls after work (cpu.c): adopt QPs that ring */
 	struct dcqcn_params cc;
 	/* The address handle a UD work request names, or NULL: control's table, reached
 	 * through main.c. */
@@ -67,8 +67,8 @@ struct dev {
 	uint64_t refused[PROTO_NREFUSALS];   /* requests the responders refused, by reason */
 	uint64_t failed[PROTO_NFAILURES];    /* send requests the completers failed, by reason */
 
-	/* main.c's: the batch goes out before the loop sleeps; after work the loop polls
-	 * instead of sleeping for poll_budget seconds (--poll-budget, --busy-poll) */
+	/* main.c's: the batch goes out before the loop sleeps; cpu.c's: after work the loop
+	 * polls instead of sleeping for poll_budget seconds (--poll-budget, --busy-poll) */
 	ev_prepare flush_watcher;
 	ev_idle poll_idle;
 	ev_tstamp poll_budget;

@@ -2,7 +2,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +21,6 @@
 /* How long the loop polls after work before it sleeps (--poll-budget), chosen by
  * measurement: docs/benchmarks.md, "Adaptive polling". */
 #define POLL_BUDGET_DEFAULT_US 200
-/* A yield that took this long gave the CPU to someone: polling on costs them the core. */
-#define POLL_CONTENDED_S 20e-6
-/* After a contended yield the loop sleeps at once for this long: polling is for a spare
- * core. */
-#define POLL_OFF_S 50e-3
-/* How often a poll about to start looks whether the machine has a core to spare, and how
- * many runnable tasks more than CPUs still let it poll: one, the program that spins
- * beside the two daemons of a ping-pong (verbs programs yield the CPU on an empty poll, and
- * a contended yield stops the polls for POLL_OFF_S anyway). */
-#define CPU_LOOK_S 10e-3
-#define CPU_OVERCOMMIT 1
-
 struct options {
 	const char *ifname;
 	const char *addrs[DEV_MAX_GIDS];
@@ -46,9 +33,7 @@ struct options {
 	uint64_t pin_total;
 	const char *pcap;
 	uint64_t pcap_max;
-	uint32_t poll_us;
-	bool busy_poll;              /* poll_us came from --busy-poll */
-	struct cpu_claim cpu;        /* --nice, --slice, --realtime */
+	struct cpu_claim cpu;        /* --poll-budget, --busy-poll, --nice, --slice, --realtime */
 	bool no_ingress_drop;
 	bool no_gso;
 	bool foreground;
@@ -221,14 +206,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'N': o->no_ingress_drop = true; break;
 		case 'G': o->no_gso = true; break;
 		case 'B':
-			if (parse_usec("--busy-poll", optarg, 1, &o->poll_us) < 0)
+			if (parse_usec("--busy-poll", optarg, 1, &o->cpu.poll_us) < 0)
 				return -1;
-			o->busy_poll = true;
+			o->cpu.busy_poll = true;
 			break;
 		case 'b':
-			if (parse_usec("--poll-budget", optarg, 0, &o->poll_us) < 0)
+			if (parse_usec("--poll-budget", optarg, 0, &o->cpu.poll_us) < 0)
 				return -1;
-			o->busy_poll = false;
+			o->cpu.busy_poll = false;
 			break;
 		case 'M':
 			if (!parse_bytes(optarg, &o->pcap_max) || o->pcap_max < 4096) {
@@ -290,105 +275,17 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
-/* Idle watchers keep libev from sleeping: while one is active the loop polls its
- * descriptors without blocking, so a frame is seen without a wakeup. Each turn yields the
- * CPU: with more spinners than cores (two daemons and a busy-polling client on two) a
- * spinner that never yields makes the others wait for the scheduler's time slice,
- * measured here as 2 ms per 64-byte WRITE instead of 35 us. */
-static void on_poll_idle(struct ev_loop *loop, ev_idle *w, int revents)
-{
-	struct dev *dev = w->data;
-	ev_tstamp before = ev_time();
-
-	(void)revents;
-	sched_yield();
-	/* someone else wanted this CPU: a poll on a shared core only delays them (and us,
-	 * behind them), so the loop sleeps, and a wakeup finds it sooner. --busy-poll was
-	 * asked to keep a CPU busy, and does. */
-	if (!dev->poll_always && ev_time() - before > POLL_CONTENDED_S) {
-		dev->cnt.poll_yielded++;
-		dev->poll_until = ev_now(loop);
-		dev->poll_off_until = ev_now(loop) + POLL_OFF_S;
-	}
-}
-
-/* Whether the CPUs have room for one more spinner: the tasks runnable now (this daemon
- * among them, /proc/loadavg's fourth field) no more than the CPUs and CPU_OVERCOMMIT. A
- * daemon that polls beside a program spinning on the same CPU is not woken when its frame
- * comes: it waits for the program's time slice (4 ms, measured), where a sleeping daemon's
- * wakeup preempts the program at once; but a sleeping daemon on a VM whose CPU went idle
- * pays for waking that virtual CPU (a median of 25 to 60 us per 64-byte WRITE instead of
- * 10, measured on this VM when nothing else ran). */
-static bool cpu_to_spare(struct dev *dev)
-{
-	char buf[128];
-	ssize_t n;
-	unsigned long running;
-
-	if (dev->loadavg_fd < 0)
-		return true;
-	n = pread(dev->loadavg_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
-	if (sscanf(buf, "%*s %*s %*s %lu/", &running) != 1)
-		return true;
-	return running <= dev->ncpus + CPU_OVERCOMMIT;
-}
-
-static bool may_poll(struct ev_loop *loop, struct dev *dev)
-{
-	if (dev->poll_always || ev_is_active(&dev->poll_idle))
-		return true;
-	if (ev_now(loop) - dev->cpu_looked > CPU_LOOK_S) {
-		dev->cpu_looked = ev_now(loop);
-		dev->cpu_spare = cpu_to_spare(dev);
-	}
-	return dev->cpu_spare;
-}
-
-static uint64_t work_done(const struct dev *dev)
-{
-	return dev->cnt.sent_pkts + dev->cnt.rcvd_pkts + dev->cnt.doorbells +
-	       dev->cnt.polled_posts;
-}
-
-/* Adaptive polling (the idea of NAPI's busy-poll budget and of hybrid polling): after
- * work the loop polls the packet ring and the rings of the QPs that rang, for poll_budget
- * seconds since the last work, before it sleeps; so the hops of a ping-pong find the
- * daemon awake, and its clients post without a doorbell meanwhile. Idle, it sleeps. */
-static void poll_or_sleep(struct ev_loop *loop, struct dev *dev)
-{
-	ev_tstamp now = ev_now(loop);
-	/* what posts taken here built (frames, completions) goes out at the next turn's
-	 * prepare: the loop must turn once more before it sleeps */
-	bool took = poll_rings(dev) > 0;
-
-	if (work_done(dev) != dev->poll_work && now >= dev->poll_off_until &&
-	    may_poll(loop, dev)) {
-		dev->poll_work = work_done(dev);
-		dev->poll_until = now + dev->poll_budget;
-	}
-	if (took || now < dev->poll_until) {
-		ev_idle_start(loop, &dev->poll_idle);
-		return;
-	}
-	ev_idle_stop(loop, &dev->poll_idle);
-	/* a post that came as the flags went: taken, and out at the next turn */
-	if (poll_release(dev))
-		ev_idle_start(loop, &dev->poll_idle);
-}
-
 static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct dev *dev = w->data;
 
+	(void)loop;
 	(void)revents;
 	/* what waits on us first: clients on their completions, peers on their ACKs */
 	cq_flush_notify(dev);
 	sched_send(dev);
 	if (dev->poll_budget > 0)
-		poll_or_sleep(loop, dev);
+		cpu_poll_or_sleep(dev);
 	/* and the completions sending just made (UC, UD and local requests, failures): the
 	 * loop may sleep next, and a client asleep on one of them would sleep on with it */
 	cq_flush_notify(dev);
@@ -536,7 +433,7 @@ static void dev_stop(struct dev *dev)
 int main(int argc, char **argv)
 {
 	static struct dev dev;
-	struct options o = { .cpu.nice = -10, .poll_us = POLL_BUDGET_DEFAULT_US };
+	struct options o = { .cpu = { .nice = -10, .poll_us = POLL_BUDGET_DEFAULT_US } };
 	ev_signal sigint, sigterm;
 	int status = 1;
 
@@ -592,19 +489,8 @@ int main(int argc, char **argv)
 	ev_prepare_init(&dev.flush_watcher, on_prepare);
 	dev.flush_watcher.data = &dev;
 	ev_prepare_start(dev.loop, &dev.flush_watcher);
-	ev_idle_init(&dev.poll_idle, on_poll_idle);
-	dev.poll_idle.data = &dev;
 	cpu_claim_start(&dev, &o.cpu);
 	loopq_init(&dev.port);
-	dev.poll_budget = o.poll_us * 1e-6;
-	dev.tp.poll_rings = o.poll_us > 0;
-	dev.poll_always = o.busy_poll;
-	dev.loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-	dev.ncpus = (unsigned long)sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.busy_poll)
-		log_info("busy-polling for %u us after traffic", o.poll_us);
-	else if (o.poll_us)
-		log_info("polling for %u us after work before sleeping", o.poll_us);
 	ev_run(dev.loop, 0);
 	status = 0;
 out:

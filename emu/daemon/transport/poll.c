@@ -1,4 +1,4 @@
-/* Polled rings: while main.c's loop polls instead of sleeping (after work, for its poll
+/* Polled rings: while the daemon's loop polls instead of sleeping (after work, for its poll
  * budget), the send and receive rings of the QPs that rang lately are looked at directly,
  * and their clients skip the doorbell (PROTO_RING_POLLED in the ring's cons_flags). Before
  * the loop sleeps it takes the flag back, fences, and looks once more: a client posts,
