@@ -6,31 +6,14 @@
 # A kernel before 6.12 takes no slice: the daemon says so, and only that is checked of it.
 set -u
 source "$(dirname "$0")/daemons.sh"
+source "$(dirname "$0")/pairs.sh"
 require_root
 
-PORT=$((42000 + RANDOM % 5000))
 SLICE_US=100
 export ROCEMUD_ARGS="--slice $SLICE_US --realtime 5 --busy-poll 500000"
-PASSED=0
-
-passed() { echo "cpu: $*"; PASSED=$((PASSED + 1)); }
 
 sched_field() { # SIDE NAME: a field of the daemon's /proc/PID/sched
 	awk -v n="$2" '$1 == n {print $3}' "/proc/${DAEMON_PID[$1]}/sched"
-}
-
-transfer() { # SIZE COUNT
-	PORT=$((PORT + 1))
-	"${IN_B[@]}" timeout 60 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $PORT -s "$1" --verify \
-		>"$WORK/server.out" 2>&1 &
-	local server=$!
-	"${IN_A[@]}" timeout 60 "$BUILD/rdma-write" -D "$SOCK_A" -p $PORT -s "$1" -n "$2" --verify \
-		--json "$ADDR_B" >"$WORK/client.json" 2>"$WORK/client.err"
-	local rc=$?
-	wait $server
-	[ $rc -eq 0 ] && [ $? -eq 0 ] && grep -q '"verify":"OK"' "$WORK/client.json" ||
-		{ cat "$WORK/client.json" "$WORK/client.err" "$WORK/server.out"; fail "$2 x $1"; }
-	passed "$2 x $1 byte-exact"
 }
 
 # Waits (up to 2 s) until daemon SIDE is under policy POLICY (0 SCHED_OTHER, 1 SCHED_FIFO).
@@ -61,7 +44,7 @@ else
 	fail "rocemud said neither that it took --slice $SLICE_US nor that the kernel refused it"
 fi
 
-transfer 64 2000
+write_verified 64 "$ADDR_B" 2000
 # the daemon polls for half a second after the last work, under SCHED_OTHER
 await_policy a 0 || fail "daemon a did not leave SCHED_FIFO to poll"
 prio=$(sched_field a prio) got=$(sched_field a se.slice)
@@ -77,5 +60,5 @@ if $fifo; then
 	await_policy a 1 || fail "daemon a did not go back to sleep under SCHED_FIFO"
 	passed "back under SCHED_FIFO once idle"
 fi
-transfer 1M 50
-echo "cpu: $PASSED passed"
+write_verified 1M "$ADDR_B" 50
+finish cpu

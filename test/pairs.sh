@@ -9,8 +9,9 @@
 #                               and the client the peer's GID PINGPONG_GID when that is set
 #   perf NAME ROWS TO ARGS...   a perftest pair with ROWS rows in the client's table, run once
 #                               more when perftest could not fit its clock
-#   write_verified SIZE TO      rdma-write -s SIZE -n 10 --verify from host a to TO, host b's
-#                               address: byte-exact on both ends
+#   write_verified SIZE TO [COUNT]
+#                               rdma-write -s SIZE -n COUNT (10) --verify from host a to TO,
+#                               host b's address: byte-exact on both ends
 #   peer_pair NAME PEER         a test peer (test/*_peer: "server" in host b, "client" in
 #                               host a): passes when both exit 0; prints their check lines
 #   cm_pair NAME SERVER... -- CLIENT...
@@ -81,19 +82,19 @@ pingpong() {
 }
 
 write_verified() {
-	local size=$1 to=$2 server status
+	local size=$1 to=$2 count=${3:-10} server status
 	RW_PORT=$((RW_PORT + 1))
 	"${IN_B[@]}" timeout 60 "$BUILD/rdma-write" --server -D "$SOCK_B" -p $RW_PORT -s "$size" \
 		--verify >"$WORK/rw.server" 2>&1 &
 	server=$!
 	PIDS+=($server)
-	"${IN_A[@]}" timeout 60 "$BUILD/rdma-write" -D "$SOCK_A" -p $RW_PORT -s "$size" -n 10 \
+	"${IN_A[@]}" timeout 60 "$BUILD/rdma-write" -D "$SOCK_A" -p $RW_PORT -s "$size" -n "$count" \
 		--verify "$to" >"$WORK/rw.client" 2>&1
 	status=$?
 	wait $server || status=$?
 	if [ $status -eq 0 ] && grep -q 'verify: OK' "$WORK/rw.client" &&
 		grep -q 'verify: OK' "$WORK/rw.server"; then
-		passed "rdma-write -s $size -n 10 --verify to $to: byte-exact"
+		passed "rdma-write -s $size -n $count --verify to $to: byte-exact"
 	else
 		tail -n 5 "$WORK/rw.client" "$WORK/rw.server" | sed 's/^/  | /'
 		failed "rdma-write -s $size to $to"
