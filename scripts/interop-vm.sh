@@ -17,6 +17,9 @@
 # own under $INTEROP_CACHE (the system's sources untouched), checked against Debian's
 # archive key, unpacked with dpkg -x and never installed; qemu runs on Debian 12's
 # libraries. Unset: Debian 12's own kernel and the installed qemu.
+# VM_KERNEL=VERSION (say 6.12.117+deb12-amd64): the package linux-image-VERSION instead of
+# the one linux-image-amd64 names, from the same lists (Debian 12's own include
+# bookworm-security, which carries its later 6.12 kernels).
 #   vm_start NETNS WORK ADDR_HOST ADDR_GUEST [ADDR6_HOST ADDR6_GUEST]
 #                                boots the guest; returns when rxe0 is up (or fails).
 #                                ADDR_HOST "-": the tap gets no address (a bridge's port)
@@ -37,6 +40,7 @@ VM_MEM=${VM_MEM:-1024}
 VM_CPUS=${VM_CPUS:-1}
 VM_BOOT_SECONDS=${VM_BOOT_SECONDS:-180}
 VM_SUITE=${VM_SUITE:-}
+VM_KERNEL=${VM_KERNEL:-}
 VM_QEMU=(qemu-system-x86_64)
 VM_PID=
 VM_WORK=
@@ -95,10 +99,11 @@ vm_unpack() {
 		dpkg -x "$INTEROP_CACHE/$deb" "$dir.tmp" && mv "$dir.tmp" "$dir"
 }
 
-# The kernel package behind linux-image-amd64 (Debian's current 6.1, or VM_SUITE's), unpacked.
+# The kernel package behind linux-image-amd64 (Debian's current 6.1, or VM_SUITE's), or
+# VM_KERNEL's, unpacked.
 vm_kernel() {
-	local pkg
-	pkg=$(vm_apt apt-cache depends linux-image-amd64 2>/dev/null |
+	local pkg=${VM_KERNEL:+linux-image-$VM_KERNEL}
+	[ -n "$pkg" ] || pkg=$(vm_apt apt-cache depends linux-image-amd64 2>/dev/null |
 		awk '/Depends: linux-image-/ { print $2; exit }')
 	[ -n "$pkg" ] || { vm_say "apt-cache does not know linux-image-amd64"; return 1; }
 	VM_KVER=${pkg#linux-image-}
