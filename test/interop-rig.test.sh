@@ -4,7 +4,8 @@
 # as Debian's 6.12 ships them (.ko.xz), one built in (modules.builtin). Checked:
 # - a module comes after everything it depends on, each once, built-in ones left out;
 # - a compressed module's dependencies are read and its file comes out as the original;
-# - a module the kernel has neither as a file nor built in is refused, by name.
+# - a module the kernel has neither as a file nor built in is refused, by name;
+# - the kernel package is linux-image-amd64's, or VM_KERNEL's when set.
 set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
@@ -63,4 +64,19 @@ else
 		passed "a missing dependency is refused by name: $(cat "$WORK/err")" ||
 		failed "a missing dependency was refused without its name: $(cat "$WORK/err")"
 fi
+# Which kernel package vm_kernel unpacks: the one linux-image-amd64 names, or VM_KERNEL's
+# (apt and the unpacking stood in for: nothing is downloaded)
+vm_apt() { printf 'linux-image-amd64\n  Depends: linux-image-6.1.0-99-amd64\n'; }
+vm_unpack() { UNPACKED=$1; mkdir -p "$2"; }
+kernel_choice() { # VM_KERNEL: prints the package unpacked and VM_KVER
+	UNPACKED=
+	VM_KERNEL=$1 INTEROP_CACHE=$WORK/cache vm_kernel && echo "$UNPACKED $VM_KVER"
+}
+[ "$(kernel_choice "")" = "linux-image-6.1.0-99-amd64 6.1.0-99-amd64" ] &&
+	passed "without VM_KERNEL, the kernel linux-image-amd64 names" ||
+	failed "without VM_KERNEL: $(kernel_choice "")"
+[ "$(kernel_choice 6.12.117+deb12-amd64)" = \
+	"linux-image-6.12.117+deb12-amd64 6.12.117+deb12-amd64" ] &&
+	passed "VM_KERNEL=6.12.117+deb12-amd64: linux-image-6.12.117+deb12-amd64" ||
+	failed "VM_KERNEL=6.12.117+deb12-amd64: $(kernel_choice 6.12.117+deb12-amd64)"
 finish "interop rig"
