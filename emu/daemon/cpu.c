@@ -2,13 +2,11 @@
  *
  * After work it polls for a budget before it sleeps (adaptive polling, below), where the
  * CPUs have room for it. Its nice value weighs it against the programs it serves. Its
- * time slice decides how soon its wakeup preempts them: Linux's EEVDF scheduler (6.6 and later) gives each task
- * a virtual deadline one slice after it became eligible, and from 6.12 a task may ask for
- * its own slice (sched_attr.sched_runtime, kept between 0.1 and 100 ms). A daemon whose
- * work after a wakeup is a few microseconds asks for a short one, so its deadline comes
- * before that of a program spinning on its completion queue and it runs at once, where
- * with the default slice (0.7 ms times a factor for the CPUs) it may wait out the
- * program's. Under --realtime it sleeps under SCHED_FIFO instead.
+ * time slice decides how soon its wakeup preempts them and how far a yield between its
+ * looks sets it back: Linux's EEVDF scheduler (6.6 and later) gives each task a virtual
+ * deadline one slice, weighted by its priority, after it became eligible, and from 6.12 a
+ * task may ask for its own slice (sched_attr.sched_runtime, kept between 0.1 and 100 ms;
+ * --slice). Under --realtime it sleeps under SCHED_FIFO instead.
  *
  * sched_setattr is called through syscall(): Debian 12's glibc has no wrapper, and the
  * kernel's header for its struct cannot be included beside <sched.h>, so the struct's
