@@ -145,13 +145,14 @@ void cpu_poll_or_sleep(struct dev *dev)
 /* The flag to reset the policy on fork is kept in both directions: a process without
  * CAP_SYS_NICE (the unit's drop-in gives --realtime an RLIMIT_RTPRIO instead) may not
  * clear it, so leaving SCHED_FIFO without it fails. */
-static int set_policy(uint32_t policy, int rt_priority, uint64_t slice_ns)
+static int set_policy(const struct dev *dev, uint32_t policy, int rt_priority,
+		      uint64_t slice_ns)
 {
 	struct sched_attr_v0 attr = {
 		.size = sizeof(attr),
 		.sched_policy = policy,
 		.sched_flags = SCHED_FLAG_RESET_ON_FORK,
-		.sched_nice = getpriority(PRIO_PROCESS, 0),
+		.sched_nice = dev->nice,
 		.sched_priority = (uint32_t)rt_priority,
 		.sched_runtime = policy == SCHED_NORMAL ? slice_ns : 0,
 	};
@@ -185,7 +186,7 @@ static void take_priority(int nice)
 static void take_slice(struct dev *dev, uint32_t slice_us)
 {
 	uint64_t want = (uint64_t)slice_us * 1000;
-	int err = set_policy(SCHED_NORMAL, 0, want);
+	int err = set_policy(dev, SCHED_NORMAL, 0, want);
 
 	if (err < 0) {
 		log_warn("cannot ask for a time slice of %u us (%s): the kernel's stays", slice_us,
@@ -210,7 +211,7 @@ static void take_policy(struct dev *dev, bool fifo)
 
 	if (fifo == dev->rt_now)
 		return;
-	err = set_policy(fifo ? SCHED_FIFO : SCHED_NORMAL, fifo ? dev->rt_priority : 0,
+	err = set_policy(dev, fifo ? SCHED_FIFO : SCHED_NORMAL, fifo ? dev->rt_priority : 0,
 			 dev->slice_ns);
 	if (err < 0) {
 		log_warn("cannot %s SCHED_FIFO at priority %d (%s): --realtime is off",
@@ -263,6 +264,7 @@ void cpu_claim_start(struct dev *dev, const struct cpu_claim *claim)
 	else if (claim->poll_us)
 		log_info("polling for %u us after work before sleeping", claim->poll_us);
 	take_priority(claim->nice);
+	dev->nice = getpriority(PRIO_PROCESS, 0);
 	if (claim->slice_us)
 		take_slice(dev, claim->slice_us);
 	ev_check_init(&dev->wake_watcher, on_check);

@@ -87,6 +87,7 @@ struct dev {
 	int rt_priority;
 	bool rt_now;
 	uint64_t slice_ns;           /* --slice as the kernel took it, 0: its own (cpu.c) */
+	int nice;                    /* --nice as the kernel took it: each policy change keeps it */
 	ev_tstamp wait_began;        /* when the loop last went into its wait */
 	ev_tstamp awake_since;       /* when it last came out of a sleep */
 	ev_tstamp rt_off_until;      /* stepped down from SCHED_FIFO until then */
