@@ -1070,9 +1070,9 @@ START_TEST(test_a_client_holds_a_bounded_number_of_connections)
 {
 	struct proto_cm_connect m = { .qpn = 0, .cookie = COOKIE, .service_id = SERVICE_ID };
 	char err[PROTO_ERRMSG];
-	uint32_t conn;
+	uint32_t conn, first = connect_out();
 
-	for (unsigned i = 0; i < CM_MAX_OWNER_CONNS; i++)
+	for (unsigned i = 1; i < CM_MAX_OWNER_CONNS; i++)
 		connect_out();
 	ck_assert_uint_eq(dev.cm->nconns, CM_MAX_OWNER_CONNS);
 	m.channel = channel;
@@ -1089,6 +1089,15 @@ START_TEST(test_a_client_holds_a_bounded_number_of_connections)
 	ck_assert_uint_eq(next_mad(CM_ATTR_REJ).rej.reason, CM_REJ_NO_RESOURCES);
 	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 2);
 	expect_no_event();
+	/* a connection it ends (REJ to its REQ, freed) gives its place back */
+	ck_assert_int_eq(cm_destroy(dev.cm, &owner, first), 0);
+	ck_assert_ptr_null(conn_find(dev.cm, first));
+	next_mad(CM_ATTR_REJ);
+	ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err, sizeof(err)), 0);
+	next_mad(CM_ATTR_REQ);
+	ck_assert_int_eq(cm_connect(dev.cm, &owner, &m, stub_peer_mac, &conn, err, sizeof(err)),
+			 -ENOMEM);
+	ck_assert_uint_eq(dev.cnt.cm_rej_client_limit, 3);
 	/* another client has its own budget */
 	{
 		int fd = dup(events_fd);

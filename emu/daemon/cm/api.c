@@ -380,7 +380,7 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 		return -ENOMEM;
 	}
 	c->own = own;
-	c->charged = own;
+	conn_charge(c, own);
 	c->ch = ch;
 	c->cookie = m->cookie;
 	c->state = CM_REQ_SENT;
@@ -613,7 +613,7 @@ void cm_owner_gone(struct cm *cm, struct owner *own)
 	/* (what winds down after it counts against nobody: the owner is freed) */
 	LIST_FOREACH(c, &cm->conns, link)
 		if (c->charged == own)
-			c->charged = NULL;
+			conn_charge(c, NULL);
 	for (l = LIST_FIRST(&cm->listeners); l; l = lnext) {
 		lnext = LIST_NEXT(l, link);
 		if (l->own == own)

@@ -113,6 +113,7 @@ struct cm_conn {
 	uint8_t last_attr;           /* ... and which (CM_ATTR_*), 0 for none */
 	ev_timer timer;
 	struct cm_conn *hnext;       /* the hash chain by local_id */
+	struct cm_conn *rnext;       /* ... and by remote_id, once the peer named it */
 	LIST_ENTRY(cm_conn) link;
 	bool let_go;                 /* forgotten, in TimeWait: on cm->let_go */
 	TAILQ_ENTRY(cm_conn) let_go_link;
@@ -149,6 +150,7 @@ struct cm {
 	 * oldest's wait short when the CM is full (they count against no client) */
 	TAILQ_HEAD(, cm_conn) let_go;
 	struct cm_conn *by_id[CM_HASH_BUCKETS];
+	struct cm_conn *by_remote[CM_HASH_BUCKETS];
 	uint32_t nconns, nchannels;
 	uint32_t next_handle;
 	uint32_t next_id, id_operand;
@@ -163,6 +165,12 @@ struct cm_conn *conn_new(struct cm *cm);
 void conn_free(struct cm_conn *c);
 struct cm_conn *conn_find(struct cm *cm, uint32_t local_id);
 struct cm_conn *conn_find_remote(struct cm *cm, uint32_t remote_id, const uint8_t gid[16]);
+/* The peer's comm ID, as its REQ, REP or SIDR_REQ gives it (conn_find_remote finds it). */
+void conn_set_remote(struct cm_conn *c, uint32_t remote_id);
+/* The first connection whose peer's comm ID is remote_id and whose CA GUID is guid. */
+struct cm_conn *conn_find_remote_guid(struct cm *cm, uint32_t remote_id, uint64_t guid);
+/* The connection counts against own from now (NULL: against nobody). */
+void conn_charge(struct cm_conn *c, struct owner *own);
 /* Sends the MAD (kept for resends when resend is true, with its timer and retries). */
 void conn_send(struct cm_conn *c, const struct cm_mad *mad, bool resend);
 /* A reply that belongs to no connection: to the frame's sender, from the address it came to. */

@@ -119,12 +119,7 @@ struct cm_conn *conn_new(struct cm *cm)
 
 bool cm_owner_full(struct cm *cm, const struct owner *own)
 {
-	const struct cm_conn *c;
-	unsigned n = 0;
-
-	LIST_FOREACH(c, &cm->conns, link)
-		n += c->charged == own;
-	if (n < CM_MAX_OWNER_CONNS)
+	if (own->cm_conns < CM_MAX_OWNER_CONNS)
 		return false;
 	cm->dev->cnt.cm_rej_client_limit++;
 	return true;
@@ -138,6 +133,45 @@ void conn_release_listener(struct cm_conn *c)
 	}
 }
 
+void conn_charge(struct cm_conn *c, struct owner *own)
+{
+	if (c->charged)
+		c->charged->cm_conns--;
+	c->charged = own;
+	if (own)
+		own->cm_conns++;
+}
+
+/* A peer picks its comm IDs, so a chain may hold many: no worse than one list. */
+static struct cm_conn **remote_chain(struct cm *cm, uint32_t remote_id)
+{
+	return &cm->by_remote[remote_id % CM_HASH_BUCKETS];
+}
+
+static void unhash_remote(struct cm_conn *c)
+{
+	struct cm_conn **p = remote_chain(c->cm, c->remote_id);
+
+	while (*p && *p != c)
+		p = &(*p)->rnext;
+	if (*p)
+		*p = c->rnext;
+}
+
+void conn_set_remote(struct cm_conn *c, uint32_t remote_id)
+{
+	struct cm_conn **head;
+
+	if (c->remote_id)
+		unhash_remote(c);
+	c->remote_id = remote_id;
+	if (!remote_id)
+		return;
+	head = remote_chain(c->cm, remote_id);
+	c->rnext = *head;
+	*head = c;
+}
+
 void conn_free(struct cm_conn *c)
 {
 	struct cm *cm = c->cm;
@@ -147,6 +181,9 @@ void conn_free(struct cm_conn *c)
 		p = &(*p)->hnext;
 	if (*p)
 		*p = c->hnext;
+	if (c->remote_id)
+		unhash_remote(c);
+	conn_charge(c, NULL);
 	conn_release_listener(c);
 	ev_timer_stop(cm->dev->loop, &c->timer);
 	if (c->let_go)
@@ -167,12 +204,20 @@ struct cm_conn *conn_find(struct cm *cm, uint32_t local_id)
 
 struct cm_conn *conn_find_remote(struct cm *cm, uint32_t remote_id, const uint8_t gid[16])
 {
-	struct cm_conn *c;
+	struct cm_conn *c = *remote_chain(cm, remote_id);
 
-	LIST_FOREACH(c, &cm->conns, link)
-		if (c->remote_id == remote_id && !memcmp(c->peer_gid, gid, 16))
-			return c;
-	return NULL;
+	while (c && (c->remote_id != remote_id || memcmp(c->peer_gid, gid, 16)))
+		c = c->rnext;
+	return c;
+}
+
+struct cm_conn *conn_find_remote_guid(struct cm *cm, uint32_t remote_id, uint64_t guid)
+{
+	struct cm_conn *c = *remote_chain(cm, remote_id);
+
+	while (c && (c->remote_id != remote_id || c->remote_ca_guid != guid))
+		c = c->rnext;
+	return c;
 }
 
 /* Linux's TIDs: the agent's number above, the comm ID below, byte-swapped as the captures
@@ -474,7 +519,7 @@ void conn_let_go(struct cm_conn *c)
 	if (c->let_go)
 		return;
 	c->let_go = true;
-	c->charged = NULL;
+	conn_charge(c, NULL);
 	TAILQ_INSERT_TAIL(&c->cm->let_go, c, let_go_link);
 }
 

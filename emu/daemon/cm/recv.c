@@ -80,7 +80,7 @@ static void fill_from_req(struct cm_conn *c, const struct cm_mad *in, const stru
 
 	c->state = CM_REQ_RCVD;
 	c->tid = in->hdr.tid;
-	c->remote_id = req->local_comm_id;
+	conn_set_remote(c, req->local_comm_id);
 	c->remote_ca_guid = req->local_ca_guid;
 	c->service_id = req->service_id;
 	c->remote_qpn = req->local_qpn;
@@ -201,7 +201,7 @@ static void on_req(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	}
 	fill_from_req(c, in, src, &cma);
 	c->listener = l;
-	c->charged = l->own;
+	conn_charge(c, l->own);
 	l->pending++;
 	tell_connect_request(c, l, &in->req, &cma);
 }
@@ -228,7 +228,7 @@ static void on_rep(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	}
 	conn_stop_timer(c);
 	c->state = CM_REP_RCVD;
-	c->remote_id = rep->local_comm_id;
+	conn_set_remote(c, rep->local_comm_id);
 	c->remote_ca_guid = rep->local_ca_guid;
 	c->remote_qpn = rep->local_qpn;
 	c->remote_psn = rep->starting_psn;
@@ -277,11 +277,8 @@ static struct cm_conn *rejected_conn(struct cm *cm, const struct cm_rej *rej)
 
 		for (int i = 0; i < 8; i++)
 			guid = guid << 8 | rej->ari[i];
-		LIST_FOREACH(c, &cm->conns, link)
-			if (c->remote_id == rej->local_comm_id && c->remote_ca_guid == guid &&
-			    c->remote_id)
-				return c;
-		return NULL;
+		return rej->local_comm_id ? conn_find_remote_guid(cm, rej->local_comm_id, guid) :
+					    NULL;
 	}
 	c = conn_find(cm, rej->remote_comm_id);
 	if (!c)
@@ -473,9 +470,9 @@ static void on_sidr_req(struct cm *cm, const struct cm_mad *in, const struct mad
 		return;
 	}
 	c->state = CM_SIDR_REQ_RCVD;
-	c->charged = l->own;
+	conn_charge(c, l->own);
 	c->tid = in->hdr.tid;
-	c->remote_id = req->request_id;
+	conn_set_remote(c, req->request_id);
 	c->service_id = req->service_id;
 	memcpy(c->local_gid, src->dst_gid, 16);
 	memcpy(c->peer_gid, src->src_gid, 16);

@@ -56,6 +56,7 @@ struct owner {
 	struct neigh_wait neigh;     /* a QP's path waits here for its peer's MAC */
 	struct ring_park park;       /* destroyed queues' rings, for its next ones */
 	int async_fd;                /* write end of its event pipe (proto.h), or -1 */
+	unsigned cm_conns;           /* the CM's connections charged to it (CM_MAX_OWNER_CONNS) */
 };
 
 
