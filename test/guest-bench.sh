@@ -46,6 +46,7 @@ ip netns add "$NS" || fail "ip netns add $NS"
 VM_ACCEL=${VM_ACCEL:-$(vm_accel)}
 vm_start "$NS" "$WORK" "$ADDR_HOST" "$ADDR_GUEST" || fail "the guest did not come up"
 echo "guest: $VM_CPUS vCPUs, $([[ $VM_ACCEL == *kvm* ]] && echo KVM || echo TCG)"
+[ -n "${ROCEMUD_ARGS:-}" ] && echo "the guest's rocemud with: $ROCEMUD_ARGS"
 RXE_GID=$(vm_rxe_gid "$ADDR_GUEST")
 [ -n "$RXE_GID" ] || fail "rxe0 has no GID for $ADDR_GUEST"
 

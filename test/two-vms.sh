@@ -13,6 +13,7 @@
 #   TWO_VMS_SHORT=1 test/two-vms.sh [BUILD]   rdma-write verified and one perftest row
 #   VM_SUITE=bookworm-backports test/two-vms.sh [BUILD]   the guests on Linux 6.12 under qemu
 #       10.0 (scripts/interop-vm.sh), whose virtio-net carries UDP GSO frames whole
+#   ROCEMUD_ARGS="--poll-budget 2000" test/two-vms.sh [BUILD]   the guests' daemons' options
 set -u
 ROCEMU_BUILD=$(cd "${1:-${ROCEMU_BUILD:-build}}" && pwd) || exit 1
 source "$(dirname "$0")/daemons.sh"
@@ -73,6 +74,7 @@ export VM_CPUS=${TWO_VMS_CPUS:-2}
 export VM_ACCEL=$ACCEL
 echo "two guests, Linux $VM_KVER under $("${VM_QEMU[@]}" --version | head -n 1), $ACCEL," \
 	"$VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
+[ -n "${ROCEMUD_ARGS:-}" ] && echo "the guests' rocemud with: $ROCEMUD_ARGS"
 
 ip netns add "$NS" || fail "ip netns add $NS"
 ip netns exec "$NS" ip link add "$BRIDGE" type bridge || fail "no bridge"
@@ -168,7 +170,7 @@ for g in a b; do
 	on "$g"
 	out=$(vm_run 60 "rdma link delete rxe0 && busybox rmmod rdma_rxe && echo unloaded") ||
 		fail "guest $g: cannot unload rdma_rxe: $out"
-	vm_spawn "rocemud-$g" "$BUILD/rocemud -i eth0 -a ${ADDR[$g]} -s $SOCK -d"
+	vm_spawn "rocemud-$g" "$BUILD/rocemud -i eth0 -a ${ADDR[$g]} -s $SOCK -d ${ROCEMUD_ARGS:-}"
 done
 for g in a b; do
 	on "$g"
