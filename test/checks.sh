@@ -6,6 +6,8 @@
 #                               reference ICRC (test/pcap_icrc) and tshark, and at least MIN
 #                               frames match the display FILTER (CHECK_WIRE_NO_TSHARK=1
 #                               leaves tshark out: in an emulated guest it takes a minute)
+#   decode_bad OUT              the frames of rocemuctl decode's output OUT whose ICRC is
+#                               not ok (a GSO frame's pieces read "icrc ok  gso piece K of N")
 FAILED=()
 PASSED=0
 
@@ -30,13 +32,17 @@ finish() {
 # payload bytes as malformed protocols of their own: the ones this tshark has are turned off.
 # A zero UDP checksum over IPv6 is an expert error by RFC 8200's rule, but RoCEv2 senders
 # leave it 0 over IPv6 as over IPv4 (the ICRC covers the datagram): not held against a frame.
+decode_bad() {
+	grep -E '^ *[0-9]+  ' <<<"$1" | grep -vcE ' icrc ok(  |$)'
+}
+
 check_wire() {
 	local cap=$1 filter=$2 min=$3 name out bad total ref h
 	local -a no_guess=()
 	name=$(basename "$cap")
 	out=$("$BUILD/rocemuctl" decode "$cap" 2>&1)
 	total=$(grep -cE '^ *[0-9]+  ' <<<"$out")
-	bad=$(grep -E '^ *[0-9]+  ' <<<"$out" | grep -vcE ' icrc ok(  |$)')
+	bad=$(decode_bad "$out")
 	if [ "$bad" -eq 0 ] && [ "$total" -gt 0 ]; then
 		passed "rocemuctl decode: $name: $total frames, every ICRC valid"
 	else

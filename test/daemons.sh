@@ -7,6 +7,7 @@
 #   daemon_start SIDE        (re)start side a or b; daemon_stop SIDE [SIGNAL]
 #   counter SIDE NAME        a counter of rocemuctl stats on side a or b
 #   perftest_refused_too_soon FILE  perftest's own -R race shows in its client's output
+#   perftest_figure FILE TOOL        the figure of perftest TOOL's row in its output FILE
 #   PIDS+=($!)               a background process of the test's own (a holder, a client):
 #                            teardown sends it SIGTERM before it stops the daemons
 # Needs ROCEMU_BUILD (the build tree). Runs as root.
@@ -216,4 +217,15 @@ vmlck_kb() {
 # never comes: such a pair is stopped and run again.
 perftest_refused_too_soon() {
 	grep -q 'RDMA_CM_EVENT_REJECTED; error: 8' "$1"
+}
+
+# perftest_figure FILE TOOL: the figure of the row perftest TOOL printed in FILE (a
+# bandwidth test's average MB/s, a latency test's t_typical us); nothing when there is no
+# row or its figure is no number above 0 (under emulation perftest may print "inf", having
+# measured its clock as 0 MHz)
+perftest_figure() {
+	local col=4
+	[[ $2 == *_lat ]] && col=5
+	awk -v c=$col '/#bytes/ { t = 1; next }
+		t && /^ *[0-9]/ { if ($c ~ /^[0-9]+(\.[0-9]+)?$/ && $c > 0) print $c; exit }' "$1"
 }

@@ -31,7 +31,7 @@ flushes=$(grep -c 'RC_FLUSH .* feth global level range .* icrc ok' <<<"$out")
 whole=$(grep -c 'RC_FLUSH .* feth global level mr .* icrc ok' <<<"$out")
 persistent=$(grep -c 'RC_FLUSH .* feth persistent level range .* icrc ok' <<<"$out")
 answers=$(grep -c 'RC_RDMA_READ_RESPONSE_ONLY .* payload 0 .* icrc ok' <<<"$out")
-bad=$(grep -E '^ *[0-9]+  ' <<<"$out" | grep -vcE ' icrc ok(  |$)')
+bad=$(decode_bad "$out")
 # range: the WRITE's, the MR without the right, past the end, q4's; whole MR: one;
 # answered: the two that succeeded
 if [ "$flushes" -eq 4 ] && [ "$whole" -eq 1 ] && [ "$persistent" -eq 1 ] &&

@@ -52,14 +52,9 @@ one_run() {
 	return $rc
 }
 
-# row TOOL: the client's figure (ib_write_bw's average MB/s, ib_write_lat's t_typical us);
-# nothing for a figure that is no number (perftest prints "inf" when it measured its clock
-# as 0 MHz, as it once did in the guest)
+# row TOOL: the client's figure (daemons.sh's perftest_figure)
 row() {
-	local col=4
-	[[ $1 == *_lat ]] && col=5
-	awk -v c=$col '/#bytes/ { t = 1; next }
-		t && /^ *[0-9]/ { if ($c ~ /^[0-9]+(\.[0-9]+)?$/) print $c; exit }' "$WORK/client.out"
+	perftest_figure "$WORK/client.out" "$1"
 }
 
 # case_row NAME SERVER_PREFIX CLIENT_PREFIX ADDR TOOL ARGS...: one case, three times at most

@@ -95,40 +95,34 @@ pair() {
 	vm_wait "$1" 130 >"$WORK/$1.server" 2>&1 || [ "$RC" -ne 0 ] || RC=1
 }
 
-# figure TEXT: whether TEXT is a number above zero (perftest may print "inf")
-figure() {
-	[[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v v="$1" 'BEGIN { exit !(v > 0) }'
-}
-
 # perftest NAME PREFIX GID TOOL ARGS...: one perftest row between the guests; ROW gets its
 # average (MB/s for bandwidth, t_typical in us for latency). An emulated guest's clock
 # fails perftest now and then, on rocemu's rows and rxe's alike: it quits when the fit of
 # its clock to the CPU's is poor ("Correlation coefficient r^2 ... < 0.9"), or prints a
 # latency of "inf"; such a row runs again, three times in all.
 perftest() {
-	local name=$1 prefix=$2 gid=$3 tool=$4 col try
+	local name=$1 prefix=$2 gid=$3 tool=$4 try
 	shift 4
-	[[ $tool == *_lat ]] && col=5 || col=4
 	for try in 1 2 3; do
 		pair "$name" "$prefix $tool $* -x $gid" "$prefix $tool $* -x $gid @B@"
-		ROW=$(awk -v c=$col '/#bytes/ { t = 1; next } t && /^ *[0-9]/ { print $c; exit }' "$WORK/$name.out")
+		ROW=$(perftest_figure "$WORK/$name.out" "$tool")
 		if [ "$RC" -eq 0 ]; then
-			figure "$ROW" && break
-			echo "  $name: perftest gave ${ROW:-no figure} (try $try of 3)"
+			[ -n "$ROW" ] && break
+			echo "  $name: perftest gave no figure (try $try of 3)"
 		else
 			grep -q 'Correlation coefficient r^2' "$WORK/$name.out" "$WORK/$name.server" ||
 				break
 			echo "  $name: perftest could not fit its clock (try $try of 3)"
 		fi
 	done
-	if [ "$RC" -eq 0 ] && figure "$ROW"; then
+	if [ "$RC" -eq 0 ] && [ -n "$ROW" ]; then
 		passed "$name: $tool $*: $ROW"
 	else
 		# perftest's stderr lands above its buffered stdout: its complaints first
 		grep -hiE 'error|fail|correlation|couldn|unable' "$WORK/$name.out" \
 			"$WORK/$name.server" | head -n 6 | sed 's/^/  ! /'
 		tail -n 8 "$WORK/$name.out" "$WORK/$name.server" | sed 's/^/  | /'
-		failed "$name: $tool $* (exit $RC${ROW:+, its figure $ROW})"
+		failed "$name: $tool $* (exit $RC)"
 		ROW=
 	fi
 }
@@ -154,7 +148,7 @@ cm_rate() {
 	fi
 }
 ratio() { # LABEL A B: A/B to two places, or "-" when either is missing
-	if figure "${R[$2]:-}" && figure "${R[$3]:-}"; then
+	if [ -n "${R[$2]:-}" ] && [ -n "${R[$3]:-}" ]; then
 		awk -v l="$1" -v a="${R[$2]}" -v b="${R[$3]}" \
 			'BEGIN { printf "  %-46s %s / %s = %.2fx\n", l, a, b, a / b }'
 	else

@@ -59,8 +59,7 @@ write_verified 1M "$ADDR_B"
 wait $tshark_pid
 out=$("$BUILD/rocemuctl" decode "$WORK/tagged.pcap" 2>&1)
 tagged=$(HOME=$WORK tshark -r "$WORK/tagged.pcap" -Y "vlan.id == $VLAN && infiniband" 2>/dev/null | wc -l)
-# a GSO frame's packets read "icrc ok  gso piece K of N" (Linux 6.2 and later)
-bad=$(grep -E '^ *[0-9]+  ' <<<"$out" | grep -vcE ' icrc ok(  |$)')
+bad=$(decode_bad "$out")
 [ "$tagged" -eq 200 ] && [ "$bad" -eq 0 ] &&
 	passed "on $LOWER_B: 200 RoCE frames tagged VLAN $VLAN, every ICRC valid" ||
 	{ sed 's/^/  | /' "$WORK/tshark.out"; failed "on $LOWER_B: $tagged of 200 tagged RoCE frames, $bad ICRC bad"; }
