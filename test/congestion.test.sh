@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Many QPs at once between two daemons in two network namespaces.
 #   - 32 rdma-write --verify pairs at once (32 processes a side): byte-exact, no frame lost
-#     to a full receive ring, at most one retransmission timer expiry (a daemon off
-#     its CPU past the timeout on a loaded machine; a storm would be hundreds);
+#     to a full receive ring, the retransmission timers expiring in two moments at most
+#     (a daemon off its CPU past the timeout on a loaded machine expires every QP with
+#     packets out at once; a timer too short for the link fires a moment every few
+#     hundred ms);
 #   - one process with 128 QPs a side (test/many_qp under rocemu-run), every QP's WRITE
 #     outstanding at once, each round checked byte for byte: the same; and 32 QPs each
 #     READing 4 MiB at once (the responder's READ responses go in turns, slowed by the
@@ -63,6 +65,7 @@ snapshot() {
 		rp_paced_waits np_ring_marked_packets; do
 		declare -g "S_a_$c=$(counter a $c)" "S_b_$c=$(counter b $c)"
 	done
+	S_log_a=$(wc -l <"$WORK/rocemud-a.log")
 }
 delta() {
 	local v=S_$2_$1
@@ -78,21 +81,41 @@ show_counters() {
 	done
 }
 
-# The counters of a run where nothing was lost: no ring drops either side, and at most one
-# expiry. A storm of spurious expiries would be hundreds; one is a daemon kept off its CPU
-# past the 67 ms timeout, seen once in make check with the two passes side by side on a
-# VM with a third of its time stolen (32 writers: every ACK sent arrived, none dropped,
-# the 52 PSNs resent all duplicates at the responder).
+# stalls: in how many moments daemon a's timers expired since snapshot, and the most
+# expiries of one QP in one moment. A daemon kept off its CPU past the 67 ms timeout (or its
+# peer kept off, so that no ACK comes) makes every QP with packets out expire at once: one
+# moment, however many QPs, each QP once (twice if the stall outlasts the doubled timer).
+# Expiries within 300 ms of a moment's first belong to it. A timer too short for the link
+# fires again and again: a QP many times a moment, a moment every few hundred ms. (-v
+# stamps each line of the log with its time of day.)
+stalls() {
+	tail -n +$((S_log_a + 1)) "$WORK/rocemud-a.log" | grep "no ACK within" |
+		awk '{ split($1, t, ":"); ms = (t[1] * 3600 + t[2] * 60 + t[3]) * 1000
+		       if (n && ms < last) ms += 86400000
+		       last = ms
+		       if (!n || ms - first > 300) { n++; first = ms }
+		       if (++per[n, $3] > most) most = per[n, $3] }
+		     END { print n + 0, most + 0 }'
+}
+
+# The counters of a run where nothing was lost: no ring drops either side, and its expiries
+# in at most two moments, no QP more than twice in one. Seen in make check with the two
+# passes side by side: 14 QPs of the sanitizer's 32 writers expiring in one moment (every
+# PSN resent a duplicate at the responder), and on a VM with a third of its time stolen,
+# one expiry. With the timer cut to 1 ms: 507 to 4,832 expiries in 10 to 12 moments for the
+# 32 writers, over 300 in 2 moments for the 128 QPs, up to 8 and 10 of one QP in a moment.
 no_loss_report() {
-	local name=$1 drops timeouts
+	local name=$1 drops timeouts moments most
 	drops=$(($(delta drop_ring_full a) + $(delta drop_ring_full b)))
 	timeouts=$(delta timeouts a)
-	echo "  $name: ring drops $drops, timer expiries $timeouts, duplicates $(delta duplicate_request b)," \
-		"CNPs $(delta np_cnp_sent b) sent / $(delta rp_cnp_handled a) handled," \
-		"rate waits $(delta rp_paced_waits a), credit waits $(delta credit_waits a)"
+	read -r moments most < <(stalls)
+	echo "  $name: ring drops $drops, timer expiries $timeouts in $moments moments (at most" \
+		"$most for a QP), duplicates $(delta duplicate_request b), CNPs $(delta np_cnp_sent b)" \
+		"sent / $(delta rp_cnp_handled a) handled, rate waits $(delta rp_paced_waits a), credit" \
+		"waits $(delta credit_waits a)"
 	[ "$timeouts" -eq 0 ] || grep -h "no ACK within" "$WORK/rocemud-a.log" | tail -n 4 | sed 's/^/  | /'
-	NO_LOSS_EXPIRED=$timeouts
-	[ "$drops" -eq 0 ] && [ "$timeouts" -le 1 ]
+	NO_LOSS_EXPIRED="$timeouts retransmission timeouts in $moments moments"
+	[ "$drops" -eq 0 ] && [ "$moments" -le 2 ] && [ "$most" -le 2 ]
 }
 
 # The same for READs, but for the requester's own ring: READ responses are bounded by the
@@ -123,8 +146,8 @@ else
 	grep -h -iE 'error|fail' "$WORK"/w*.client "$WORK"/w*.server | head -n 8 | sed 's/^/  | /'
 	failed "32 writers: $WRITERS_OK of 64 ends succeeded"
 fi
-no_loss_report "32 writers" && passed "32 writers: no ring drop, $NO_LOSS_EXPIRED retransmission timeouts" ||
-	{ show_counters; failed "32 writers: frames lost to the ring, or more than one timer expiry with nothing lost"; }
+no_loss_report "32 writers" && passed "32 writers: no ring drop, $NO_LOSS_EXPIRED" ||
+	{ show_counters; failed "32 writers: frames lost to the ring, or timers expiring in more than two moments (or a QP more than twice in one) with nothing lost"; }
 
 # one_process NAME QPS BYTES ROUNDS [-r]: test/many_qp with QPS QPs a side, every QP's
 # WRITE (READ with -r) outstanding at once each round: byte-exact, nothing lost
@@ -148,8 +171,8 @@ one_process() {
 			{ show_counters; failed "$name: timer expiries beyond the responses lost, or frames lost to the responder's ring"; }
 		return
 	fi
-	no_loss_report "$name" && passed "$name: no ring drop, $NO_LOSS_EXPIRED retransmission timeouts" ||
-		{ show_counters; failed "$name: frames lost to the ring, or more than one timer expiry with nothing lost"; }
+	no_loss_report "$name" && passed "$name: no ring drop, $NO_LOSS_EXPIRED" ||
+		{ show_counters; failed "$name: frames lost to the ring, or timers expiring in more than two moments (or a QP more than twice in one) with nothing lost"; }
 }
 
 # 2. one process, 128 QPs writing; then 32 QPs each READing 4 MiB at once (the responder

@@ -17,9 +17,24 @@ void log_init(bool to_stderr, bool verbose)
 		openlog("rocemud", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
 
+/* A trace (-v) is read beside a capture and beside the other daemon's trace, so each of its
+ * lines starts with the wall-clock time, as tcpdump prints it. */
+static void print_time(void)
+{
+	struct timespec now;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	localtime_r(&now.tv_sec, &tm);
+	fprintf(stderr, "%02d:%02d:%02d.%06ld ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+		now.tv_nsec / 1000);
+}
+
 static void vlog(int prio, const char *fmt, va_list ap)
 {
 	if (use_stderr) {
+		if (debug_on)
+			print_time();
 		vfprintf(stderr, fmt, ap);
 		fputc('\n', stderr);
 	} else {
