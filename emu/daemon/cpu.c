@@ -228,7 +228,7 @@ static void take_policy(struct dev *dev, bool fifo)
 static void on_check(struct ev_loop *loop, ev_check *w, int revents)
 {
 	struct dev *dev = w->data;
-	ev_tstamp now = ev_time();
+	ev_tstamp now = ev_now(loop);   /* libev read the clock as the wait ended */
 
 	(void)revents;
 	if (now - dev->wait_began > SLEPT_S)
@@ -267,21 +267,24 @@ void cpu_claim_start(struct dev *dev, const struct cpu_claim *claim)
 	dev->nice = getpriority(PRIO_PROCESS, 0);
 	if (claim->slice_us)
 		take_slice(dev, claim->slice_us);
+	dev->rt_priority = claim->rt_priority;
+	if (!claim->rt_priority)
+		return;
+	/* the watchdog's clock reads, two a turn of the loop, are paid only under --realtime:
+	 * on a guest whose clock is not read in user space (HPET) each is a system call */
 	ev_check_init(&dev->wake_watcher, on_check);
 	dev->wake_watcher.data = dev;
 	ev_check_start(dev->loop, &dev->wake_watcher);
 	ev_init(&dev->rt_restore, on_rt_restore);
-	dev->rt_priority = claim->rt_priority;
 	dev->awake_since = ev_time();
-	if (claim->rt_priority)
-		log_info("sleeping under SCHED_FIFO at priority %d (--realtime)",
-			 claim->rt_priority);
+	log_info("sleeping under SCHED_FIFO at priority %d (--realtime)", claim->rt_priority);
 }
 
 /* Under --realtime the loop sleeps under SCHED_FIFO, unless it polls or steps down. */
 void cpu_before_wait(struct dev *dev)
 {
-	if (dev->rt_priority)
-		take_policy(dev, !ev_is_active(&dev->poll_idle) && ev_time() >= dev->rt_off_until);
+	if (!dev->rt_priority)
+		return;
+	take_policy(dev, !ev_is_active(&dev->poll_idle) && ev_time() >= dev->rt_off_until);
 	dev->wait_began = ev_time();
 }
