@@ -20,6 +20,7 @@
 # VM_KERNEL=VERSION (say 6.12.117+deb12-amd64): the package linux-image-VERSION instead of
 # the one linux-image-amd64 names, from the same lists (Debian 12's own include
 # bookworm-security, which carries its later 6.12 kernels).
+# VM_APPEND: more of the guest kernel's command line (say clocksource=tsc tsc=reliable).
 #   vm_start NETNS WORK ADDR_HOST ADDR_GUEST [ADDR6_HOST ADDR6_GUEST]
 #                                boots the guest; returns when rxe0 is up (or fails).
 #                                ADDR_HOST "-": the tap gets no address (a bridge's port)
@@ -236,10 +237,10 @@ EOF
 	[ -z "$addr6_host" ] || ip netns exec "$ns" ip addr add "$addr6_host/64" dev "$VM_TAP" nodad
 	ip netns exec "$ns" ip link set "$VM_TAP" up
 	accel=${VM_ACCEL:-$(vm_accel)}
-	vm_say "booting $VM_KVER ($accel) in $ns"
+	vm_say "booting $VM_KVER ($accel${VM_APPEND:+, with $VM_APPEND}) in $ns"
 	ip netns exec "$ns" "${VM_QEMU[@]}" $accel -M q35 -m "$VM_MEM" -smp "$VM_CPUS" -nographic \
 		-no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" -initrd "$VM_INITRD" \
-		-append "console=ttyS0 panic=-1 quiet" \
+		-append "console=ttyS0 panic=-1 quiet ${VM_APPEND:-}" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs local,path="$VM_WORK/vm",mount_tag=work,security_model=none \
 		-netdev tap,id=n0,ifname="$VM_TAP",script=no,downscript=no \
