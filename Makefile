@@ -269,7 +269,7 @@ interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer 
 # Two guests on a bridge, rocemud on each one's virtio-net, beside iperf3 and rxe between
 # the same two (docs/benchmarks.md).
 .PHONY: two-vms
-two-vms: all $(BUILD)/test/pcap_icrc $(BUILD)/test/cm_peer
+two-vms: all $(BUILD)/test/pcap_icrc $(BUILD)/test/cm_peer $(BUILD)/bench/pump
 	test/two-vms.sh $(BUILD)
 
 # perftest's bandwidth and latency inside one qemu guest, rocemu beside the kernel's rxe on the

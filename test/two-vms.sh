@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make two-vms: the deployment rocemu is for, two VMs without RDMA hardware, each running
 # rocemud on its virtio-net NIC, measured against what the same two guests do with TCP
-# (iperf3) and with the kernel's rxe on the same NICs (the same perftest binaries).
+# (iperf3, and a UDP ping-pong for the latency rows) and with the kernel's rxe on the same
+# NICs (the same perftest binaries).
 # Two guests of scripts/interop-vm.sh (Debian's kernel, the host's root read-only) on a
 # bridge inside a network namespace; KVM where it works, TCG otherwise (said at the top).
 # First rxe0 in both guests, then rxe's module unloaded and rocemud started in each.
@@ -161,6 +162,18 @@ if [ -z "$SHORT" ]; then
 	pair iperf3 "iperf3 -s -1" "iperf3 -c @B@ -t 5 -f m"
 	R[iperf3]=$(awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mbits/sec") v = $i } END { if (v) printf "%.1f", v / 8 * 1e6 / 1048576 }' "$WORK/iperf3.out")
 	[ -n "${R[iperf3]}" ] && passed "iperf3, one TCP stream: ${R[iperf3]} MB/s" || failed "iperf3 (exit $RC)"
+	# the guests' own UDP round trip (64-byte datagrams, both ends asleep on their sockets),
+	# the floor under the latency rows; perftest's latency is half a round trip
+	pair udp "$BUILD/bench/pump udp-echo -b ${ADDR[b]} -t 3" \
+		"$BUILD/bench/pump udp-ping -c @B@ -n 1000 -t 10"
+	R[udp_rtt]=$(sed -nE 's/.*"median_us":([0-9.]+).*/\1/p' "$WORK/udp.out")
+	if [ "$RC" -eq 0 ] && [ -n "${R[udp_rtt]}" ]; then
+		R[udp_half]=$(awk -v r="${R[udp_rtt]}" 'BEGIN { printf "%.2f", r / 2 }')
+		passed "UDP ping-pong, 64 B: a round trip's median ${R[udp_rtt]} us"
+	else
+		tail -n 4 "$WORK/udp.out" "$WORK/udp.server" | sed 's/^/  | /'
+		failed "UDP ping-pong between the guests (exit $RC)"
+	fi
 fi
 
 # --- the kernel's rxe on both guests' eth0
@@ -221,5 +234,7 @@ ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m
 ratio "ib_write_bw 1 MiB (rocemu) / iperf3" roce_1m iperf3
 ratio "ib_write_bw 64 B: rocemu / rxe" roce_64 rxe_64
 ratio "ib_write_lat 64 B t_typical: rocemu / rxe" roce_lat rxe_lat
+ratio "ib_write_lat (rxe) / half a UDP round trip" rxe_lat udp_half
+ratio "ib_write_lat (rocemu) / half a UDP round trip" roce_lat udp_half
 ratio "CM connections per second: rocemu / rxe" rocemu-cm rxe-cm
 finish "two VMs${SHORT:+ (short)}"
