@@ -28,14 +28,15 @@ finish() {
 	exit 0
 }
 
-# Wireshark's guesses at what a SEND carries (iSER, NVMe, SMB Direct, ...) read arbitrary
-# payload bytes as malformed protocols of their own: the ones this tshark has are turned off.
-# A zero UDP checksum over IPv6 is an expert error by RFC 8200's rule, but RoCEv2 senders
-# leave it 0 over IPv6 as over IPv4 (the ICRC covers the datagram): not held against a frame.
+# decode_bad OUT: frames of rocemuctl decode's output whose ICRC is not ok
 decode_bad() {
 	grep -E '^ *[0-9]+  ' <<<"$1" | grep -vcE ' icrc ok(  |$)'
 }
 
+# Wireshark's guesses at what a SEND carries (iSER, NVMe, SMB Direct, ...) read arbitrary
+# payload bytes as malformed protocols of their own: the ones this tshark has are turned off.
+# A zero UDP checksum over IPv6 is an expert error by RFC 8200's rule, but RoCEv2 senders
+# leave it 0 over IPv6 as over IPv4 (the ICRC covers the datagram): not held against a frame.
 check_wire() {
 	local cap=$1 filter=$2 min=$3 name out bad total ref h
 	local -a no_guess=()

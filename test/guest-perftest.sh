@@ -52,17 +52,12 @@ one_run() {
 	return $rc
 }
 
-# row TOOL: the client's figure (daemons.sh's perftest_figure)
-row() {
-	perftest_figure "$WORK/client.out" "$1"
-}
-
 # case_row NAME SERVER_PREFIX CLIENT_PREFIX ADDR TOOL ARGS...: one case, three times at most
 case_row() {
 	local name=$1 value=
 	shift
 	for _ in 1 2 3; do
-		one_run "$@" && value=$(row "$4") && [ -n "$value" ] && break
+		one_run "$@" && value=$(perftest_figure "$WORK/client.out" "$4") && [ -n "$value" ] && break
 		value=
 	done
 	if [ -z "$value" ]; then

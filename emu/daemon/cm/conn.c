@@ -181,8 +181,7 @@ void conn_free(struct cm_conn *c)
 		p = &(*p)->hnext;
 	if (*p)
 		*p = c->hnext;
-	if (c->remote_id)
-		unhash_remote(c);
+	conn_set_remote(c, 0);
 	conn_charge(c, NULL);
 	conn_release_listener(c);
 	ev_timer_stop(cm->dev->loop, &c->timer);
