@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 24
+#define PROTO_VERSION 25
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -94,6 +94,14 @@ struct proto_hdr {
 	uint32_t op;
 	int32_t status;      /* replies: 0 or a negative errno */
 };
+
+/* In a request's op: the sender reads no reply and goes on at once. The daemon answers a
+ * failure with a line in its log and a count (ctl_unanswered_failed) instead. Only a
+ * request whose reply says nothing but success (one a batch may hold) or a batch of them
+ * may go so; any other is refused with a reply, as a malformed request is. The library
+ * sends a destroy so when it has checked itself what the daemon would refuse, so that a
+ * program tearing down its QPs and connections does not wait for each answer. */
+#define PROTO_NO_REPLY 0x80000000u
 
 /* Replies carry this much of the daemon's explanation of a failure. */
 #define PROTO_ERRMSG 96
@@ -585,6 +593,7 @@ static inline const char *proto_qp_state_name(uint32_t state)
 	X(polled_posts, "posts the daemon found polling, the client's doorbell skipped")  \
 	X(cq_wakeups, "completion wakeups written to a client asleep on its CQ")         \
 	X(ctl_neigh_waits, "control requests (or batches) held until a neighbour resolved") \
+	X(ctl_unanswered_failed, "control requests sent with no reply wanted that failed (logged)") \
 	X(rings_reused, "queues given a destroyed queue's ring and pipe, not new ones")     \
 	X(poll_yielded, "polls ended early: a yield found the CPU wanted by others")      \
 	X(rt_backoffs, "--realtime: SCHED_FIFO dropped after running 10 ms without sleeping") \

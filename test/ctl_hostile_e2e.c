@@ -2179,6 +2179,77 @@ static bool case_batch_malformed(void)
 	return true;
 }
 
+/* A request sent with no reply wanted: nothing comes back, a failure is counted, and the
+ * client's next request is answered as its own (nothing of the silent one left in the
+ * socket); one whose reply would say more than success, or that is unknown, or that sits
+ * in a batch with the flag, is refused with a reply. */
+static bool no_answer_within(int fd, const char *what)
+{
+	struct answer a;
+
+	recv_answer(fd, QUIET_MS, &a);
+	if (a.got == GOT_NOTHING)
+		return true;
+	close_fds(&a);
+	return e2e_mismatch("%s was answered (%s)", what, a.got == GOT_GONE ? "hung up" :
+			    "a reply");
+}
+
+static bool case_unanswered(void)
+{
+	struct hostile *h = h1();
+	struct proto_create_cq cq = { .hdr.op = PROTO_CREATE_CQ, .cqe = 4 };
+	struct proto_handle bogus = { .hdr.op = PROTO_DESTROY_QP | PROTO_NO_REPLY,
+				      .handle = 0xfffffff0u };
+	struct proto_handle pd = { .hdr.op = PROTO_ALLOC_PD | PROTO_NO_REPLY };
+	struct proto_handle unknown = { .hdr.op = PROTO_OP_COUNT | PROTO_NO_REPLY };
+	struct proto_handle inner = { .hdr.op = PROTO_DESTROY_CQ | PROTO_NO_REPLY };
+	struct proto_batch b = { .hdr.op = PROTO_BATCH };
+	uint32_t cqs0, qps0, cqs, qps;
+	uint64_t failed0, failed;
+	struct answer a;
+
+	if (!h || !own_queues(h->fd, &cqs0, &qps0) ||
+	    (failed0 = stat_counter(h->fd, C_ctl_unanswered_failed)) == UINT64_MAX)
+		return false;
+	if (send_msg(h->fd, &bogus, sizeof(bogus), NULL, 0, 0) < 0 ||
+	    !no_answer_within(h->fd, "a DESTROY_QP of no QP"))
+		return false;
+	failed = stat_counter(h->fd, C_ctl_unanswered_failed);
+	if (failed != failed0 + 1)
+		return e2e_mismatch("ctl_unanswered_failed went from %llu to %llu",
+				    (unsigned long long)failed0, (unsigned long long)failed);
+	call(h->fd, &pd, sizeof(pd), NULL, 0, &a);
+	if (!refused(&a))
+		return false;
+	call(h->fd, &unknown, sizeof(unknown), NULL, 0, &a);
+	if (!refused(&a))
+		return false;
+	if (call_ok(h->fd, &cq, sizeof(cq), NULL, 0, &a, "CREATE_CQ") < 0)
+		return false;
+	close_fds(&a);
+	inner.handle = ((const struct proto_create_cq_reply *)a.m.bytes)->handle;
+	batch_put(&b, &inner, sizeof(inner));
+	call(h->fd, &b, sizeof(b), NULL, 0, &a);
+	if (!refused(&a) || !batch_answer(&a, -EPROTO, 0))
+		return false;
+	inner.hdr.op = PROTO_DESTROY_CQ;
+	memset(&b, 0, sizeof(b));
+	b.hdr.op = PROTO_BATCH | PROTO_NO_REPLY;
+	batch_put(&b, &inner, sizeof(inner));
+	if (send_msg(h->fd, &b, sizeof(b), NULL, 0, 0) < 0 ||
+	    !no_answer_within(h->fd, "a batch destroying a CQ") || !own_queues(h->fd, &cqs, &qps))
+		return false;
+	if (cqs != cqs0 || qps != qps0)
+		return e2e_mismatch("%u CQs and %u QPs after the silent destroy, %u and %u before",
+				    cqs, qps, cqs0, qps0);
+	if (stat_counter(h->fd, C_ctl_unanswered_failed) != failed)
+		return e2e_mismatch("the silent destroy that ran was counted as failed");
+	e2e_note("a silent failure counted, silent ALLOC_PD and unknown op refused aloud, "
+		 "a silent batch ran");
+	return true;
+}
+
 static uint32_t daemon_qps(int fd)
 {
 	struct proto_handle req = { .hdr.op = PROTO_STATUS };
@@ -2251,6 +2322,7 @@ static const struct named_case cases[] = {
 	  .fn = case_batch_stops },
 	{ .name = "batch: malformed batches refused before any request runs",
 	  .fn = case_batch_malformed },
+	{ .name = "unanswered: requests sent with no reply wanted", .fn = case_unanswered },
 	{ .name = "create: a QP made in INIT; a refused change at creation leaves no QP",
 	  .fn = case_create_in_init },
 	{ .name = "foreign: a second client names the first one's PD, CQ, MR and QP",

@@ -233,20 +233,35 @@ static bool fd_fits(const struct op_entry *e, int fd)
 	return e->fd_optional || (fd >= 0) == e->takes_fd;
 }
 
+/* A request sent with PROTO_NO_REPLY that failed: nobody hears of it but the log. */
+static void unanswered_failed(struct client *c, const struct ctl_reply *rep)
+{
+	c->own.dev->cnt.ctl_unanswered_failed++;
+	log_limited("client pid %d: op %u, sent with no reply wanted, failed: %s",
+		    (int)c->own.pid, rep->u.r.hdr.op, rep->u.r.errmsg);
+}
+
 static void handle_request(struct client *c, const uint8_t *buf, size_t n, int fd,
 			   bool extra_fds)
 {
 	const struct proto_hdr *hdr = (const struct proto_hdr *)buf;
+	uint32_t op = n >= sizeof(*hdr) ? hdr->op & ~PROTO_NO_REPLY : 0;
+	bool unanswered = n >= sizeof(*hdr) && (hdr->op & PROTO_NO_REPLY);
 	const struct op_entry *e = NULL;
 	struct ctl_reply rep = { .len = sizeof(struct proto_reply), .fds = { -1, -1 } };
 	struct ctl_request req = { buf, fd };
 
-	if (n >= sizeof(*hdr) && hdr->op < PROTO_OP_COUNT && ops[hdr->op].fn)
-		e = &ops[hdr->op];
-	rep.u.r.hdr.op = n >= sizeof(*hdr) ? hdr->op : 0;
+	if (op < PROTO_OP_COUNT && ops[op].fn)
+		e = &ops[op];
+	rep.u.r.hdr.op = op;
 	if (!e) {
+		unanswered = false;
 		rep.u.r.hdr.status = -EOPNOTSUPP;
 		op_error(&rep, "unknown operation");
+	} else if (unanswered && !batchable(op) && op != PROTO_BATCH) {
+		unanswered = false;     /* refused, and told: the client broke the protocol */
+		rep.u.r.hdr.status = -EPROTO;
+		op_error(&rep, "op %u cannot be sent with no reply wanted", op);
 	} else if (n != e->req_size || extra_fds || !fd_fits(e, fd)) {
 		rep.u.r.hdr.status = -EPROTO;
 		op_error(&rep, "malformed request: %zu bytes%s", n,
@@ -271,6 +286,11 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 	}
 	if (fd >= 0)
 		close(fd);
+	if (unanswered) {
+		if (rep.u.r.hdr.status < 0)
+			unanswered_failed(c, &rep);
+		return;
+	}
 	send_reply(c, &rep);
 	for (int i = 0; rep.fds_given && i < rep.nfds; i++)
 		close(rep.fds[i]);

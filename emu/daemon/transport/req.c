@@ -520,16 +520,23 @@ void req_rnr_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	req_pump(qp);
 }
 
-/* One read empties the pipe unless clients rang more than the buffer holds. */
+/* One read empties the pipe unless clients rang more than the buffer holds. A client
+ * closes its end when it destroys the QP without waiting for the answer (PROTO_NO_REPLY),
+ * so the end of the pipe may come before the destroy is read: the watcher stops rather
+ * than wake the loop for it every turn. */
 void req_doorbell_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct qp *qp = w->data;
 	uint64_t rings[16];
+	ssize_t n;
 
-	(void)loop;
 	(void)revents;
-	while (read(qp->doorbell_fd, rings, sizeof(rings)) == (ssize_t)sizeof(rings))
+	while ((n = read(qp->doorbell_fd, rings, sizeof(rings))) == (ssize_t)sizeof(rings))
 		;
+	if (n == 0) {
+		ev_io_stop(loop, w);
+		return;
+	}
 	qp->dev->cnt.doorbells++;
 	poll_adopt(qp);
 	poll_doorbell(qp);
