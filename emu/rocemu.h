@@ -299,6 +299,9 @@ uint32_t rocemu_gid_to_ipv4(const union ibv_gid *gid);
  * errno, as every call here. */
 int rocemu_cm_request(struct rocemu_context *ctx, void *req, size_t req_len, void *reply,
 		      size_t reply_len, int fd);
+/* The same for a request with a bare reply that the caller knows cannot fail (a
+ * connection's PROTO_CM_DESTROY), sent with no reply wanted: 0 once it is on its way. */
+int rocemu_cm_post(struct rocemu_context *ctx, void *req, size_t req_len);
 
 /* A batch: up to four requests the daemon runs one after another in one round trip,
  * stopping at the first that fails, where each alone would cost the client and the daemon
@@ -308,8 +311,11 @@ int rocemu_cm_request(struct rocemu_context *ctx, void *req, size_t req_len, voi
  * batch's context; rocemu_batch_destroy_qp/_cq a destruction as rocemu_destroy_qp/_cq.
  * rocemu_batch_run returns 0 or the failed request's errno, and says in *done how many ran
  * before it; the QPs they changed have their state updated, the QPs and CQs they destroyed
- * are freed (those after the failure are kept, as after a failed rocemu_destroy_*). A
- * batch runs once. */
+ * are freed (those after the failure are kept, as after a failed rocemu_destroy_*).
+ * rocemu_batch_post sends instead a batch the daemon will surely run whole, with no reply
+ * wanted, and takes its effects at once: destroys only, of QPs in ERROR or RESET and not
+ * UD, and of CQs no QP uses once the batch's QPs are gone; EAGAIN, nothing sent, for any
+ * other batch (run it). A batch runs or is posted once. */
 #define ROCEMU_BATCH_MAX 4
 struct rocemu_batch;
 struct rocemu_batch *rocemu_batch_new(struct rocemu_context *ctx);
@@ -319,6 +325,7 @@ int rocemu_batch_modify_qp(struct rocemu_batch *b, struct rocemu_qp *qp,
 int rocemu_batch_destroy_qp(struct rocemu_batch *b, struct rocemu_qp *qp);
 int rocemu_batch_destroy_cq(struct rocemu_batch *b, struct rocemu_cq *cq);
 int rocemu_batch_run(struct rocemu_batch *b, unsigned *done);
+int rocemu_batch_post(struct rocemu_batch *b);
 void rocemu_batch_free(struct rocemu_batch *b);
 
 #ifdef __cplusplus

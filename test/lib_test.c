@@ -70,6 +70,7 @@ struct fake {
 	int events;             /* the write end of the event pipe HELLO handed out */
 	/* what it saw and made */
 	unsigned count[PROTO_OP_COUNT];
+	unsigned unanswered[PROTO_OP_COUNT];  /* of count, those sent with PROTO_NO_REPLY */
 	unsigned nmrs;
 	struct fake_mr mrs[FAKE_MAX_MRS];
 	int memfd;              /* the last memfd a REG_MR carried, held as rocemud holds it */
@@ -499,12 +500,22 @@ static bool fake_serve_one(struct fake *f)
 
 	if (n <= 0)
 		return false;
-	op = buf.hdr.op;
+	op = buf.hdr.op & ~PROTO_NO_REPLY;
 	ck_assert_uint_gt(op, 0);
 	ck_assert_uint_lt(op, PROTO_OP_COUNT);
 	ck_assert_uint_eq((size_t)n, req_size[op]);
 	ck_assert_int_eq(buf.hdr.status, 0);
 	f->count[op]++;
+	if (buf.hdr.op & PROTO_NO_REPLY) {
+		/* as the daemon: no reply, whatever becomes of it */
+		ck_assert(op == PROTO_BATCH || reply_size[op] == sizeof(struct proto_reply));
+		f->unanswered[op]++;
+		if (op == PROTO_BATCH)
+			memcpy(&f->batch, buf.bytes, sizeof(f->batch));
+		if (fd >= 0)
+			close(fd);
+		return true;
+	}
 	if (op == f->hangup_op) {
 		if (fd >= 0)
 			close(fd);
@@ -2751,6 +2762,71 @@ START_TEST(test_batch_destroys_whole)
 }
 END_TEST
 
+/* A teardown's batch goes with no reply wanted when the daemon will surely run it: the
+ * library takes its effects at once, and its next request is answered as its own. */
+START_TEST(test_batch_posted_when_sure)
+{
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	struct rocemu_pd *next;
+
+	ck_assert_int_eq(rocemu_modify_qp(qp, &err, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_qp(b, qp), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_cq(b, cq), 0);
+	ck_assert_int_eq(rocemu_batch_post(b), 0);
+	rocemu_batch_free(b);
+	ck_assert(LIST_EMPTY(&ctx->qps));
+	ck_assert(!cq_listed(cq));
+	qp = NULL;
+	cq = NULL;
+	next = rocemu_alloc_pd(ctx);     /* answered after the fake read the batch */
+	ck_assert_ptr_nonnull(next);
+	ck_assert_uint_eq(fk.unanswered[PROTO_BATCH], 1);
+	ck_assert_uint_eq(fk.count[PROTO_BATCH], 1);
+	ck_assert_uint_eq(fk.batch.count, 2);
+	ck_assert_uint_eq(((const struct proto_handle *)fk.batch.body)->hdr.op, PROTO_DESTROY_QP);
+	ck_assert_int_eq(rocemu_dealloc_pd(next), 0);
+}
+END_TEST
+
+/* Any batch the daemon might refuse, or whose QP might still take a message, is not sent:
+ * EAGAIN, and it can still be run. */
+START_TEST(test_batch_post_only_when_sure)
+{
+	struct ibv_qp_attr init = { .qp_state = IBV_QPS_INIT }, err = { .qp_state = IBV_QPS_ERR };
+	struct rocemu_batch *b = rocemu_batch_new(ctx);
+	struct rocemu_qp *other;
+	unsigned done = 99;
+
+	ck_assert_int_eq(rocemu_modify_qp(qp, &init, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_qp(b, qp), 0);
+	ck_assert_int_eq(rocemu_batch_post(b), EAGAIN);           /* INIT: it may receive */
+	rocemu_batch_free(b);
+	ck_assert_int_eq(rocemu_modify_qp(qp, &err, IBV_QP_STATE), 0);
+	other = make_qp(2, 2);                                      /* the CQ's second user */
+	b = rocemu_batch_new(ctx);
+	ck_assert_int_eq(rocemu_batch_destroy_qp(b, qp), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_cq(b, cq), 0);
+	ck_assert_int_eq(rocemu_batch_post(b), EAGAIN);
+	rocemu_batch_free(b);
+	b = rocemu_batch_new(ctx);
+	ck_assert_int_eq(rocemu_batch_modify_qp(b, qp, &err, IBV_QP_STATE), 0);
+	ck_assert_int_eq(rocemu_batch_post(b), EAGAIN);           /* a change may be refused */
+	ck_assert_uint_eq(fk.count[PROTO_BATCH], 0);
+	ck_assert_int_eq(rocemu_batch_run(b, &done), 0);
+	ck_assert_uint_eq(done, 1);
+	rocemu_batch_free(b);
+	ck_assert_int_eq(rocemu_destroy_qp(other), 0);
+	b = rocemu_batch_new(ctx);
+	ck_assert_int_eq(rocemu_batch_destroy_qp(b, qp), 0);
+	ck_assert_int_eq(rocemu_batch_destroy_cq(b, cq), 0);
+	ck_assert_int_eq(rocemu_batch_post(b), 0);                 /* the CQ's last user goes */
+	rocemu_batch_free(b);
+	qp = NULL;
+	cq = NULL;
+}
+END_TEST
+
 START_TEST(test_query_qp)
 {
 	struct ibv_qp_attr a = rtr_attr(), got;
@@ -2955,6 +3031,8 @@ static void add_qp_tests(Suite *s)
 	tcase_add_test(tc, test_create_qp_in_init);
 	tcase_add_test(tc, test_batch_destroys_what_ran);
 	tcase_add_test(tc, test_batch_destroys_whole);
+	tcase_add_test(tc, test_batch_posted_when_sure);
+	tcase_add_test(tc, test_batch_post_only_when_sure);
 	tcase_add_test(tc, test_query_qp);
 	tcase_add_test(tc, test_qp_bad_init_attr);
 	tcase_add_test(tc, test_qp_destroy);

@@ -509,9 +509,13 @@ for _ in $(seq 40); do
 	[ -z "$left" ] && break
 	sleep 0.1
 done
-if [ -z "$left" ] && [ "$(status_of a)" = "$START_A" ] && [ "$(status_of b)" = "$START_B" ]; then
-	passed "after it all: $(status_of a)on a, $(status_of b)on b as at the start; no CM state left"
+# the teardowns' destroys went with no reply wanted (PROTO_NO_REPLY): none may have failed
+unanswered="$(counter a ctl_unanswered_failed) $(counter b ctl_unanswered_failed)"
+if [ -z "$left" ] && [ "$(status_of a)" = "$START_A" ] && [ "$(status_of b)" = "$START_B" ] &&
+	[ "$unanswered" = "0 0" ]; then
+	passed "after it all: $(status_of a)on a, $(status_of b)on b as at the start; no CM state left; no unanswered request failed"
 else
+	echo "  | ctl_unanswered_failed on a and b: $unanswered"
 	printf '%s\n' "$left" | head -n 5 | sed 's/^/  | /'
 	failed "left behind: a $(status_of a)(was $START_A), b $(status_of b)(was $START_B)"
 fi

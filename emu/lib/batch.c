@@ -35,6 +35,38 @@ struct rocemu_batch *rocemu_batch_new(struct rocemu_context *ctx)
 	return b;
 }
 
+/* Whether the daemon will surely run the whole batch, so that it may go with no reply
+ * wanted: destroys only, of QPs that receive nothing more (in ERROR or RESET, so no
+ * message lands in the program's buffers after it was told the QP is gone) and are in no
+ * multicast group (not UD), and of CQs no QP uses by then. */
+static bool surely_runs(const struct rocemu_batch *b)
+{
+	for (uint32_t i = 0; i < b->msg.count; i++) {
+		const struct batch_effect *e = &b->effect[i];
+		unsigned uses_left;
+
+		switch (e->kind) {
+		case EFFECT_QP_GONE:
+			if ((e->qp->state != IBV_QPS_ERR && e->qp->state != IBV_QPS_RESET) ||
+			    to_qp(e->qp)->ud)
+				return false;
+			break;
+		case EFFECT_CQ_GONE:
+			uses_left = e->cq->qp_uses;
+			for (uint32_t j = 0; j < i; j++)
+				if (b->effect[j].kind == EFFECT_QP_GONE)
+					uses_left -= (to_qp(b->effect[j].qp)->send_cq == e->cq) +
+						     (to_qp(b->effect[j].qp)->recv_cq == e->cq);
+			if (uses_left)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
 void rocemu_batch_free(struct rocemu_batch *b)
 {
 	free(b);
@@ -118,6 +150,18 @@ static void take_effect(const struct batch_effect *e)
 	case EFFECT_NONE:
 		break;
 	}
+}
+
+int rocemu_batch_post(struct rocemu_batch *b)
+{
+	int err;
+
+	if (!surely_runs(b))
+		return EAGAIN;
+	err = rpc_post(b->ctx, &b->msg, sizeof(b->msg));
+	for (uint32_t i = 0; !err && i < b->msg.count; i++)
+		take_effect(&b->effect[i]);
+	return err;
 }
 
 int rocemu_batch_run(struct rocemu_batch *b, unsigned *done)

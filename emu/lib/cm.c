@@ -11,3 +11,8 @@ int rocemu_cm_request(struct rocemu_context *ctx, void *req, size_t req_len, voi
 
 	return rpc_call(ctx, &q, &r);
 }
+
+int rocemu_cm_post(struct rocemu_context *ctx, void *req, size_t req_len)
+{
+	return rpc_post(ctx, req, req_len);
+}

@@ -110,6 +110,8 @@ struct rocemu_cq {
 	int notify_fd;
 	unsigned idle_polls;    /* empty polls so far: every so many, ask if the daemon lives */
 	bool armed;             /* rocemu_req_notify_cq asked for an event, not yet answered */
+	unsigned qp_uses;       /* QPs sending or receiving through it (one using it both ways
+				 * counts twice): the daemon refuses its destroy until none */
 	void *user;             /* rocemu_cq_set_user's */
 	uint64_t spin_ns;       /* how long the next wait polls before it sleeps */
 	LIST_ENTRY(rocemu_cq) link;
@@ -137,6 +139,8 @@ struct qp_priv {
 	bool has_srq;           /* its receives come from an SRQ */
 	bool ud;                /* a UD QP: SENDs only, each to an address handle */
 	bool uc;                /* a UC QP: SENDs and RDMA WRITEs only */
+	struct rocemu_cq *send_cq;
+	struct rocemu_cq *recv_cq;
 	LIST_ENTRY(qp_priv) link;
 };
 
@@ -174,6 +178,9 @@ struct rpc_msg {
 int rpc_call(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply);
 /* The same, with the reply copied when the op failed too, if it came whole (a batch's). */
 int rpc_call_whole(struct rocemu_context *ctx, const struct rpc_msg *req, struct rpc_msg *reply);
+/* A request with no fds sent with PROTO_NO_REPLY: 0 once sent, the daemon's answer to a
+ * failure being a line in its log. Only for a request the caller knows will not fail. */
+int rpc_post(struct rocemu_context *ctx, void *req, size_t req_len);
 /* The common case: a request with no fds and a bare proto_reply back. */
 int rpc_simple(struct rocemu_context *ctx, void *req, size_t req_len);
 /* A proto_handle request for op with a bare proto_reply back (the destroy calls). */

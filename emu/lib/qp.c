@@ -10,6 +10,8 @@
 
 void qp_release(struct qp_priv *qp)
 {
+	qp->send_cq->qp_uses--;
+	qp->recv_cq->qp_uses--;
 	LIST_REMOVE(qp, link);
 	ring_unmap_park(qp->pub.context, &qp->map);
 	close(qp->doorbell_fd);
@@ -167,6 +169,10 @@ static void qp_made(struct rocemu_pd *pd, struct rocemu_qp_init_attr *attr, stru
 	qp->has_srq = attr->srq != NULL;
 	qp->ud = attr->qp_type == IBV_QPT_UD;
 	qp->uc = attr->qp_type == IBV_QPT_UC;
+	qp->send_cq = attr->send_cq;
+	qp->recv_cq = attr->recv_cq;
+	qp->send_cq->qp_uses++;
+	qp->recv_cq->qp_uses++;
 	/* what ibv_create_qp reports in cap: the queues made, at least what was asked (SGEs
 	 * and inline data share a send slot's room, as on rxe) */
 	attr->max_send_wr = qp->sq.count;

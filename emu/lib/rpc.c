@@ -233,6 +233,16 @@ int rpc_call_whole(struct rocemu_context *ctx, const struct rpc_msg *req, struct
 	return exchange(ctx, req, reply, true);
 }
 
+int rpc_post(struct rocemu_context *ctx, void *req, size_t req_len)
+{
+	struct rpc_msg in = { .buf = req, .len = req_len };
+
+	if (ctx->dead)
+		return rpc_gone(ctx);
+	((struct proto_hdr *)req)->op |= PROTO_NO_REPLY;
+	return send_request(ctx, &in);
+}
+
 int rpc_simple(struct rocemu_context *ctx, void *req, size_t req_len)
 {
 	struct proto_reply r;

@@ -102,6 +102,17 @@ int rcm_request(struct rcm_device *d, void *req, size_t len, void *reply, size_t
 	return err;
 }
 
+void rcm_post(struct rcm_device *d, void *req, size_t len)
+{
+	int err;
+
+	pthread_mutex_lock(&d->rv->lock);
+	err = rocemu_cm_post(d->rv->rc, req, len);
+	pthread_mutex_unlock(&d->rv->lock);
+	if (err)
+		rv_fail(d->rv, err, "rdma_cm");
+}
+
 uint32_t rcm_max_rd_atomic(const struct rcm_device *d)
 {
 	return d->rv->attr.max_qp_rd_atom;

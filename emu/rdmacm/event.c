@@ -183,6 +183,11 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 	case RDMA_CM_EVENT_UNREACHABLE:
 		id->conn = 0;
 		return 0;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		id->disconnected = true;
+		if (pe->private_len)
+			set_conn_param(e, pe);
+		return 0;
 	case RDMA_CM_EVENT_MULTICAST_JOIN:
 		return rcm_mcast_event(id, pe, &e->ev);
 	case RDMA_CM_EVENT_ESTABLISHED:

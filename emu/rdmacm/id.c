@@ -183,7 +183,13 @@ static void forget_conn(struct rcm_id *id)
 {
 	struct proto_handle m = { .hdr.op = PROTO_CM_DESTROY, .handle = id->conn };
 
-	if (id->conn && id->dev)
+	/* Once disconnected, the daemon holds the connection until this destroy, which cannot
+	 * fail then and need not be waited for (events of it still on their way are dropped,
+	 * rcm_id_take_event). Before, the daemon may have ended it already (a REJ, a lost
+	 * peer): a failure is no news then, but not one for the daemon's log. */
+	if (id->conn && id->dev && id->disconnected)
+		rcm_post(id->dev, &m, sizeof(m));
+	else if (id->conn && id->dev)
 		rcm_request(id->dev, &m, sizeof(m), NULL, 0, -1);
 	id->conn = 0;
 }
@@ -566,6 +572,7 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	if (err)
 		return fail(err);
 	id->conn = r.handle;
+	id->disconnected = false;
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
 }
 

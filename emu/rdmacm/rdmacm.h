@@ -84,6 +84,8 @@ struct rcm_id {
 	uint32_t listener[RCM_MAX_DEVICES]; /* each device's listener, or its port held */
 	bool listening;              /* rdma_listen succeeded */
 	uint32_t conn;               /* the daemon's connection, 0 for none */
+	bool disconnected;           /* DISCONNECTED was reported: the daemon keeps conn, in
+				      * TimeWait, until the id forgets it */
 	struct ibv_sa_path_rec path;
 	/* rdma_conn_param's depths for this id (RDMA_MAX_*: the device's) */
 	uint8_t responder_resources, initiator_depth;
@@ -116,6 +118,8 @@ struct rcm_device *rcm_device_of_gid(const uint8_t gid[16]);
 /* A daemon request through the device's context (its lock held): 0 or an errno. */
 int rcm_request(struct rcm_device *d, void *req, size_t len, void *reply, size_t reply_len,
 		int fd);
+/* One that cannot fail, sent with no reply wanted (PROTO_NO_REPLY) */
+void rcm_post(struct rcm_device *d, void *req, size_t len);
 uint32_t rcm_max_rd_atomic(const struct rcm_device *d);
 
 /* addr.c: socket addresses and GIDs */

@@ -472,7 +472,10 @@ int rv_destroy_qp_and_cqs(struct ibv_qp *ibqp, struct ibv_cq *const *cqs, unsign
 		rv_channel_unbind(rv_cq(cqs[unbound]));
 		err = rocemu_batch_destroy_cq(b, rv_cq(cqs[unbound])->cq);
 	}
-	if (!err)
+	/* a connection's teardown, its QP in ERROR since rdma_disconnect, need not wait */
+	if (!err && rocemu_batch_post(b) == 0)
+		done = unbound + 1;
+	else if (!err)
 		err = rocemu_batch_run(b, &done);
 	/* request 0 is the QP's, request 1 + i the CQ cqs[i]'s */
 	for (i = done ? done - 1 : 0; i < unbound; i++)
