@@ -233,14 +233,20 @@ int rpc_call_whole(struct rocemu_context *ctx, const struct rpc_msg *req, struct
 	return exchange(ctx, req, reply, true);
 }
 
+/* The flag is the message's only while it is sent: a caller whose send failed may still
+ * run the same request and wait for its reply. */
 int rpc_post(struct rocemu_context *ctx, void *req, size_t req_len)
 {
+	struct proto_hdr *hdr = req;
 	struct rpc_msg in = { .buf = req, .len = req_len };
+	int err;
 
 	if (ctx->dead)
 		return rpc_gone(ctx);
-	((struct proto_hdr *)req)->op |= PROTO_NO_REPLY;
-	return send_request(ctx, &in);
+	hdr->op |= PROTO_NO_REPLY;
+	err = send_request(ctx, &in);
+	hdr->op &= ~PROTO_NO_REPLY;
+	return err;
 }
 
 int rpc_simple(struct rocemu_context *ctx, void *req, size_t req_len)
