@@ -21,6 +21,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,cache=none work "$work" || fail "ca
 . "$work/net"
 ip link set lo up
 ip link set eth0 up || fail "no eth0"
+[ -z "${MTU:-}" ] || ip link set eth0 mtu "$MTU" || fail "eth0 refused MTU $MTU"
 # as rocemud advises where the NIC offers it (Linux 6.2's virtio-net under a qemu that
 # passes it): a rocemud here then hands the NIC runs of packets whole
 ethtool -K eth0 tx-udp-segmentation on 2>/dev/null

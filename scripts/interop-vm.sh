@@ -21,6 +21,9 @@
 # the one linux-image-amd64 names, from the same lists (Debian 12's own include
 # bookworm-security, which carries its later 6.12 kernels).
 # VM_APPEND: more of the guest kernel's command line (say clocksource=tsc tsc=reliable).
+# VM_MTU: the guest's eth0 and the host's tap take this MTU (say 9000: jumbo frames, as a
+# RoCE network is set up for 4096-byte RDMA MTU, and as make bench's veth has); unset,
+# virtio-net's 1500.
 #   vm_start NETNS WORK ADDR_HOST ADDR_GUEST [ADDR6_HOST ADDR6_GUEST]
 #                                boots the guest; returns when rxe0 is up (or fails).
 #                                ADDR_HOST "-": the tap gets no address (a bridge's port)
@@ -42,6 +45,7 @@ VM_CPUS=${VM_CPUS:-1}
 VM_BOOT_SECONDS=${VM_BOOT_SECONDS:-180}
 VM_SUITE=${VM_SUITE:-}
 VM_KERNEL=${VM_KERNEL:-}
+VM_MTU=${VM_MTU:-}
 VM_QEMU=(qemu-system-x86_64)
 VM_PID=
 VM_WORK=
@@ -231,13 +235,15 @@ vm_start() {
 	cat >"$VM_WORK/vm/net" <<EOF
 ADDR=$addr_guest
 ADDR6=$addr6_guest
+MTU=$VM_MTU
 EOF
 	ip netns exec "$ns" ip tuntap add dev "$VM_TAP" mode tap || return 1
 	[ "$addr_host" = - ] || ip netns exec "$ns" ip addr add "$addr_host/24" dev "$VM_TAP"
 	[ -z "$addr6_host" ] || ip netns exec "$ns" ip addr add "$addr6_host/64" dev "$VM_TAP" nodad
+	[ -z "$VM_MTU" ] || ip netns exec "$ns" ip link set "$VM_TAP" mtu "$VM_MTU" || return 1
 	ip netns exec "$ns" ip link set "$VM_TAP" up
 	accel=${VM_ACCEL:-$(vm_accel)}
-	vm_say "booting $VM_KVER ($accel${VM_APPEND:+, with $VM_APPEND}) in $ns"
+	vm_say "booting $VM_KVER ($accel${VM_APPEND:+, with $VM_APPEND}${VM_MTU:+, MTU $VM_MTU}) in $ns"
 	ip netns exec "$ns" "${VM_QEMU[@]}" $accel -M q35 -m "$VM_MEM" -smp "$VM_CPUS" -nographic \
 		-no-reboot -kernel "$VM_KDIR/boot/vmlinuz-$VM_KVER" -initrd "$VM_INITRD" \
 		-append "console=ttyS0 panic=-1 quiet ${VM_APPEND:-}" \

@@ -15,6 +15,9 @@
 #   VM_SUITE=bookworm-backports test/two-vms.sh [BUILD]   the guests on Linux 6.12 under qemu
 #       10.0 (scripts/interop-vm.sh), whose virtio-net carries UDP GSO frames whole
 #   ROCEMUD_ARGS="--poll-budget 2000" test/two-vms.sh [BUILD]   the guests' daemons' options
+#   TWO_VMS_MTU=9000 test/two-vms.sh [BUILD]   jumbo frames on the guests' NICs, the taps and
+#       the bridge (4096-byte RDMA MTU for both devices, as make bench's veth gives);
+#       unset, virtio-net's 1500 (RDMA MTU 1024)
 set -u
 ROCEMU_BUILD=$(cd "${1:-${ROCEMU_BUILD:-build}}" && pwd) || exit 1
 source "$(dirname "$0")/daemons.sh"
@@ -73,12 +76,13 @@ ACCEL=${VM_ACCEL:-$(vm_accel)}
 # two vCPUs, as the cloud VMs rocemu is for have at least (TWO_VMS_CPUS to change)
 export VM_CPUS=${TWO_VMS_CPUS:-2}
 export VM_ACCEL=$ACCEL
+export VM_MTU=${TWO_VMS_MTU:-}
 echo "two guests, Linux $VM_KVER under $("${VM_QEMU[@]}" --version | head -n 1), $ACCEL," \
-	"$VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge; $(nproc) host cores"
+	"$VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge, MTU ${VM_MTU:-1500}; $(nproc) host cores"
 [ -n "${ROCEMUD_ARGS:-}" ] && echo "the guests' rocemud with: $ROCEMUD_ARGS"
 
 ip netns add "$NS" || fail "ip netns add $NS"
-ip netns exec "$NS" ip link add "$BRIDGE" type bridge || fail "no bridge"
+ip netns exec "$NS" ip link add "$BRIDGE" ${VM_MTU:+mtu "$VM_MTU"} type bridge || fail "no bridge"
 ip netns exec "$NS" ip link set "$BRIDGE" up
 boot a
 boot b
