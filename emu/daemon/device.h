@@ -75,6 +75,7 @@ struct dev {
 	ev_tstamp poll_until;        /* when the loop may sleep, if no work comes first */
 	uint64_t poll_work;          /* frames, doorbells and polled posts when last looked */
 	ev_tstamp poll_off_until;    /* no polling before: a yield found the CPU contended */
+	unsigned poll_contended;     /* contended yields in a row so far */
 	bool poll_always;            /* --busy-poll: contended or not */
 	int loadavg_fd;              /* /proc/loadavg: how many tasks are runnable */
 	unsigned long ncpus;
