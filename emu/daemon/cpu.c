@@ -37,7 +37,7 @@
 #define POLL_CONTENDED_S 20e-6
 #define POLL_CONTENDED_RUN 4
 #define POLL_HELD_S 1e-3
-/* After a contended yield the loop sleeps at once for this long: polling is for a spare
+/* After contended yields the loop sleeps at once for this long: polling is for a spare
  * core. */
 #define POLL_OFF_S 50e-3
 /* How often a poll about to start looks whether the machine has a core to spare, and how
