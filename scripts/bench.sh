@@ -122,7 +122,7 @@ say "iperf3: single-stream TCP $ADDR_A -> $ADDR_B"
 track $!
 for rep in $(seq "$KEY_REPS"); do
 	out=""
-	for _ in 1 2 3 4 5; do   # the server may not be listening yet
+	for _ in $(seq 25); do   # the server may not be listening yet (a second, seen)
 		out=$("${IN_A[@]}" timeout 20 iperf3 -c "$ADDR_B" -t 2 -O 1 -J 2>/dev/null) && break
 		sleep 0.2
 	done
@@ -251,15 +251,17 @@ for mtu in 4096 1024; do
 	done
 done
 
-# regcost_lat KIND: one post-to-completion run with the client blocking, one busy-polling
+# regcost_lat KIND [PREFIX...]: one post-to-completion run with the client blocking, one
+# busy-polling (the client run under PREFIX, say taskset -c 1)
 regcost_lat() {
-	local mode flag out
+	local kind=$1 mode flag out
+	shift
 	for mode in block busy; do
 		flag=
 		[ $mode = busy ] && flag=--busy
-		out=$("${IN_A[@]}" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" -n 5000 -t 2 \
-			$flag) &&
-			record "$1" "$out" || say "regcost lat ($mode, $1) failed"
+		out=$("${IN_A[@]}" "$@" timeout 60 "$BUILD/bench/regcost" lat "$SOCK_A" "$SOCK_B" \
+			-n 5000 -t 2 $flag) &&
+			record "$kind" "$out" || say "regcost lat ($mode, $kind) failed"
 	done
 }
 
@@ -268,6 +270,18 @@ for rep in $(seq "$KEY_REPS"); do
 	out=$(rdma_write 64 4000 --tx-depth 1) && record lat_rdma_write "$out"
 	regcost_lat lat
 done
+# The same with the daemons on two CPUs and the client beside B, as two hosts place them:
+# unpinned, the scheduler may put both daemons on one CPU, where a hop wakes no other CPU
+# (a halted virtual CPU's wakeup costs tens of microseconds on a VM)
+if [ "$(nproc)" -ge 2 ]; then
+	say "latency with daemon a on CPU 0, b and the client on CPU 1 (regcost lat)"
+	taskset -pc 0 "$DAEMON_A" >/dev/null && taskset -pc 1 "$DAEMON_B" >/dev/null
+	for rep in $(seq "$KEY_REPS"); do
+		regcost_lat lat_pinned taskset -c 1
+	done
+	taskset -pc "0-$(($(nproc) - 1))" "$DAEMON_A" >/dev/null
+	taskset -pc "0-$(($(nproc) - 1))" "$DAEMON_B" >/dev/null
+fi
 
 say "READ, SEND and atomics next to WRITE: 1 MiB goodput, FETCH_ADD rate, SEND round trip (regcost ops)"
 for rep in $(seq "$KEY_REPS"); do
@@ -622,6 +636,9 @@ for mode, busy in (("block", False), ("client_busy", True)):
     r[f"lat_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
                         "p99_us": med([x["p99_us"] for x in l]),
                         "mean_us": med([x["mean_us"] for x in l]), "samples": len(l)}
+    l = [x for x in kind("lat_pinned") if x["busy"] == busy]
+    r[f"lat_pinned_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
+                               "p99_us": med([x["p99_us"] for x in l]), "samples": len(l)}
     l = [x for x in kind("lat_daemon_busy") if x["busy"] == busy]
     r[f"lat_daemon_busy_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
                                     "p99_us": med([x["p99_us"] for x in l]),
@@ -862,6 +879,10 @@ P("  %-52s median %s us, p99 %s us" % ("64 B post-to-completion, client polls it
                                         fmt(lc["median_us"]), fmt(lc["p99_us"])))
 P("  %-52s median %s us, p99 %s us" % ("  the same, client sleeps on the CQ's channel",
                                         fmt(lb["median_us"]), fmt(lb["p99_us"])))
+for mode, what in (("client_busy", "polls"), ("block", "sleeps")):
+    lp = r[f"lat_pinned_{mode}"]
+    P("  %-52s median %s us, p99 %s us" % (f"  daemons on CPUs 0 and 1, client {what}",
+                                            fmt(lp["median_us"]), fmt(lp["p99_us"])))
 P("  %-52s median %s us, p99 %s us" % ("  the same, rocemud --busy-poll, client blocking",
                                         fmt(ldb["median_us"]), fmt(ldb["p99_us"])))
 P("  %-52s median %s us, p99 %s us" % ("  the same, rocemud --busy-poll, client busy-polls",
