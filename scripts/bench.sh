@@ -631,19 +631,15 @@ r["msg_rate_64B_mpps"] = rate64
 
 lw = kind("lat_rdma_write")
 r["lat_rdma_write_mean_us"] = med([1 / x["msg_rate_mpps"] for x in lw if x["msg_rate_mpps"]])
+# the medians of regcost lat's runs of one kind, the client blocking or busy
+def lat_summary(k, busy):
+    l = [x for x in kind(k) if x["busy"] == busy]
+    return {"median_us": med([x["median_us"] for x in l]),
+            "p99_us": med([x["p99_us"] for x in l]),
+            "mean_us": med([x["mean_us"] for x in l]), "samples": len(l)}
 for mode, busy in (("block", False), ("client_busy", True)):
-    l = [x for x in kind("lat") if x["busy"] == busy]
-    r[f"lat_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
-                        "p99_us": med([x["p99_us"] for x in l]),
-                        "mean_us": med([x["mean_us"] for x in l]), "samples": len(l)}
-    l = [x for x in kind("lat_pinned") if x["busy"] == busy]
-    r[f"lat_pinned_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
-                               "p99_us": med([x["p99_us"] for x in l]), "samples": len(l)}
-    l = [x for x in kind("lat_daemon_busy") if x["busy"] == busy]
-    r[f"lat_daemon_busy_{mode}"] = {"median_us": med([x["median_us"] for x in l]),
-                                    "p99_us": med([x["p99_us"] for x in l]),
-                                    "mean_us": med([x["mean_us"] for x in l]),
-                                    "samples": len(l)}
+    for k in ("lat", "lat_pinned", "lat_daemon_busy"):
+        r[f"{k}_{mode}"] = lat_summary(k, busy)
 cpu = kind("cpu")
 def per_gb(x, side):
     gb = x["run"]["iterations"] * x["run"]["bytes"] / 1e9

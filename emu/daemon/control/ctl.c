@@ -281,8 +281,9 @@ static void handle_request(struct client *c, const uint8_t *buf, size_t n, int f
 		if (!e || !e->whole_reply || rep.len != e->rep_size)
 			rep.len = sizeof(struct proto_reply);
 		rep.nfds = 0;
-		log_debug("client pid %d: op %u failed: %s", (int)c->own.pid, rep.u.r.hdr.op,
-			  rep.u.r.errmsg);
+		if (!unanswered)   /* (unanswered_failed says it below) */
+			log_debug("client pid %d: op %u failed: %s", (int)c->own.pid,
+				  rep.u.r.hdr.op, rep.u.r.errmsg);
 	}
 	if (fd >= 0)
 		close(fd);
