@@ -41,11 +41,14 @@
  * core. */
 #define POLL_OFF_S 50e-3
 /* How often a poll about to start looks whether the machine has a core to spare, and how
- * many runnable tasks more than CPUs still let it poll: one, the program that spins
- * beside the two daemons of a ping-pong (verbs programs yield the CPU on an empty poll, and
- * a contended yield stops the polls for POLL_OFF_S anyway). */
+ * many runnable tasks more than CPUs still let it poll: two, the programs that spin at both
+ * ends of a ping-pong beside its two daemons (ib_write_lat spins on memory at each end).
+ * Asleep, each daemon there paid a doorbell's wakeup per post, and a ping-pong of 64-byte
+ * WRITEs took a median of 42 us a hop against 31 us polling (docs/benchmarks.md). Verbs
+ * programs yield the CPU on an empty poll, and contended yields stop the polls for
+ * POLL_OFF_S anyway. */
 #define CPU_LOOK_S 10e-3
-#define CPU_OVERCOMMIT 1
+#define CPU_OVERCOMMIT 2
 
 /* The kernel's struct sched_attr as Linux 3.14 defined it (SCHED_ATTR_SIZE_VER0) */
 struct sched_attr_v0 {
