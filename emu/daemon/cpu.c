@@ -41,12 +41,12 @@
  * core. */
 #define POLL_OFF_S 50e-3
 /* How often a poll about to start looks whether the machine has a core to spare, and how
- * many runnable tasks more than CPUs still let it poll: two, the programs that spin at both
- * ends of a ping-pong beside its two daemons (ib_write_lat spins on memory at each end).
- * Asleep, each daemon there paid a doorbell's wakeup per post, and a ping-pong of 64-byte
- * WRITEs took a median of 42 us a hop against 31 us polling (docs/benchmarks.md). Verbs
- * programs yield the CPU on an empty poll, and contended yields stop the polls for
- * POLL_OFF_S anyway. */
+ * many runnable tasks more than CPUs still let it poll: the programs that spin at both ends
+ * of a ping-pong beside its two daemons (ib_write_lat spins on memory at each end), one a
+ * CPU, so two, or one on a single CPU. Asleep, each daemon there paid a doorbell's wakeup
+ * per post, and a ping-pong of 64-byte WRITEs on two CPUs took a median of 42 us a hop
+ * against 31 us polling (docs/benchmarks.md). Verbs programs yield the CPU on an empty
+ * poll, and contended yields stop the polls for POLL_OFF_S anyway. */
 #define CPU_LOOK_S 10e-3
 #define CPU_OVERCOMMIT 2
 
@@ -93,7 +93,8 @@ static void on_poll_idle(struct ev_loop *loop, ev_idle *w, int revents)
 }
 
 /* Whether the CPUs have room for one more spinner: the tasks runnable now (this daemon
- * among them, /proc/loadavg's fourth field) no more than the CPUs and CPU_OVERCOMMIT. A
+ * among them, /proc/loadavg's fourth field) no more than the CPUs and the spinning programs
+ * they may hold beside the daemons (CPU_OVERCOMMIT, at most one a CPU). A
  * daemon that polls beside a program spinning on the same CPU is not woken when its frame
  * comes: it waits for the program's time slice (4 ms, measured), where a sleeping daemon's
  * wakeup preempts the program at once; but a sleeping daemon on a VM whose CPU went idle
@@ -103,7 +104,7 @@ static bool cpu_to_spare(struct dev *dev)
 {
 	char buf[128];
 	ssize_t n;
-	unsigned long running;
+	unsigned long running, spinners;
 
 	if (dev->loadavg_fd < 0)
 		return true;
@@ -113,7 +114,8 @@ static bool cpu_to_spare(struct dev *dev)
 	buf[n] = '\0';
 	if (sscanf(buf, "%*s %*s %*s %lu/", &running) != 1)
 		return true;
-	return running <= dev->ncpus + CPU_OVERCOMMIT;
+	spinners = dev->ncpus < CPU_OVERCOMMIT ? dev->ncpus : CPU_OVERCOMMIT;
+	return running <= dev->ncpus + spinners;
 }
 
 static bool may_poll(struct ev_loop *loop, struct dev *dev)
