@@ -41,12 +41,12 @@
  * core. */
 #define POLL_OFF_S 50e-3
 /* How often a poll about to start looks whether the machine has a core to spare, and how
- * many runnable tasks more than CPUs still let it poll: the programs that spin at both ends
- * of a ping-pong beside its two daemons (ib_write_lat spins on memory at each end), one a
- * CPU, so two, or one on a single CPU. Asleep, each daemon there paid a doorbell's wakeup
- * per post, and a ping-pong of 64-byte WRITEs on two CPUs took a median of 42 us a hop
- * against 31 us polling (docs/benchmarks.md). Verbs programs yield the CPU on an empty
- * poll, and contended yields stop the polls for POLL_OFF_S anyway. */
+ * many runnable tasks more than CPUs still let it poll: the programs at the two ends of a
+ * ping-pong, each spinning on a CPU of its own beside the two daemons (ib_write_lat spins
+ * on memory at both ends); on a single CPU, one. Asleep there, each daemon paid a
+ * doorbell's wakeup per post: 42 us a hop against 31 us polling, medians on two CPUs
+ * (docs/benchmarks.md). Verbs programs yield the CPU on an empty poll, and contended
+ * yields stop the polls for POLL_OFF_S anyway. */
 #define CPU_LOOK_S 10e-3
 #define CPU_OVERCOMMIT 2
 
