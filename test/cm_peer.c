@@ -28,6 +28,9 @@
  *   cm_peer port-rules ADDR PORT        binds and listens on ADDR:PORT as the kernel's
  *                                       rules for a port tell apart (REUSEADDR, the
  *                                       wildcard); prints each step's result
+ *   cm_peer disconnect-rules ADDR PORT  listens on ADDR:PORT and connects to it, and
+ *                                       prints what rdma_disconnect answers in each
+ *                                       state of a connection, at both ends
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -66,12 +69,13 @@ static int die(const char *what)
 
 /* The next event, which must be of the type expected, or of the other one when that is
  * not RDMA_CM_EVENT_ADDR_RESOLVED (0), with its status 0; NULL otherwise. */
-static struct rdma_cm_event *expect_either(enum rdma_cm_event_type type,
-					   enum rdma_cm_event_type other)
+static struct rdma_cm_event *expect_either_on(struct rdma_event_channel *ch,
+					      enum rdma_cm_event_type type,
+					      enum rdma_cm_event_type other)
 {
 	struct rdma_cm_event *ev;
 
-	if (rdma_get_cm_event(channel, &ev)) {
+	if (rdma_get_cm_event(ch, &ev)) {
 		die("rdma_get_cm_event");
 		return NULL;
 	}
@@ -84,9 +88,37 @@ static struct rdma_cm_event *expect_either(enum rdma_cm_event_type type,
 	return ev;
 }
 
+static struct rdma_cm_event *expect_either(enum rdma_cm_event_type type,
+					   enum rdma_cm_event_type other)
+{
+	return expect_either_on(channel, type, other);
+}
+
 static struct rdma_cm_event *expect(enum rdma_cm_event_type type)
 {
 	return expect_either(type, 0);
+}
+
+/* The next event on ch, of the type expected (any status), acknowledged; its status in
+ * *status, its id in *id when id is set. -1 and a message otherwise. */
+static int take_on(struct rdma_event_channel *ch, enum rdma_cm_event_type type, int *status,
+		   struct rdma_cm_id **id)
+{
+	struct rdma_cm_event *ev;
+
+	if (rdma_get_cm_event(ch, &ev))
+		return die("rdma_get_cm_event");
+	if (ev->event != type) {
+		fprintf(stderr, "cm_peer: expected %s, got %s (status %d)\n", rdma_event_str(type),
+			rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		return -1;
+	}
+	*status = ev->status;
+	if (id)
+		*id = ev->id;
+	rdma_ack_cm_event(ev);
+	return 0;
 }
 
 static int addr_of(const char *host, const char *port, struct sockaddr_storage *ss)
@@ -682,6 +714,108 @@ static int port_rules(const char *addr, const char *port)
 	return 0;
 }
 
+static const char *disconnected(struct rdma_cm_id *id)
+{
+	return result(rdma_disconnect(id) ? errno : 0);
+}
+
+static void destroy_with_qp(struct rdma_cm_id *id)
+{
+	if (id->qp)
+		rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+}
+
+/* A request from a new id with a QP to addr:port, connected; its id, NULL on failure. */
+static struct rdma_cm_id *requested(const char *addr, const char *port)
+{
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
+					 .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *id = resolved(addr, port, true);
+
+	if (id && rdma_connect(id, &param)) {
+		die("rdma_connect");
+		return NULL;
+	}
+	return id;
+}
+
+/* rdma_disconnect's answer in each state a connection of the TCP port space passes
+ * through, step by step: an id never connected; a listener, on an address and on the
+ * wildcard; an id rejected by a port nobody listens on; a request not yet answered, then
+ * rejected, and the id it rejected; both ends of a connection, in turn, and then again.
+ * The clients' events come on the program's channel, the listener's on one of its own,
+ * so the two never interleave. */
+static int disconnect_rules(const char *addr, const char *port)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1 };
+	struct rdma_event_channel *srv = rdma_create_event_channel();
+	struct rdma_cm_id *listen, *any, *client, *child;
+	struct sockaddr_in wildcard = { .sin_family = AF_INET };
+	struct sockaddr_storage ss;
+	char nobody[12];
+	int status;
+
+	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
+		return die("listen");
+	if (!(client = resolved(addr, port, true)))
+		return 1;
+	printf("never connected: %s", disconnected(client));
+	destroy_with_qp(client);
+	printf("; a listener: %s", disconnected(listen));
+	if (rdma_create_id(srv, &any, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(any, (struct sockaddr *)&wildcard) || rdma_listen(any, 1))
+		return die("listen on the wildcard");
+	printf(", on the wildcard: %s", disconnected(any));
+	rdma_destroy_id(any);
+
+	snprintf(nobody, sizeof(nobody), "%d", atoi(port) + 1);
+	if (!(client = requested(addr, nobody)) ||
+	    take_on(channel, RDMA_CM_EVENT_REJECTED, &status, NULL))
+		return 1;
+	printf("; rejected as nobody listens (reason %d): %s", status, disconnected(client));
+	destroy_with_qp(client);
+
+	if (!(client = requested(addr, port)) ||
+	    take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &status, &child))
+		return 1;
+	printf("; a request not answered: %s", disconnected(child));
+	if (rdma_reject(child, NULL, 0))
+		return die("rdma_reject");
+	printf(", rejected: %s", disconnected(child));
+	if (take_on(channel, RDMA_CM_EVENT_REJECTED, &status, NULL))
+		return 1;
+	printf("; the id it rejected: %s", disconnected(client));
+	rdma_destroy_id(child);
+	destroy_with_qp(client);
+
+	if (!(client = requested(addr, port)) ||
+	    take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &status, &child))
+		return 1;
+	if (rdma_create_qp(child, NULL, &attr) || rdma_accept(child, &param))
+		return die("rdma_accept");
+	if (take_on(channel, RDMA_CM_EVENT_ESTABLISHED, &status, NULL) ||
+	    take_on(srv, RDMA_CM_EVENT_ESTABLISHED, &status, NULL))
+		return 1;
+	printf("; connected: %s", disconnected(client));
+	if (take_on(srv, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return 1;
+	printf(", the other end: %s", disconnected(child));
+	if (take_on(channel, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return 1;
+	printf("; again: %s", disconnected(client));
+	printf(", the other end: %s\n", disconnected(child));
+	destroy_with_qp(child);
+	destroy_with_qp(client);
+	rdma_destroy_id(listen);
+	rdma_destroy_event_channel(srv);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -753,6 +887,8 @@ int main(int argc, char **argv)
 		rc = give_up_client(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "port-rules"))
 		rc = port_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "disconnect-rules"))
+		rc = disconnect_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -770,7 +906,8 @@ int main(int argc, char **argv)
 			"               destroy-drops ADDR | late-server PORT |\n"
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
 			"               src-ports ADDR N | any-ports ADDR N | late-listen MS |\n"
-			"               port-rules ADDR PORT | stale ADDR\n");
+			"               port-rules ADDR PORT | disconnect-rules ADDR PORT |\n"
+			"               stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;
 }

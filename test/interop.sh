@@ -35,6 +35,7 @@ RUN=$BUILD/rocemu-run
 PEER=$BUILD/test/ibv_peer
 UD_PEER=$BUILD/test/ud_peer
 MW_PEER=$BUILD/test/mw_peer
+CM_PEER=$BUILD/test/cm_peer
 DAEMON=
 DUMPCAP=
 TAP_PCAP=$WORK/tap.pcap
@@ -528,6 +529,25 @@ for side in client server; do
 	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done
+# The rdma_cm calls whose answers are rules rather than traffic (test/cm_peer port-rules and
+# disconnect-rules, each listening on its own address and connecting to itself): the
+# kernel's rdma_cm on rxe0 and rocemu's here give the same answer at every step.
+cm_rules() {
+	local mode port=$((7300 + RANDOM % 500)) rxe ours
+	for mode in port-rules disconnect-rules; do
+		rxe=$(vm_run 60 "timeout 50 $CM_PEER $mode $ADDR_X $port" 2>&1)
+		ours=$(ip netns exec "$NS" timeout 50 "$RUN" -D "$SOCK" "$CM_PEER" $mode "$ADDR_R" $port 2>&1)
+		if [ "$rxe" = "$ours" ]; then
+			passed "cm-$mode: rocemu's rdma_cm answers as the kernel's: $ours"
+		else
+			echo "  rxe   | $rxe"
+			echo "  rocemu| $ours"
+			failed "cm-$mode: rocemu's rdma_cm answers differ from the kernel's"
+		fi
+		port=$((port + 2))
+	done
+}
+cm_rules
 # (about 45 s more in the sanitizer pass of make check: make interop only)
 [ -n "$SHORT" ] || for side in client server; do iser_case $side; done
 kill "$DUMPCAP" && wait "$DUMPCAP" 2>/dev/null

@@ -387,6 +387,19 @@ else
 	echo "  | $out"
 	failed "the kernel's rules for a port (bind, REUSEADDR, the wildcard)"
 fi
+# rdma_disconnect's answers, as the kernel's rdma_cm gives them (interop.sh compares them
+# with rxe's on every run): EINVAL for an id that never had a connection, and for a listener
+# on the wildcard; 0 for a listener on an address, for a connection the CM ended (a REJ),
+# and in states where neither a DREQ nor a DREP is due (a request not yet answered, a
+# second disconnect).
+DISCONNECTS="never connected: Invalid argument; a listener: ok, on the wildcard: Invalid argument; rejected as nobody listens (reason 8): ok; a request not answered: ok, rejected: ok; the id it rejected: ok; connected: ok, the other end: ok; again: ok, the other end: ok"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" disconnect-rules "$ADDR_B" $((PORT + 2)) 2>&1)
+if [ "$out" = "$DISCONNECTS" ]; then
+	passed "rdma_disconnect in each state, as the kernel's: $out"
+else
+	echo "  | $out"
+	failed "rdma_disconnect in each state, as the kernel's"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.

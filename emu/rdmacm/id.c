@@ -372,6 +372,7 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 		return fail(err);
 	}
 	id->listening = listening > 0;
+	id->cm_held = id->listening && id->dev;
 	return listening ? 0 : fail(ENODEV);
 }
 
@@ -572,6 +573,7 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	if (err)
 		return fail(err);
 	id->conn = r.handle;
+	id->cm_held = true;
 	id->disconnected = false;
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
 }
@@ -686,10 +688,16 @@ int rdma_disconnect(struct rdma_cm_id *cmid)
 	struct proto_handle m = { .hdr.op = PROTO_CM_DISCONNECT };
 	int err;
 
-	if (!rcm_id_live(cmid) || !id->dev)
+	if (!rcm_id_live(cmid) || !id->dev || !id->cm_held)
 		return fail(EINVAL);
-	if (!id->conn)
-		return fail(EINVAL);
+	if (!id->conn) {
+		/* A listener, or a connection the daemon ended (a REJ, a lost peer, a SIDR
+		 * answer): the kernel's rdma_disconnect moves the QP to ERROR, finds neither a
+		 * DREQ nor a DREP to send, and returns 0. librdmacm's synchronous id would then
+		 * wait for an event that cannot come; this one returns. */
+		err = rcm_qp_error(id);
+		return err ? fail(err) : 0;
+	}
 	m.handle = id->conn;
 	err = rcm_qp_error_then(id, &m, sizeof(m));
 	if (err)
