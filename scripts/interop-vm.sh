@@ -105,15 +105,25 @@ vm_unpack() {
 }
 
 # The kernel package behind linux-image-amd64 (Debian's current 6.1, or VM_SUITE's), or
-# VM_KERNEL's, unpacked.
-vm_kernel() {
-	local pkg=${VM_KERNEL:+linux-image-$VM_KERNEL}
-	[ -n "$pkg" ] || pkg=$(vm_apt apt-cache depends linux-image-amd64 2>/dev/null |
+# VM_KERNEL's: its version in VM_KVER, where it is unpacked in VM_KDIR; 0 when it is there.
+vm_kernel_cached() {
+	VM_KPKG=${VM_KERNEL:+linux-image-$VM_KERNEL}
+	[ -n "$VM_KPKG" ] || VM_KPKG=$(vm_apt apt-cache depends linux-image-amd64 2>/dev/null |
 		awk '/Depends: linux-image-/ { print $2; exit }')
-	[ -n "$pkg" ] || { vm_say "apt-cache does not know linux-image-amd64"; return 1; }
-	VM_KVER=${pkg#linux-image-}
+	[ -n "$VM_KPKG" ] || { vm_say "apt-cache does not know linux-image-amd64"; return 2; }
+	VM_KVER=${VM_KPKG#linux-image-}
 	VM_KDIR=$INTEROP_CACHE/kernel-$VM_KVER
-	[ -f "$VM_KDIR/boot/vmlinuz-$VM_KVER" ] || vm_unpack "$pkg" "$VM_KDIR"
+	[ -f "$VM_KDIR/boot/vmlinuz-$VM_KVER" ]
+}
+
+# That kernel, unpacked (downloaded first when it is not).
+vm_kernel() {
+	vm_kernel_cached
+	case $? in
+	0) ;;
+	1) vm_unpack "$VM_KPKG" "$VM_KDIR" ;;
+	*) return 1 ;;
+	esac
 }
 
 # VM_SUITE's qemu, unpacked beside the kernel; the binary, its firmware and its modules
@@ -205,7 +215,15 @@ EOF
 vm_prepare() {
 	command -v qemu-system-x86_64 >/dev/null || { vm_say "qemu-system-x86_64 is missing"; return 1; }
 	[ -x /bin/busybox ] || { vm_say "/bin/busybox is missing (busybox-static)"; return 1; }
+	# make check's two passes prepare at once (a guest in each): one fills the cache, the
+	# other waits for it rather than unpacking into the same places
+	mkdir -p "$INTEROP_CACHE" && exec {VM_LOCK}>"$INTEROP_CACHE/prepare.lock" &&
+		flock "$VM_LOCK" || { vm_say "cannot lock $INTEROP_CACHE"; return 1; }
 	vm_kernel && vm_qemu && vm_initramfs
+	local rc=$?
+	flock -u "$VM_LOCK"
+	exec {VM_LOCK}>&-
+	return $rc
 }
 
 # KVM when it works, else TCG. Working means the probe guest printed the kernel's banner

@@ -11,7 +11,8 @@
 # SEND, disconnect, one after another) is measured the same way, on rxe's rdma_cm and on
 # rocemu's.
 #   test/two-vms.sh [BUILD]
-#   TWO_VMS_SHORT=1 test/two-vms.sh [BUILD]   rdma-write verified and one perftest row
+#   TWO_VMS_SHORT=1 test/two-vms.sh [BUILD]   rdma-write verified (50 MiB) and one perftest
+#       row, no baseline and no ratios (make check's test/two-vms-short.test.sh)
 #   VM_SUITE=bookworm-backports test/two-vms.sh [BUILD]   the guests on Linux 6.12 under qemu
 #       10.0 (scripts/interop-vm.sh), whose virtio-net carries UDP GSO frames whole
 #   ROCEMUD_ARGS="--poll-budget 2000" test/two-vms.sh [BUILD]   the guests' daemons' options
@@ -66,7 +67,7 @@ for p in qemu-system-x86_64 ib_write_bw; do
 	command -v "$p" >/dev/null || fail "$p is missing (scripts/install-deps.sh installs it)"
 done
 # iperf3 is this benchmark's own need, as make bench's (which installs it the same way)
-if ! command -v iperf3 >/dev/null; then
+if [ -z "$SHORT" ] && ! command -v iperf3 >/dev/null; then
 	echo "iperf3 is missing: the TCP baseline needs it; installing it with apt-get"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 >/dev/null 2>&1 </dev/null ||
 		fail "apt-get install iperf3 failed; install it and run again"
@@ -207,15 +208,17 @@ for g in a b; do
 		fail "rocemud did not start in guest $g: $(cat "${GUEST_WORK[$g]}/vm/out.rocemud-$g")"
 done
 
+WRITES=200
+[ -n "$SHORT" ] && WRITES=50
 pair rdma-write "$BUILD/rdma-write --server --verify -s 1M -D $SOCK" \
-	"$BUILD/rdma-write --verify -s 1M -n 200 --json -D $SOCK @B@"
+	"$BUILD/rdma-write --verify -s 1M -n $WRITES --json -D $SOCK @B@"
 line=$(grep '^{' "$WORK/rdma-write.out" | tail -n 1)
 R[rw_1m]=$(sed -nE 's/.*"bw_avg_mbps":([0-9.]+).*/\1/p' <<<"$line")
 if [ "$RC" -eq 0 ] && grep -q '"verify":"OK"' <<<"$line" && [ -n "${R[rw_1m]}" ]; then
-	passed "rocemu: rdma-write --verify -s 1M -n 200: ${R[rw_1m]} MB/s, every byte verified"
+	passed "rocemu: rdma-write --verify -s 1M -n $WRITES: ${R[rw_1m]} MB/s, every byte verified"
 else
 	tail -n 8 "$WORK/rdma-write.out" "$WORK/rdma-write.server" | sed 's/^/  | /'
-	failed "rocemu: rdma-write --verify -s 1M -n 200 (exit $RC)"
+	failed "rocemu: rdma-write --verify -s 1M -n $WRITES (exit $RC)"
 fi
 perftest rocemu-write-1m "$RUN -D $SOCK" 0 ib_write_bw -s 1048576 -n 50; R[roce_1m]=$ROW
 if [ -z "$SHORT" ]; then
@@ -232,6 +235,7 @@ kill "$DUMPCAP" && wait "$DUMPCAP" 2>/dev/null
 DUMPCAP=
 check_wire "$BRIDGE_PCAP" infiniband 1000
 
+[ -n "$SHORT" ] && finish "two VMs (short)"
 echo "ratios, one run ($ACCEL):"
 ratio "rdma-write 1 MiB / iperf3" rw_1m iperf3
 ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m
@@ -241,4 +245,4 @@ ratio "ib_write_lat 64 B t_typical: rocemu / rxe" roce_lat rxe_lat
 ratio "ib_write_lat (rxe) / half a UDP round trip" rxe_lat udp_half
 ratio "ib_write_lat (rocemu) / half a UDP round trip" roce_lat udp_half
 ratio "CM connections per second: rocemu / rxe" rocemu-cm rxe-cm
-finish "two VMs${SHORT:+ (short)}"
+finish "two VMs"
