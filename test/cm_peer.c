@@ -31,6 +31,8 @@
  *   cm_peer disconnect-rules ADDR PORT  listens on ADDR:PORT and connects to it, and
  *                                       prints what rdma_disconnect answers in each
  *                                       state of a connection, at both ends
+ *   cm_peer call-rules ADDR PORT        the same for calls out of their order or made
+ *                                       twice, on an id in each state
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -816,6 +818,86 @@ static int disconnect_rules(const char *addr, const char *port)
 	return 0;
 }
 
+static const char *answer(int rc)
+{
+	return result(rc ? errno : 0);
+}
+
+/* Calls out of their order, or made twice, step by step: on a new id; bound, then
+ * listening; with its address and route resolved; connecting; a request before and after
+ * its answer; both ends of a connection. */
+static int call_rules(const char *addr, const char *port)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1 };
+	struct rdma_event_channel *srv = rdma_create_event_channel();
+	struct rdma_cm_id *id, *client, *child;
+	struct sockaddr_storage ss;
+	int status, tos = 8;
+
+	setvbuf(stdout, NULL, _IONBF, 0);   /* each answer out before the next call */
+	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &id, NULL, RDMA_PS_TCP))
+		return die("rdma_create_id");
+	/* (librdmacm follows the device of an id that has none in rdma_resolve_route,
+	 * rdma_connect and rdma_accept: not asked here) */
+	printf("a new id: reject %s", answer(rdma_reject(id, NULL, 0)));
+	printf(", an unknown option %s",
+	       answer(rdma_set_option(id, RDMA_OPTION_ID, 99, &tos, sizeof(tos))));
+	printf(", an unknown level %s",
+	       answer(rdma_set_option(id, 99, RDMA_OPTION_ID_TOS, &tos, sizeof(tos))));
+	printf(", a TOS of one byte %s",
+	       answer(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1)));
+	printf(", of four %s",
+	       answer(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos))));
+	printf("; bound: %s", answer(rdma_bind_addr(id, (struct sockaddr *)&ss)));
+	printf(", again %s", answer(rdma_bind_addr(id, (struct sockaddr *)&ss)));
+	printf(", connect %s", answer(rdma_connect(id, &param)));
+	printf("; listening: %s", answer(rdma_listen(id, 2)));
+	printf(", again %s", answer(rdma_listen(id, 4)));
+	printf(", resolve_addr %s", answer(rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, 1000)));
+	printf(", connect %s", answer(rdma_connect(id, &param)));
+	printf(", bind %s", answer(rdma_bind_addr(id, (struct sockaddr *)&ss)));
+
+	if (!(client = resolved(addr, port, true)))
+		return 1;
+	printf("; resolved: resolve_addr again %s",
+	       answer(rdma_resolve_addr(client, NULL, (struct sockaddr *)&ss, 1000)));
+	printf(", resolve_route again %s", answer(rdma_resolve_route(client, 1000)));
+	printf(", listen %s", answer(rdma_listen(client, 1)));
+	printf(", a second QP %s", answer(rdma_create_qp(client, NULL, &attr)));
+	printf(", accept %s", answer(rdma_accept(client, &param)));
+	printf("; connecting: %s", answer(rdma_connect(client, &param)));
+	printf(", again %s", answer(rdma_connect(client, &param)));
+	if (take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &status, &child))
+		return 1;
+	printf("; a request: connect %s", answer(rdma_connect(child, &param)));
+	printf(", listen %s", answer(rdma_listen(child, 1)));
+	if (rdma_create_qp(child, NULL, &attr))
+		return die("rdma_create_qp");
+	printf(", accept %s", answer(rdma_accept(child, &param)));
+	printf(", again %s", answer(rdma_accept(child, &param)));
+	if (take_on(channel, RDMA_CM_EVENT_ESTABLISHED, &status, NULL) ||
+	    take_on(srv, RDMA_CM_EVENT_ESTABLISHED, &status, NULL))
+		return 1;
+	printf("; connected: reject %s", answer(rdma_reject(child, NULL, 0)));
+	printf(", accept %s", answer(rdma_accept(child, &param)));
+	printf(", connect %s", answer(rdma_connect(client, &param)));
+	printf(", the client's reject %s\n", answer(rdma_reject(client, NULL, 0)));
+	rdma_disconnect(client);
+	if (take_on(srv, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return 1;
+	rdma_disconnect(child);
+	if (take_on(channel, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return 1;
+	destroy_with_qp(child);
+	destroy_with_qp(client);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(srv);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -889,6 +971,8 @@ int main(int argc, char **argv)
 		rc = port_rules(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "disconnect-rules"))
 		rc = disconnect_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "call-rules"))
+		rc = call_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -907,6 +991,7 @@ int main(int argc, char **argv)
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
 			"               src-ports ADDR N | any-ports ADDR N | late-listen MS |\n"
 			"               port-rules ADDR PORT | disconnect-rules ADDR PORT |\n"
+			"               call-rules ADDR PORT |\n"
 			"               stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;

@@ -400,6 +400,17 @@ else
 	echo "  | $out"
 	failed "rdma_disconnect in each state, as the kernel's"
 fi
+# Calls out of their order or made twice, as the kernel's rdma_cm answers them (interop.sh
+# compares them with rxe's): each allowed once, in the state before it (an address
+# resolved, its route, a request), EINVAL otherwise; a listener resolves nothing.
+CALLS="a new id: reject Invalid argument, an unknown option Function not implemented, an unknown level Function not implemented, a TOS of one byte ok, of four Invalid argument; bound: ok, again Invalid argument, connect Invalid argument; listening: ok, again Invalid argument, resolve_addr Invalid argument, connect Invalid argument, bind Invalid argument; resolved: resolve_addr again Invalid argument, resolve_route again Invalid argument, listen Invalid argument, a second QP Invalid argument, accept Invalid argument; connecting: ok, again Invalid argument; a request: connect Invalid argument, listen Invalid argument, accept ok, again Invalid argument; connected: reject Invalid argument, accept Invalid argument, connect Invalid argument, the client's reject Invalid argument"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" call-rules "$ADDR_B" $((PORT + 4)) 2>&1)
+if [ "$out" = "$CALLS" ]; then
+	passed "calls out of their order or twice, as the kernel's: $out"
+else
+	echo "  | $out"
+	failed "calls out of their order or twice, as the kernel's"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.

@@ -103,6 +103,7 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 	rcm_id_bind_device(id, rcm_device_of_gid(pe->local_gid) ?: listen->dev);
 	id->conn = pe->conn;
 	id->cm_held = true;
+	id->stage = RCM_CONNECTING;
 	id->qp_attr = pe->qp;
 	id->have_qp_attr = true;
 	id->responder_resources = pe->responder_resources;

@@ -349,7 +349,7 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 	struct rcm_device *devs;
 	int n, err = 0, listening = 0;
 
-	if (!rcm_id_live(cmid) || id->listening)
+	if (!rcm_id_live(cmid) || id->listening || id->stage != RCM_UNRESOLVED)
 		return fail(EINVAL);
 	if (!id->bound) {
 		/* any address of the family the id was given, else IPv4's, as the kernel binds */
@@ -464,6 +464,8 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	if (!rcm_id_live(cmid) || !dst_addr || (dst_addr->sa_family != AF_INET &&
 				   dst_addr->sa_family != AF_INET6))
 		return fail(EINVAL);
+	if (id->listening || id->stage != RCM_UNRESOLVED)
+		return fail(EINVAL);
 	/* as the kernel's: src_addr counts only for an id not bound yet */
 	given = id->bound ? &cmid->route.addr.src_addr :
 		src_addr && src_addr->sa_family ? src_addr : NULL;
@@ -486,6 +488,10 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	/* a neighbour that never answered is a timeout, as the kernel's addr.c reports it */
 	if (err == EHOSTUNREACH)
 		err = ETIMEDOUT;
+	/* (after ADDR_ERROR the address may be resolved again, as the kernel's id goes back
+	 * to bound) */
+	if (!err)
+		id->stage = RCM_ADDR_RESOLVED;
 	err = rcm_post_local(id, err ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
 			     err ? -err : 0);
 	if (err)
@@ -499,12 +505,13 @@ int rdma_resolve_route(struct rdma_cm_id *cmid, int timeout_ms)
 	int err;
 
 	(void)timeout_ms;
-	if (!rcm_id_live(cmid) || !id->dev || !cmid->route.addr.dst_addr.sa_family)
+	if (!rcm_id_live(cmid) || !id->dev || id->stage != RCM_ADDR_RESOLVED)
 		return fail(EINVAL);
 	rcm_fill_path(id);
 	err = rcm_post_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
 	if (err)
 		return fail(err);
+	id->stage = RCM_ROUTE_RESOLVED;
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ROUTE_RESOLVED) ? -1 : 0;
 }
 
@@ -540,7 +547,7 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	struct proto_handle_reply r;
 	int err;
 
-	if (!rcm_id_live(cmid) || !id->dev || !cmid->route.addr.dst_addr.sa_family || id->conn)
+	if (!rcm_id_live(cmid) || !id->dev || id->stage != RCM_ROUTE_RESOLVED)
 		return fail(EINVAL);
 	err = take_depths(id, p);
 	if (!err && p && p->private_data_len > PROTO_CM_REQ_PRIVATE)
@@ -574,6 +581,7 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 		return fail(err);
 	id->conn = r.handle;
 	id->cm_held = true;
+	id->stage = RCM_CONNECTING;
 	id->disconnected = false;
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
 }

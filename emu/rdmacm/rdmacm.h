@@ -68,6 +68,15 @@ struct rcm_channel {
 	LIST_ENTRY(rcm_channel) link;   /* in the live channels (channel.c) */
 };
 
+/* How far an id has gone towards a connection: the kernel's rdma_cm allows each call only
+ * in the state before it (an address resolved once, its route once, one request). */
+enum rcm_stage {
+	RCM_UNRESOLVED,
+	RCM_ADDR_RESOLVED,
+	RCM_ROUTE_RESOLVED,
+	RCM_CONNECTING,              /* a request sent, or the one the id came from */
+};
+
 struct rcm_id {
 	struct rdma_cm_id id;        /* first: the program's pointer is ours */
 	/* librdmacm's cma_id_private goes on so (see struct rcm_cma_device_abi) */
@@ -83,6 +92,7 @@ struct rcm_id {
 	struct rcm_device *dev;      /* bound to, NULL before */
 	uint32_t listener[RCM_MAX_DEVICES]; /* each device's listener, or its port held */
 	bool listening;              /* rdma_listen succeeded */
+	enum rcm_stage stage;
 	uint32_t conn;               /* the daemon's connection, 0 for none */
 	bool disconnected;           /* DISCONNECTED was reported: the daemon keeps conn, in
 				      * TimeWait, until the id forgets it */
