@@ -33,6 +33,11 @@
  *                                       state of a connection, at both ends
  *   cm_peer call-rules ADDR PORT        the same for calls out of their order or made
  *                                       twice, on an id in each state
+ *   cm_peer event-rules ADDR PORT       the same for the events of a connection, a
+ *                                       reject and a port nobody listens on: each
+ *                                       event's status, private data and parameters
+ *   cm_peer ud-rules ADDR PORT          the same for the UDP port space (SIDR): the
+ *                                       request, the answer, a reject, nobody listening
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -898,6 +903,209 @@ static int call_rules(const char *addr, const char *port)
 	return 0;
 }
 
+/* The next event on ch, printed as the program sees it: its type and status, the private
+ * data's length and first bytes, and rdma_conn_param's fields; its id in *id when id is
+ * set. -1 when it is not of the type expected. */
+static int show_on(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
+		   struct rdma_cm_id **id)
+{
+	struct rdma_cm_event *ev;
+	const struct rdma_conn_param *p;
+	int ok;
+
+	if (rdma_get_cm_event(ch, &ev))
+		return die("rdma_get_cm_event");
+	p = &ev->param.conn;
+	printf("%s status %d, private %u", rdma_event_str(ev->event), ev->status,
+	       p->private_data_len);
+	if (p->private_data && p->private_data_len)
+		printf(" '%.5s'", (const char *)p->private_data);
+	printf(", depths %u/%u, retries %u/%u, flow control %u, srq %u", p->responder_resources,
+	       p->initiator_depth, p->retry_count, p->rnr_retry_count, p->flow_control, p->srq);
+	ok = ev->event == type;
+	if (ok && id)
+		*id = ev->id;
+	rdma_ack_cm_event(ev);
+	return ok ? 0 : -1;
+}
+
+/* The events of a connection as the program sees them, each printed (show_on): the
+ * request, ESTABLISHED at both ends, DISCONNECTED at both; a consumer's reject with
+ * private data; a port nobody listens on. */
+static int event_rules(const char *addr, const char *port)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_conn_param ask = { .private_data = "hello", .private_data_len = 6,
+				       .responder_resources = 2, .initiator_depth = 3,
+				       .retry_count = 5, .rnr_retry_count = 6, .flow_control = 1 };
+	struct rdma_conn_param answer = { .private_data = "world", .private_data_len = 6,
+					  .responder_resources = 3, .initiator_depth = 2,
+					  .rnr_retry_count = 4 };
+	struct rdma_event_channel *srv = rdma_create_event_channel();
+	struct rdma_cm_id *listen, *client, *child;
+	struct sockaddr_storage ss;
+	char nobody[12];
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
+		return die("listen");
+	if (!(client = resolved(addr, port, true)) || rdma_connect(client, &ask))
+		return die("rdma_connect");
+	printf("the request: ");
+	if (show_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &child))
+		return 1;
+	if (rdma_create_qp(child, NULL, &attr) || rdma_accept(child, &answer))
+		return die("rdma_accept");
+	printf("; the client: ");
+	if (show_on(channel, RDMA_CM_EVENT_ESTABLISHED, NULL))
+		return 1;
+	printf("; the server: ");
+	if (show_on(srv, RDMA_CM_EVENT_ESTABLISHED, NULL))
+		return 1;
+	rdma_disconnect(client);
+	printf("; the DREQ: ");
+	if (show_on(srv, RDMA_CM_EVENT_DISCONNECTED, NULL))
+		return 1;
+	rdma_disconnect(child);
+	printf("; the DREP: ");
+	if (show_on(channel, RDMA_CM_EVENT_DISCONNECTED, NULL))
+		return 1;
+	destroy_with_qp(child);
+	destroy_with_qp(client);
+
+	if (!(client = resolved(addr, port, true)) || rdma_connect(client, &ask))
+		return die("rdma_connect");
+	if (take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &(int){ 0 }, &child))
+		return 1;
+	if (rdma_reject(child, "nope", 5))
+		return die("rdma_reject");
+	printf("; rejected: ");
+	if (show_on(channel, RDMA_CM_EVENT_REJECTED, NULL))
+		return 1;
+	rdma_destroy_id(child);
+	destroy_with_qp(client);
+
+	snprintf(nobody, sizeof(nobody), "%d", atoi(port) + 1);
+	if (!(client = requested(addr, nobody)))
+		return 1;
+	printf("; nobody listening: ");
+	if (show_on(channel, RDMA_CM_EVENT_REJECTED, NULL))
+		return 1;
+	printf("\n");
+	destroy_with_qp(client);
+	rdma_destroy_id(listen);
+	rdma_destroy_event_channel(srv);
+	return 0;
+}
+
+/* show_on for the UDP port space: the private data and the Q_Key of rdma_ud_param (its
+ * QP number and address handle are the device's own). */
+static int show_ud_on(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
+		      struct rdma_cm_id **id)
+{
+	struct rdma_cm_event *ev;
+	const struct rdma_ud_param *p;
+	int ok;
+
+	if (rdma_get_cm_event(ch, &ev))
+		return die("rdma_get_cm_event");
+	p = &ev->param.ud;
+	printf("%s status %d, private %u", rdma_event_str(ev->event), ev->status,
+	       p->private_data_len);
+	if (p->private_data && p->private_data_len)
+		printf(" '%.5s'", (const char *)p->private_data);
+	printf(", qkey %#x", p->qkey);
+	ok = ev->event == type;
+	if (ok && id)
+		*id = ev->id;
+	rdma_ack_cm_event(ev);
+	return ok ? 0 : -1;
+}
+
+/* An id of the UDP port space resolved to addr:port, with a UD QP. */
+static struct rdma_cm_id *resolved_ud(const char *addr, const char *port)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct sockaddr_storage dst;
+	struct rdma_cm_id *id;
+	int status;
+
+	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &id, NULL, RDMA_PS_UDP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, EVENT_TIMEOUT_MS) ||
+	    take_on(channel, RDMA_CM_EVENT_ADDR_RESOLVED, &status, NULL) ||
+	    rdma_resolve_route(id, EVENT_TIMEOUT_MS) ||
+	    take_on(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, &status, NULL) ||
+	    rdma_create_qp(id, NULL, &attr)) {
+		die("a UD id");
+		return NULL;
+	}
+	return id;
+}
+
+/* The UDP port space's SIDR exchange as the program sees it: the request and the answer
+ * (show_ud_on), rdma_disconnect at both ends afterwards; a reject with private data; a
+ * port nobody listens on. */
+static int ud_rules(const char *addr, const char *port)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_conn_param ask = { .private_data = "hello", .private_data_len = 6 };
+	struct rdma_conn_param answer = { .private_data = "world", .private_data_len = 6 };
+	struct rdma_event_channel *srv = rdma_create_event_channel();
+	struct rdma_cm_id *listen, *client, *child;
+	struct sockaddr_storage ss;
+	char nobody[12];
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_UDP) ||
+	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
+		return die("listen");
+	if (!(client = resolved_ud(addr, port)) || rdma_connect(client, &ask))
+		return die("rdma_connect");
+	printf("the request: ");
+	if (show_ud_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &child))
+		return 1;
+	if (rdma_create_qp(child, NULL, &attr) || rdma_accept(child, &answer))
+		return die("rdma_accept");
+	printf("; the answer: ");
+	if (show_ud_on(channel, RDMA_CM_EVENT_ESTABLISHED, NULL))
+		return 1;
+	printf("; rdma_disconnect: %s", disconnected(client));
+	printf(", the other end: %s", disconnected(child));
+	destroy_with_qp(child);
+	destroy_with_qp(client);
+
+	if (!(client = resolved_ud(addr, port)) || rdma_connect(client, &ask))
+		return die("rdma_connect");
+	if (take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &(int){ 0 }, &child))
+		return 1;
+	if (rdma_reject(child, "nope", 5))
+		return die("rdma_reject");
+	printf("; rejected: ");
+	if (show_ud_on(channel, RDMA_CM_EVENT_UNREACHABLE, NULL))
+		return 1;
+	rdma_destroy_id(child);
+	destroy_with_qp(client);
+
+	snprintf(nobody, sizeof(nobody), "%d", atoi(port) + 1);
+	if (!(client = resolved_ud(addr, nobody)) || rdma_connect(client, &ask))
+		return die("rdma_connect");
+	printf("; nobody listening: ");
+	if (show_ud_on(channel, RDMA_CM_EVENT_UNREACHABLE, NULL))
+		return 1;
+	printf("\n");
+	destroy_with_qp(client);
+	rdma_destroy_id(listen);
+	rdma_destroy_event_channel(srv);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -973,6 +1181,10 @@ int main(int argc, char **argv)
 		rc = disconnect_rules(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "call-rules"))
 		rc = call_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "event-rules"))
+		rc = event_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "ud-rules"))
+		rc = ud_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -991,7 +1203,8 @@ int main(int argc, char **argv)
 			"               give-up-client ADDR PORT | channels ADDR N |\n"
 			"               src-ports ADDR N | any-ports ADDR N | late-listen MS |\n"
 			"               port-rules ADDR PORT | disconnect-rules ADDR PORT |\n"
-			"               call-rules ADDR PORT |\n"
+			"               call-rules ADDR PORT | event-rules ADDR PORT |\n"
+			"               ud-rules ADDR PORT |\n"
 			"               stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;

@@ -411,6 +411,30 @@ else
 	echo "  | $out"
 	failed "calls out of their order or twice, as the kernel's"
 fi
+# The events of a connection as the kernel's rdma_cm reports them (interop.sh compares them
+# with rxe's): the request's private data (56 bytes after the CMA header) and depths seen
+# from the server, the REP's (196 bytes) at the client, none with the RTU, the DREQ or the
+# DREP; a consumer's reject, status 28 with its 148 bytes; nobody listening, status 8.
+EVENTS="the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 56 'hello', depths 3/2, retries 5/6, flow control 1, srq 0; the client: RDMA_CM_EVENT_ESTABLISHED status 0, private 196 'world', depths 2/3, retries 0/4, flow control 0, srq 0; the server: RDMA_CM_EVENT_ESTABLISHED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; the DREQ: RDMA_CM_EVENT_DISCONNECTED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; the DREP: RDMA_CM_EVENT_DISCONNECTED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; rejected: RDMA_CM_EVENT_REJECTED status 28, private 148 'nope', depths 0/0, retries 0/0, flow control 0, srq 0; nobody listening: RDMA_CM_EVENT_REJECTED status 8, private 148 '', depths 0/0, retries 0/0, flow control 0, srq 0"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" event-rules "$ADDR_B" $((PORT + 6)) 2>&1)
+if [ "$out" = "$EVENTS" ]; then
+	passed "a connection's events, as the kernel's: $out"
+else
+	echo "  | $out"
+	failed "a connection's events, as the kernel's"
+fi
+# The same for the UDP port space's SIDR exchange: the request's 180 bytes (no Q_Key: a
+# SIDR_REQ has none), the answer's 136 and rdma_cm's Q_Key, rdma_disconnect 0 at both ends
+# afterwards; a reject and nobody listening UNREACHABLE, with the SIDR_REP's status (2 and
+# 1) and its private data.
+UD_EVENTS="the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 180 'hello', qkey 0; the answer: RDMA_CM_EVENT_ESTABLISHED status 0, private 136 'world', qkey 0x1234567; rdma_disconnect: ok, the other end: ok; rejected: RDMA_CM_EVENT_UNREACHABLE status 2, private 136 'nope', qkey 0; nobody listening: RDMA_CM_EVENT_UNREACHABLE status 1, private 136 '', qkey 0"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" ud-rules "$ADDR_B" $((PORT + 8)) 2>&1)
+if [ "$out" = "$UD_EVENTS" ]; then
+	passed "SIDR's events, as the kernel's: $out"
+else
+	echo "  | $out"
+	failed "SIDR's events, as the kernel's"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.

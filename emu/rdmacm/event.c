@@ -143,10 +143,12 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		}
 		e->ev.id = &child->id;
 		e->ev.listen_id = &id->id;
-		if (id->id.qp_type == IBV_QPT_UD)
+		if (id->id.qp_type == IBV_QPT_UD) {
 			set_ud_param(e, pe);
-		else
+			e->ev.param.ud.qkey = 0;   /* a SIDR_REQ carries none: the kernel's says 0 */
+		} else {
 			set_conn_param(e, pe);
+		}
 		return 0;
 	}
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
@@ -184,6 +186,13 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		return 0;
 	case RDMA_CM_EVENT_UNREACHABLE:
 		id->conn = 0;
+		/* a SIDR_REP's refusal: its private data, as the kernel's, and nothing else */
+		if (id->id.qp_type == IBV_QPT_UD && pe->private_len) {
+			set_ud_param(e, pe);
+			memset(&e->ev.param.ud.ah_attr, 0, sizeof(e->ev.param.ud.ah_attr));
+			e->ev.param.ud.qp_num = 0;
+			e->ev.param.ud.qkey = 0;
+		}
 		return 0;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		id->disconnected = true;
