@@ -440,9 +440,10 @@ struct proto_cm_connect {
 	uint8_t flow_control;
 	uint8_t srq;
 	uint8_t tos;
-	uint8_t ack_timeout;         /* 0: the CM's (from the packet lifetime) */
 	uint8_t private_len;
-	uint8_t pad[5];
+	uint8_t packet_life_time;    /* the route's: the REQ's ACK timeout comes from it */
+	uint8_t pad;
+	uint32_t flow_label;         /* the route's (20 bits): the REQ's and both QPs' */
 	uint8_t private_data[PROTO_CM_REQ_PRIVATE];
 };
 

@@ -38,6 +38,8 @@
  *                                       event's status, private data and parameters
  *   cm_peer ud-rules ADDR PORT          the same for the UDP port space (SIDR): the
  *                                       request, the answer, a reject, nobody listening
+ *   cm_peer qp-rules ADDR PORT          the same for what a connection leaves: the
+ *                                       client's route, both QPs' attributes
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -1106,6 +1108,111 @@ static int ud_rules(const char *addr, const char *port)
 	return 0;
 }
 
+/* A flow label as the route's (label), named so: the ports it comes from are random. */
+static void show_flow_label(uint32_t fl, uint32_t label)
+{
+	if (fl == label)
+		printf(", flow_label the route's");
+	else
+		printf(", flow_label %u against the route's %u", fl, label);
+}
+
+/* The QP as rdma_cm left it: the attributes a connection sets (not the PSNs, chosen at
+ * random, nor the GID index, the device's own table's); label, the route's flow label. */
+static int show_qp(struct rdma_cm_id *id, uint32_t label)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr init;
+
+	if (ibv_query_qp(id->qp, &a, IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT |
+			 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
+			 IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_ACCESS_FLAGS |
+			 IBV_QP_AV | IBV_QP_PKEY_INDEX | IBV_QP_PORT, &init))
+		return die("ibv_query_qp");
+	printf("state %d, mtu %d, timeout %u, retries %u/%u, min_rnr_timer %u, rd_atomic %u/%u,"
+	       " access %#x, pkey_index %u, port %u, global %u, hop_limit %u, traffic_class %u,"
+	       " sl %u", a.qp_state, a.path_mtu, a.timeout, a.retry_cnt, a.rnr_retry,
+	       a.min_rnr_timer, a.max_rd_atomic, a.max_dest_rd_atomic, a.qp_access_flags,
+	       a.pkey_index, a.port_num, a.ah_attr.is_global, a.ah_attr.grh.hop_limit,
+	       a.ah_attr.grh.traffic_class, a.ah_attr.sl);
+	show_flow_label(a.ah_attr.grh.flow_label, label);
+	return 0;
+}
+
+/* What a connection leaves behind: the client's route and both QPs, each field printed,
+ * the client having set RDMA_OPTION_ID_TOS and RDMA_OPTION_ID_ACK_TIMEOUT first. */
+static int qp_rules(const char *addr, const char *port)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_conn_param ask = { .responder_resources = 2, .initiator_depth = 3,
+				       .retry_count = 5, .rnr_retry_count = 6 };
+	struct rdma_conn_param answer = { .responder_resources = 3, .initiator_depth = 2,
+					  .rnr_retry_count = 4 };
+	struct rdma_event_channel *srv = rdma_create_event_channel();
+	struct rdma_cm_id *listen, *client, *child;
+	struct sockaddr_storage ss, dst;
+	struct ibv_sa_path_rec *path;
+	uint8_t tos = 32, ack_timeout = 14;
+	uint32_t label = 0;
+	int status;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
+		return die("listen");
+	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &client, NULL, RDMA_PS_TCP) ||
+	    rdma_set_option(client, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) ||
+	    rdma_set_option(client, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
+			    sizeof(ack_timeout)) ||
+	    rdma_resolve_addr(client, NULL, (struct sockaddr *)&dst, EVENT_TIMEOUT_MS) ||
+	    take_on(channel, RDMA_CM_EVENT_ADDR_RESOLVED, &status, NULL) ||
+	    rdma_resolve_route(client, EVENT_TIMEOUT_MS) ||
+	    take_on(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, &status, NULL) ||
+	    rdma_create_qp(client, NULL, &attr))
+		return die("the client's id");
+	/* (not its LIDs: RoCE has none, and the kernel's hold bytes of other fields) */
+	path = client->route.path_rec;
+	printf("the route: %d path(s), port %u", client->route.num_paths, client->port_num);
+	if (path) {
+		label = ntohl(path->flow_label);
+		printf(", mtu %u, rate %u, packet life %u, hop_limit %u, traffic_class %u, sl %u,"
+		       " pkey %#x, reversible %u (as stored), selectors %u/%u/%u, raw_traffic %u,"
+		       " numb_path %u", path->mtu, path->rate, path->packet_life_time,
+		       path->hop_limit, path->traffic_class, path->sl, ntohs(path->pkey),
+		       path->reversible, path->mtu_selector, path->rate_selector,
+		       path->packet_life_time_selector, path->raw_traffic, path->numb_path);
+		/* a RoCEv2 route's, from the two ports */
+		show_flow_label(label, (ntohs(rdma_get_src_port(client)) * 31u +
+					ntohs(rdma_get_dst_port(client))) & 0xfffff);
+	}
+	if (rdma_connect(client, &ask) ||
+	    take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &status, &child) ||
+	    rdma_create_qp(child, NULL, &attr) || rdma_accept(child, &answer) ||
+	    take_on(channel, RDMA_CM_EVENT_ESTABLISHED, &status, NULL) ||
+	    take_on(srv, RDMA_CM_EVENT_ESTABLISHED, &status, NULL))
+		return die("the connection");
+	printf("; the client's QP: ");
+	if (show_qp(client, label))
+		return 1;
+	printf("; the server's: ");
+	if (show_qp(child, label))
+		return 1;
+	printf("\n");
+	rdma_disconnect(client);
+	if (take_on(srv, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return 1;
+	rdma_disconnect(child);
+	if (take_on(channel, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return 1;
+	destroy_with_qp(child);
+	destroy_with_qp(client);
+	rdma_destroy_id(listen);
+	rdma_destroy_event_channel(srv);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -1185,6 +1292,8 @@ int main(int argc, char **argv)
 		rc = event_rules(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "ud-rules"))
 		rc = ud_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "qp-rules"))
+		rc = qp_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -1204,7 +1313,7 @@ int main(int argc, char **argv)
 			"               src-ports ADDR N | any-ports ADDR N | late-listen MS |\n"
 			"               port-rules ADDR PORT | disconnect-rules ADDR PORT |\n"
 			"               call-rules ADDR PORT | event-rules ADDR PORT |\n"
-			"               ud-rules ADDR PORT |\n"
+			"               ud-rules ADDR PORT | qp-rules ADDR PORT |\n"
 			"               stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;

@@ -475,13 +475,17 @@ START_TEST(test_duplicate_req_is_answered_again)
 }
 END_TEST
 
-static uint32_t connect_out(void)
+#define FLOW_LABEL 0x12345
+
+/* A connection from here whose route has the packet lifetime given. */
+static uint32_t connect_with_lifetime(uint8_t life)
 {
 	struct proto_cm_connect m = { .channel = channel, .qpn = qp->qpn, .cookie = COOKIE,
 				      .service_id = SERVICE_ID, .src_port = 50000,
 				      .responder_resources = 4, .initiator_depth = 4,
 				      .retry_count = 9, .rnr_retry_count = 7, .private_len = 3,
-				      .private_data = "abc" };
+				      .private_data = "abc", .packet_life_time = life,
+				      .flow_label = FLOW_LABEL };
 	char err[PROTO_ERRMSG] = "";
 	uint32_t conn;
 
@@ -491,6 +495,28 @@ static uint32_t connect_out(void)
 		      "%s", err);
 	return conn;
 }
+
+static uint32_t connect_out(void)
+{
+	return connect_with_lifetime(18);
+}
+
+/* The REQ's ACK timeout comes from the route's packet lifetime as the kernel's cm works it
+ * out, with rxe's CA ACK delay of 15: RDMA_OPTION_ID_ACK_TIMEOUT 14 set before the route
+ * (a lifetime of 13) asks the peer for 16, as rxe asked in the interop guest. */
+START_TEST(test_req_ack_timeout_from_lifetime)
+{
+	static const uint8_t life[] = { 18, 13, 0, 30 }, asked[] = { 19, 16, 15, 31 };
+
+	for (unsigned i = 0; i < sizeof(life); i++) {
+		uint32_t conn = connect_with_lifetime(life[i]);
+
+		ck_assert_uint_eq(next_mad(CM_ATTR_REQ).req.primary.local_ack_timeout, asked[i]);
+		ck_assert_int_eq(cm_destroy(dev.cm, &owner, conn), 0);
+		next_mad(CM_ATTR_REJ);
+	}
+}
+END_TEST
 
 START_TEST(test_active_connection_and_duplicate_rep)
 {
@@ -508,6 +534,7 @@ START_TEST(test_active_connection_and_duplicate_rep)
 	ck_assert_uint_eq(req.req.local_cm_response_timeout, 20);
 	ck_assert_uint_eq(req.req.remote_cm_response_timeout, 20);
 	ck_assert_uint_eq(req.req.primary.local_ack_timeout, 19);
+	ck_assert_uint_eq(req.req.primary.flow_label, FLOW_LABEL);
 	ck_assert_uint_eq(req.req.primary.local_lid, 0xffff);
 	ck_assert_uint_eq(req.req.pkey, 0xffff);
 	ck_assert_uint_eq(req.req.path_mtu, IBV_MTU_4096);
@@ -531,6 +558,8 @@ START_TEST(test_active_connection_and_duplicate_rep)
 	ck_assert_uint_eq(ev.qp.max_dest_rd_atomic, 2);
 	ck_assert_uint_eq(ev.qp.max_rd_atomic, 1);
 	ck_assert_uint_eq(ev.qp.rnr_retry, 3);
+	ck_assert_uint_eq(ev.qp.timeout, 19);
+	ck_assert_uint_eq(ev.qp.flow_label, FLOW_LABEL);
 	ck_assert_uint_eq(ev.private_len, CM_REP_PRIVATE_LEN);
 
 	ck_assert_int_eq(cm_establish(dev.cm, &owner, conn, (char[64]){ 0 }, 64), 0);
@@ -1282,6 +1311,7 @@ int main(void)
 	tcase_add_test(tc, test_passive_connection_lives_and_ends);
 	tcase_add_test(tc, test_duplicate_req_is_answered_again);
 	tcase_add_test(tc, test_active_connection_and_duplicate_rep);
+	tcase_add_test(tc, test_req_ack_timeout_from_lifetime);
 	tcase_add_test(tc, test_req_resent_then_unreachable);
 	tcase_add_test(tc, test_stale_comm_ids_are_counted);
 	tcase_add_test(tc, test_backlog_bounds_pending_requests);

@@ -531,12 +531,12 @@ for side in client server; do
 done
 # The rdma_cm calls whose answers are rules rather than traffic (test/cm_peer port-rules,
 # disconnect-rules and call-rules), and the events of a connection as a program sees them
-# (event-rules, and ud-rules for the UDP port space), each listening on its own address
-# and connecting to itself: the kernel's rdma_cm on rxe0 and rocemu's here give the same
-# line.
+# (event-rules, and ud-rules for the UDP port space), and the route and QPs a connection
+# leaves (qp-rules), each listening on its own address and connecting to itself: the
+# kernel's rdma_cm on rxe0 and rocemu's here give the same line.
 cm_rules() {
 	local mode port=$((7300 + RANDOM % 500)) rxe ours
-	for mode in port-rules disconnect-rules call-rules event-rules ud-rules; do
+	for mode in port-rules disconnect-rules call-rules event-rules ud-rules qp-rules; do
 		rxe=$(vm_run 60 "timeout 50 $CM_PEER $mode $ADDR_X $port" 2>&1)
 		ours=$(ip netns exec "$NS" timeout 50 "$RUN" -D "$SOCK" "$CM_PEER" $mode "$ADDR_R" $port 2>&1)
 		if [ "$rxe" = "$ours" ]; then

@@ -435,6 +435,19 @@ else
 	echo "  | $out"
 	failed "SIDR's events, as the kernel's"
 fi
+# What a connection leaves, as the kernel's rdma_cm leaves it (rxe's line in the interop
+# guest, but for its path MTU of 1024 where these veths give 4096): RDMA_OPTION_ID_ACK_TIMEOUT
+# 14 set before the route makes its packet lifetime 13, the client's QP's timeout 14 and
+# the server's 16 (the REQ's, worked out with the CA ACK delay); the route's flow label a
+# hash of the ports, in both QPs; depths and retries crossed over.
+QP_RULES="the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 14, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" qp-rules "$ADDR_B" $((PORT + 10)) 2>&1)
+if [ "$out" = "$QP_RULES" ]; then
+	passed "what a connection leaves, as the kernel's: $out"
+else
+	echo "  | $out"
+	failed "what a connection leaves (route, QPs), as the kernel's"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.

@@ -68,12 +68,14 @@ void rcm_fill_path(struct rcm_id *id)
 	id->id.route.addr.addr.ibaddr.pkey = htobe16(0xffff);
 	p->pkey = htobe16(0xffff);
 	p->dlid = p->slid = htobe16(0xffff);
-	p->reversible = htobe32(1);
+	p->reversible = 1;   /* as librdmacm stores it: in host order, though the field is __be32 */
 	p->numb_path = 1;
 	p->mtu = id->dev ? (uint8_t)id->dev->rv->port.active_mtu : IBV_MTU_1024;
 	p->mtu_selector = 2;
 	p->rate_selector = 2;
-	p->packet_life_time = 18;
+	/* RDMA_OPTION_ID_ACK_TIMEOUT set before the route is resolved makes the route's
+	 * lifetime, as the kernel's: the REQ's ACK timeout and the peer's come from it */
+	p->packet_life_time = id->ack_timeout_set && id->ack_timeout ? id->ack_timeout - 1 : 18;
 	p->packet_life_time_selector = 2;
 	p->hop_limit = 64;
 	p->traffic_class = id->tos;

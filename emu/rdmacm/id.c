@@ -499,6 +499,16 @@ int rdma_resolve_addr(struct rdma_cm_id *cmid, struct sockaddr *src_addr,
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ADDR_RESOLVED) ? -1 : 0;
 }
 
+/* The route's flow label, as the kernel's rdma_cm gives a RoCEv2 one: an IPv6 source's own
+ * label, else a hash of the two ports; it picks the connection's UDP source port. */
+static uint32_t roce_flow_label(const struct sockaddr *src, const struct sockaddr *dst)
+{
+	const struct sockaddr_in6 *src6 = (const struct sockaddr_in6 *)src;
+	uint32_t label = src->sa_family == AF_INET6 ? be32toh(src6->sin6_flowinfo) & 0xfffff : 0;
+
+	return label ? label : (rcm_port(src) * 31u + rcm_port(dst)) & 0xfffff;
+}
+
 int rdma_resolve_route(struct rdma_cm_id *cmid, int timeout_ms)
 {
 	struct rcm_id *id = rcm_id(cmid);
@@ -508,6 +518,8 @@ int rdma_resolve_route(struct rdma_cm_id *cmid, int timeout_ms)
 	if (!rcm_id_live(cmid) || !id->dev || id->stage != RCM_ADDR_RESOLVED)
 		return fail(EINVAL);
 	rcm_fill_path(id);
+	id->path.flow_label = htobe32(roce_flow_label(&cmid->route.addr.src_addr,
+						      &cmid->route.addr.dst_addr));
 	err = rcm_post_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
 	if (err)
 		return fail(err);
@@ -571,7 +583,8 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	m.flow_control = p ? p->flow_control : 1;
 	m.srq = cmid->srq || (p && p->srq);
 	m.tos = id->tos;
-	m.ack_timeout = id->ack_timeout;
+	m.packet_life_time = id->path.packet_life_time;
+	m.flow_label = be32toh(id->path.flow_label);
 	if (p && p->private_data_len) {
 		m.private_len = p->private_data_len;
 		memcpy(m.private_data, p->private_data, p->private_data_len);
@@ -817,6 +830,7 @@ int rdma_set_option(struct rdma_cm_id *cmid, int level, int optname, void *optva
 		if (optlen != sizeof(uint8_t))
 			return fail(EINVAL);
 		id->ack_timeout = *(uint8_t *)optval;
+		id->ack_timeout_set = true;
 		return 0;
 	default:
 		return fail(ENOSYS);

@@ -71,7 +71,7 @@ static void rts_change(const struct rcm_id *id, uint8_t initiator_depth, struct 
 	memset(c, 0, sizeof(*c));
 	a->qp_state = IBV_QPS_RTS;
 	a->sq_psn = q->sq_psn;
-	a->timeout = q->timeout;
+	a->timeout = id->ack_timeout_set ? id->ack_timeout : q->timeout;
 	a->retry_cnt = q->retry_cnt;
 	a->rnr_retry = q->rnr_retry;
 	a->max_rd_atomic = initiator_depth == RDMA_MAX_INIT_DEPTH ? q->max_rd_atomic :

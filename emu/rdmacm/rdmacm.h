@@ -105,7 +105,8 @@ struct rcm_id {
 	bool have_qp_attr;
 	struct proto_qp_attr qp_attr;   /* the connection's, from the last event that gave it */
 	uint8_t tos;
-	uint8_t ack_timeout;
+	uint8_t ack_timeout;         /* RDMA_OPTION_ID_ACK_TIMEOUT, for this id's QP alone */
+	bool ack_timeout_set;
 	int afonly;
 	bool reuseaddr;              /* RDMA_OPTION_ID_REUSEADDR */
 	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep(passive): rdma_get_request's QP */

@@ -331,6 +331,7 @@ static void fill_req(struct cm_conn *c, const struct proto_cm_connect *m, struct
 	req->primary.traffic_class = m->tos;
 	req->primary.hop_limit = c->cm->dev->port.hop_limit[cma.ip_version == 6];
 	req->primary.local_ack_timeout = c->ack_timeout;
+	req->primary.flow_label = c->flow_label;
 	if (cma.ip_version == 4) {
 		memcpy(cma.src_ip, m->sgid + 12, 4);
 		memcpy(cma.dst_ip, m->dgid + 12, 4);
@@ -343,10 +344,25 @@ static void fill_req(struct cm_conn *c, const struct proto_cm_connect *m, struct
 	       m->private_len < PROTO_CM_REQ_PRIVATE ? m->private_len : PROTO_CM_REQ_PRIVATE);
 }
 
+/* The REQ's local ACK timeout for a path's packet lifetime, as the kernel's cm works it
+ * out: one more than the lifetime, and at least about the CA's own ACK delay (a round
+ * trip is two lifetimes plus that delay, each a power of two). */
+static uint8_t ack_timeout_of(uint8_t life)
+{
+	unsigned t = life + 1u;
+
+	if (t >= CM_CA_ACK_DELAY)
+		t += CM_CA_ACK_DELAY >= t - 1;
+	else
+		t = CM_CA_ACK_DELAY + (t >= CM_CA_ACK_DELAY - 1u);
+	return t > 31 ? 31 : (uint8_t)t;
+}
+
 int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *m,
 	       const uint8_t mac[6], uint32_t *conn, char *err, size_t errlen)
 {
 	struct cm_channel *ch = find_channel(cm, own, m->channel);
+	uint8_t life = m->packet_life_time > 30 ? 30 : m->packet_life_time;
 	struct cm_mad mad;
 	struct cm_conn *c;
 	int rc;
@@ -394,12 +410,13 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 	c->peer_port = (uint16_t)m->service_id;
 	c->mtu = (uint8_t)cm->dev->port.active_mtu;
 	c->tos = m->tos;
-	c->ack_timeout = m->ack_timeout ? clamp(m->ack_timeout, 31) : CM_PACKET_LIFETIME + 1;
+	c->ack_timeout = ack_timeout_of(life);
+	c->flow_label = m->flow_label & 0xfffff;
 	c->responder_resources = clamp(m->responder_resources, QP_MAX_RD_ATOMIC);
 	c->initiator_depth = clamp(m->initiator_depth, QP_MAX_RD_ATOMIC);
 	c->retry_count = clamp(m->retry_count, 7);
 	c->rnr_retry_count = clamp(m->rnr_retry_count, 7);
-	c->timeout = 2 * cm_time_s(CM_PACKET_LIFETIME) + cm_time_s(CM_RESPONSE_TIMEOUT);
+	c->timeout = 2 * cm_time_s(life) + cm_time_s(CM_RESPONSE_TIMEOUT);
 	*conn = c->local_id;
 	if (is_udp_service(m->service_id)) {
 		send_sidr_req(c, m);
@@ -448,7 +465,7 @@ int cm_accept(struct cm *cm, struct owner *own, const struct proto_cm_accept *m,
 	mad.rep.starting_psn = c->local_psn;
 	mad.rep.responder_resources = c->responder_resources;
 	mad.rep.initiator_depth = c->initiator_depth;
-	mad.rep.target_ack_delay = 15; /* rxe's local CA ACK delay */
+	mad.rep.target_ack_delay = CM_CA_ACK_DELAY;
 	mad.rep.flow_control = m->flow_control;
 	mad.rep.rnr_retry_count = clamp(m->rnr_retry_count, 7);
 	mad.rep.srq = m->srq;

@@ -17,6 +17,7 @@
 #define CM_RESPONSE_TIMEOUT 20     /* 4.096 us * 2^20: about 4 s to answer a MAD */
 #define CM_MAX_CM_RETRIES 15
 #define CM_PACKET_LIFETIME 18      /* the path's; the ACK timeout is one more */
+#define CM_CA_ACK_DELAY 15         /* the local CA ACK delay, rxe's */
 /* The longest wait a peer may ask for, in the same 4.096 us * 2^t units (about 33 s, 8
  * times rdma_cm's own 20): its CM response timeout and an MRA's service timeout, and the
  * TimeWait its ACK timeout makes. The fields allow 31 (2.3 hours, as the kernel takes
@@ -102,6 +103,7 @@ struct cm_conn {
 	uint8_t mtu;                 /* enum ibv_mtu */
 	uint8_t tos;
 	uint8_t ack_timeout;
+	uint32_t flow_label;         /* the path's, from the active side's route */
 	/* what this side's QP takes: the kernel's cm_id fields */
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
 	uint8_t peer_cm_timeout;     /* the peer's CM response timeout (REQ) */

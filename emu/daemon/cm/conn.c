@@ -409,6 +409,7 @@ void conn_qp_attr(const struct cm_conn *c, struct proto_qp_attr *a)
 	memcpy(a->dest_gid, c->peer_gid, 16);
 	a->sgid_index = gid_index < 0 ? 0 : (uint8_t)gid_index;
 	a->traffic_class = c->tos;
+	a->flow_label = c->flow_label;
 	a->hop_limit = port->hop_limit[!addr_gid_is_ipv4(c->peer_gid)];
 	a->timeout = c->ack_timeout;
 	a->retry_cnt = c->retry_count;

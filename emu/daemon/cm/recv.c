@@ -93,6 +93,7 @@ static void fill_from_req(struct cm_conn *c, const struct cm_mad *in, const stru
 	c->mtu = req->path_mtu < port->active_mtu ? req->path_mtu : (uint8_t)port->active_mtu;
 	c->tos = req->primary.traffic_class;
 	c->ack_timeout = req->primary.local_ack_timeout;
+	c->flow_label = req->primary.flow_label & 0xfffff;
 	/* from the passive side: the peer's depth is what we serve, and the reverse */
 	c->responder_resources = rd_atomic(req->initiator_depth);
 	c->initiator_depth = rd_atomic(req->responder_resources);
