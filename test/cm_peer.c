@@ -40,6 +40,9 @@
  *                                       request, the answer, a reject, nobody listening
  *   cm_peer qp-rules ADDR PORT          the same for what a connection leaves: the
  *                                       client's route, both QPs' attributes
+ *   cm_peer ep-rules ADDR PORT          the same for synchronous ids (rdma_create_ep,
+ *                                       rdma_get_request): each call's answer and the
+ *                                       event it leaves in id->event
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -1213,6 +1216,86 @@ static int qp_rules(const char *addr, const char *port)
 	return 0;
 }
 
+/* What a synchronous id holds in id->event after a call: librdmacm's calls on such an id
+ * wait for their event and keep it there until the next call. */
+static const char *held(const struct rdma_cm_id *id)
+{
+	return id->event ? rdma_event_str(id->event->event) : "nothing";
+}
+
+struct ep_client {
+	const char *addr, *port;
+	char out[512];
+};
+
+/* The active end of ep-rules, on a thread of its own: its line in c->out. */
+static void *ep_client(void *arg)
+{
+	struct ep_client *c = arg;
+	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct rdma_cm_id *id;
+	int n;
+
+	if (rdma_getaddrinfo(c->addr, c->port, &hints, &res)) {
+		snprintf(c->out, sizeof(c->out), "rdma_getaddrinfo: %s", strerror(errno));
+		return NULL;
+	}
+	if (rdma_create_ep(&id, res, NULL, &attr)) {
+		snprintf(c->out, sizeof(c->out), "rdma_create_ep: %s", strerror(errno));
+		rdma_freeaddrinfo(res);
+		return NULL;
+	}
+	rdma_freeaddrinfo(res);
+	n = snprintf(c->out, sizeof(c->out), "the client's endpoint: %s held, a QP %s", held(id),
+		     id->qp ? "made" : "not made");
+	n += snprintf(c->out + n, sizeof(c->out) - n, "; connect %s", answer(rdma_connect(id, NULL)));
+	n += snprintf(c->out + n, sizeof(c->out) - n, ", %s held", held(id));
+	n += snprintf(c->out + n, sizeof(c->out) - n, "; disconnect %s", answer(rdma_disconnect(id)));
+	snprintf(c->out + n, sizeof(c->out) - n, ", %s held", held(id));
+	rdma_destroy_ep(id);
+	return NULL;
+}
+
+/* Synchronous ids, as rdma_server and rdma_client make them (rdma_create_ep,
+ * rdma_get_request): each call's answer and the event it leaves in id->event, at the
+ * passive end and then the active one. */
+static int ep_rules(const char *addr, const char *port)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP },
+			     *res;
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ep_client c = { .addr = addr, .port = port };
+	struct rdma_cm_id *listen, *id;
+	pthread_t client;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (rdma_getaddrinfo(addr, port, &hints, &res))
+		return die("rdma_getaddrinfo");
+	if (rdma_create_ep(&listen, res, NULL, &attr))
+		return die("rdma_create_ep");
+	rdma_freeaddrinfo(res);
+	printf("the listener's endpoint: %s held", held(listen));
+	printf("; listen %s", answer(rdma_listen(listen, 4)));
+	if (pthread_create(&client, NULL, ep_client, &c))
+		return die("pthread_create");
+	printf("; get_request %s", answer(rdma_get_request(listen, &id)));
+	printf(", %s held by the new id, a QP %s", held(id), id->qp ? "made" : "not made");
+	printf("; accept %s", answer(rdma_accept(id, NULL)));
+	printf(", %s held", held(id));
+	printf("; disconnect %s", answer(rdma_disconnect(id)));
+	printf(", %s held", held(id));
+	pthread_join(client, NULL);
+	printf("; %s\n", c.out);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(listen);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -1294,6 +1377,8 @@ int main(int argc, char **argv)
 		rc = ud_rules(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "qp-rules"))
 		rc = qp_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "ep-rules"))
+		rc = ep_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -1314,6 +1399,7 @@ int main(int argc, char **argv)
 			"               port-rules ADDR PORT | disconnect-rules ADDR PORT |\n"
 			"               call-rules ADDR PORT | event-rules ADDR PORT |\n"
 			"               ud-rules ADDR PORT | qp-rules ADDR PORT |\n"
+			"               ep-rules ADDR PORT |\n"
 			"               stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;

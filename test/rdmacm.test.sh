@@ -448,6 +448,16 @@ else
 	echo "  | $out"
 	failed "what a connection leaves (route, QPs), as the kernel's"
 fi
+# Synchronous ids as rdma_server and rdma_client make them, as librdmacm's (rxe's line in
+# the interop guest): each call waits for its event and leaves it in id->event.
+EP_RULES="the listener's endpoint: nothing held; listen ok; get_request ok, RDMA_CM_EVENT_CONNECT_REQUEST held by the new id, a QP made; accept ok, RDMA_CM_EVENT_ESTABLISHED held; disconnect ok, RDMA_CM_EVENT_DISCONNECTED held; the client's endpoint: RDMA_CM_EVENT_ROUTE_RESOLVED held, a QP made; connect ok, RDMA_CM_EVENT_ESTABLISHED held; disconnect ok, RDMA_CM_EVENT_DISCONNECTED held"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" ep-rules "$ADDR_B" $((PORT + 12)) 2>&1)
+if [ "$out" = "$EP_RULES" ]; then
+	passed "synchronous ids, as librdmacm's on the kernel: $out"
+else
+	echo "  | $out"
+	failed "synchronous ids, as librdmacm's on the kernel"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.
