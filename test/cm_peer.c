@@ -43,6 +43,8 @@
  *   cm_peer ep-rules ADDR PORT          the same for synchronous ids (rdma_create_ep,
  *                                       rdma_get_request): each call's answer and the
  *                                       event it leaves in id->event
+ *   cm_peer mcast-rules ADDR GROUP      the same for multicast joins and leaves in the
+ *                                       UDP port space, and the join's event
  *   cm_peer late-listen MS              binds with no port, prints "bound PORT", listens
  *                                       MS ms later, and takes one connection
  *   cm_peer any-ports ADDR N            listens on ADDR with up to N ids bound with no
@@ -55,6 +57,7 @@
  *                                       ignored); then a new id resolves ADDR. rocemu only:
  *                                       librdmacm follows such pointers
  * Exit 0 when every step gave the event expected; each failure is printed. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -1296,6 +1299,57 @@ static int ep_rules(const char *addr, const char *port)
 	return 0;
 }
 
+static int sockaddr_of(const char *host, struct sockaddr_storage *ss)
+{
+	return addr_of(host, "0", ss);
+}
+
+/* Multicast in the UDP port space, step by step (group, an IPv4 multicast address): a join
+ * on an id not bound; on an id bound to addr, with a UD QP, and its MULTICAST_JOIN event
+ * (the Q_Key, the QP number and the address handle it gives); the same group again; a
+ * leave, twice; a join on an id of the TCP port space. (Not a unicast address, which the
+ * kernel's 6.1 takes as a group and rocemu refuses.) */
+static int mcast_rules(const char *addr, const char *group)
+{
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD,
+					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct sockaddr_storage here, mc;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id, *tcp;
+	char gid[INET6_ADDRSTRLEN];
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (sockaddr_of(addr, &here) || sockaddr_of(group, &mc) ||
+	    rdma_create_id(channel, &id, NULL, RDMA_PS_UDP))
+		return die("rdma_create_id");
+	printf("not bound: join %s", answer(rdma_join_multicast(id, (struct sockaddr *)&mc, NULL)));
+	if (rdma_bind_addr(id, (struct sockaddr *)&here) || rdma_create_qp(id, NULL, &attr))
+		return die("bind, create_qp");
+	printf("; bound: join %s", answer(rdma_join_multicast(id, (struct sockaddr *)&mc, NULL)));
+	if (rdma_get_cm_event(channel, &ev))
+		return die("rdma_get_cm_event");
+	inet_ntop(AF_INET6, ev->param.ud.ah_attr.grh.dgid.raw, gid, sizeof(gid));
+	printf(", %s status %d, qkey %#x, qp_num %#x, private %u, global %u, dgid %s,"
+	       " hop_limit %u, sl %u", rdma_event_str(ev->event), ev->status, ev->param.ud.qkey,
+	       ev->param.ud.qp_num, ev->param.ud.private_data_len,
+	       ev->param.ud.ah_attr.is_global, gid, ev->param.ud.ah_attr.grh.hop_limit,
+	       ev->param.ud.ah_attr.sl);
+	rdma_ack_cm_event(ev);
+	printf("; again %s", answer(rdma_join_multicast(id, (struct sockaddr *)&mc, NULL)));
+	printf("; leave %s", answer(rdma_leave_multicast(id, (struct sockaddr *)&mc)));
+	printf(", again %s", answer(rdma_leave_multicast(id, (struct sockaddr *)&mc)));
+	if (rdma_create_id(channel, &tcp, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(tcp, (struct sockaddr *)&here))
+		return die("a TCP id");
+	printf("; the TCP port space: join %s\n",
+	       answer(rdma_join_multicast(tcp, (struct sockaddr *)&mc, NULL)));
+	rdma_destroy_id(tcp);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	return 0;
+}
+
 /* Listeners on ids bound to addr with no port, until a bind or a listen fails; then a
  * listen on the first one's port, named. */
 static int any_ports(const char *addr, int n)
@@ -1379,6 +1433,8 @@ int main(int argc, char **argv)
 		rc = qp_rules(argv[2], argv[3]);
 	else if (argc == 4 && !strcmp(argv[1], "ep-rules"))
 		rc = ep_rules(argv[2], argv[3]);
+	else if (argc == 4 && !strcmp(argv[1], "mcast-rules"))
+		rc = mcast_rules(argv[2], argv[3]);
 	else if (argc == 3 && !strcmp(argv[1], "late-listen"))
 		rc = late_listen(atoi(argv[2]));
 	else if (argc == 4 && !strcmp(argv[1], "any-ports"))
@@ -1399,7 +1455,7 @@ int main(int argc, char **argv)
 			"               port-rules ADDR PORT | disconnect-rules ADDR PORT |\n"
 			"               call-rules ADDR PORT | event-rules ADDR PORT |\n"
 			"               ud-rules ADDR PORT | qp-rules ADDR PORT |\n"
-			"               ep-rules ADDR PORT |\n"
+			"               ep-rules ADDR PORT | mcast-rules ADDR GROUP |\n"
 			"               stale ADDR\n");
 	rdma_destroy_event_channel(channel);
 	return rc;

@@ -532,17 +532,21 @@ done
 # The rdma_cm calls whose answers are rules rather than traffic (test/cm_peer port-rules,
 # disconnect-rules and call-rules), and the events of a connection as a program sees them
 # (event-rules, and ud-rules for the UDP port space), the route and QPs a connection
-# leaves (qp-rules), synchronous ids (ep-rules), each listening on its own address and
+# leaves (qp-rules), synchronous ids (ep-rules), multicast (mcast-rules, on a group of its
+# own: each side joins it alone), each listening on its own address and
 # connecting to itself, and some of them over IPv6: the kernel's rdma_cm on rxe0 and
 # rocemu's here give the same line.
 cm_rules() { # [v6] MODE...
-	local v6= mode port=$((7300 + RANDOM % 500)) rxe ours rc_rxe rc_ours
+	local v6= mode arg port=$((7300 + RANDOM % 500)) rxe ours rc_rxe rc_ours
 	local rxe_addr=$ADDR_X our_addr=$ADDR_R
 	[ "$1" = v6 ] && { v6=v6-; rxe_addr=$ADDR6_X our_addr=$ADDR6_R; shift; }
 	for mode in "$@"; do
-		rxe=$(vm_run 60 "timeout 50 $CM_PEER $mode $rxe_addr $port" 2>&1)
+		# (MODE=ARG: the mode's second argument, else a port)
+		arg=$port
+		case $mode in *=*) arg=${mode#*=} mode=${mode%%=*} ;; esac
+		rxe=$(vm_run 60 "timeout 50 $CM_PEER $mode $rxe_addr $arg" 2>&1)
 		rc_rxe=$?
-		ours=$(ip netns exec "$NS" timeout 50 "$RUN" -D "$SOCK" "$CM_PEER" $mode "$our_addr" $port 2>&1)
+		ours=$(ip netns exec "$NS" timeout 50 "$RUN" -D "$SOCK" "$CM_PEER" $mode "$our_addr" $arg 2>&1)
 		rc_ours=$?
 		# (both ran to their end: two usages or two failures alike are no agreement)
 		if [ "$rc_rxe" -eq 0 ] && [ "$rc_ours" -eq 0 ] && [ "$rxe" = "$ours" ]; then
@@ -555,7 +559,8 @@ cm_rules() { # [v6] MODE...
 		port=$((port + 2))
 	done
 }
-cm_rules port-rules disconnect-rules call-rules event-rules ud-rules qp-rules ep-rules
+cm_rules port-rules disconnect-rules call-rules event-rules ud-rules qp-rules ep-rules \
+	mcast-rules=239.7.7.9
 cm_rules v6 event-rules ud-rules qp-rules
 # (about 45 s more in the sanitizer pass of make check: make interop only)
 [ -n "$SHORT" ] || for side in client server; do iser_case $side; done

@@ -458,6 +458,17 @@ else
 	echo "  | $out"
 	failed "synchronous ids, as librdmacm's on the kernel"
 fi
+# Multicast joins and leaves in the UDP port space, as the kernel's rdma_cm answers them
+# (rxe's line in the interop guest): a join needs a bound id; MULTICAST_JOIN gives rdma_cm's
+# Q_Key, QPN 0xffffff and the group's GID; the TCP port space joins nothing.
+MC_RULES="not bound: join Invalid argument; bound: join ok, RDMA_CM_EVENT_MULTICAST_JOIN status 0, qkey 0x1234567, qp_num 0xffffff, private 0, global 1, dgid ::ffff:239.7.7.8, hop_limit 64, sl 0; again ok; leave ok, again ok; the TCP port space: join Invalid argument"
+out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" mcast-rules "$ADDR_B" 239.7.7.8 2>&1)
+if [ "$out" = "$MC_RULES" ]; then
+	passed "multicast joins and leaves, as the kernel's: $out"
+else
+	echo "  | $out"
+	failed "multicast joins and leaves, as the kernel's"
+fi
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.
