@@ -188,12 +188,18 @@ static int reject_server(const char *port, int n)
 	return 0;
 }
 
+/* The init attributes of the small QPs this program makes: a few WRs, one SGE each. */
+static struct ibv_qp_init_attr small_qp(enum ibv_qp_type type)
+{
+	return (struct ibv_qp_init_attr){ .qp_type = type,
+					  .cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						   .max_send_sge = 1, .max_recv_sge = 1 } };
+}
+
 /* An id resolved to ADDR:PORT, with an RC QP when qp is set. */
 static struct rdma_cm_id *resolved(const char *addr, const char *port, bool qp)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct sockaddr_storage dst;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
@@ -294,9 +300,7 @@ static int serve(struct rdma_cm_id *listen, int n)
 		struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
 						 .rnr_retry_count = 7 };
 		/* anew each time: rdma_create_qp writes the CQs it made back into it */
-		struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-						 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-							  .max_send_sge = 1, .max_recv_sge = 1 } };
+		struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 		struct ibv_recv_wr wr = { 0 }, *bad;
 		struct ibv_sge sge;
 		struct ibv_mr *mr;
@@ -445,9 +449,7 @@ static int sync_client(const char *addr, const char *port)
 {
 	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1,
 					 .retry_count = 7, .rnr_retry_count = 7 };
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct sockaddr_storage dst;
 	struct rdma_cm_id *id;
 	int got;
@@ -729,6 +731,34 @@ static int port_rules(const char *addr, const char *port)
 	return 0;
 }
 
+/* A listener on addr:port in port space ps, whose requests' events come on ch. */
+static struct rdma_cm_id *listener_on(struct rdma_event_channel *ch, const char *addr,
+				      const char *port, enum rdma_port_space ps)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+
+	if (!ch || addr_of(addr, port, &ss) || rdma_create_id(ch, &id, NULL, ps) ||
+	    rdma_bind_addr(id, (struct sockaddr *)&ss) || rdma_listen(id, 4)) {
+		die("listen");
+		return NULL;
+	}
+	return id;
+}
+
+/* Both ends disconnect, the client first; each waits for its DISCONNECTED. */
+static int disconnect_both(struct rdma_cm_id *client, struct rdma_cm_id *child,
+			   struct rdma_event_channel *srv)
+{
+	int status;
+
+	rdma_disconnect(client);
+	if (take_on(srv, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+		return -1;
+	rdma_disconnect(child);
+	return take_on(channel, RDMA_CM_EVENT_DISCONNECTED, &status, NULL);
+}
+
 static const char *disconnected(struct rdma_cm_id *id)
 {
 	return result(rdma_disconnect(id) ? errno : 0);
@@ -763,20 +793,16 @@ static struct rdma_cm_id *requested(const char *addr, const char *port)
  * so the two never interleave. */
 static int disconnect_rules(const char *addr, const char *port)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1 };
 	struct rdma_event_channel *srv = rdma_create_event_channel();
 	struct rdma_cm_id *listen, *any, *client, *child;
 	struct sockaddr_in wildcard = { .sin_family = AF_INET };
-	struct sockaddr_storage ss;
 	char nobody[12];
 	int status;
 
-	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
-		return die("listen");
+	if (!(listen = listener_on(srv, addr, port, RDMA_PS_TCP)))
+		return 1;
 	if (!(client = resolved(addr, port, true)))
 		return 1;
 	printf("never connected: %s", disconnected(client));
@@ -841,9 +867,7 @@ static const char *answer(int rc)
  * its answer; both ends of a connection. */
 static int call_rules(const char *addr, const char *port)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct rdma_conn_param param = { .responder_resources = 1, .initiator_depth = 1 };
 	struct rdma_event_channel *srv = rdma_create_event_channel();
 	struct rdma_cm_id *id, *client, *child;
@@ -898,11 +922,7 @@ static int call_rules(const char *addr, const char *port)
 	printf(", accept %s", answer(rdma_accept(child, &param)));
 	printf(", connect %s", answer(rdma_connect(client, &param)));
 	printf(", the client's reject %s\n", answer(rdma_reject(client, NULL, 0)));
-	rdma_disconnect(client);
-	if (take_on(srv, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
-		return 1;
-	rdma_disconnect(child);
-	if (take_on(channel, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+	if (disconnect_both(client, child, srv))
 		return 1;
 	destroy_with_qp(child);
 	destroy_with_qp(client);
@@ -912,24 +932,35 @@ static int call_rules(const char *addr, const char *port)
 }
 
 /* The next event on ch, printed as the program sees it: its type and status, the private
- * data's length and first bytes, and rdma_conn_param's fields; its id in *id when id is
- * set. -1 when it is not of the type expected. */
+ * data's length and first bytes, and rdma_conn_param's fields, or for the UDP port space
+ * rdma_ud_param's Q_Key (its QP number and address handle are the device's own); its id
+ * in *id when id is set. -1 when it is not of the type expected. */
 static int show_on(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
 		   struct rdma_cm_id **id)
 {
 	struct rdma_cm_event *ev;
 	const struct rdma_conn_param *p;
+	const struct rdma_ud_param *ud;
+	bool udp;
 	int ok;
 
 	if (rdma_get_cm_event(ch, &ev))
 		return die("rdma_get_cm_event");
 	p = &ev->param.conn;
+	ud = &ev->param.ud;
+	udp = ev->id->ps == RDMA_PS_UDP;
 	printf("%s status %d, private %u", rdma_event_str(ev->event), ev->status,
-	       p->private_data_len);
-	if (p->private_data && p->private_data_len)
+	       udp ? ud->private_data_len : p->private_data_len);
+	if (udp && ud->private_data && ud->private_data_len)
+		printf(" '%.5s'", (const char *)ud->private_data);
+	else if (!udp && p->private_data && p->private_data_len)
 		printf(" '%.5s'", (const char *)p->private_data);
-	printf(", depths %u/%u, retries %u/%u, flow control %u, srq %u", p->responder_resources,
-	       p->initiator_depth, p->retry_count, p->rnr_retry_count, p->flow_control, p->srq);
+	if (udp)
+		printf(", qkey %#x", ud->qkey);
+	else
+		printf(", depths %u/%u, retries %u/%u, flow control %u, srq %u",
+		       p->responder_resources, p->initiator_depth, p->retry_count,
+		       p->rnr_retry_count, p->flow_control, p->srq);
 	ok = ev->event == type;
 	if (ok && id)
 		*id = ev->id;
@@ -937,14 +968,32 @@ static int show_on(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
 	return ok ? 0 : -1;
 }
 
+/* The server rejects client's request with private data; the client's event shown (of the
+ * type expected), and client destroyed. */
+static int show_rejected(struct rdma_cm_id *client, struct rdma_event_channel *srv,
+			 enum rdma_cm_event_type type)
+{
+	struct rdma_cm_id *child;
+	int status;
+
+	if (take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &status, &child))
+		return -1;
+	if (rdma_reject(child, "nope", 5))
+		return die("rdma_reject");
+	printf("; rejected: ");
+	if (show_on(channel, type, NULL))
+		return -1;
+	rdma_destroy_id(child);
+	destroy_with_qp(client);
+	return 0;
+}
+
 /* The events of a connection as the program sees them, each printed (show_on): the
  * request, ESTABLISHED at both ends, DISCONNECTED at both; a consumer's reject with
  * private data; a port nobody listens on. */
 static int event_rules(const char *addr, const char *port)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct rdma_conn_param ask = { .private_data = "hello", .private_data_len = 6,
 				       .responder_resources = 2, .initiator_depth = 3,
 				       .retry_count = 5, .rnr_retry_count = 6, .flow_control = 1 };
@@ -953,13 +1002,11 @@ static int event_rules(const char *addr, const char *port)
 					  .rnr_retry_count = 4 };
 	struct rdma_event_channel *srv = rdma_create_event_channel();
 	struct rdma_cm_id *listen, *client, *child;
-	struct sockaddr_storage ss;
 	char nobody[12];
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
-		return die("listen");
+	if (!(listen = listener_on(srv, addr, port, RDMA_PS_TCP)))
+		return 1;
 	if (!(client = resolved(addr, port, true)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
 	printf("the request: ");
@@ -986,15 +1033,8 @@ static int event_rules(const char *addr, const char *port)
 
 	if (!(client = resolved(addr, port, true)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
-	if (take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &(int){ 0 }, &child))
+	if (show_rejected(client, srv, RDMA_CM_EVENT_REJECTED))
 		return 1;
-	if (rdma_reject(child, "nope", 5))
-		return die("rdma_reject");
-	printf("; rejected: ");
-	if (show_on(channel, RDMA_CM_EVENT_REJECTED, NULL))
-		return 1;
-	rdma_destroy_id(child);
-	destroy_with_qp(client);
 
 	snprintf(nobody, sizeof(nobody), "%d", atoi(port) + 1);
 	if (!(client = requested(addr, nobody)))
@@ -1009,36 +1049,10 @@ static int event_rules(const char *addr, const char *port)
 	return 0;
 }
 
-/* show_on for the UDP port space: the private data and the Q_Key of rdma_ud_param (its
- * QP number and address handle are the device's own). */
-static int show_ud_on(struct rdma_event_channel *ch, enum rdma_cm_event_type type,
-		      struct rdma_cm_id **id)
-{
-	struct rdma_cm_event *ev;
-	const struct rdma_ud_param *p;
-	int ok;
-
-	if (rdma_get_cm_event(ch, &ev))
-		return die("rdma_get_cm_event");
-	p = &ev->param.ud;
-	printf("%s status %d, private %u", rdma_event_str(ev->event), ev->status,
-	       p->private_data_len);
-	if (p->private_data && p->private_data_len)
-		printf(" '%.5s'", (const char *)p->private_data);
-	printf(", qkey %#x", p->qkey);
-	ok = ev->event == type;
-	if (ok && id)
-		*id = ev->id;
-	rdma_ack_cm_event(ev);
-	return ok ? 0 : -1;
-}
-
 /* An id of the UDP port space resolved to addr:port, with a UD QP. */
 static struct rdma_cm_id *resolved_ud(const char *addr, const char *port)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_UD);
 	struct sockaddr_storage dst;
 	struct rdma_cm_id *id;
 	int status;
@@ -1060,29 +1074,25 @@ static struct rdma_cm_id *resolved_ud(const char *addr, const char *port)
  * port nobody listens on. */
 static int ud_rules(const char *addr, const char *port)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_UD);
 	struct rdma_conn_param ask = { .private_data = "hello", .private_data_len = 6 };
 	struct rdma_conn_param answer = { .private_data = "world", .private_data_len = 6 };
 	struct rdma_event_channel *srv = rdma_create_event_channel();
 	struct rdma_cm_id *listen, *client, *child;
-	struct sockaddr_storage ss;
 	char nobody[12];
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_UDP) ||
-	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
-		return die("listen");
+	if (!(listen = listener_on(srv, addr, port, RDMA_PS_UDP)))
+		return 1;
 	if (!(client = resolved_ud(addr, port)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
 	printf("the request: ");
-	if (show_ud_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &child))
+	if (show_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &child))
 		return 1;
 	if (rdma_create_qp(child, NULL, &attr) || rdma_accept(child, &answer))
 		return die("rdma_accept");
 	printf("; the answer: ");
-	if (show_ud_on(channel, RDMA_CM_EVENT_ESTABLISHED, NULL))
+	if (show_on(channel, RDMA_CM_EVENT_ESTABLISHED, NULL))
 		return 1;
 	printf("; rdma_disconnect: %s", disconnected(client));
 	printf(", the other end: %s", disconnected(child));
@@ -1091,21 +1101,14 @@ static int ud_rules(const char *addr, const char *port)
 
 	if (!(client = resolved_ud(addr, port)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
-	if (take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &(int){ 0 }, &child))
+	if (show_rejected(client, srv, RDMA_CM_EVENT_UNREACHABLE))
 		return 1;
-	if (rdma_reject(child, "nope", 5))
-		return die("rdma_reject");
-	printf("; rejected: ");
-	if (show_ud_on(channel, RDMA_CM_EVENT_UNREACHABLE, NULL))
-		return 1;
-	rdma_destroy_id(child);
-	destroy_with_qp(client);
 
 	snprintf(nobody, sizeof(nobody), "%d", atoi(port) + 1);
 	if (!(client = resolved_ud(addr, nobody)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
 	printf("; nobody listening: ");
-	if (show_ud_on(channel, RDMA_CM_EVENT_UNREACHABLE, NULL))
+	if (show_on(channel, RDMA_CM_EVENT_UNREACHABLE, NULL))
 		return 1;
 	printf("\n");
 	destroy_with_qp(client);
@@ -1149,25 +1152,22 @@ static int show_qp(struct rdma_cm_id *id, uint32_t label)
  * the client having set RDMA_OPTION_ID_TOS and RDMA_OPTION_ID_ACK_TIMEOUT first. */
 static int qp_rules(const char *addr, const char *port)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct rdma_conn_param ask = { .responder_resources = 2, .initiator_depth = 3,
 				       .retry_count = 5, .rnr_retry_count = 6 };
 	struct rdma_conn_param answer = { .responder_resources = 3, .initiator_depth = 2,
 					  .rnr_retry_count = 4 };
 	struct rdma_event_channel *srv = rdma_create_event_channel();
 	struct rdma_cm_id *listen, *client, *child;
-	struct sockaddr_storage ss, dst;
+	struct sockaddr_storage dst;
 	struct ibv_sa_path_rec *path;
 	uint8_t tos = 32, ack_timeout = 14;
 	uint32_t label = 0;
 	int status;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
-	if (!srv || addr_of(addr, port, &ss) || rdma_create_id(srv, &listen, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(listen, (struct sockaddr *)&ss) || rdma_listen(listen, 4))
-		return die("listen");
+	if (!(listen = listener_on(srv, addr, port, RDMA_PS_TCP)))
+		return 1;
 	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &client, NULL, RDMA_PS_TCP) ||
 	    rdma_set_option(client, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) ||
 	    rdma_set_option(client, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
@@ -1206,11 +1206,7 @@ static int qp_rules(const char *addr, const char *port)
 	if (show_qp(child, label))
 		return 1;
 	printf("\n");
-	rdma_disconnect(client);
-	if (take_on(srv, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
-		return 1;
-	rdma_disconnect(child);
-	if (take_on(channel, RDMA_CM_EVENT_DISCONNECTED, &status, NULL))
+	if (disconnect_both(client, child, srv))
 		return 1;
 	destroy_with_qp(child);
 	destroy_with_qp(client);
@@ -1236,9 +1232,7 @@ static void *ep_client(void *arg)
 {
 	struct ep_client *c = arg;
 	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct rdma_cm_id *id;
 	int n;
 
@@ -1269,9 +1263,7 @@ static int ep_rules(const char *addr, const char *port)
 {
 	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP },
 			     *res;
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
 	struct ep_client c = { .addr = addr, .port = port };
 	struct rdma_cm_id *listen, *id;
 	pthread_t client;
@@ -1311,9 +1303,7 @@ static int sockaddr_of(const char *host, struct sockaddr_storage *ss)
  * kernel's 6.1 takes as a group and rocemu refuses.) */
 static int mcast_rules(const char *addr, const char *group)
 {
-	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_UD,
-					 .cap = { .max_send_wr = 4, .max_recv_wr = 4,
-						  .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_UD);
 	struct sockaddr_storage here, mc;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id, *tcp;

@@ -375,100 +375,64 @@ else
 	echo "  | $held"
 	failed "listeners on ids bound with no port: a port each, then EADDRNOTAVAIL"
 fi
+# as_the_kernel WHAT MODE ARG LINE: cm_peer MODE ADDR_B ARG prints LINE, the kernel's
+# rdma_cm's answers (rxe's line in the interop guest, which interop.sh compares live)
+as_the_kernel() {
+	local out
+	out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" "$2" "$ADDR_B" "$3" 2>&1)
+	if [ "$out" = "$4" ]; then
+		passed "$1: $out"
+	else
+		echo "  | $out"
+		failed "$1"
+	fi
+}
 # A port is held from the bind, as the kernel's rdma_cm holds it (these are its results,
 # run on rxe in the interop guest): a second bind of the address and port is EADDRINUSE,
 # of the wildcard EADDRNOTAVAIL; binds with REUSEADDR share the port until one listens,
 # and a listener shares it with nobody.
-RULES="bind: ok; again: Address already in use; the wildcard: Cannot assign requested address; REUSEADDR twice: ok, ok; listen beside: Address already in use; alone: ok; REUSEADDR beside a listener: Address already in use; REUSEADDR set on a listener: Invalid argument, cleared: Invalid argument"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" port-rules "$ADDR_B" $((PORT + 1)) 2>&1)
-if [ "$out" = "$RULES" ]; then
-	passed "the kernel's rules for a port: $out"
-else
-	echo "  | $out"
-	failed "the kernel's rules for a port (bind, REUSEADDR, the wildcard)"
-fi
+as_the_kernel "the kernel's rules for a port (bind, REUSEADDR, the wildcard)" port-rules $((PORT + 1)) \
+	"bind: ok; again: Address already in use; the wildcard: Cannot assign requested address; REUSEADDR twice: ok, ok; listen beside: Address already in use; alone: ok; REUSEADDR beside a listener: Address already in use; REUSEADDR set on a listener: Invalid argument, cleared: Invalid argument"
 # rdma_disconnect's answers, as the kernel's rdma_cm gives them (interop.sh compares them
 # with rxe's on every run): EINVAL for an id that never had a connection, and for a listener
 # on the wildcard; 0 for a listener on an address, for a connection the CM ended (a REJ),
 # and in states where neither a DREQ nor a DREP is due (a request not yet answered, a
 # second disconnect).
-DISCONNECTS="never connected: Invalid argument; a listener: ok, on the wildcard: Invalid argument; rejected as nobody listens (reason 8): ok; a request not answered: ok, rejected: ok; the id it rejected: ok; connected: ok, the other end: ok; again: ok, the other end: ok"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" disconnect-rules "$ADDR_B" $((PORT + 2)) 2>&1)
-if [ "$out" = "$DISCONNECTS" ]; then
-	passed "rdma_disconnect in each state, as the kernel's: $out"
-else
-	echo "  | $out"
-	failed "rdma_disconnect in each state, as the kernel's"
-fi
+as_the_kernel "rdma_disconnect in each state, as the kernel's" disconnect-rules $((PORT + 2)) \
+	"never connected: Invalid argument; a listener: ok, on the wildcard: Invalid argument; rejected as nobody listens (reason 8): ok; a request not answered: ok, rejected: ok; the id it rejected: ok; connected: ok, the other end: ok; again: ok, the other end: ok"
 # Calls out of their order or made twice, as the kernel's rdma_cm answers them (interop.sh
 # compares them with rxe's): each allowed once, in the state before it (an address
 # resolved, its route, a request), EINVAL otherwise; a listener resolves nothing.
-CALLS="a new id: reject Invalid argument, an unknown option Function not implemented, an unknown level Function not implemented, a TOS of one byte ok, of four Invalid argument; bound: ok, again Invalid argument, connect Invalid argument; listening: ok, again Invalid argument, resolve_addr Invalid argument, connect Invalid argument, bind Invalid argument; resolved: resolve_addr again Invalid argument, resolve_route again Invalid argument, listen Invalid argument, a second QP Invalid argument, accept Invalid argument; connecting: ok, again Invalid argument; a request: connect Invalid argument, listen Invalid argument, accept ok, again Invalid argument; connected: reject Invalid argument, accept Invalid argument, connect Invalid argument, the client's reject Invalid argument"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" call-rules "$ADDR_B" $((PORT + 4)) 2>&1)
-if [ "$out" = "$CALLS" ]; then
-	passed "calls out of their order or twice, as the kernel's: $out"
-else
-	echo "  | $out"
-	failed "calls out of their order or twice, as the kernel's"
-fi
+as_the_kernel "calls out of their order or twice, as the kernel's" call-rules $((PORT + 4)) \
+	"a new id: reject Invalid argument, an unknown option Function not implemented, an unknown level Function not implemented, a TOS of one byte ok, of four Invalid argument; bound: ok, again Invalid argument, connect Invalid argument; listening: ok, again Invalid argument, resolve_addr Invalid argument, connect Invalid argument, bind Invalid argument; resolved: resolve_addr again Invalid argument, resolve_route again Invalid argument, listen Invalid argument, a second QP Invalid argument, accept Invalid argument; connecting: ok, again Invalid argument; a request: connect Invalid argument, listen Invalid argument, accept ok, again Invalid argument; connected: reject Invalid argument, accept Invalid argument, connect Invalid argument, the client's reject Invalid argument"
 # The events of a connection as the kernel's rdma_cm reports them (interop.sh compares them
 # with rxe's): the request's private data (56 bytes after the CMA header) and depths seen
 # from the server, the REP's (196 bytes) at the client, none with the RTU, the DREQ or the
 # DREP; a consumer's reject, status 28 with its 148 bytes; nobody listening, status 8.
-EVENTS="the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 56 'hello', depths 3/2, retries 5/6, flow control 1, srq 0; the client: RDMA_CM_EVENT_ESTABLISHED status 0, private 196 'world', depths 2/3, retries 0/4, flow control 0, srq 0; the server: RDMA_CM_EVENT_ESTABLISHED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; the DREQ: RDMA_CM_EVENT_DISCONNECTED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; the DREP: RDMA_CM_EVENT_DISCONNECTED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; rejected: RDMA_CM_EVENT_REJECTED status 28, private 148 'nope', depths 0/0, retries 0/0, flow control 0, srq 0; nobody listening: RDMA_CM_EVENT_REJECTED status 8, private 148 '', depths 0/0, retries 0/0, flow control 0, srq 0"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" event-rules "$ADDR_B" $((PORT + 6)) 2>&1)
-if [ "$out" = "$EVENTS" ]; then
-	passed "a connection's events, as the kernel's: $out"
-else
-	echo "  | $out"
-	failed "a connection's events, as the kernel's"
-fi
+as_the_kernel "a connection's events, as the kernel's" event-rules $((PORT + 6)) \
+	"the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 56 'hello', depths 3/2, retries 5/6, flow control 1, srq 0; the client: RDMA_CM_EVENT_ESTABLISHED status 0, private 196 'world', depths 2/3, retries 0/4, flow control 0, srq 0; the server: RDMA_CM_EVENT_ESTABLISHED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; the DREQ: RDMA_CM_EVENT_DISCONNECTED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; the DREP: RDMA_CM_EVENT_DISCONNECTED status 0, private 0, depths 0/0, retries 0/0, flow control 0, srq 0; rejected: RDMA_CM_EVENT_REJECTED status 28, private 148 'nope', depths 0/0, retries 0/0, flow control 0, srq 0; nobody listening: RDMA_CM_EVENT_REJECTED status 8, private 148 '', depths 0/0, retries 0/0, flow control 0, srq 0"
 # The same for the UDP port space's SIDR exchange: the request's 180 bytes (no Q_Key: a
 # SIDR_REQ has none), the answer's 136 and rdma_cm's Q_Key, rdma_disconnect 0 at both ends
 # afterwards; a reject and nobody listening UNREACHABLE, with the SIDR_REP's status (2 and
 # 1) and its private data.
-UD_EVENTS="the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 180 'hello', qkey 0; the answer: RDMA_CM_EVENT_ESTABLISHED status 0, private 136 'world', qkey 0x1234567; rdma_disconnect: ok, the other end: ok; rejected: RDMA_CM_EVENT_UNREACHABLE status 2, private 136 'nope', qkey 0; nobody listening: RDMA_CM_EVENT_UNREACHABLE status 1, private 136 '', qkey 0"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" ud-rules "$ADDR_B" $((PORT + 8)) 2>&1)
-if [ "$out" = "$UD_EVENTS" ]; then
-	passed "SIDR's events, as the kernel's: $out"
-else
-	echo "  | $out"
-	failed "SIDR's events, as the kernel's"
-fi
+as_the_kernel "SIDR's events, as the kernel's" ud-rules $((PORT + 8)) \
+	"the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 180 'hello', qkey 0; the answer: RDMA_CM_EVENT_ESTABLISHED status 0, private 136 'world', qkey 0x1234567; rdma_disconnect: ok, the other end: ok; rejected: RDMA_CM_EVENT_UNREACHABLE status 2, private 136 'nope', qkey 0; nobody listening: RDMA_CM_EVENT_UNREACHABLE status 1, private 136 '', qkey 0"
 # What a connection leaves, as the kernel's rdma_cm leaves it (rxe's line in the interop
 # guest, but for its path MTU of 1024 where these veths give 4096): RDMA_OPTION_ID_ACK_TIMEOUT
 # 14 set before the route makes its packet lifetime 13, the client's QP's timeout 14 and
 # the server's 16 (the REQ's, worked out with the CA ACK delay); the route's flow label a
 # hash of the ports, in both QPs; depths and retries crossed over.
-QP_RULES="the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 14, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" qp-rules "$ADDR_B" $((PORT + 10)) 2>&1)
-if [ "$out" = "$QP_RULES" ]; then
-	passed "what a connection leaves, as the kernel's: $out"
-else
-	echo "  | $out"
-	failed "what a connection leaves (route, QPs), as the kernel's"
-fi
+as_the_kernel "what a connection leaves (route, QPs), as the kernel's" qp-rules $((PORT + 10)) \
+	"the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 14, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's"
 # Synchronous ids as rdma_server and rdma_client make them, as librdmacm's (rxe's line in
 # the interop guest): each call waits for its event and leaves it in id->event.
-EP_RULES="the listener's endpoint: nothing held; listen ok; get_request ok, RDMA_CM_EVENT_CONNECT_REQUEST held by the new id, a QP made; accept ok, RDMA_CM_EVENT_ESTABLISHED held; disconnect ok, RDMA_CM_EVENT_DISCONNECTED held; the client's endpoint: RDMA_CM_EVENT_ROUTE_RESOLVED held, a QP made; connect ok, RDMA_CM_EVENT_ESTABLISHED held; disconnect ok, RDMA_CM_EVENT_DISCONNECTED held"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" ep-rules "$ADDR_B" $((PORT + 12)) 2>&1)
-if [ "$out" = "$EP_RULES" ]; then
-	passed "synchronous ids, as librdmacm's on the kernel: $out"
-else
-	echo "  | $out"
-	failed "synchronous ids, as librdmacm's on the kernel"
-fi
+as_the_kernel "synchronous ids, as librdmacm's on the kernel" ep-rules $((PORT + 12)) \
+	"the listener's endpoint: nothing held; listen ok; get_request ok, RDMA_CM_EVENT_CONNECT_REQUEST held by the new id, a QP made; accept ok, RDMA_CM_EVENT_ESTABLISHED held; disconnect ok, RDMA_CM_EVENT_DISCONNECTED held; the client's endpoint: RDMA_CM_EVENT_ROUTE_RESOLVED held, a QP made; connect ok, RDMA_CM_EVENT_ESTABLISHED held; disconnect ok, RDMA_CM_EVENT_DISCONNECTED held"
 # Multicast joins and leaves in the UDP port space, as the kernel's rdma_cm answers them
 # (rxe's line in the interop guest): a join needs a bound id; MULTICAST_JOIN gives rdma_cm's
 # Q_Key, QPN 0xffffff and the group's GID; the TCP port space joins nothing.
-MC_RULES="not bound: join Invalid argument; bound: join ok, RDMA_CM_EVENT_MULTICAST_JOIN status 0, qkey 0x1234567, qp_num 0xffffff, private 0, global 1, dgid ::ffff:239.7.7.8, hop_limit 64, sl 0; again ok; leave ok, again ok; the TCP port space: join Invalid argument"
-out=$("${IN_B[@]}" timeout "$RS_T" "$RUN" -D "$SOCK_B" "$PEER" mcast-rules "$ADDR_B" 239.7.7.8 2>&1)
-if [ "$out" = "$MC_RULES" ]; then
-	passed "multicast joins and leaves, as the kernel's: $out"
-else
-	echo "  | $out"
-	failed "multicast joins and leaves, as the kernel's"
-fi
+as_the_kernel "multicast joins and leaves, as the kernel's" mcast-rules 239.7.7.8 \
+	"not bound: join Invalid argument; bound: join ok, RDMA_CM_EVENT_MULTICAST_JOIN status 0, qkey 0x1234567, qp_num 0xffffff, private 0, global 1, dgid ::ffff:239.7.7.8, hop_limit 64, sl 0; again ok; leave ok, again ok; the TCP port space: join Invalid argument"
 # A listen after the REQ, as qperf 0.4.11 listens after telling its peer the port: the REQ
 # to the port the server's bind holds waits for that listen. The client is up before it
 # reads the port, so its REQ comes within the server's 150 ms before it listens.
