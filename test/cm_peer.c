@@ -1148,6 +1148,28 @@ static int show_qp(struct rdma_cm_id *id, uint32_t label)
 	return 0;
 }
 
+/* The route of the id a request made (child), as its REQ gave it, and its addresses
+ * against the client's (both ends of a connection to itself). */
+static void show_request_route(struct rdma_cm_id *child, struct rdma_cm_id *client,
+			       uint32_t label)
+{
+	struct ibv_sa_path_rec *path = child->route.path_rec;
+
+	printf("; the server's route: %d path(s), port %u", child->route.num_paths,
+	       child->port_num);
+	if (path) {
+		printf(", mtu %u, packet life %u, hop_limit %u, traffic_class %u, pkey %#x,"
+		       " reversible %u", path->mtu, path->packet_life_time, path->hop_limit,
+		       path->traffic_class, ntohs(path->pkey), path->reversible);
+		show_flow_label(ntohl(path->flow_label), label);
+	}
+	printf(", its ports %s", rdma_get_src_port(child) == rdma_get_dst_port(client) &&
+	       rdma_get_dst_port(child) == rdma_get_src_port(client) ? "the client's crossed" :
+	       "not the client's");
+	printf(", the client's device %s",
+	       child->verbs && child->verbs->device == client->verbs->device ? "yes" : "no");
+}
+
 /* What a connection leaves behind: the client's route and both QPs, each field printed,
  * the client having set RDMA_OPTION_ID_TOS and RDMA_OPTION_ID_ACK_TIMEOUT first. */
 static int qp_rules(const char *addr, const char *port)
@@ -1205,6 +1227,7 @@ static int qp_rules(const char *addr, const char *port)
 	printf("; the server's: ");
 	if (show_qp(child, label))
 		return 1;
+	show_request_route(child, client, label);
 	printf("\n");
 	if (disconnect_both(client, child, srv))
 		return 1;

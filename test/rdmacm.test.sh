@@ -421,9 +421,10 @@ as_the_kernel "SIDR's events, as the kernel's" ud-rules $((PORT + 8)) \
 # guest, but for its path MTU of 1024 where these veths give 4096): RDMA_OPTION_ID_ACK_TIMEOUT
 # 14 set before the route makes its packet lifetime 13, the client's QP's timeout 14 and
 # the server's 16 (the REQ's, worked out with the CA ACK delay); the route's flow label a
-# hash of the ports, in both QPs; depths and retries crossed over.
+# hash of the ports, in both QPs; depths and retries crossed over; the server's route the
+# REQ's (lifetime 15, the traffic class and the flow label).
 as_the_kernel "what a connection leaves (route, QPs), as the kernel's" qp-rules $((PORT + 10)) \
-	"the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 14, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's"
+	"the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 14, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's route: 1 path(s), port 1, mtu 5, packet life 15, hop_limit 64, traffic_class 32, pkey 0xffff, reversible 1, flow_label the route's, its ports the client's crossed, the client's device yes"
 # Synchronous ids as rdma_server and rdma_client make them, as librdmacm's (rxe's line in
 # the interop guest): each call waits for its event and leaves it in id->event.
 as_the_kernel "synchronous ids, as librdmacm's on the kernel" ep-rules $((PORT + 12)) \

@@ -115,6 +115,13 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 	id->bound = true;
 	rcm_gid_addr(pe->peer_gid, pe->peer_port, family, &id->id.route.addr.dst_storage);
 	rcm_fill_path(id);
+	if (id->id.qp_type != IBV_QPT_UD) {
+		/* the route the REQ gave, as the kernel's passive id has it: the lifetime one
+		 * less than the REQ's ACK timeout, its traffic class and flow label */
+		id->path.packet_life_time = pe->qp.timeout ? pe->qp.timeout - 1 : 0;
+		id->path.traffic_class = pe->qp.traffic_class;
+		id->path.flow_label = htobe32(pe->qp.flow_label);
+	}
 	return id;
 }
 
