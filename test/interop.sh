@@ -529,13 +529,13 @@ for side in client server; do
 	perf "ud-send-$side" $side ib_send_bw -c UD -n 200
 	perf "ud-lat-$side" $side ib_send_lat -c UD -n 200
 done
-# The rdma_cm calls whose answers are rules rather than traffic (test/cm_peer port-rules,
-# disconnect-rules and call-rules), and the events of a connection as a program sees them
-# (event-rules, and ud-rules for the UDP port space), the route and QPs a connection
-# leaves (qp-rules), synchronous ids (ep-rules), multicast (mcast-rules, on a group of its
-# own: each side joins it alone), each listening on its own address and
-# connecting to itself, and some of them over IPv6: the kernel's rdma_cm on rxe0 and
-# rocemu's here give the same line.
+# What a program sees of rdma_cm where it follows rules rather than traffic, one line a
+# test/cm_peer mode: binds (port-rules), rdma_disconnect (disconnect-rules), calls out of
+# order (call-rules), a connection's events (event-rules; ud-rules for SIDR), the routes and
+# QPs it leaves (qp-rules), synchronous ids (ep-rules), multicast (mcast-rules, on a group
+# each side joins alone). Each side listens on its own address and connects to itself,
+# some modes over IPv6 too: the kernel's rdma_cm on rxe0 and rocemu's here must print the
+# same line.
 cm_rules() { # [v6] MODE...
 	local v6= mode arg port=$((7300 + RANDOM % 500)) rxe ours rc_rxe rc_ours
 	local rxe_addr=$ADDR_X our_addr=$ADDR_R
