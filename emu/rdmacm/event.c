@@ -35,9 +35,8 @@ static void set_conn_param(struct rcm_event *e, const struct proto_cm_event *pe)
 	p->qp_num = pe->peer_qpn;
 }
 
-/* The UDP port space's events carry where the peer's UD QP is: an address vector, its
- * number and Q_Key. */
-static void set_ud_param(struct rcm_event *e, const struct proto_cm_event *pe)
+/* rdma_ud_param's private data, the event's copy. */
+static void set_ud_private(struct rcm_event *e, const struct proto_cm_event *pe)
 {
 	struct rdma_ud_param *p = &e->ev.param.ud;
 	uint32_t len = pe->private_len < PROTO_CM_PRIVATE_MAX ? pe->private_len :
@@ -46,6 +45,15 @@ static void set_ud_param(struct rcm_event *e, const struct proto_cm_event *pe)
 	memcpy(e->private_data, pe->private_data, len);
 	p->private_data = len ? e->private_data : NULL;
 	p->private_data_len = (uint8_t)len;
+}
+
+/* The UDP port space's events carry where the peer's UD QP is: an address vector, its
+ * number and Q_Key. */
+static void set_ud_param(struct rcm_event *e, const struct proto_cm_event *pe)
+{
+	struct rdma_ud_param *p = &e->ev.param.ud;
+
+	set_ud_private(e, pe);
 	p->ah_attr.is_global = 1;
 	p->ah_attr.port_num = 1;
 	memcpy(p->ah_attr.grh.dgid.raw, pe->qp.dest_gid, 16);
@@ -104,7 +112,6 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 	id->sync = listen->sync;
 	rcm_id_bind_device(id, rcm_device_of_gid(pe->local_gid) ?: listen->dev);
 	id->conn = pe->conn;
-	id->cm_held = true;
 	id->stage = RCM_CONNECTING;
 	id->qp_attr = pe->qp;
 	id->have_qp_attr = true;
@@ -196,12 +203,8 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 	case RDMA_CM_EVENT_UNREACHABLE:
 		id->conn = 0;
 		/* a SIDR_REP's refusal: its private data, as the kernel's, and nothing else */
-		if (id->id.qp_type == IBV_QPT_UD && pe->private_len) {
-			set_ud_param(e, pe);
-			memset(&e->ev.param.ud.ah_attr, 0, sizeof(e->ev.param.ud.ah_attr));
-			e->ev.param.ud.qp_num = 0;
-			e->ev.param.ud.qkey = 0;
-		}
+		if (id->id.qp_type == IBV_QPT_UD)
+			set_ud_private(e, pe);
 		return 0;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		id->disconnected = true;

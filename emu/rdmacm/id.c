@@ -372,7 +372,6 @@ int rdma_listen(struct rdma_cm_id *cmid, int backlog)
 		return fail(err);
 	}
 	id->listening = listening > 0;
-	id->cm_held = id->listening && id->dev;
 	return listening ? 0 : fail(ENODEV);
 }
 
@@ -593,7 +592,6 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	if (err)
 		return fail(err);
 	id->conn = r.handle;
-	id->cm_held = true;
 	id->stage = RCM_CONNECTING;
 	id->disconnected = false;
 	return id->sync && rcm_wait(id, RDMA_CM_EVENT_ESTABLISHED) ? -1 : 0;
@@ -703,13 +701,20 @@ int rdma_establish(struct rdma_cm_id *cmid)
 	return err ? fail(err) : 0;
 }
 
+/* Whether the kernel's id would hold an IB CM id, which rdma_disconnect answers: from its
+ * request or the request it came from, or its listen on a device, until it is destroyed. */
+static bool holds_cm_id(const struct rcm_id *id)
+{
+	return id->stage == RCM_CONNECTING || (id->listening && id->dev);
+}
+
 int rdma_disconnect(struct rdma_cm_id *cmid)
 {
 	struct rcm_id *id = rcm_id(cmid);
 	struct proto_handle m = { .hdr.op = PROTO_CM_DISCONNECT };
 	int err;
 
-	if (!rcm_id_live(cmid) || !id->dev || !id->cm_held)
+	if (!rcm_id_live(cmid) || !id->dev || !holds_cm_id(id))
 		return fail(EINVAL);
 	if (!id->conn) {
 		/* A listener, or a connection the daemon ended (a REJ, a lost peer, a SIDR

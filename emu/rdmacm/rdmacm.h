@@ -96,9 +96,6 @@ struct rcm_id {
 	uint32_t conn;               /* the daemon's connection, 0 for none */
 	bool disconnected;           /* DISCONNECTED was reported: the daemon keeps conn, in
 				      * TimeWait, until the id forgets it */
-	bool cm_held;                /* the kernel's id would hold an IB CM id: from its
-				      * request, its listen on a device, or the request it
-				      * came from, until it is destroyed */
 	struct ibv_sa_path_rec path;
 	/* rdma_conn_param's depths for this id (RDMA_MAX_*: the device's) */
 	uint8_t responder_resources, initiator_depth;
