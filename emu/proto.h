@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 26
+#define PROTO_VERSION 25
 /* 2048: the stats reply outgrew 1024 bytes with the CM's counters */
 #define PROTO_MAX_MSG 2048
 /* A device's limits are at least the kernel's rxe's, so programs sized for rxe make their
@@ -442,16 +442,10 @@ struct proto_cm_connect {
 	uint8_t tos;
 	uint8_t private_len;
 	uint8_t packet_life_time;    /* the route's: the REQ's ACK timeout comes from it */
-	/* nonzero: at the REP the CM itself takes qpn through INIT, RTR and RTS and sends the
-	 * RTU, as librdmacm would on reading the REP (PROTO_CM_EVENT's qp_ready says so) */
-	uint8_t ready_on_rep;
+	uint8_t pad;
 	uint32_t flow_label;         /* the route's (20 bits): the REQ's and both QPs' */
-	uint8_t rts_timeout;         /* ready_on_rep: the QP's ACK timeout in RTS, or
-				      * PROTO_CM_TIMEOUT_CM for the one the connection gives */
-	uint8_t pad[3];
 	uint8_t private_data[PROTO_CM_REQ_PRIVATE];
 };
-#define PROTO_CM_TIMEOUT_CM 0xff
 
 struct proto_cm_accept {
 	struct proto_hdr hdr;
@@ -527,7 +521,7 @@ struct proto_cm_event {
 	uint8_t flow_control;
 	uint8_t srq;
 	uint8_t ip_version;          /* CONNECT_REQUEST: the CMA header's */
-	uint8_t qp_ready;            /* CONNECT_RESPONSE: the QP is in RTS and the RTU went */
+	uint8_t pad;
 	uint16_t local_port;         /* CONNECT_REQUEST: the listener's port */
 	uint16_t peer_port;          /* ... and the active side's */
 	uint8_t local_gid[16];

@@ -477,17 +477,15 @@ END_TEST
 
 #define FLOW_LABEL 0x12345
 
-/* A connection from here whose route has the packet lifetime given; ready_on_rep: the CM
- * is asked to take the QP to RTS at the REP, with rts_timeout. */
-static uint32_t connect_asking(uint8_t life, bool ready_on_rep, uint8_t rts_timeout)
+/* A connection from here whose route has the packet lifetime given. */
+static uint32_t connect_with_lifetime(uint8_t life)
 {
 	struct proto_cm_connect m = { .channel = channel, .qpn = qp->qpn, .cookie = COOKIE,
 				      .service_id = SERVICE_ID, .src_port = 50000,
 				      .responder_resources = 4, .initiator_depth = 4,
 				      .retry_count = 9, .rnr_retry_count = 7, .private_len = 3,
 				      .private_data = "abc", .packet_life_time = life,
-				      .flow_label = FLOW_LABEL, .ready_on_rep = ready_on_rep,
-				      .rts_timeout = rts_timeout };
+				      .flow_label = FLOW_LABEL };
 	char err[PROTO_ERRMSG] = "";
 	uint32_t conn;
 
@@ -498,28 +496,9 @@ static uint32_t connect_asking(uint8_t life, bool ready_on_rep, uint8_t rts_time
 	return conn;
 }
 
-static uint32_t connect_with_lifetime(uint8_t life)
-{
-	return connect_asking(life, false, 0);
-}
-
 static uint32_t connect_out(void)
 {
 	return connect_with_lifetime(18);
-}
-
-/* The peer's REP to the REQ just sent: its QP PEER_QPN, starting at PEER_PSN. */
-static struct cm_mad rep_to(const struct cm_mad *req, uint32_t conn)
-{
-	struct cm_mad rep = peer_msg(CM_ATTR_REP, PEER_COMM_ID, conn);
-
-	rep.hdr.tid = req->hdr.tid;
-	rep.rep.local_qpn = PEER_QPN;
-	rep.rep.starting_psn = PEER_PSN;
-	rep.rep.responder_resources = 1;
-	rep.rep.initiator_depth = 2;
-	rep.rep.rnr_retry_count = 3;
-	return rep;
 }
 
 /* The REQ's ACK timeout comes from the route's packet lifetime as the kernel's cm works it
@@ -564,11 +543,15 @@ START_TEST(test_active_connection_and_duplicate_rep)
 	ck_assert_int_eq(memcmp(cma.dst_ip, peer_gid + 12, 4), 0);
 	ck_assert_int_eq(memcmp(req.req.private_data + CM_CMA_HDR_LEN, "abc", 3), 0);
 
-	rep = rep_to(&req, conn);
+	rep = peer_msg(CM_ATTR_REP, PEER_COMM_ID, conn);
+	rep.hdr.tid = req.hdr.tid;
+	rep.rep.local_qpn = PEER_QPN;
+	rep.rep.starting_psn = PEER_PSN;
+	rep.rep.responder_resources = 1;
+	rep.rep.initiator_depth = 2;
+	rep.rep.rnr_retry_count = 3;
 	arrive(rep);
 	ev = next_event(CM_EV_CONNECT_RESPONSE);
-	ck_assert_uint_eq(ev.qp_ready, 0);
-	ck_assert_uint_eq(qp->state, IBV_QPS_RESET);
 	ck_assert_uint_eq(ev.qp.dest_qpn, PEER_QPN);
 	ck_assert_uint_eq(ev.qp.sq_psn, PEER_PSN);
 	ck_assert_uint_eq(ev.qp.rq_psn, req.req.starting_psn);
@@ -585,56 +568,6 @@ START_TEST(test_active_connection_and_duplicate_rep)
 	next_mad(CM_ATTR_RTU);
 	ck_assert_uint_eq(dev.cnt.cm_dup_rep, 1);
 	expect_no_event();
-}
-END_TEST
-
-/* Asked at the connect, the CM answers the REP itself as librdmacm would: the QP through
- * INIT, RTR and RTS with the connection's attributes, then the RTU. A QP that refuses a
- * step is left to the client (no RTU; the event says qp_ready 0). */
-START_TEST(test_rep_readies_the_qp_when_asked)
-{
-	uint32_t conn = connect_asking(18, true, PROTO_CM_TIMEOUT_CM);
-	struct cm_mad req = next_mad(CM_ATTR_REQ);
-	struct proto_cm_event ev;
-	char err[PROTO_ERRMSG];
-
-	arrive(rep_to(&req, conn));
-	ev = next_event(CM_EV_CONNECT_RESPONSE);
-	ck_assert_uint_eq(ev.qp_ready, 1);
-	ck_assert_uint_eq(next_mad(CM_ATTR_RTU).hdr.tid, req.hdr.tid);
-	ck_assert_uint_eq(dev.cnt.cm_established, 1);
-	ck_assert_uint_eq(qp->state, IBV_QPS_RTS);
-	ck_assert_uint_eq(qp->attr.dest_qpn, PEER_QPN);
-	ck_assert_uint_eq(qp->req.snd_nxt, PEER_PSN);
-	ck_assert_uint_eq(qp->resp.rcv_psn, req.req.starting_psn);
-	ck_assert_uint_eq(qp->attr.timeout, 19);
-	ck_assert_uint_eq(qp->attr.max_dest_rd_atomic, 2);
-	ck_assert_uint_eq(qp->attr.rnr_retry, 3);
-	ck_assert_uint_eq(qp->attr.access, ev.qp.access);
-	ck_assert_int_eq(memcmp(qp->path.dst_mac, stub_peer_mac, 6), 0);
-	ck_assert_int_eq(cm_establish(dev.cm, &owner, conn, err, sizeof(err)), -EINVAL);
-	ck_assert_int_eq(cm_destroy(dev.cm, &owner, conn), 0);
-	next_mad(CM_ATTR_DREQ);
-
-	/* a QP in RTS already cannot go to INIT: the client's own attempt will say so */
-	conn = connect_asking(18, true, 14);
-	req = next_mad(CM_ATTR_REQ);
-	arrive(rep_to(&req, conn));
-	ck_assert_uint_eq(next_event(CM_EV_CONNECT_RESPONSE).qp_ready, 0);
-	ck_assert_uint_eq(qp->attr.timeout, 19);
-	ck_assert_int_eq(cm_establish(dev.cm, &owner, conn, err, sizeof(err)), 0);
-	next_mad(CM_ATTR_RTU);
-
-	/* the ACK timeout the client set (RDMA_OPTION_ID_ACK_TIMEOUT) is the one in RTS */
-	ck_assert_int_eq(qp_modify(qp, IBV_QP_STATE, &(struct proto_qp_attr){
-		.state = IBV_QPS_RESET }, err, sizeof(err)), 0);
-	conn = connect_asking(18, true, 14);
-	req = next_mad(CM_ATTR_REQ);
-	arrive(rep_to(&req, conn));
-	ck_assert_uint_eq(next_event(CM_EV_CONNECT_RESPONSE).qp_ready, 1);
-	next_mad(CM_ATTR_RTU);
-	ck_assert_uint_eq(qp->state, IBV_QPS_RTS);
-	ck_assert_uint_eq(qp->attr.timeout, 14);
 }
 END_TEST
 
@@ -1379,7 +1312,6 @@ int main(void)
 	tcase_add_test(tc, test_duplicate_req_is_answered_again);
 	tcase_add_test(tc, test_active_connection_and_duplicate_rep);
 	tcase_add_test(tc, test_req_ack_timeout_from_lifetime);
-	tcase_add_test(tc, test_rep_readies_the_qp_when_asked);
 	tcase_add_test(tc, test_req_resent_then_unreachable);
 	tcase_add_test(tc, test_stale_comm_ids_are_counted);
 	tcase_add_test(tc, test_backlog_bounds_pending_requests);

@@ -132,8 +132,7 @@ static struct rcm_id *request_id(struct rcm_id *listen, const struct proto_cm_ev
 	return id;
 }
 
-/* librdmacm's answer to a REP when the id has a QP: RTR, RTS, then the RTU (unless the
- * daemon gave it already: the event's qp_ready). */
+/* librdmacm's answer to a REP when the id has a QP: RTR, RTS, then the RTU. */
 static int complete_connect(struct rcm_id *id)
 {
 	struct proto_handle m = { .hdr.op = PROTO_CM_ESTABLISH, .handle = id->conn };
@@ -175,10 +174,8 @@ static int handle(struct rcm_id *id, const struct proto_cm_event *pe, struct rcm
 		id->qp_attr = pe->qp;
 		id->have_qp_attr = true;
 		set_conn_param(e, pe);
-		if (pe->qp_ready || id->id.qp) {
-			/* (the QP destroyed since the daemon moved it: established all the same) */
-			int err = !pe->qp_ready ? complete_connect(id) :
-				  id->id.qp ? rcm_qp_readied(id) : 0;
+		if (id->id.qp) {
+			int err = complete_connect(id);
 
 			e->ev.event = err ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_ESTABLISHED;
 			e->ev.status = -err;

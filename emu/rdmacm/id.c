@@ -584,8 +584,6 @@ int rdma_connect(struct rdma_cm_id *cmid, struct rdma_conn_param *p)
 	m.tos = id->tos;
 	m.packet_life_time = id->path.packet_life_time;
 	m.flow_label = be32toh(id->path.flow_label);
-	m.ready_on_rep = rcm_qp_ready_on_rep(id, &m.rts_timeout);
-	id->rts_timeout_sent = m.rts_timeout;
 	if (p && p->private_data_len) {
 		m.private_len = p->private_data_len;
 		memcpy(m.private_data, p->private_data, p->private_data_len);

@@ -112,30 +112,6 @@ int rcm_qp_ready_then(struct rcm_id *id, uint8_t responder_resources, uint8_t in
 	return changes_then(id, c, 3, req, len, &ran);
 }
 
-/* A connected QP made on the id's device context, as rdma_create_qp makes it: the daemon
- * holds it under the same client as the connection. */
-bool rcm_qp_ready_on_rep(const struct rcm_id *id, uint8_t *rts_timeout)
-{
-	const struct ibv_qp *qp = id->id.qp;
-
-	if (!qp || qp->qp_type != IBV_QPT_RC || rv_ctx(qp->context) != id->dev->rv)
-		return false;
-	*rts_timeout = id->ack_timeout_set ? id->ack_timeout : PROTO_CM_TIMEOUT_CM;
-	return true;
-}
-
-/* An ACK timeout set between the connect and the REP is the QP's, as librdmacm applies the
- * option when it reads the REP. */
-int rcm_qp_readied(struct rcm_id *id)
-{
-	struct ibv_qp_attr a = { .timeout = id->ack_timeout };
-
-	rv_qp_moved(id->id.qp, IBV_QPS_RTS);
-	if (!id->ack_timeout_set || id->ack_timeout == id->rts_timeout_sent)
-		return 0;
-	return modify(id, &a, IBV_QP_TIMEOUT);
-}
-
 int rcm_qp_error(struct rcm_id *id)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };

@@ -104,7 +104,6 @@ struct rcm_id {
 	uint8_t tos;
 	uint8_t ack_timeout;         /* RDMA_OPTION_ID_ACK_TIMEOUT, for this id's QP alone */
 	bool ack_timeout_set;
-	uint8_t rts_timeout_sent;    /* the connect's: the one the daemon's RTS at the REP took */
 	int afonly;
 	bool reuseaddr;              /* RDMA_OPTION_ID_REUSEADDR */
 	struct ibv_qp_init_attr *ep_qp_attr; /* rdma_create_ep(passive): rdma_get_request's QP */
@@ -196,11 +195,6 @@ int rcm_wait(struct rcm_id *id, enum rdma_cm_event_type expected);
  * rv_modify_qp_then); 0 or an errno. An id without a QP sends req alone. */
 int rcm_qp_ready_then(struct rcm_id *id, uint8_t responder_resources, uint8_t initiator_depth,
 		      void *req, size_t len);
-/* Whether the daemon may take the id's QP to RTS itself at the REP (PROTO_CM_CONNECT's
- * ready_on_rep), and with which ACK timeout; and, once it did (the event's qp_ready), the
- * library's view of the QP following it: 0 or an errno. */
-bool rcm_qp_ready_on_rep(const struct rcm_id *id, uint8_t *rts_timeout);
-int rcm_qp_readied(struct rcm_id *id);
 int rcm_qp_error(struct rcm_id *id);
 int rcm_qp_error_then(struct rcm_id *id, void *req, size_t len);
 

@@ -284,14 +284,6 @@ static void modified(struct ibv_qp *ibqp, const struct ibv_qp_attr *attr, int ma
 		forget_completions(ibqp);
 }
 
-void rv_qp_moved(struct ibv_qp *ibqp, enum ibv_qp_state state)
-{
-	struct ibv_qp_attr a = { .qp_state = state };
-
-	rv_qp(ibqp)->qp->state = state;
-	modified(ibqp, &a, IBV_QP_STATE);
-}
-
 int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct rv_context *ctx = rv_ctx(ibqp->context);

@@ -188,9 +188,6 @@ int rv_modify_qp_then(struct ibv_qp *qp, const struct rv_qp_change *changes, uns
 /* As ibv_create_qp_ex and then ibv_modify_qp to INIT with init, in one round trip (the
  * change may carry no address); NULL and errno if either is refused, and then no QP is
  * left. */
-/* The daemon moved the QP itself (the CM's answer to a REP): the state the library keeps
- * follows. */
-void rv_qp_moved(struct ibv_qp *qp, enum ibv_qp_state state);
 struct ibv_qp *rv_create_qp_in_init(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a,
 				    const struct rv_qp_change *init);
 /* The same with the QP's two CQs made in the same round trip (rdma_create_qp's, for an id

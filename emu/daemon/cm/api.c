@@ -412,8 +412,6 @@ int cm_connect(struct cm *cm, struct owner *own, const struct proto_cm_connect *
 	c->tos = m->tos;
 	c->ack_timeout = ack_timeout_of(life);
 	c->flow_label = m->flow_label & 0xfffff;
-	c->ready_on_rep = m->ready_on_rep != 0;
-	c->rts_timeout = m->rts_timeout;
 	c->responder_resources = clamp(m->responder_resources, QP_MAX_RD_ATOMIC);
 	c->initiator_depth = clamp(m->initiator_depth, QP_MAX_RD_ATOMIC);
 	c->retry_count = clamp(m->retry_count, 7);
@@ -502,12 +500,18 @@ int cm_reject(struct cm *cm, struct owner *own, const struct proto_cm_reject *m,
 int cm_establish(struct cm *cm, struct owner *own, uint32_t id, char *err, size_t errlen)
 {
 	struct cm_conn *c = owned(cm, own, id);
+	struct cm_mad mad;
 
 	if (!c || c->state != CM_REP_RCVD) {
 		snprintf(err, errlen, "connection %u has no REP to answer", id);
 		return -EINVAL;
 	}
-	conn_send_rtu(c);
+	conn_mad_hdr(&mad, CM_ATTR_RTU, c->tid);
+	mad.rtu.local_comm_id = c->local_id;
+	mad.rtu.remote_comm_id = c->remote_id;
+	c->state = CM_ESTABLISHED;
+	cm->dev->cnt.cm_established++;
+	conn_send(c, &mad, false);
 	return 0;
 }
 

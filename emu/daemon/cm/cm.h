@@ -6,8 +6,7 @@
  * their numbers and computes the attributes a connection gives them.
  *
  * It may call the port (frames out, the GID table), the transport's qp_find() (a client
- * names only its own QPs) and qp_connect() (a QP taken to RTS at the REP, for a client that
- * asked it at its connect), and the log. Control calls it; the receive path reaches it only
+ * names only its own QPs) and the log. Control calls it; the receive path reaches it only
  * through dev->tp.on_gsi, which main.c sets. Calls return 0 or a negative errno, and fill
  * err on failure; what a peer's MAD gets wrong is counted (the cm_* counters), never
  * fatal. */

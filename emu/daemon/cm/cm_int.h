@@ -106,8 +106,6 @@ struct cm_conn {
 	uint32_t flow_label;         /* the path's, from the active side's route */
 	/* what this side's QP takes: the kernel's cm_id fields */
 	uint8_t responder_resources, initiator_depth, retry_count, rnr_retry_count;
-	bool ready_on_rep;           /* the client asked for its QP in RTS at the REP ... */
-	uint8_t rts_timeout;         /* ... with this ACK timeout (PROTO_CM_TIMEOUT_CM: ack_timeout) */
 	uint8_t peer_cm_timeout;     /* the peer's CM response timeout (REQ) */
 	uint8_t max_retries, retries_left;
 	bool mra_rcvd;               /* the MAD resent now was MRA'd already (once each) */
@@ -192,11 +190,6 @@ void conn_event(struct cm_conn *c, struct proto_cm_event *ev);
 void cm_event_to(struct cm *cm, struct cm_channel *ch, struct proto_cm_event *ev);
 /* The attributes the connection gives its QP (rdma_init_qp_attr's RTR and RTS). */
 void conn_qp_attr(const struct cm_conn *c, struct proto_qp_attr *a);
-/* The RTU: the connection is established. */
-void conn_send_rtu(struct cm_conn *c);
-/* The REP's answer a client asked for at its connect (ready_on_rep): its QP taken to RTS
- * with attributes a, then the RTU. 0, or -EINVAL when the QP is gone or refused a step. */
-int conn_ready_qp(struct cm_conn *c, const struct proto_qp_attr *a);
 void conn_mad_hdr(struct cm_mad *mad, uint16_t attr, uint64_t tid);
 uint64_t cm_new_tid(struct cm *cm, uint32_t local_id);
 /* A REJ for the connection (its last answer), the connection then freed. */

@@ -419,38 +419,6 @@ void conn_qp_attr(const struct cm_conn *c, struct proto_qp_attr *a)
 	a->max_dest_rd_atomic = c->responder_resources;
 }
 
-void conn_send_rtu(struct cm_conn *c)
-{
-	struct cm_mad mad;
-
-	conn_mad_hdr(&mad, CM_ATTR_RTU, c->tid);
-	mad.rtu.local_comm_id = c->local_id;
-	mad.rtu.remote_comm_id = c->remote_id;
-	c->state = CM_ESTABLISHED;
-	c->cm->dev->cnt.cm_established++;
-	conn_send(c, &mad, false);
-}
-
-/* librdmacm answers a REP with two QP changes and the RTU once the program reads it; here
- * the client's control request for them is spared (a round trip, and under emulation two
- * process switches, of each connection). A QP that is gone or refuses a step is left to
- * the client, whose own attempt from the event meets the refusal and reports it. */
-int conn_ready_qp(struct cm_conn *c, const struct proto_qp_attr *a)
-{
-	struct qp *qp = qp_find(c->cm->dev, c->local_qpn);
-	struct proto_qp_attr rts = *a;
-	char err[PROTO_ERRMSG];
-
-	if (!qp || qp->owner != c->own || qp->type != IBV_QPT_RC)
-		return -EINVAL;
-	if (c->rts_timeout != PROTO_CM_TIMEOUT_CM)
-		rts.timeout = c->rts_timeout;
-	if (qp_connect(qp, &rts, c->peer_mac, err, sizeof(err)))
-		return -EINVAL;
-	conn_send_rtu(c);
-	return 0;
-}
-
 void conn_reject(struct cm_conn *c, uint16_t reason, uint8_t msg, const void *priv, size_t len)
 {
 	struct cm_mad mad;

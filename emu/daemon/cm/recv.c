@@ -245,7 +245,6 @@ static void on_rep(struct cm *cm, const struct cm_mad *in, const struct mad_src 
 	ev.private_len = CM_REP_PRIVATE_LEN;
 	memcpy(ev.private_data, rep->private_data, CM_REP_PRIVATE_LEN);
 	conn_qp_attr(c, &ev.qp);
-	ev.qp_ready = c->ready_on_rep && conn_ready_qp(c, &ev.qp) == 0;
 	conn_event(c, &ev);
 }
 

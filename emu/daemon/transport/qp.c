@@ -310,9 +310,8 @@ void qp_reset(struct qp *qp)
 	}
 }
 
-/* (peer_mac: the peer's MAC when the caller knows it, else NULL: resolved here) */
-static int modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
-		  const uint8_t *peer_mac, char *err, size_t errlen)
+int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char *err,
+	      size_t errlen)
 {
 	enum ibv_qp_state to = (mask & IBV_QP_STATE) ? a->state : qp->state;
 	uint32_t rts_modifiable = qp->type == IBV_QPT_UD ? RTS_MODIFIABLE_UD
@@ -352,9 +351,7 @@ static int modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
 		return 0;
 	}
 	connecting = qp->type != IBV_QPT_UD && to == IBV_QPS_RTR && qp->state != IBV_QPS_RTR;
-	if (connecting && peer_mac)
-		memcpy(qp->peer_mac, peer_mac, 6);
-	else if (connecting && (rc = resolve_peer(qp, a->dest_gid, err, errlen)))
+	if (connecting && (rc = resolve_peer(qp, a->dest_gid, err, errlen)))
 		return rc;
 	apply_attrs(qp, mask, a);
 	if (qp->type == IBV_QPT_UD)
@@ -370,37 +367,6 @@ static int modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a,
 	if (to == IBV_QPS_RTS)
 		req_pump(qp);
 	return 0;
-}
-
-int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *a, char *err,
-	      size_t errlen)
-{
-	return modify(qp, mask, a, NULL, err, errlen);
-}
-
-/* The attributes librdmacm's answer to a REP gives each state (rdma_init_qp_attr's). */
-#define CONNECT_INIT_MASK (IBV_QP_STATE | IBV_QP_ACCESS_FLAGS)
-#define CONNECT_RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |     \
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
-#define CONNECT_RTS_MASK (IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |  \
-			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC)
-
-int qp_connect(struct qp *qp, const struct proto_qp_attr *a, const uint8_t peer_mac[6],
-	       char *err, size_t errlen)
-{
-	static const struct { enum ibv_qp_state state; uint32_t mask; } steps[] = {
-		{ IBV_QPS_INIT, CONNECT_INIT_MASK },
-		{ IBV_QPS_RTR, CONNECT_RTR_MASK },
-		{ IBV_QPS_RTS, CONNECT_RTS_MASK },
-	};
-	struct proto_qp_attr step = *a;
-	int rc = 0;
-
-	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]) && !rc; i++) {
-		step.state = steps[i].state;
-		rc = modify(qp, steps[i].mask, &step, peer_mac, err, errlen);
-	}
-	return rc;
 }
 
 /* Verbs semantics: everything outstanding completes with IBV_WC_WR_FLUSH_ERR, and so does

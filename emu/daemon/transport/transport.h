@@ -322,11 +322,6 @@ void qp_path_between(struct wire_path *p, const struct dev *dev, const uint8_t *
 		     const uint8_t *dgid, const uint8_t mac[6]);
 int qp_modify(struct qp *qp, uint32_t mask, const struct proto_qp_attr *attr,
 	      char *err, size_t errlen);
-/* What librdmacm does with a REP, done by the CM for a client that asked it to: INIT, RTR
- * and RTS with a connection's attributes, toward the peer at peer_mac (the CM's REQ went
- * there). It stops at the first refusal, leaving the QP where that step found it. */
-int qp_connect(struct qp *qp, const struct proto_qp_attr *attr, const uint8_t peer_mac[6],
-	       char *err, size_t errlen);
 void qp_to_error(struct qp *qp);
 
 static inline uint32_t qp_packets(const struct qp *qp, uint64_t len)
