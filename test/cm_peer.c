@@ -1171,7 +1171,9 @@ static void show_request_route(struct rdma_cm_id *child, struct rdma_cm_id *clie
 }
 
 /* What a connection leaves behind: the client's route and both QPs, each field printed,
- * the client having set RDMA_OPTION_ID_TOS and RDMA_OPTION_ID_ACK_TIMEOUT first. */
+ * the client having set RDMA_OPTION_ID_TOS and RDMA_OPTION_ID_ACK_TIMEOUT first, and the
+ * ACK timeout again between its connect and the REP's event (librdmacm applies it as it
+ * reads the REP; rocemu's daemon has moved the QP already by then). */
 static int qp_rules(const char *addr, const char *port)
 {
 	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
@@ -1183,7 +1185,7 @@ static int qp_rules(const char *addr, const char *port)
 	struct rdma_cm_id *listen, *client, *child;
 	struct sockaddr_storage dst;
 	struct ibv_sa_path_rec *path;
-	uint8_t tos = 32, ack_timeout = 14;
+	uint8_t tos = 32, ack_timeout = 14, late_ack_timeout = 12;
 	uint32_t label = 0;
 	int status;
 
@@ -1216,6 +1218,8 @@ static int qp_rules(const char *addr, const char *port)
 					ntohs(rdma_get_dst_port(client))) & 0xfffff);
 	}
 	if (rdma_connect(client, &ask) ||
+	    rdma_set_option(client, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &late_ack_timeout,
+			    sizeof(late_ack_timeout)) ||
 	    take_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &status, &child) ||
 	    rdma_create_qp(child, NULL, &attr) || rdma_accept(child, &answer) ||
 	    take_on(channel, RDMA_CM_EVENT_ESTABLISHED, &status, NULL) ||

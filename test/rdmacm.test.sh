@@ -419,12 +419,13 @@ as_the_kernel "SIDR's events, as the kernel's" ud-rules $((PORT + 8)) \
 	"the request: RDMA_CM_EVENT_CONNECT_REQUEST status 0, private 180 'hello', qkey 0; the answer: RDMA_CM_EVENT_ESTABLISHED status 0, private 136 'world', qkey 0x1234567; rdma_disconnect: ok, the other end: ok; rejected: RDMA_CM_EVENT_UNREACHABLE status 2, private 136 'nope', qkey 0; nobody listening: RDMA_CM_EVENT_UNREACHABLE status 1, private 136 '', qkey 0"
 # What a connection leaves, as the kernel's rdma_cm leaves it (rxe's line in the interop
 # guest, but for its path MTU of 1024 where these veths give 4096): RDMA_OPTION_ID_ACK_TIMEOUT
-# 14 set before the route makes its packet lifetime 13, the client's QP's timeout 14 and
-# the server's 16 (the REQ's, worked out with the CA ACK delay); the route's flow label a
+# 14 set before the route makes its packet lifetime 13 and the server's QP's timeout 16
+# (the REQ's, worked out with the CA ACK delay), and 12 set again after the connect is the
+# client's QP's (applied as the REP is read); the route's flow label a
 # hash of the ports, in both QPs; depths and retries crossed over; the server's route the
 # REQ's (lifetime 15, the traffic class and the flow label).
 as_the_kernel "what a connection leaves (route, QPs), as the kernel's" qp-rules $((PORT + 10)) \
-	"the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 14, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's route: 1 path(s), port 1, mtu 5, packet life 15, hop_limit 64, traffic_class 32, pkey 0xffff, reversible 1, flow_label the route's, its ports the client's crossed, the client's device yes"
+	"the route: 1 path(s), port 1, mtu 5, rate 0, packet life 13, hop_limit 64, traffic_class 32, sl 0, pkey 0xffff, reversible 1 (as stored), selectors 2/2/2, raw_traffic 0, numb_path 1, flow_label the route's; the client's QP: state 3, mtu 5, timeout 12, retries 5/4, min_rnr_timer 0, rd_atomic 4/2, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's: state 3, mtu 5, timeout 16, retries 5/6, min_rnr_timer 0, rd_atomic 2/4, access 0xe, pkey_index 0, port 1, global 1, hop_limit 64, traffic_class 32, sl 0, flow_label the route's; the server's route: 1 path(s), port 1, mtu 5, packet life 15, hop_limit 64, traffic_class 32, pkey 0xffff, reversible 1, flow_label the route's, its ports the client's crossed, the client's device yes"
 # Synchronous ids as rdma_server and rdma_client make them, as librdmacm's (rxe's line in
 # the interop guest): each call waits for its event and leaves it in id->event.
 as_the_kernel "synchronous ids, as librdmacm's on the kernel" ep-rules $((PORT + 12)) \

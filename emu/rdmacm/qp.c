@@ -13,9 +13,13 @@ static int fail(int err)
 	return -1;
 }
 
+/* ibv_modify_qp answers with the errno itself, as libibverbs documents it, and need not
+ * set errno (the verbs layer's does not) */
 static int modify(struct rcm_id *id, struct ibv_qp_attr *a, int mask)
 {
-	return ibv_modify_qp(id->id.qp, a, mask) ? errno : 0;
+	int err = ibv_modify_qp(id->id.qp, a, mask);
+
+	return err < 0 ? errno : err;
 }
 
 static void init_change(const struct rcm_id *id, bool with_access, struct rv_qp_change *c)
