@@ -1173,7 +1173,7 @@ static void show_request_route(struct rdma_cm_id *child, struct rdma_cm_id *clie
 /* What a connection leaves behind: the client's route and both QPs, each field printed,
  * the client having set RDMA_OPTION_ID_TOS and RDMA_OPTION_ID_ACK_TIMEOUT first, and the
  * ACK timeout again between its connect and the REP's event (librdmacm applies it as it
- * reads the REP; rocemu's daemon has moved the QP already by then). */
+ * reads the REP, so the QP takes the later one). */
 static int qp_rules(const char *addr, const char *port)
 {
 	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
