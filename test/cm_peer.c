@@ -196,15 +196,17 @@ static struct ibv_qp_init_attr small_qp(enum ibv_qp_type type)
 						   .max_send_sge = 1, .max_recv_sge = 1 } };
 }
 
-/* An id resolved to ADDR:PORT, with an RC QP when qp is set. */
-static struct rdma_cm_id *resolved(const char *addr, const char *port, bool qp)
+/* An id of port space ps resolved to ADDR:PORT, with a QP when qp is set (UD in the UDP
+ * port space, RC otherwise). */
+static struct rdma_cm_id *resolved_in(const char *addr, const char *port,
+				      enum rdma_port_space ps, bool qp)
 {
-	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_RC);
+	struct ibv_qp_init_attr attr = small_qp(ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC);
 	struct sockaddr_storage dst;
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
 
-	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &id, NULL, RDMA_PS_TCP))
+	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &id, NULL, ps))
 		return NULL;
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, EVENT_TIMEOUT_MS)) {
 		die("rdma_resolve_addr");
@@ -225,6 +227,12 @@ static struct rdma_cm_id *resolved(const char *addr, const char *port, bool qp)
 		return NULL;
 	}
 	return id;
+}
+
+/* ... in the TCP port space */
+static struct rdma_cm_id *resolved(const char *addr, const char *port, bool qp)
+{
+	return resolved_in(addr, port, RDMA_PS_TCP, qp);
 }
 
 static int reject_client(const char *addr, const char *port)
@@ -1049,26 +1057,6 @@ static int event_rules(const char *addr, const char *port)
 	return 0;
 }
 
-/* An id of the UDP port space resolved to addr:port, with a UD QP. */
-static struct rdma_cm_id *resolved_ud(const char *addr, const char *port)
-{
-	struct ibv_qp_init_attr attr = small_qp(IBV_QPT_UD);
-	struct sockaddr_storage dst;
-	struct rdma_cm_id *id;
-	int status;
-
-	if (addr_of(addr, port, &dst) || rdma_create_id(channel, &id, NULL, RDMA_PS_UDP) ||
-	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, EVENT_TIMEOUT_MS) ||
-	    take_on(channel, RDMA_CM_EVENT_ADDR_RESOLVED, &status, NULL) ||
-	    rdma_resolve_route(id, EVENT_TIMEOUT_MS) ||
-	    take_on(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, &status, NULL) ||
-	    rdma_create_qp(id, NULL, &attr)) {
-		die("a UD id");
-		return NULL;
-	}
-	return id;
-}
-
 /* The UDP port space's SIDR exchange as the program sees it: the request and the answer
  * (show_ud_on), rdma_disconnect at both ends afterwards; a reject with private data; a
  * port nobody listens on. */
@@ -1084,7 +1072,7 @@ static int ud_rules(const char *addr, const char *port)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (!(listen = listener_on(srv, addr, port, RDMA_PS_UDP)))
 		return 1;
-	if (!(client = resolved_ud(addr, port)) || rdma_connect(client, &ask))
+	if (!(client = resolved_in(addr, port, RDMA_PS_UDP, true)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
 	printf("the request: ");
 	if (show_on(srv, RDMA_CM_EVENT_CONNECT_REQUEST, &child))
@@ -1099,13 +1087,13 @@ static int ud_rules(const char *addr, const char *port)
 	destroy_with_qp(child);
 	destroy_with_qp(client);
 
-	if (!(client = resolved_ud(addr, port)) || rdma_connect(client, &ask))
+	if (!(client = resolved_in(addr, port, RDMA_PS_UDP, true)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
 	if (show_rejected(client, srv, RDMA_CM_EVENT_UNREACHABLE))
 		return 1;
 
 	snprintf(nobody, sizeof(nobody), "%d", atoi(port) + 1);
-	if (!(client = resolved_ud(addr, nobody)) || rdma_connect(client, &ask))
+	if (!(client = resolved_in(addr, nobody, RDMA_PS_UDP, true)) || rdma_connect(client, &ask))
 		return die("rdma_connect");
 	printf("; nobody listening: ");
 	if (show_on(channel, RDMA_CM_EVENT_UNREACHABLE, NULL))
