@@ -200,7 +200,7 @@ build-tests: all $(UNIT_TESTS) $(TEST_PROGRAMS) $(BUILD)/test/gso_refuse.so $(BU
              $(BUILD)/test/ud_peer $(BUILD)/test/pcap_icrc $(BUILD)/test/ibv_peer \
              $(BUILD)/test/many_qp $(BUILD)/test/uc_peer $(BUILD)/test/mw_peer $(BUILD)/test/cm_peer \
              $(BUILD)/test/mcast_peer \
-             $(BUILD)/test/rereg_peer $(BUILD)/test/flush_peer \
+             $(BUILD)/test/rereg_peer $(BUILD)/test/flush_peer $(BUILD)/bench/pump \
              $(if $(MPICC),$(BUILD)/test/mpi_pingpong)
 
 test-run: build-tests

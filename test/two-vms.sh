@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make two-vms: the deployment rocemu is for, two VMs without RDMA hardware, each running
 # rocemud on its virtio-net NIC, measured against what the same two guests do with TCP
-# (iperf3, and a UDP ping-pong for the latency rows) and with the kernel's rxe on the same
+# (iperf3; a UDP ping-pong for the latency rows; a flow of datagrams the size of a RoCE
+# packet, the ceiling of the 1 MiB rows) and with the kernel's rxe on the same
 # NICs (the same perftest binaries).
 # Two guests of scripts/interop-vm.sh (Debian's kernel, the host's root read-only) on a
 # bridge inside a network namespace; KVM where it works, TCG otherwise (said at the top).
@@ -78,6 +79,10 @@ ACCEL=${VM_ACCEL:-$(vm_accel)}
 export VM_CPUS=${TWO_VMS_CPUS:-2}
 export VM_ACCEL=$ACCEL
 export VM_MTU=${TWO_VMS_MTU:-}
+# the RDMA MTU both devices take on that link: the largest whose packet (IPv4, UDP, BTH,
+# RETH, payload, ICRC) fits
+RDMA_MTU=256
+for m in 512 1024 2048 4096; do [ $((m + 60)) -le "${VM_MTU:-1500}" ] && RDMA_MTU=$m; done
 echo "two guests, Linux $VM_KVER under $("${VM_QEMU[@]}" --version | head -n 1), $ACCEL," \
 	"$VM_CPUS vCPU(s) and ${VM_MEM} MiB each, on a bridge, MTU ${VM_MTU:-1500}; $(nproc) host cores"
 [ -n "${ROCEMUD_ARGS:-}" ] && echo "the guests' rocemud with: $ROCEMUD_ARGS"
@@ -179,6 +184,25 @@ if [ -z "$SHORT" ]; then
 		tail -n 4 "$WORK/udp.out" "$WORK/udp.server" | sed 's/^/  | /'
 		failed "UDP ping-pong between the guests (exit $RC)"
 	fi
+	# The guests' ceiling for a RoCEv2 device at this MTU: RoCE is a UDP datagram a packet,
+	# so one flow of datagrams the size of a WRITE's middle packet (BTH, RDMA_MTU bytes,
+	# ICRC), sent as the guest's kernel takes them fastest (UDP GSO) and counted at a socket
+	# in the other guest (with GRO), is at least as fast as any RoCE stack on the guests'
+	# network path, which must also build, check and acknowledge its packets: its payload
+	# goodput is the ceiling of the 1 MiB rows
+	pair udp-flood "$BUILD/bench/pump udp-sink -b ${ADDR[b]} -t 20" \
+		"$BUILD/bench/pump udp-flood -c @B@ -s $((RDMA_MTU + 16)) -t 5"
+	line=$(grep '"udp-sink"' "$WORK/udp-flood.server")
+	R[udp_flood]=$(sed -nE 's/.*"datagrams":([0-9]+),.*"seconds":([0-9.]+),.*/\1 \2/p' <<<"$line" |
+		awk -v m="$RDMA_MTU" '$1 > 0 && $2 > 0 { printf "%.1f", $1 * m / $2 / 1048576 }')
+	if [ "$RC" -eq 0 ] && [ -n "${R[udp_flood]}" ]; then
+		passed "UDP, one flow of $((RDMA_MTU + 16))-byte datagrams (a RoCE packet at RDMA MTU $RDMA_MTU): ${R[udp_flood]} MB/s of payload"
+		echo "  sent: $(grep -o '"datagrams".*' "$WORK/udp-flood.out")"
+		echo "  received: $(grep -o '"datagrams".*' <<<"$line")"
+	else
+		tail -n 4 "$WORK/udp-flood.out" "$WORK/udp-flood.server" | sed 's/^/  | /'
+		failed "UDP flow between the guests (exit $RC)"
+	fi
 fi
 
 # --- the kernel's rxe on both guests' eth0
@@ -238,6 +262,8 @@ check_wire "$BRIDGE_PCAP" infiniband 1000
 [ -n "$SHORT" ] && finish "two VMs (short)"
 echo "ratios, one run ($ACCEL):"
 ratio "rdma-write 1 MiB / iperf3" rw_1m iperf3
+ratio "rdma-write 1 MiB / UDP at RoCE's packet size" rw_1m udp_flood
+ratio "UDP at RoCE's packet size / iperf3" udp_flood iperf3
 ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m
 ratio "ib_write_bw 1 MiB (rocemu) / iperf3" roce_1m iperf3
 ratio "ib_write_bw 64 B: rocemu / rxe" roce_64 rxe_64

@@ -20,6 +20,18 @@
  *       recv(MSG_DONTWAIT) in a loop on both sides (which then needs a core each: on a
  *       busy machine a spinner waits for its peer's time slice, hence SECONDS).
  *
+ *   pump udp-flood -c ADDR -s SIZE [-p PORT] [-t SECONDS] [--no-gso]
+ *       one flow of SIZE-byte datagrams to ADDR for SECONDS (default 1), as fast as the
+ *       kernel takes them: a run of them a call, as one UDP GSO send (UDP_SEGMENT) where
+ *       the kernel allows it, with sendmmsg otherwise (or always, --no-gso); prints what
+ *       it sent as JSON.
+ *   pump udp-sink -b ADDR [-p PORT] [-t SECONDS]
+ *       counts the datagrams that arrive, with UDP GRO where the kernel offers it, until
+ *       IDLE_MS of silence after the first or SECONDS (default 10) without any; prints
+ *       datagrams, bytes and seconds from the first read to the last, as JSON. With
+ *       udp-flood, the rate at which one host's datagrams reach another's socket: for
+ *       RoCEv2, one datagram a packet, the ceiling of any device at that packet size.
+ *
  * Bad usage exits 2; a failed system call prints what failed and exits 1. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,6 +41,7 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,6 +69,8 @@
 #define PING_WARMUP     200
 #define PING_TIMEOUT_MS 1000     /* one lost datagram: send the ping again */
 #define NS_PER_S        1000000000ull
+#define UDP_RUN_BYTES   65000    /* a UDP GSO send: under the 65,507-byte datagram limit */
+#define SINK_RCVBUF     (16 << 20)
 
 static void die(const char *what) __attribute__((noreturn));
 static void die(const char *what)
@@ -72,7 +87,9 @@ static void usage(void)
 		"       " PROG " tx -i IFACE -s SIZE [-t SECONDS] [-d MAC]\n"
 		"       " PROG " udp-echo -b ADDR [-p PORT] [-t SECONDS] [--busy]\n"
 		"       " PROG " udp-ping -c ADDR [-p PORT] [-n COUNT] [-s SIZE] [-t SECONDS]"
-		" [--busy]\n");
+		" [--busy]\n"
+		"       " PROG " udp-flood -c ADDR -s SIZE [-p PORT] [-t SECONDS] [--no-gso]\n"
+		"       " PROG " udp-sink -b ADDR [-p PORT] [-t SECONDS]\n");
 	exit(2);
 }
 
@@ -93,6 +110,7 @@ struct opts {
 	unsigned port;
 	unsigned count;
 	bool busy;
+	bool no_gso;
 	uint8_t dst[ETH_ALEN];
 };
 
@@ -126,6 +144,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option longs[] = {
 		{ "busy", no_argument, NULL, 'B' },
+		{ "no-gso", no_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -148,6 +167,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'p': o->port = (unsigned)parse_num(optarg, 1, 65535); break;
 		case 'n': o->count = (unsigned)parse_num(optarg, 1, 100000000); break;
 		case 'B': o->busy = true; break;
+		case 'G': o->no_gso = true; break;
 		default: usage();
 		}
 	}
@@ -461,13 +481,144 @@ static int do_ping(const struct opts *o)
 	return 0;
 }
 
+/* ---- a flow of datagrams, and its sink ---- */
+
+/* A run of n datagrams of o->size bytes in one call: one UDP GSO send, or sendmmsg. Returns
+ * how many the kernel took (0 when it had no room), or -1 when GSO was refused. */
+static int flood_run(int fd, const struct opts *o, uint8_t *buf, unsigned n, bool gso)
+{
+	struct mmsghdr msgs[BATCH];
+	struct iovec iov[BATCH];
+	int sent;
+
+	if (gso) {
+		if (send(fd, buf, (size_t)o->size * n, 0) >= 0)
+			return (int)n;
+		if (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP)
+			return -1;
+	} else {
+		for (unsigned i = 0; i < n; i++) {
+			iov[i] = (struct iovec){ buf, o->size };
+			msgs[i] = (struct mmsghdr){ .msg_hdr = { .msg_iov = &iov[i], .msg_iovlen = 1 } };
+		}
+		sent = sendmmsg(fd, msgs, n, 0);
+		if (sent >= 0)
+			return sent;
+	}
+	/* no room, or the sink not up yet (the ICMP port unreachable of an earlier datagram) */
+	if (errno == ENOBUFS || errno == EAGAIN || errno == EINTR || errno == ECONNREFUSED)
+		return 0;
+	die(gso ? "send(UDP GSO)" : "sendmmsg(UDP)");
+}
+
+static int do_flood(const struct opts *o)
+{
+	static uint8_t buf[UDP_RUN_BYTES];
+	struct sockaddr_in sin;
+	unsigned run = UDP_RUN_BYTES / o->size;
+	int fd = udp_socket(o, &sin), seg = (int)o->size;
+	bool gso = !o->no_gso && setsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg)) == 0;
+	uint64_t sent = 0, refused = 0, t0, end, now;
+
+	if (run > BATCH)
+		run = BATCH;
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		die("connect(UDP)");
+	memset(buf, 0x5a, sizeof(buf));
+	t0 = now_ns();
+	end = t0 + (uint64_t)(o->seconds * NS_PER_S);
+	for (now = t0; now < end; now = now_ns()) {
+		int n = flood_run(fd, o, buf, run, gso);
+
+		if (n < 0) {
+			gso = false;   /* the kernel cuts no GSO send for this route */
+			continue;
+		}
+		if (n == 0)
+			refused++;
+		sent += (uint64_t)n;
+	}
+	printf("{\"mode\":\"udp-flood\",\"size\":%u,\"datagrams\":%" PRIu64 ",\"seconds\":%.6f,"
+	       "\"gso\":%s,\"refused_calls\":%" PRIu64 "}\n", o->size, sent,
+	       (double)(now - t0) / NS_PER_S, gso ? "true" : "false", refused);
+	close(fd);
+	return 0;
+}
+
+/* The datagrams one read brought: a GRO read says its segments' size in a control message. */
+static uint64_t datagrams_in(struct msghdr *m, ssize_t len)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		int seg;
+
+		if (c->cmsg_level != IPPROTO_UDP || c->cmsg_type != UDP_GRO)
+			continue;
+		memcpy(&seg, CMSG_DATA(c), sizeof(seg));
+		if (seg > 0)
+			return ((uint64_t)len + (uint64_t)seg - 1) / (uint64_t)seg;
+	}
+	return 1;
+}
+
+static int do_sink(const struct opts *o)
+{
+	static uint8_t buf[65536];
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct sockaddr_in sin;
+	struct iovec iov = { buf, sizeof(buf) };
+	uint64_t count = 0, bytes = 0, first_count = 0, first_bytes = 0, first = 0, last = 0;
+	int one = 1, rcvbuf = SINK_RCVBUF, fd = udp_socket(o, &sin);
+	bool gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	double secs;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		die("SO_REUSEADDR");
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		die("bind(UDP)");
+	set_rcvtimeo(fd, (unsigned)((o->seconds_given ? o->seconds : 10) * 1000));
+	printf("{\"mode\":\"sink-ready\"}\n");
+	fflush(stdout);
+	for (;;) {
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl) };
+		ssize_t n = recvmsg(fd, &m, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;   /* silence: the flood is over, or never came */
+			die("recvmsg");
+		}
+		last = now_ns();
+		if (!count) {
+			first = last;
+			set_rcvtimeo(fd, IDLE_MS);
+			first_count = datagrams_in(&m, n);
+			first_bytes = (uint64_t)n;
+		}
+		count += datagrams_in(&m, n);
+		bytes += (uint64_t)n;
+	}
+	/* from the end of the first read to the last: what came in between is the rate's */
+	secs = (double)(last - first) / NS_PER_S;
+	printf("{\"mode\":\"udp-sink\",\"datagrams\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"seconds\":%.6f,\"gro\":%s}\n", count - first_count, bytes - first_bytes, secs,
+	       gro ? "true" : "false");
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*run)(const struct opts *);
 	} cmds[] = {
-		{ "tx", do_tx }, { "rx", do_rx }, { "udp-echo", do_echo }, { "udp-ping", do_ping },
+		{ "tx", do_tx },	       { "rx", do_rx },		{ "udp-echo", do_echo },
+		{ "udp-ping", do_ping },       { "udp-flood", do_flood }, { "udp-sink", do_sink },
 	};
 	struct opts o;
 
