@@ -30,7 +30,7 @@ flow() {
 	else
 		failed "udp-flood${*:+ $*}: sent $sent, the sink reported $got"
 	fi
-	expect_gso=true
+	local expect_gso=true
 	[ "${1:-}" = --no-gso ] && expect_gso=false
 	[ "$(json_field "$sent" gso)" = "$expect_gso" ] && passed "udp-flood${*:+ $*}: gso $expect_gso" ||
 		failed "udp-flood${*:+ $*}: gso is not $expect_gso in $sent"
