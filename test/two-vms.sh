@@ -158,10 +158,17 @@ cm_rate() {
 		failed "$1: cm_peer, $CM_CYCLES connect/SEND/disconnect cycles (exit $RC)"
 	fi
 }
-ratio() { # LABEL A B: A/B to two places, or "-" when either is missing
+# ratio LABEL A B [ge|le LIMIT]: A/B to two places, against the issue's target when one
+# is given, or "-" when either is missing
+ratio() {
 	if [ -n "${R[$2]:-}" ] && [ -n "${R[$3]:-}" ]; then
-		awk -v l="$1" -v a="${R[$2]}" -v b="${R[$3]}" \
-			'BEGIN { printf "  %-46s %s / %s = %.2fx\n", l, a, b, a / b }'
+		awk -v l="$1" -v a="${R[$2]}" -v b="${R[$3]}" -v op="${4:-}" -v lim="${5:-}" 'BEGIN {
+			r = a / b; printf "  %-46s %s / %s = %.2fx", l, a, b, r
+			if (op != "") {
+				ok = op == "ge" ? r >= lim : r <= lim
+				printf " (target %s %s: %s)", op == "ge" ? ">=" : "<=", lim, ok ? "met" : "missed"
+			}
+			printf "\n" }'
 	else
 		printf '  %-46s -\n' "$1"
 	fi
@@ -261,14 +268,14 @@ check_wire "$BRIDGE_PCAP" infiniband 1000
 
 [ -n "$SHORT" ] && finish "two VMs (short)"
 echo "ratios, one run ($ACCEL):"
-ratio "rdma-write 1 MiB / iperf3" rw_1m iperf3
+ratio "rdma-write 1 MiB / iperf3" rw_1m iperf3 ge 1.0
 ratio "rdma-write 1 MiB / UDP at RoCE's packet size" rw_1m udp_flood
 ratio "UDP at RoCE's packet size / iperf3" udp_flood iperf3
-ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m
+ratio "ib_write_bw 1 MiB: rocemu / rxe" roce_1m rxe_1m ge 1.0
 ratio "ib_write_bw 1 MiB (rocemu) / iperf3" roce_1m iperf3
-ratio "ib_write_bw 64 B: rocemu / rxe" roce_64 rxe_64
-ratio "ib_write_lat 64 B t_typical: rocemu / rxe" roce_lat rxe_lat
+ratio "ib_write_bw 64 B: rocemu / rxe" roce_64 rxe_64 ge 2.0
+ratio "ib_write_lat 64 B t_typical: rocemu / rxe" roce_lat rxe_lat le 1.5
 ratio "ib_write_lat (rxe) / half a UDP round trip" rxe_lat udp_half
 ratio "ib_write_lat (rocemu) / half a UDP round trip" roce_lat udp_half
-ratio "CM connections per second: rocemu / rxe" rocemu-cm rxe-cm
+ratio "CM connections per second: rocemu / rxe" rocemu-cm rxe-cm ge 1.0
 finish "two VMs"
