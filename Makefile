@@ -263,7 +263,7 @@ demo:
 .PHONY: interop
 interop: all $(BUILD)/test/ibv_peer $(BUILD)/test/ud_peer $(BUILD)/test/mw_peer $(BUILD)/test/pcap_icrc \
 	$(BUILD)/test/gso_refuse.so \
-	$(BUILD)/test/cm_peer
+	$(BUILD)/test/cm_peer $(BUILD)/bench/pump
 	test/interop.sh $(BUILD)
 
 # Two guests on a bridge, rocemud on each one's virtio-net, beside iperf3 and rxe between
@@ -275,7 +275,7 @@ two-vms: all $(BUILD)/test/pcap_icrc $(BUILD)/test/cm_peer $(BUILD)/bench/pump
 # perftest's bandwidth and latency inside one qemu guest, rocemu beside the kernel's rxe on the
 # same vCPUs, the same perftest binaries on both (docs/benchmarks.md).
 .PHONY: guest-bench
-guest-bench: all
+guest-bench: all $(BUILD)/test/cm_peer $(BUILD)/bench/pump
 	test/guest-bench.sh $(BUILD)
 
 # The fault soak: 20 seeds of docs/testing.md's fault spec, 64 MiB each, in both builds.
@@ -295,7 +295,7 @@ clean:
 .PHONY: bench
 $(BUILD)/bench/pump: test/bench/pump.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS) -lpthread
 $(BUILD)/bench/regcost: test/bench/regcost.c $(LIB_ROCEMU)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LDFLAGS)

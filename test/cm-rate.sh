@@ -4,8 +4,9 @@
 # message and disconnects CM_CYCLES times (default 200), one connection after another,
 # after one connection unmeasured (the first waits for the neighbours to resolve).
 # make interop runs it inside its guest, beside the rate of the kernel's rxe there, for the
-# ratio the RDMA CM issue asks. Prints what cm_peer printed at both ends; exit 0 when
-# every cycle completed.
+# ratio the RDMA CM issue asks. Prints what cm_peer printed at both ends and how many
+# times a connection daemon a went to sleep (or was preempted); exit 0 when every cycle
+# completed.
 #   test/cm-rate.sh [BUILD]
 #   CM_TO_ITSELF=1 test/cm-rate.sh [BUILD]   both ends on daemon a, the client connecting
 #                                           to a's own address: one device to itself, as
@@ -44,8 +45,16 @@ cycles() {
 # one connection first, unmeasured: the first one waits for the neighbours to resolve
 # (rxe's, to its own address, has none to wait for)
 cycles 1 || { cat "$WORK/client.out" "$WORK/server.out"; fail "the first connection failed"; }
+# daemon a's context switches, each the end of one of its runs: what a connection costs
+# it in wakeups (the sum of the voluntary and the involuntary)
+switches_of_a() {
+	awk '/ctxt_switches/ { n += $2 } END { print n + 0 }' "/proc/${DAEMON_PID[a]}/status"
+}
+before=$(switches_of_a)
 cycles "$CYCLES"
 status=$?
+after=$(switches_of_a)
 cat "$WORK/client.out"
 sed 's/^/server: /' "$WORK/server.out"
+echo "daemon a: $(( (after - before) / CYCLES )) context switches a connection"
 exit $status

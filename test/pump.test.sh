@@ -2,7 +2,8 @@
 # bench/pump's UDP flow and sink, which make two-vms measures the guests' ceiling with: on
 # lo, a flow sent as UDP GSO runs and one sent with sendmmsg each arrive at the sink counted
 # at their size (a GRO read holds a run of them), never more than were sent; a sink that
-# hears nothing reports nothing and exits 0; bad usage exits 2.
+# hears nothing reports nothing and exits 0; switch-ping gives its two medians; bad usage
+# exits 2.
 set -u
 source "$(dirname "$0")/daemons.sh"
 source "$(dirname "$0")/checks.sh"
@@ -43,6 +44,16 @@ out=$("$PUMP" udp-sink -b 127.0.0.1 -p $((40000 + RANDOM % 20000)) -t 0.3)
 rc=$?
 [ $rc -eq 0 ] && [ "$(json_field "$(grep udp-sink <<<"$out")" datagrams)" = 0 ] &&
 	passed "a sink that hears nothing reports 0 datagrams" || failed "an idle sink: exit $rc, $out"
+
+# two medians in microseconds, the echo thread joined and the echo child reaped
+out=$("$PUMP" switch-ping -n 200)
+rc=$?
+threads=$(json_field "$out" threads_us) processes=$(json_field "$out" processes_us)
+if [ $rc -eq 0 ] && awk -v t="$threads" -v p="$processes" 'BEGIN { exit !(t > 0 && p > 0) }'; then
+	passed "switch-ping: a pipe round trip $threads us between threads, $processes us between processes"
+else
+	failed "switch-ping: exit $rc, $out"
+fi
 
 "$PUMP" udp-flood -s $SIZE >/dev/null 2>&1
 [ $? -eq 2 ] && passed "udp-flood without an address exits 2" || failed "udp-flood without an address"

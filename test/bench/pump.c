@@ -32,6 +32,13 @@
  *       udp-flood, the rate at which one host's datagrams reach another's socket: for
  *       RoCEv2, one datagram a packet, the ceiling of any device at that packet size.
  *
+ *   pump switch-ping [-n COUNT]
+ *       COUNT (default 10000) one-byte round trips over a pair of pipes, all on the CPU it
+ *       started on: first between two threads of this process, then between it and a
+ *       child; prints each median in microseconds as JSON. Their difference is what two
+ *       switches to another address space cost beyond two that keep it (a daemon's wakeup
+ *       on a busy CPU is two such switches; a kernel's worker thread makes neither).
+ *
  * Bad usage exits 2; a failed system call prints what failed and exits 1. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,6 +50,8 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +60,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,7 +99,8 @@ static void usage(void)
 		"       " PROG " udp-ping -c ADDR [-p PORT] [-n COUNT] [-s SIZE] [-t SECONDS]"
 		" [--busy]\n"
 		"       " PROG " udp-flood -c ADDR -s SIZE [-p PORT] [-t SECONDS] [--no-gso]\n"
-		"       " PROG " udp-sink -b ADDR [-p PORT] [-t SECONDS]\n");
+		"       " PROG " udp-sink -b ADDR [-p PORT] [-t SECONDS]\n"
+		"       " PROG " switch-ping [-n COUNT]\n");
 	exit(2);
 }
 
@@ -611,6 +622,97 @@ static int do_sink(const struct opts *o)
 	return 0;
 }
 
+/* ---- what a switch costs ---- */
+
+struct pipe_pair {
+	int to_echo[2], back[2];
+	unsigned count;
+};
+
+static void *echo_bytes(void *arg)
+{
+	struct pipe_pair *p = arg;
+	char c;
+
+	for (unsigned i = 0; i < p->count; i++)
+		if (read(p->to_echo[0], &c, 1) != 1 || write(p->back[1], &c, 1) != 1)
+			break;
+	return NULL;
+}
+
+/* The median of p->count round trips to the echo, in microseconds. */
+static double pipe_round_trips(struct pipe_pair *p, uint64_t *rtt)
+{
+	char c = 'x';
+
+	for (unsigned i = 0; i < p->count; i++) {
+		uint64_t t0 = now_ns();
+
+		if (write(p->to_echo[1], &c, 1) != 1 || read(p->back[0], &c, 1) != 1)
+			die("the pipe to the echo");
+		rtt[i] = now_ns() - t0;
+	}
+	qsort(rtt, p->count, sizeof(*rtt), cmp_u64);
+	return rtt[p->count / 2] / 1e3;
+}
+
+static void pipes_open(struct pipe_pair *p)
+{
+	if (pipe(p->to_echo) < 0 || pipe(p->back) < 0)
+		die("pipe");
+}
+
+static void pipes_close(struct pipe_pair *p)
+{
+	close(p->to_echo[0]);
+	close(p->to_echo[1]);
+	close(p->back[0]);
+	close(p->back[1]);
+}
+
+static int do_switch_ping(const struct opts *o)
+{
+	struct pipe_pair p = { .count = o->count };
+	uint64_t *rtt = calloc(o->count, sizeof(*rtt));
+	double threads, processes;
+	cpu_set_t one_cpu;
+	pthread_t echo;
+	pid_t child;
+	int status;
+
+	if (!rtt)
+		die("calloc");
+	/* one CPU: each round trip is two switches on it, not a wakeup of another (the
+	 * thread and the child inherit the mask) */
+	CPU_ZERO(&one_cpu);
+	CPU_SET(sched_getcpu(), &one_cpu);
+	if (sched_setaffinity(0, sizeof(one_cpu), &one_cpu) < 0)
+		die("sched_setaffinity");
+	pipes_open(&p);
+	errno = pthread_create(&echo, NULL, echo_bytes, &p);
+	if (errno)
+		die("pthread_create");
+	threads = pipe_round_trips(&p, rtt);
+	pthread_join(echo, NULL);
+	pipes_close(&p);
+	pipes_open(&p);
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		echo_bytes(&p);
+		_exit(0);
+	}
+	processes = pipe_round_trips(&p, rtt);
+	if (waitpid(child, &status, 0) < 0)
+		die("waitpid");
+	pipes_close(&p);
+	free(rtt);
+	printf("{\"mode\":\"switch-ping\",\"count\":%u,\"threads_us\":%.2f,"
+	       "\"processes_us\":%.2f}\n", o->count, threads, processes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -619,6 +721,7 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "tx", do_tx },	       { "rx", do_rx },		{ "udp-echo", do_echo },
 		{ "udp-ping", do_ping },       { "udp-flood", do_flood }, { "udp-sink", do_sink },
+		{ "switch-ping", do_switch_ping },
 	};
 	struct opts o;
 
