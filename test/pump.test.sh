@@ -27,7 +27,7 @@ flow() {
 	local n_sent=$(json_field "$sent" datagrams) n_got=$(json_field "$got" datagrams)
 	local bytes=$(json_field "$got" bytes)
 	if [ "${n_got:-0}" -gt 0 ] && [ "$n_got" -le "$n_sent" ] && [ "$bytes" -eq $((n_got * SIZE)) ]; then
-		passed "udp-flood${*:+ $*}: $n_sent sent ($(json_field "$sent" gso | sed 's/^/gso /')), $n_got counted at $SIZE bytes each"
+		passed "udp-flood${*:+ $*}: $n_sent sent (gso $(json_field "$sent" gso)), $n_got counted at $SIZE bytes each"
 	else
 		failed "udp-flood${*:+ $*}: sent $sent, the sink reported $got"
 	fi

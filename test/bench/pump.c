@@ -396,19 +396,33 @@ static void set_rcvtimeo(int fd, unsigned ms)
 		die("SO_RCVTIMEO");
 }
 
-static int do_echo(const struct opts *o)
+/* How long a listener waits for its first datagram: SECONDS, 10 unless given. */
+static unsigned listen_ms(const struct opts *o)
 {
-	struct sockaddr_in sin, from;
-	uint8_t buf[65536];
-	unsigned idle_ms = (unsigned)((o->seconds_given ? o->seconds : 10) * 1000);
-	int one = 1;
-	int fd = udp_socket(o, &sin);
+	return (unsigned)((o->seconds_given ? o->seconds : 10) * 1000);
+}
+
+/* A UDP socket bound to -b ADDR -p PORT, whose reads give up after listen_ms(). */
+static int udp_listener(const struct opts *o)
+{
+	struct sockaddr_in sin;
+	int one = 1, fd = udp_socket(o, &sin);
 
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
 		die("SO_REUSEADDR");
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
 		die("bind(UDP)");
-	set_rcvtimeo(fd, idle_ms);
+	set_rcvtimeo(fd, listen_ms(o));
+	return fd;
+}
+
+static int do_echo(const struct opts *o)
+{
+	struct sockaddr_in from;
+	uint8_t buf[65536];
+	unsigned idle_ms = listen_ms(o);
+	int fd = udp_listener(o);
+
 	printf("{\"mode\":\"echo-ready\"}\n");
 	fflush(stdout);
 	for (;;) {
@@ -575,20 +589,14 @@ static int do_sink(const struct opts *o)
 {
 	static uint8_t buf[65536];
 	char ctl[CMSG_SPACE(sizeof(int))];
-	struct sockaddr_in sin;
 	struct iovec iov = { buf, sizeof(buf) };
 	uint64_t count = 0, bytes = 0, first_count = 0, first_bytes = 0, first = 0, last = 0;
-	int one = 1, rcvbuf = SINK_RCVBUF, fd = udp_socket(o, &sin);
+	int one = 1, rcvbuf = SINK_RCVBUF, fd = udp_listener(o);
 	bool gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
 	double secs;
 
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) < 0)
 		(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		die("SO_REUSEADDR");
-	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-		die("bind(UDP)");
-	set_rcvtimeo(fd, (unsigned)((o->seconds_given ? o->seconds : 10) * 1000));
 	printf("{\"mode\":\"sink-ready\"}\n");
 	fflush(stdout);
 	for (;;) {
